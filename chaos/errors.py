@@ -1,0 +1,47 @@
+"""One home for the suite's own errors and its documented exit codes.
+
+Exit codes (design.md): 0 valid, 1 invalid, 2 unknown, 254 bad arguments or
+config, 255 the suite itself crashed. A test matrix exits with the worst.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    VALID = 0
+    INVALID = 1
+    UNKNOWN = 2
+    USAGE = 254
+    CRASH = 255
+
+
+def worst(codes) -> ExitCode:
+    """The worst of several run results: crash > usage > invalid > unknown > valid."""
+    order = [ExitCode.VALID, ExitCode.UNKNOWN, ExitCode.INVALID, ExitCode.USAGE, ExitCode.CRASH]
+    rank = {c: i for i, c in enumerate(order)}
+    out = ExitCode.VALID
+    for c in codes:
+        c = ExitCode(c)
+        if rank[c] > rank[out]:
+            out = c
+    return out
+
+
+class ChaosError(Exception):
+    """Base of every error the suite raises on purpose."""
+
+
+class UsageError(ChaosError):
+    """Bad input (arguments, config, manifests, scenario files). The CLI prints
+    the message on one line and exits 254; never a traceback."""
+
+
+class SetupFailed(ChaosError):
+    """A backend, server or fault mechanism could not be set up."""
+
+
+class Indeterminate(ChaosError):
+    """An operation ended without a reply that proves anything (crash,
+    timeout, lost reply). Recorded as ``info``."""
