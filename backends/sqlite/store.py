@@ -1,0 +1,211 @@
+"""``SqliteStore``: the durable storage of the strict-fenced SQLite backend.
+
+One SQLite file is the transactional coordinator. Every authoritative
+decision runs in one ``BEGIN IMMEDIATE`` transaction (the serialized decision
+boundary across every process that opens the file); reads use a plain
+``BEGIN``. Settings, and why:
+
+* ``journal_mode=DELETE`` (rollback journal): fault-tooling.md 3 measured that
+  in WAL mode a commit whose fsync failed can come back after a crash; the
+  rollback journal did not resurrect it.
+* ``synchronous=FULL``: a commit that returned is on disk.
+* ``busy_timeout`` 30 s: contention waits; only a lock held longer than that
+  becomes ``StoreUnavailable("database-locked")``.
+* ``isolation_level=None``: the module never opens transactions behind our
+  back; we issue BEGIN/COMMIT ourselves.
+
+Error mapping (the engine turns these into contract codes):
+
+* floor statement fails -> rollback, ``FloorPersistFailed`` (in ``SqliteTxn``);
+* COMMIT fails with an I/O error (fsync EIO is ``SQLITE_IOERR_FSYNC``, 1034)
+  or anything else unexplained -> rollback if still open,
+  ``CommitOutcomeUnknown``;
+* COMMIT or BEGIN fails with SQLITE_BUSY -> nothing was written,
+  ``StoreUnavailable("database-locked")``;
+* the file is missing or cannot be opened -> ``StoreUnavailable``.
+
+Connections are pooled (one per concurrent transaction, so a host process can
+run calls in threads); ``reopen()`` closes every one of them.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import urllib.parse
+from contextlib import contextmanager
+from typing import Iterator
+
+from backends.api import CommitOutcomeUnknown, StoreUnavailable
+from backends.sqlite import projection, schema
+from backends.sqlite.txn import SqliteTxn
+
+BUSY_TIMEOUT_S = 30.0
+SQLITE_BUSY = 5
+SQLITE_IOERR = 10
+
+
+def _primary(e: sqlite3.Error) -> int | None:
+    code = getattr(e, "sqlite_errorcode", None)
+    return None if code is None else code & 0xFF
+
+
+def connect(path: str, create: bool = False, timeout: float = BUSY_TIMEOUT_S) -> sqlite3.Connection:
+    """Open ``path`` with the coordinator's settings.
+
+    Without ``create`` a missing file is an error (SQLite would otherwise
+    silently create an empty, unprovisioned database).
+    """
+    mode = "rwc" if create else "rw"
+    uri = f"file:{urllib.parse.quote(os.path.abspath(path))}?mode={mode}"
+    conn = sqlite3.connect(uri, uri=True, timeout=timeout, isolation_level=None, check_same_thread=False)
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+        mode_row = conn.execute("PRAGMA journal_mode = DELETE").fetchone()
+        if mode_row is None or str(mode_row[0]).lower() != "delete":
+            raise sqlite3.OperationalError(f"journal_mode is {mode_row!r}, not delete")
+        conn.execute("PRAGMA synchronous = FULL")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+class SqliteStore:
+    """Durable storage in one SQLite file (see the module docstring)."""
+
+    def __init__(self, path: str, busy_timeout_s: float = BUSY_TIMEOUT_S):
+        self.path = os.path.abspath(path)
+        self.busy_timeout_s = busy_timeout_s
+        self._lock = threading.Lock()
+        self._idle: list[sqlite3.Connection] = []
+        self._all: set[sqlite3.Connection] = set()
+        self._closed = False
+
+    # ------------------------------------------------------------------ connections
+
+    def _take(self) -> sqlite3.Connection:
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+        if not os.path.exists(self.path):
+            raise StoreUnavailable("database-not-found", f"no SQLite file at {self.path}")
+        try:
+            conn = connect(self.path, timeout=self.busy_timeout_s)
+        except sqlite3.Error as e:
+            if _primary(e) == SQLITE_BUSY:
+                raise StoreUnavailable("database-locked", str(e)) from e
+            raise StoreUnavailable("database-unopenable", f"cannot open {self.path}: {e}") from e
+        with self._lock:
+            self._all.add(conn)
+        return conn
+
+    def _give_back(self, conn: sqlite3.Connection, healthy: bool) -> None:
+        with self._lock:
+            keep = healthy and not self._closed and conn in self._all and not conn.in_transaction
+            if keep:
+                self._idle.append(conn)
+                return
+            self._all.discard(conn)
+        try:
+            conn.close()
+        except sqlite3.Error:
+            pass
+
+    def close(self) -> None:
+        """Close every connection. In-flight transactions close theirs when done."""
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+            self._all.difference_update(idle)
+            self._all.clear()  # busy ones are closed by _give_back
+        for conn in idle:
+            conn.close()
+
+    def reopen(self) -> None:
+        """Drop every connection (process state) and accept new transactions."""
+        self.close()
+        with self._lock:
+            self._closed = False
+
+    # ------------------------------------------------------------------ transactions
+
+    @contextmanager
+    def transaction(self, write: bool) -> Iterator[SqliteTxn]:
+        """One transaction: ``BEGIN IMMEDIATE`` for writes, ``BEGIN`` for reads.
+
+        Leaving the block normally commits; an exception inside rolls back and
+        propagates. Commit failures are mapped as the module docstring says.
+        """
+        conn = self._take()
+        healthy = True
+        try:
+            try:
+                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            except sqlite3.Error as e:
+                healthy = False
+                if _primary(e) == SQLITE_BUSY:
+                    raise StoreUnavailable("database-locked", f"BEGIN: {e}") from e
+                raise StoreUnavailable("database-unopenable", f"BEGIN: {e}") from e
+            try:
+                yield SqliteTxn(conn, write)
+            except BaseException:
+                self._rollback(conn)
+                raise
+            self._commit(conn)
+        except BaseException:
+            healthy = healthy and not conn.in_transaction
+            raise
+        finally:
+            self._give_back(conn, healthy)
+
+    @staticmethod
+    def _rollback(conn: sqlite3.Connection) -> None:
+        if conn.in_transaction:
+            try:
+                conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+
+    def _commit(self, conn: sqlite3.Connection) -> None:
+        if not conn.in_transaction:
+            # Already rolled back inside (a mapped statement failure that the
+            # caller chose to swallow): nothing to commit, nothing changed.
+            return
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error as e:
+            busy = _primary(e) == SQLITE_BUSY
+            self._rollback(conn)
+            if busy:
+                # SQLITE_BUSY at COMMIT: the EXCLUSIVE lock was never taken,
+                # so no byte of the database file was written.
+                raise StoreUnavailable("database-locked", f"COMMIT: {e}") from e
+            raise CommitOutcomeUnknown(f"COMMIT failed ({getattr(e, 'sqlite_errorname', '?')}): {e}") from e
+
+    # ------------------------------------------------------------------ privileged scaffolding
+
+    def seed(self, durable: dict) -> None:
+        """Load a manifest-shaped ``durable`` object (test scaffolding, not a write path)."""
+        with self.transaction(write=True) as txn:
+            projection.seed(txn, durable)
+
+    def export_durable(self) -> dict:
+        """The durable projection in the manifest's shape (vectors.md 11.11)."""
+        conn = self._take()
+        try:
+            conn.execute("BEGIN")
+            try:
+                return projection.export(conn)
+            finally:
+                self._rollback(conn)
+        finally:
+            self._give_back(conn, True)
+
+    def provisioning(self) -> dict:
+        conn = self._take()
+        try:
+            return schema.read_provisioning(conn)
+        finally:
+            self._give_back(conn, True)

@@ -1,0 +1,263 @@
+"""Process faults: a registry of what we started, kill / pause / resume of a
+whole process tree, and the cgroup v1 freezer (fault-tooling notes §4).
+
+Rules this module enforces for the whole suite:
+
+* never kill by name: every PID the suite starts is registered here
+  (``register(pid)``), and only snapshots of those trees are signalled;
+* a tree is snapshotted *at action time* (``psutil.children(recursive=True)``),
+  because servers such as PostgreSQL fork a process per connection and every
+  PostgreSQL child calls ``setsid()`` (so ``killpg`` does not reach them);
+* killed processes are reaped: ``waitpid`` for PIDs we are the (sub)reaper of,
+  else we poll until each is a zombie or gone (PID 1 reaps orphans ~1.5 s later).
+
+Usage::
+
+    set_child_subreaper()            # once, in the harness process
+    p = subprocess.Popen([...], start_new_session=True); register(p.pid)
+    ProcessTree(p.pid).pause(); ...; ProcessTree(p.pid).resume()
+    ProcessTree(p.pid).kill()        # SIGKILL the tree and reap it
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+_PR_SET_CHILD_SUBREAPER = 36
+_registry: set[int] = set()
+_registry_lock = threading.Lock()
+
+
+# --------------------------------------------------------------------------- registry
+
+
+def register(pid: int) -> int:
+    """Record a PID the suite started (so only our own processes are ever signalled)."""
+    with _registry_lock:
+        _registry.add(pid)
+    return pid
+
+
+def unregister(pid: int) -> None:
+    with _registry_lock:
+        _registry.discard(pid)
+
+
+def registered() -> set[int]:
+    """The PIDs registered and still present (zombies count as present)."""
+    with _registry_lock:
+        pids = set(_registry)
+    return {p for p in pids if psutil.pid_exists(p)}
+
+
+def set_child_subreaper() -> bool:
+    """Make this process the reaper of its orphaned descendants, so killed
+    grandchildren can be ``waitpid``-ed at once instead of lingering as
+    zombies until PID 1 reaps them. Returns False where prctl is unavailable."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+# --------------------------------------------------------------------------- reaping
+
+
+def reap(pids: list[int], timeout: float = 5.0) -> list[int]:
+    """Wait until every PID is reaped, a zombie of someone else, or gone.
+
+    Our own children (direct, or orphans re-parented to us as subreaper) are
+    ``waitpid``-ed. Never ``waitpid(-1)``: that steals ``Popen`` statuses.
+    Returns the PIDs still alive (and not zombie) after ``timeout``.
+    """
+    me = os.getpid()
+    deadline = time.monotonic() + timeout
+    pending = list(pids)
+    while pending and time.monotonic() < deadline:
+        still = []
+        for pid in pending:
+            try:
+                proc = psutil.Process(pid)
+                ppid, status = proc.ppid(), proc.status()
+            except psutil.NoSuchProcess:
+                continue
+            if ppid == me:
+                try:
+                    done, _ = os.waitpid(pid, os.WNOHANG)
+                except ChildProcessError:
+                    done = pid  # reaped elsewhere (e.g. by Popen.wait)
+                if done == pid:
+                    continue
+            elif status == psutil.STATUS_ZOMBIE:
+                continue
+            still.append(pid)
+        pending = still
+        if pending:
+            time.sleep(0.005)
+    return pending
+
+
+# --------------------------------------------------------------------------- process trees
+
+
+class ProcessTree:
+    """A process and all its descendants, snapshotted when each action runs.
+
+    Pass the ``Popen`` of the root when you hold one, so ``kill`` reaps the
+    root through it and ``Popen.returncode`` stays truthful.
+    """
+
+    def __init__(self, pid: int, popen=None):
+        self.pid = pid
+        self.popen = popen
+
+    def snapshot(self) -> list[psutil.Process]:
+        """Root first, then every descendant alive right now."""
+        try:
+            root = psutil.Process(self.pid)
+            return [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return []
+
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.snapshot()]
+
+    def _signal_all(self, procs: list[psutil.Process], sig: int) -> int:
+        sent = 0
+        for proc in procs:
+            try:
+                proc.send_signal(sig)
+                sent += 1
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                pass
+        return sent
+
+    def kill(self, timeout: float = 5.0) -> list[int]:
+        """SIGKILL the root and every descendant, then reap them. Returns the
+        PIDs killed. Descendants forked between snapshot and signal die with
+        their parent (PostgreSQL children exit when the postmaster dies)."""
+        procs = self.snapshot()
+        # Stop first so nothing forks between the snapshot and the kill.
+        self._signal_all(procs, signal.SIGSTOP)
+        procs = self.snapshot() or procs
+        self._signal_all(procs, signal.SIGKILL)
+        pids = [p.pid for p in procs]
+        if self.popen is not None:
+            try:
+                self.popen.wait(timeout)
+            except Exception:
+                pass
+        reap([p for p in pids if self.popen is None or p != self.popen.pid], timeout)
+        return pids
+
+    def pause(self) -> list[int]:
+        """SIGSTOP every process of the tree (fresh snapshot). Processes forked
+        later are *not* covered; use ``Freezer`` for that when root."""
+        procs = self.snapshot()
+        self._signal_all(procs, signal.SIGSTOP)
+        return [p.pid for p in procs]
+
+    def resume(self) -> list[int]:
+        """SIGCONT every process of the tree (fresh snapshot)."""
+        procs = self.snapshot()
+        self._signal_all(procs, signal.SIGCONT)
+        return [p.pid for p in procs]
+
+
+def signal_pids(pids: list[int], sig: int) -> None:
+    """Send ``sig`` to a fixed list of PIDs (e.g. a snapshot taken at pause time)."""
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+
+
+# --------------------------------------------------------------------------- cgroup v1 freezer
+
+FREEZER_ROOT = Path("/sys/fs/cgroup/freezer")
+
+
+def freezer_available() -> bool:
+    """True when we are root and the cgroup v1 freezer hierarchy is mounted."""
+    return os.geteuid() == 0 and (FREEZER_ROOT / "cgroup.procs").exists()
+
+
+class Freezer:
+    """A cgroup v1 freezer group ``/sys/fs/cgroup/freezer/<name>``.
+
+    Processes added are frozen atomically, and children they fork later join
+    the group, so a frozen server cannot escape by forking a new backend.
+    """
+
+    def __init__(self, name: str):
+        if not freezer_available():
+            raise RuntimeError("cgroup v1 freezer not available (needs root and /sys/fs/cgroup/freezer)")
+        self.path = FREEZER_ROOT / name
+        self.path.mkdir(exist_ok=True)
+
+    def add(self, pids) -> None:
+        for pid in pids:
+            try:
+                (self.path / "cgroup.procs").write_text(f"{pid}\n")
+            except OSError as e:
+                if e.errno != errno.ESRCH:
+                    raise
+
+    def pids(self) -> list[int]:
+        try:
+            text = (self.path / "cgroup.procs").read_text()
+        except FileNotFoundError:
+            return []
+        return [int(x) for x in text.split()]
+
+    def state(self) -> str:
+        return (self.path / "freezer.state").read_text().strip()
+
+    def _set(self, state: str, timeout: float = 5.0) -> None:
+        (self.path / "freezer.state").write_text(state)
+        deadline = time.monotonic() + timeout
+        while self.state() != state:  # FREEZING -> FROZEN takes a few ms
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"freezer {self.path} stuck in {self.state()}")
+            time.sleep(0.002)
+
+    def freeze(self) -> None:
+        self._set("FROZEN")
+
+    def thaw(self) -> None:
+        self._set("THAWED")
+
+    def remove(self, timeout: float = 5.0) -> None:
+        """Thaw, move any remaining members back to the root group, rmdir."""
+        if not self.path.exists():
+            return
+        try:
+            self.thaw()
+        except (OSError, TimeoutError):
+            pass
+        for pid in self.pids():
+            try:
+                (FREEZER_ROOT / "cgroup.procs").write_text(f"{pid}\n")
+            except OSError:
+                pass
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self.path.rmdir()
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)
