@@ -4,6 +4,10 @@ A spec is a dict such as ``{"backend": "sqlite", "path": "/tmp/x/claims.db",
 "namespaces": ["wbns_..."]}``. By convention each backend package
 ``backends.<name>`` exposes ``open_backend(spec, clock, hooks) -> Backend``;
 this module only finds it, so adding a backend needs no edit here.
+
+An outside backend written as a Python class plugs in with
+``{"backend": "python", "factory": "package.module:open_backend", ...}``: the
+factory has the same signature.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import importlib
 
 from backends.api import Backend, Clock, FileClock, Hooks, SystemClock
 
-KNOWN = ("reference", "sqlite", "postgres", "gitjournal", "external")
+KNOWN = ("reference", "sqlite", "postgres", "gitjournal", "external", "python")
 
 
 class UnknownBackend(ValueError):
@@ -29,5 +33,18 @@ def open_backend(spec: dict, clock: Clock | None = None, hooks: Hooks | None = N
     name = spec.get("backend")
     if name not in KNOWN:
         raise UnknownBackend(f"unknown backend {name!r} (known: {', '.join(KNOWN)})")
-    module = importlib.import_module(f"backends.{name}")
-    return module.open_backend(spec, clock or clock_for(spec), hooks or Hooks())
+    if name == "python":
+        factory = _load_factory(spec.get("factory"))
+    else:
+        factory = importlib.import_module(f"backends.{name}").open_backend
+    return factory(spec, clock or clock_for(spec), hooks or Hooks())
+
+
+def _load_factory(ref):
+    if not isinstance(ref, str) or ":" not in ref:
+        raise UnknownBackend('a "python" backend needs "factory": "module:function"')
+    module_name, _, attr = ref.partition(":")
+    try:
+        return getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as e:
+        raise UnknownBackend(f"cannot load backend factory {ref!r}: {e}") from None

@@ -97,6 +97,8 @@ def loads_strict(raw: bytes) -> Any:
         raise StrictJSONError(f"duplicate member {dup.key!r}", _duplicate_pointer(text, dup)) from None
     except (json.JSONDecodeError, ValueError) as exc:
         raise StrictJSONError(f"not JSON: {exc}") from None
+    except RecursionError:
+        raise StrictJSONError("JSON nesting is too deep") from None
     if _skip_ws(text, end) != len(text):
         raise StrictJSONError("trailing data after the JSON value")
     return value

@@ -106,9 +106,10 @@ def read_provisioning(conn: sqlite3.Connection) -> dict[str, Any]:
 def config_from_provisioning(prov: dict[str, Any]) -> BackendConfig:
     """The BackendConfig this file was provisioned with.
 
-    ``profile`` is "fenced" only for the complete fenced inventory; the
-    capability itself is derived by ``backends.contract`` from the write paths,
-    so a bypass or a missing entry point is reported honestly either way.
+    The profile is always "fenced" (the file is a transactional coordinator);
+    ``backends.contract.capabilities`` derives the reported mode from the
+    write-path inventory, so a bypass or a missing entry point is reported as
+    advisory.
     """
     write_paths = dict(prov.get("write_paths", FENCED_WRITE_PATHS))
     return BackendConfig(
@@ -117,5 +118,5 @@ def config_from_provisioning(prov: dict[str, Any]) -> BackendConfig:
         coordination_scope=prov.get("coordination_scope", "shared-transactional-coordinator"),
         durability=prov.get("durability", "durable-coordinator"),
         write_paths=write_paths,
-        profile="fenced" if write_paths == FENCED_WRITE_PATHS else "advisory",
+        profile="fenced",
     )

@@ -164,6 +164,7 @@ class ProcessTree:
         later are *not* covered; use ``Freezer`` for that when root."""
         procs = self.snapshot()
         self._signal_all(procs, signal.SIGSTOP)
+        wait_stopped([p.pid for p in procs])
         return [p.pid for p in procs]
 
     def resume(self) -> list[int]:
@@ -171,6 +172,24 @@ class ProcessTree:
         procs = self.snapshot()
         self._signal_all(procs, signal.SIGCONT)
         return [p.pid for p in procs]
+
+
+def wait_stopped(pids: list[int], timeout: float = 5.0) -> bool:
+    """Wait until every PID is stopped (SIGSTOP is asynchronous), zombie or gone."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pending = False
+        for pid in pids:
+            try:
+                if psutil.Process(pid).status() not in (psutil.STATUS_STOPPED, psutil.STATUS_ZOMBIE):
+                    pending = True
+                    break
+            except psutil.NoSuchProcess:
+                pass
+        if not pending:
+            return True
+        time.sleep(0.002)
+    return False
 
 
 def signal_pids(pids: list[int], sig: int) -> None:

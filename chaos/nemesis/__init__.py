@@ -1,0 +1,199 @@
+"""Nemeses: fault packages selected by name, with real mechanisms behind each.
+
+A package (jepsen ``nemesis/combined.clj`` style) is::
+
+    Package(name, generator, execute, final, targets, requires)
+
+* ``generator``: a pure, seeded generator of nemesis ops (``FaultCycle``):
+  the fault at a drawn time, then (for faults that last) its heal op after a
+  drawn duration. Its op values name the target worker *slots* and the
+  parameters, so the fault schedule is a pure function of ``(seed, config)``.
+* ``execute(env, op) -> value``: performs one op on the real processes and
+  returns the completion value with ``took_effect`` evidence.
+* ``final(env) -> value``: heals everything this package may have broken.
+* ``targets``: what it hits (``workers``, ``server``); ``requires``: the
+  mechanisms it needs (``faketime``, ``failsync``), checked by ``supported``.
+
+``compose_packages(names, opts)`` unions packages into one nemesis generator
+and one executor table. ``Coverage`` counts, per requested fault, how often it
+fired and how often it demonstrably took effect (a run in which a requested
+fault never took effect is ``unknown``, never ``valid``).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+from workloads.generator import Gen, any_of, fill_op, nemesis as on_nemesis, PENDING, MS
+
+DEFAULT_ORDER = ("kill", "pause", "clock", "fsync", "lost-reply", "restart")
+
+
+@dataclass(frozen=True)
+class Package:
+    name: str
+    generator: Gen
+    execute: Callable
+    final: Callable
+    targets: str = "workers"
+    requires: tuple = ()
+    heals: tuple = ()   # the ``f`` of this package's heal ops
+
+
+@dataclass(frozen=True)
+class FaultCycle(Gen):
+    """Fault, (heal after a drawn duration), gap, fault, ... forever.
+
+    ``draw(stream, workers) -> (value, stream)`` draws one fault's parameters.
+    ``gap_ms`` / ``dur_ms`` are ``(lo, hi)`` ranges; ``heal`` is the ``f`` of
+    the heal op (None for instantaneous faults). Pure: all draws come from
+    ``ctx.stream(n)``; the first fault comes one drawn gap after the start.
+    """
+
+    f: str
+    draw: Callable
+    workers: int
+    gap_ms: tuple
+    dur_ms: tuple = (0, 0)
+    heal: str | None = None
+    n: int = 0
+    next_time: int | None = None
+    pending_heal: tuple | None = None   # (time, value)
+
+    def op(self, ctx):
+        s = ctx.stream(self.n)
+        if self.pending_heal is not None:
+            at, value = self.pending_heal
+            op = fill_op({"f": self.heal, "value": value, "time": at}, ctx)
+            if op is PENDING:
+                return PENDING
+            gap, _ = s.randint(*self.gap_ms)
+            return op, replace(self, n=self.n + 1, pending_heal=None, next_time=op["time"] + gap * MS)
+        gap, s = s.randint(*self.gap_ms)
+        at = ctx.time + gap * MS if self.next_time is None else self.next_time
+        value, s = self.draw(s, self.workers)
+        op = fill_op({"f": self.f, "value": value, "time": at}, ctx)
+        if op is PENDING:
+            return PENDING
+        if self.heal is None:
+            gap2, _ = s.randint(*self.gap_ms)
+            return op, replace(self, n=self.n + 1, next_time=op["time"] + gap2 * MS)
+        dur, _ = s.randint(*self.dur_ms)
+        return op, replace(self, n=self.n + 1, pending_heal=(op["time"] + dur * MS, value))
+
+
+def draw_targets(s, workers: int, most: int = 1):
+    """1..``most`` distinct worker slots."""
+    k, s = s.randint(1, max(1, min(most, workers)))
+    pool = list(range(workers))
+    out = []
+    for _ in range(k):
+        i, s = s.randint(0, len(pool) - 1)
+        out.append(pool.pop(i))
+    return sorted(out), s
+
+
+class Coverage:
+    """Per fault: requested, fired, took_effect (thread-safe counters)."""
+
+    def __init__(self, requested):
+        self._lock = threading.Lock()
+        self.table = {name: {"requested": True, "fired": 0, "took_effect": 0} for name in requested}
+
+    def fired(self, name: str, took_effect: bool) -> None:
+        with self._lock:
+            row = self.table.setdefault(name, {"requested": False, "fired": 0, "took_effect": 0})
+            row["fired"] += 1
+            row["took_effect"] += int(bool(took_effect))
+
+    def took_effect(self, name: str, n: int = 1) -> None:
+        with self._lock:
+            self.table.setdefault(name, {"requested": False, "fired": 0, "took_effect": 0})["took_effect"] += n
+
+    def missing(self) -> list[str]:
+        """Requested faults that never took effect."""
+        return [k for k, v in self.table.items() if v["requested"] and v["took_effect"] == 0]
+
+    def to_json(self) -> dict:
+        with self._lock:
+            return {k: dict(v) for k, v in self.table.items()}
+
+
+def _registry() -> dict:
+    from chaos.nemesis import clock, io, process
+
+    return {
+        "kill": process.kill_package,
+        "pause": process.pause_package,
+        "restart": process.restart_package,
+        "clock": clock.package,
+        "fsync": io.fsync_package,
+        "lost-reply": io.lost_reply_package,
+    }
+
+
+class _Lazy(dict):
+    def __missing__(self, key):
+        self.update(_registry())
+        if key not in self:
+            raise KeyError(key)
+        return dict.__getitem__(self, key)
+
+    def __iter__(self):
+        self.update(_registry())
+        return dict.__iter__(self)
+
+    def keys(self):
+        self.update(_registry())
+        return dict.keys(self)
+
+
+#: name -> ``package(opts) -> Package``
+NEMESES: dict = _Lazy()
+
+
+def mechanisms() -> dict:
+    """Which fault mechanisms work here: name -> (ok, detail)."""
+    out = {}
+    try:
+        from chaos.faults import faketime
+
+        out["faketime"] = (True, faketime.library_path())
+    except Exception as e:
+        out["faketime"] = (False, f"{type(e).__name__}: {e}")
+    try:
+        from chaos.faults import failsync
+
+        out["failsync"] = (True, failsync.build())
+    except Exception as e:
+        out["failsync"] = (False, f"{type(e).__name__}: {e}")
+    return out
+
+
+def supported(backend: str) -> list[str]:
+    """The nemeses that work for ``backend`` on this machine (default selection)."""
+    have = {k for k, (ok, _) in mechanisms().items() if ok}
+    names = []
+    for name in DEFAULT_ORDER:
+        pkg = NEMESES[name]({"workers": 1, "backend": backend})
+        if set(pkg.requires) <= have and (backend in ("sqlite", "postgres") or name not in ("lost-reply",)):
+            names.append(name)
+    return names
+
+
+def compose_packages(names, opts: dict) -> tuple[Gen | None, dict, list[Package]]:
+    """Union of the named packages: (nemesis generator, {f: (package, execute)}, packages)."""
+    pkgs = []
+    for name in names:
+        if name not in NEMESES.keys():
+            raise KeyError(name)
+        pkgs.append(NEMESES[name](opts))
+    table = {}
+    for p in pkgs:
+        table[p.name] = p
+        for h in p.heals:
+            table[h] = p
+    gen = on_nemesis(any_of(*[p.generator for p in pkgs])) if pkgs else None
+    return gen, table, pkgs

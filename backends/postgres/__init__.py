@@ -1,0 +1,70 @@
+"""The strict-fenced PostgreSQL backend: a real PostgreSQL server is the coordinator.
+
+``open_backend(spec, clock, hooks)`` returns the shared ``backends.engine``
+decision logic over a ``PostgresStore``. Spec keys:
+
+* ``dsn`` (required): libpq DSN of the server;
+* ``schema``: the store's own PostgreSQL schema. Omitted: a fresh
+  ``claimchaos_<hex>`` is created (pass the same name to every process that
+  must share the store). An existing schema is used only if it carries the
+  claim-chaos marker; nothing outside it is ever touched;
+* ``namespaces``: the allowlist used to provision a new schema;
+* ``name`` (default ``postgres-strict-fenced``), ``write_paths``: provisioning
+  of a new schema (an existing schema keeps what it was provisioned with, so a
+  bypass writer enabled by ``admin.enable_bypass_writer`` is reported);
+* ``deadline_s`` (default 5): per-transaction deadline; a paused or
+  unreachable server ends the operation as indeterminate, never hangs;
+* ``commit_cut_file``: the one-shot POU fault (see ``PostgresStore``).
+
+Authoritative clock: the service's (this process's ``Clock``), never the
+database's ``now()``; see ``backends.postgres.store``.
+"""
+
+from __future__ import annotations
+
+from backends.api import Backend, BackendConfig, Clock, Hooks
+from backends.engine import Engine
+from backends.postgres import admin
+from backends.postgres.store import PostgresStore
+
+__all__ = ["PostgresBackend", "PostgresStore", "open_backend", "config_for"]
+
+
+class SpecMismatch(ValueError):
+    """The spec asks for a provisioning that contradicts the existing schema."""
+
+
+def config_for(spec: dict, store: PostgresStore) -> BackendConfig:
+    """Provision the store's schema if new, then read its configuration back."""
+    config = admin.read_config(spec["dsn"], store.schema)
+    if config is None:
+        admin.provision(spec["dsn"], store.schema, spec.get("namespaces", []),
+                        name=spec.get("name", admin.DEFAULT_NAME), write_paths=spec.get("write_paths"))
+        config = admin.read_config(spec["dsn"], store.schema)
+    wanted = spec.get("namespaces")
+    if wanted is not None and list(wanted) != config.namespaces:
+        raise SpecMismatch(f"schema {store.schema} is provisioned for {config.namespaces}, the spec asks for {list(wanted)}")
+    return config
+
+
+class PostgresBackend(Engine):
+    """The engine over a ``PostgresStore``. ``restart()`` drops the connection
+    and re-reads the provisioning."""
+
+    def __init__(self, spec: dict, clock: Clock, hooks: Hooks):
+        if not spec.get("dsn"):
+            raise ValueError("postgres backend spec needs 'dsn'")
+        self.spec = dict(spec)
+        store = PostgresStore(spec["dsn"], spec.get("schema"), namespaces=spec.get("namespaces", []),
+                              deadline_s=float(spec.get("deadline_s", 5.0)),
+                              commit_cut_file=spec.get("commit_cut_file"))
+        self.spec["schema"] = store.schema
+        super().__init__(store, config_for(self.spec, store), clock, hooks)
+
+    def restart(self) -> None:
+        super().restart()
+        self.config = config_for(self.spec, self.store)
+
+
+def open_backend(spec: dict, clock: Clock, hooks: Hooks) -> Backend:
+    return PostgresBackend(spec, clock, hooks)

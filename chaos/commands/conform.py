@@ -1,0 +1,91 @@
+"""``chaos conform``: replay the conformance vectors against a real backend.
+
+    chaos conform --backend sqlite [--vectors DIR] [--case NAME ...] [--json]
+
+Prints one row per case (status pass / fail / not-applicable /
+profile-substituted, and time) and, for each failing case, the mismatches
+with their JSON paths. ``--json`` prints one object instead. Exit 0 only when
+every applicable case passes, 1 otherwise; a bad manifest or argument is one
+line on stderr and exit 254.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from backends.registry import KNOWN
+from chaos.conform.suite import Report, run_conformance
+from chaos.errors import UsageError
+
+VECTORS_REL = Path("..") / "shared" / "vectors" / "work-claims"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--backend", required=True, choices=KNOWN, help="backend to replay the vectors against")
+    parser.add_argument("--vectors", type=Path, default=None,
+                        help="vectors directory (default: ../shared/vectors/work-claims, else $CHAOS_VECTORS)")
+    parser.add_argument("--case", action="append", default=None, metavar="NAME",
+                        help="run only this case (repeatable)")
+    parser.add_argument("--json", action="store_true", help="print a JSON report instead of the table")
+    parser.add_argument("--command", dest="external_command", default=None, help="external backend: the contract CLI command line")
+    parser.add_argument("--profile", type=Path, default=None, help="external backend: adapter profile file")
+
+
+def default_vectors() -> Path:
+    """``../shared/vectors/work-claims`` from the current directory, else from
+    the repository root, else ``$CHAOS_VECTORS``."""
+    here = Path.cwd() / VECTORS_REL
+    if here.is_dir():
+        return here
+    repo = Path(__file__).resolve().parents[2] / VECTORS_REL
+    if repo.is_dir():
+        return repo
+    env = os.environ.get("CHAOS_VECTORS")
+    if env:
+        return Path(env)
+    raise UsageError("no vectors directory found (tried ../shared/vectors/work-claims; set --vectors or CHAOS_VECTORS)")
+
+
+def run(args: argparse.Namespace) -> int:
+    vectors = args.vectors if args.vectors is not None else default_vectors()
+    options = {"command": args.external_command, "profile": str(args.profile) if args.profile else None}
+    printer = None if args.json else _print_row
+
+    def header(_cases) -> None:  # only once every manifest loaded cleanly
+        if not args.json:
+            print(f"chaos conform --backend {args.backend}  vectors: {vectors}")
+            print(f"{'case':<36} {'status':<20} {'time':>8}")
+
+    report = run_conformance(args.backend, vectors, args.case, options, on_result=printer, on_loaded=header)
+    if args.json:
+        json.dump(report.to_json(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        _print_summary(report)
+    return report.exit_code
+
+
+def _print_row(result) -> None:
+    print(f"{result.case:<36} {result.status:<20} {result.seconds:>7.2f}s", flush=True)
+    if result.status == "not-applicable":
+        for note in result.notes[:1]:
+            print(f"    reason: {note}")
+
+
+def _print_summary(report: Report) -> None:
+    for r in report.results:
+        if r.status != "fail":
+            continue
+        print(f"\n--- {r.case}: {len(r.diff)} mismatch(es)")
+        for line in r.diff:
+            print(f"    {line}")
+        for note in r.notes:
+            if "harness failure" in note:
+                print(f"    note: {note}")
+    print(f"\n{report.count('pass')} passed, {report.count('fail')} failed, "
+          f"{report.count('not-applicable')} not applicable, "
+          f"{report.count('profile-substituted')} profile-substituted")

@@ -1,0 +1,67 @@
+"""Run a set of cases against one backend and summarise (the API behind
+``chaos conform``).
+
+    report = run_conformance("sqlite", Path(".../work-claims"), cases=None, options={})
+    report.exit_code  # 0 only when every applicable case passed
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from chaos.conform.adapters import open_session
+from chaos.conform.manifest import load_cases
+from chaos.conform.runner import CaseResult, run_case
+
+PASSING = ("pass", "profile-substituted")
+
+
+@dataclass
+class Report:
+    backend: str
+    vectors: str
+    results: list[CaseResult] = field(default_factory=list)
+
+    def count(self, status: str) -> int:
+        return sum(1 for r in self.results if r.status == status)
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if all(r.status in PASSING or r.status == "not-applicable" for r in self.results) else 1
+
+    def to_json(self) -> dict:
+        return {
+            "backend": self.backend,
+            "vectors": self.vectors,
+            "passed": self.count("pass"),
+            "failed": self.count("fail"),
+            "not_applicable": self.count("not-applicable"),
+            "profile_substituted": self.count("profile-substituted"),
+            "cases": [r.to_json() for r in self.results],
+        }
+
+
+def run_conformance(backend: str, vectors: Path, cases: list[str] | None = None,
+                    options: dict | None = None, on_result=None, on_loaded=None) -> Report:
+    """Load the manifests strictly (``UsageError`` on any defect, before any
+    backend starts), then replay each case on a fresh adapter."""
+    loaded = load_cases(Path(vectors), cases)
+    if on_loaded is not None:
+        on_loaded(loaded)
+    report = Report(backend, str(vectors))
+    session = open_session(backend, dict(options or {}))
+    try:
+        for case in loaded:
+            try:
+                adapter = session.new_adapter()
+            except Exception as e:  # the backend could not even be prepared
+                result = CaseResult(case.name, "fail", 0.0, [f"harness: {type(e).__name__}: {e}"])
+            else:
+                result = run_case(case, adapter)
+            report.results.append(result)
+            if on_result is not None:
+                on_result(result)
+    finally:
+        session.close()
+    return report

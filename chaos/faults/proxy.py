@@ -1,0 +1,135 @@
+"""A TCP fault proxy on 127.0.0.1 (notes §5b): the only way to lose a
+*response* while the request really ran, and our only source of delay (the
+kernel here has no netem). No root needed.
+
+Usage::
+
+    proxy = FaultProxy("127.0.0.1", pg.port)      # listens on 127.0.0.1:<proxy.port>
+    dsn = f"host=127.0.0.1 port={proxy.port} user=postgres dbname=postgres"
+    proxy.drop_responses = True   # requests reach the server, replies are discarded
+    proxy.blackhole = True        # hold bytes both ways (flushed when cleared)
+    proxy.delay = 0.2             # seconds added before forwarding each chunk
+    proxy.reset_all()             # RST every open connection
+    proxy.close()
+
+Knobs are plain attributes, read by the event loop at each chunk, so they may
+be flipped from any thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+import threading
+
+
+class FaultProxy:
+    def __init__(self, target_host: str, target_port: int, listen_host: str = "127.0.0.1"):
+        self.target = (target_host, target_port)
+        self.drop_responses = False
+        self.blackhole = False
+        self.delay = 0.0
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._server: asyncio.base_events.Server | None = None
+        self._thread = threading.Thread(target=self._run, args=(listen_host,), name="fault-proxy", daemon=True)
+        self._thread.start()
+        self._ready.wait(10)
+        if self._server is None:
+            raise RuntimeError("fault proxy did not start")
+        self.host, self.port = self._server.sockets[0].getsockname()[:2]
+
+    # ------------------------------------------------------------------ loop
+
+    def _run(self, listen_host: str) -> None:
+        asyncio.set_event_loop(self._loop)
+        self._server = self._loop.run_until_complete(asyncio.start_server(self._handle, listen_host, 0))
+        self._ready.set()
+        self._loop.run_forever()
+
+    async def _handle(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
+        try:
+            server_r, server_w = await asyncio.open_connection(*self.target)
+        except OSError:
+            client_w.close()
+            return
+        self._writers |= {client_w, server_w}
+        await asyncio.gather(self._pump(client_r, server_w, reply=False),
+                             self._pump(server_r, client_w, reply=True), return_exceptions=True)
+        for w in (client_w, server_w):
+            self._writers.discard(w)
+            w.close()
+
+    async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, reply: bool) -> None:
+        held = b""
+        try:
+            while True:
+                chunk = await reader.read(65536)
+                if not chunk:
+                    break
+                if self.delay:
+                    await asyncio.sleep(self.delay)
+                if reply and self.drop_responses:
+                    continue  # the server answered; the client never hears it
+                held += chunk
+                while self.blackhole:
+                    await asyncio.sleep(0.01)
+                writer.write(held)
+                held = b""
+                await writer.drain()
+        finally:
+            try:
+                writer.write_eof()
+            except (OSError, RuntimeError):
+                pass
+
+    # ------------------------------------------------------------------ control
+
+    def reset_all(self) -> None:
+        """Abort every open connection with a TCP RST (SO_LINGER 0)."""
+        def abort() -> None:
+            for w in list(self._writers):
+                sock = w.get_extra_info("socket")
+                if sock is not None:
+                    try:
+                        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    except OSError:
+                        pass
+                w.transport.abort()
+            self._writers.clear()
+        self._loop.call_soon_threadsafe(abort)
+
+    def heal(self) -> None:
+        self.drop_responses = False
+        self.blackhole = False
+        self.delay = 0.0
+
+    def close(self) -> None:
+        """Stop listening, abort every connection, stop the thread. Idempotent."""
+        if not self._thread.is_alive():
+            return
+        self.heal()
+        self.reset_all()
+
+        async def stop() -> None:
+            self._server.close()
+            await self._server.wait_closed()
+            for task in asyncio.all_tasks():
+                if task is not asyncio.current_task():
+                    task.cancel()
+
+        try:
+            asyncio.run_coroutine_threadsafe(stop(), self._loop).result(5)
+        except Exception:
+            pass
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)
+        self._loop.close()
+
+    def __enter__(self) -> "FaultProxy":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

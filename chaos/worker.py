@@ -1,0 +1,219 @@
+"""Worker slots: one OS host process per client thread, restarted on demand.
+
+A ``Slot`` owns the worker process of one client thread of the interpreter.
+It runs ops in its own thread (so a paused or hung worker never blocks the
+others), enforces a deadline per op, classifies replies with
+``checkers.history.classify`` and puts the completion on the run's queue. A
+crash, timeout or lost reply is ``info``; the slot then kills (SIGKILL + reap)
+the host so the retired process can never act again, and the next op starts
+a fresh host (the interpreter gives it a new logical process id).
+
+Hosts are ``chaos.host.HostClient`` when that class is importable; otherwise
+``_LineClient`` speaks the same JSON-lines protocol (docs/architecture.md) to
+``python -m chaos.host``. Both are started by exec with the preload env, so
+libfaketime and the fsync shim apply to the worker.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import Future
+from typing import Callable
+
+from backends.api import Reply
+from checkers.history import classify
+from chaos.errors import Indeterminate
+from chaos.faults import procs
+
+
+class _LineClient:
+    """Minimal client of ``python -m chaos.host`` (used only without HostClient)."""
+
+    def __init__(self, spec: dict, env: dict | None = None, log_path: str | None = None):
+        self._log = open(log_path, "ab") if log_path else subprocess.DEVNULL
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "chaos.host", "--spec-json", json.dumps(spec)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
+            env={**os.environ, **(env or {})}, start_new_session=True,
+        )
+        self.pid = self.proc.pid
+        procs.register(self.pid)
+        self._ids = iter(range(1, 1 << 62))
+        self._lock = threading.Lock()
+        self._waiting: dict[int, Future] = {}
+        self._ready: Future = Future()
+        threading.Thread(target=self._read, daemon=True, name=f"host-reader-{self.pid}").start()
+        try:
+            self._ready.result(timeout=30)
+        except Exception as e:
+            self.kill()
+            raise Indeterminate(f"worker host did not start: {e}") from e
+
+    def _read(self) -> None:
+        for raw in self.proc.stdout:
+            try:
+                msg = json.loads(raw)
+            except ValueError:
+                continue
+            if msg.get("event") == "ready":
+                self._ready.set_result(msg)
+                continue
+            with self._lock:
+                fut = self._waiting.pop(msg.get("id"), None)
+            if fut is not None:
+                fut.set_result(msg)
+        err = Indeterminate(f"worker host {self.pid} exited (status {self.proc.poll()})")
+        if not self._ready.done():
+            self._ready.set_exception(err)
+        with self._lock:
+            pending, self._waiting = list(self._waiting.values()), {}
+        for fut in pending:
+            fut.set_exception(err)
+
+    def _send(self, msg: dict, timeout: float) -> dict:
+        fut: Future = Future()
+        with self._lock:
+            mid = next(self._ids)
+            self._waiting[mid] = fut
+        try:
+            self.proc.stdin.write((json.dumps(dict(msg, id=mid)) + "\n").encode())
+            self.proc.stdin.flush()
+        except (OSError, ValueError) as e:
+            raise Indeterminate(f"worker host {self.pid} gone: {e}") from e
+        try:
+            return fut.result(timeout=timeout)
+        except TimeoutError as e:
+            raise Indeterminate(f"timeout after {timeout:.1f}s") from e
+
+    def call(self, op: str, request, timeout: float = 10.0) -> Reply:
+        msg = self._send({"cmd": "call", "op": op, "request": request}, timeout)
+        if "exit" not in msg:
+            raise Indeterminate(msg.get("error") or "lost reply")
+        return Reply(msg["exit"], msg["envelope"])
+
+    def exit_after_commit(self, op_class: str) -> None:
+        self._send({"cmd": "exit-after-commit", "op_class": op_class}, 10.0)
+
+    def restart(self) -> None:
+        self._send({"cmd": "restart"}, 30.0)
+
+    def kill(self) -> None:
+        procs.ProcessTree(self.pid, popen=self.proc).kill()
+        procs.unregister(self.pid)
+        if self._log is not subprocess.DEVNULL:
+            self._log.close()
+
+    def close(self) -> None:
+        try:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=5)
+        except Exception:
+            pass
+        self.kill()
+
+
+def host_client_class():
+    try:
+        from chaos.host import HostClient  # type: ignore[attr-defined]
+
+        return HostClient
+    except ImportError:
+        return _LineClient
+
+
+class Slot:
+    """One client thread's worker process and its op thread."""
+
+    def __init__(self, thread: int, spec: dict, env_for: Callable[[int], dict], log_dir: str,
+                 completions: "queue.Queue[dict]", op_timeout: float, on_start: Callable[[int], None]):
+        self.thread = thread
+        self.spec = spec
+        self.env_for = env_for
+        self.log_dir = log_dir
+        self.completions = completions
+        self.op_timeout = op_timeout
+        self.on_start = on_start
+        self.client = None
+        self.generation = 0
+        self.lock = threading.Lock()
+        self.exited_after_commit = 0   # evidence for the lost-reply nemesis
+        self.armed_exit = False
+        self._inbox: "queue.Queue[dict | None]" = queue.Queue()
+        self._thread = threading.Thread(target=self._loop, daemon=True, name=f"slot-{thread}")
+        self._thread.start()
+
+    @property
+    def pid(self) -> int | None:
+        c = self.client
+        return None if c is None else c.pid
+
+    def ensure_started(self):
+        with self.lock:
+            if self.client is None:
+                self.generation += 1
+                log = os.path.join(self.log_dir, f"worker-{self.thread}-{self.generation}.log")
+                cls = host_client_class()
+                self.client = cls(self.spec, env=self.env_for(self.thread), log_path=log)
+                self.on_start(self.client.pid)
+            return self.client
+
+    def kill(self) -> int | None:
+        """SIGKILL + reap the current host; the next op starts a fresh one."""
+        with self.lock:
+            client, self.client = self.client, None
+        if client is None:
+            return None
+        client.kill()
+        return client.pid
+
+    def submit(self, op: dict) -> None:
+        self._inbox.put(op)
+
+    def stop(self) -> None:
+        self._inbox.put(None)
+
+    def _loop(self) -> None:
+        while True:
+            op = self._inbox.get()
+            if op is None:
+                return
+            self.completions.put(self.run_op(op))
+
+    def run_op(self, op: dict) -> dict:
+        done = {"process": op["process"], "f": op["f"]}
+        try:
+            client = self.ensure_started()
+            reply = client.call(op["f"], op["value"], timeout=self.op_timeout)
+        except Indeterminate as e:
+            self._note_exit()
+            self.kill()
+            return dict(done, type="info", error=str(e))
+        except Exception as e:  # a harness-side failure is indeterminate too
+            self.kill()
+            return dict(done, type="info", error=f"{type(e).__name__}: {e}")
+        done.update(type=classify(reply.exit, reply.envelope), value=reply.to_json())
+        wall = getattr(reply, "wall_ms", None)
+        if wall is not None:
+            done["wall_ms"] = wall
+        if done["type"] == "info":
+            self.kill()
+        return done
+
+    def _note_exit(self) -> None:
+        client = self.client
+        proc = getattr(client, "proc", None) or getattr(client, "_proc", None)
+        if proc is None:
+            return
+        try:
+            status = proc.wait(timeout=0.5)
+        except Exception:
+            return
+        if self.armed_exit and status in (137, -9):
+            self.exited_after_commit += 1
+            self.armed_exit = False

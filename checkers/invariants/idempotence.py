@@ -1,0 +1,189 @@
+"""Idempotence of ``publish-claimed`` by ``operation_id`` (contract §6 step 4, §8).
+
+``operation_id`` names one immutable request; the backend stores its digest
+with the terminal outcome and compares it *before* any revision, clock, fence
+or ledger decision. Stored terminal outcomes are the success (exit 0), the
+fence rejection and the revision conflict (vectors.md §8.6 commit steps 7-9).
+Checks:
+
+1. identical requests (same ``operation_digest``) that got a stored-kind
+   reply all got the *same* envelope - a replay is verbatim, never re-executed;
+2. two different requests under one ``operation_id`` never both get a stored
+   outcome (at most one write per id);
+3. once an outcome is stored (its reply completed), a later different request
+   under that id gets ``idempotency-conflict`` (or an earlier-step validation
+   error), and a later identical retry gets the stored envelope, not a fresh
+   decision;
+4. ``idempotency-conflict`` details name the submitted request's digest as
+   ``actual_operation_digest`` and a different ``expected_operation_digest``;
+5. ``ledger-publication.read`` returns the digest of a submitted request and the
+   stored ``{exit, stdout}``; the final durable outcomes hold each id once.
+"""
+
+from __future__ import annotations
+
+from backends.contract.digests import operation_digest
+
+from ._common import Findings, Op, obj, prepare
+
+STORED_CODES = frozenset(("claim-fence-rejected", "ledger-revision-conflict"))
+#: validation steps 1-3 come before the idempotency lookup (step 4)
+PRE_LOOKUP_CODES = frozenset(("invalid-request", "candidate-digest-mismatch", "ledger-namespace-unbound",
+                              "capability-unavailable"))
+
+
+def is_stored_kind(op: Op) -> bool:
+    return op.definite and (op.exit == 0 or op.code() in STORED_CODES)
+
+
+def _digest(req: dict) -> str | None:
+    try:
+        return operation_digest(req)
+    except (TypeError, ValueError):
+        return None
+
+
+def check(history: list[dict], ctx: dict | None = None) -> dict:
+    prep = prepare(history)
+    out = Findings()
+    groups: dict[str, list[tuple[Op, str | None]]] = {}
+    for op in prep.ops:
+        if op.f == "publish" and isinstance(op.req.get("operation_id"), str):
+            groups.setdefault(op.req["operation_id"], []).append((op, _digest(op.req)))
+
+    stored_env: dict[tuple[str, str], tuple[Op, int | None, dict]] = {}  # (oid, digest) -> first stored reply
+    for oid, rows in groups.items():
+        first_stored: dict[str, Op] = {}
+        for op, d in rows:
+            if d is None or not is_stored_kind(op):
+                continue
+            prev = first_stored.get(d)
+            if prev is None:
+                first_stored[d] = op
+                stored_env[(oid, d)] = (op, op.exit, op.env)
+            elif prev.env != op.env or prev.exit != op.exit:
+                out.add(
+                    "replay-differs",
+                    f"Operation {oid}: two identical requests (digest {d[:19]}...) got different stored "
+                    f"replies (exit {prev.exit} vs {op.exit}). A retry with the same operation_id and request "
+                    "must return the stored terminal envelope verbatim, without a second ledger write "
+                    "(contract §6 step 4, §8).",
+                    [*prev.indices, *op.indices], operation_id=oid, digest=d,
+                    envelopes=[prev.env, op.env],
+                )
+        if len(first_stored) > 1:
+            (d1, a), (d2, b) = list(first_stored.items())[:2]
+            out.add(
+                "operation-id-bound-twice",
+                f"Operation {oid}: two different requests ({d1[:19]}... and {d2[:19]}...) both got a stored "
+                f"outcome (exit {a.exit} and exit {b.exit}). An operation_id identifies one immutable request; "
+                "reusing it with different bytes or fence must fail with idempotency-conflict (contract §6 step 4).",
+                [*a.indices, *b.indices], operation_id=oid, digests=[d1, d2],
+            )
+        if not first_stored:
+            _check_conflict_details(out, oid, rows)
+            continue
+        # the first stored reply in real time, then what later attempts must get
+        first = min(first_stored.items(), key=lambda kv: kv[1].cp)
+        d0, s0 = first
+        for op, d in rows:
+            if op.ip <= s0.cp or not op.definite or d is None:
+                continue
+            code = op.code()
+            if d != d0 and code != "idempotency-conflict" and code not in PRE_LOOKUP_CODES:
+                out.add(
+                    "idempotency-conflict-missing",
+                    f"Operation {oid}: after an outcome was stored for one request, a different request under "
+                    f"the same operation_id got exit {op.exit} {code or 'success'} instead of exit 4 "
+                    "idempotency-conflict (contract §6 step 4).",
+                    [*s0.indices, *op.indices], operation_id=oid, stored_digest=d0, submitted_digest=d,
+                )
+            elif d == d0 and not is_stored_kind(op) and code not in PRE_LOOKUP_CODES:
+                out.add(
+                    "retry-not-replayed",
+                    f"Operation {oid}: an identical retry after the stored outcome got exit {op.exit} {code} "
+                    "instead of the stored envelope. The durable operation_id lookup comes before every "
+                    "later decision (contract §6 step 4).",
+                    [*s0.indices, *op.indices], operation_id=oid, digest=d,
+                )
+        _check_conflict_details(out, oid, rows)
+
+    reads = _check_publication_reads(out, prep, groups, stored_env)
+    _check_final_outcomes(out, prep, stored_env)
+    return out.result({"operation_ids": len(groups), "stored_outcomes_seen": len(stored_env),
+                       "publication_reads": reads})
+
+
+def _check_conflict_details(out: Findings, oid: str, rows: list[tuple[Op, str | None]]) -> None:
+    for op, d in rows:
+        if op.code() != "idempotency-conflict" or d is None:
+            continue
+        det = op.details()
+        if det.get("actual_operation_digest") != d or det.get("expected_operation_digest") == d:
+            out.add(
+                "idempotency-conflict-details",
+                f"Operation {oid}: idempotency-conflict reports actual digest {det.get('actual_operation_digest')} "
+                f"and expected {det.get('expected_operation_digest')}, but the submitted request digests to {d}. "
+                "A conflict names the stored digest and the submitted one, which differ (contract §6 step 4; "
+                "vectors.md §8.6 commit step 2).",
+                op.indices, operation_id=oid, submitted_digest=d, details=det,
+            )
+
+
+def _check_publication_reads(out, prep, groups, stored_env) -> int:
+    n = 0
+    for op in prep.ops:
+        if op.f != "publication-read" or op.type != "ok" or op.env is None:
+            continue
+        n += 1
+        r = op.result()
+        oid, digest = r.get("operation_id"), r.get("operation_digest")
+        submitted = {d for _op, d in groups.get(oid, ())}
+        if submitted and digest not in submitted:
+            out.add(
+                "publication-read-digest",
+                f"Operation {oid}: the publication read reports digest {digest}, which is not the digest of any "
+                "request submitted under that id. The stored digest is the canonical digest of the complete "
+                "request (contract §6).",
+                op.indices, operation_id=oid, digest=digest, submitted=sorted(d for d in submitted if d),
+            )
+            continue
+        seen = stored_env.get((oid, digest))
+        outcome = obj(r.get("outcome"))
+        if seen is not None and (outcome.get("exit") != seen[1] or outcome.get("stdout") != seen[2]):
+            out.add(
+                "publication-read-differs",
+                f"Operation {oid}: the publication read returned an outcome (exit {outcome.get('exit')}) that "
+                f"differs from the stored reply the writer got (exit {seen[1]}). The read exposes the stored "
+                "terminal outcome exactly (contract §6; vectors.md §8.7).",
+                [*seen[0].indices, *op.indices], operation_id=oid, digest=digest,
+            )
+    return n
+
+
+def _check_final_outcomes(out, prep, stored_env) -> None:
+    fin = prep.final_durable
+    if not isinstance(fin, dict) or not isinstance(fin.get("publication_outcomes"), list):
+        return
+    seen: set = set()
+    for rec in fin["publication_outcomes"]:
+        rec = obj(rec)
+        key = (rec.get("operation_id"), rec.get("ledger_namespace"), rec.get("item_id"))
+        if key in seen:
+            out.add(
+                "duplicate-stored-outcome",
+                f"Operation {key[0]}: the final durable state holds two outcomes for one operation identity. "
+                "At most one terminal outcome (and one write) per operation_id (contract §6, §8).",
+                [prep.final_index], operation_id=key[0],
+            )
+        seen.add(key)
+        env = obj(rec.get("envelope"))
+        mine = stored_env.get((key[0], rec.get("operation_digest")))
+        if mine is not None and (env.get("exit") != mine[1] or env.get("stdout") != mine[2]):
+            out.add(
+                "stored-outcome-differs",
+                f"Operation {key[0]}: the durable outcome (exit {env.get('exit')}) differs from the reply the "
+                f"writer received (exit {mine[1]}). The stored envelope is the one first returned "
+                "(contract §8; vectors.md §3.1).",
+                [*mine[0].indices, prep.final_index], operation_id=key[0],
+            )

@@ -1,0 +1,85 @@
+"""Process faults on real process trees: kill + reap, pause/resume, the freezer."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from chaos.faults import procs
+
+TREE = [sys.executable, "-c",
+        "import subprocess,sys,time; [subprocess.Popen([sys.executable,'-c','import time; time.sleep(60)']) for _ in range(2)];"
+        " print('up', flush=True); time.sleep(60)"]
+
+
+@pytest.fixture
+def tree():
+    p = subprocess.Popen(TREE, stdout=subprocess.PIPE, start_new_session=True)
+    procs.register(p.pid)
+    assert p.stdout.readline().strip() == b"up"
+    yield p
+    procs.ProcessTree(p.pid, popen=p).kill()
+    p.stdout.close()
+    procs.unregister(p.pid)
+
+
+def _gone_or_zombie(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def test_kill_takes_the_whole_tree_and_reaps(tree):
+    pids = procs.ProcessTree(tree.pid).pids()
+    assert len(pids) == 3
+    killed = procs.ProcessTree(tree.pid, popen=tree).kill()
+    assert sorted(killed) == sorted(pids)
+    assert tree.returncode == -9
+    assert all(_gone_or_zombie(p) for p in pids)
+    assert tree.pid in procs._registry and tree.pid not in procs.registered()
+
+
+def test_pause_and_resume_every_member(tree):
+    t = procs.ProcessTree(tree.pid)
+    paused = t.pause()
+    assert all(psutil.Process(p).status() == psutil.STATUS_STOPPED for p in paused)
+    t.resume()
+    time.sleep(0.05)
+    assert all(psutil.Process(p).status() != psutil.STATUS_STOPPED for p in paused)
+
+
+@pytest.mark.skipif(not procs.freezer_available(), reason="cgroup v1 freezer needs root")
+def test_freezer_freezes_thaws_and_removes(tree):
+    f = procs.Freezer(f"claimchaos-test-{tree.pid}")
+    try:
+        f.add(procs.ProcessTree(tree.pid).pids())
+        assert sorted(f.pids()) == sorted(procs.ProcessTree(tree.pid).pids())
+        f.freeze()
+        assert f.state() == "FROZEN"
+        cpu = [psutil.Process(p).cpu_times() for p in f.pids()]
+        f.thaw()
+        assert f.state() == "THAWED" and len(cpu) == 3
+    finally:
+        f.remove()
+    assert not f.path.exists()
+
+
+def test_subreaper_reaps_orphans_at_once():
+    # run in a child so the pytest process does not become a subreaper
+    code = (
+        "import subprocess,sys,time,psutil\n"
+        "from chaos.faults import procs\n"
+        "assert procs.set_child_subreaper()\n"
+        "p = subprocess.Popen([sys.executable,'-c','import subprocess,sys,time; subprocess.Popen([sys.executable,\"-c\",\"import time; time.sleep(60)\"]); time.sleep(60)'], start_new_session=True)\n"
+        "time.sleep(0.5)\n"
+        "pids = procs.ProcessTree(p.pid, popen=p).kill()\n"
+        "assert len(pids) == 2, pids\n"
+        "assert not any(psutil.pid_exists(x) for x in pids), pids\n"
+        "print('ok')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert out.stdout.strip() == "ok", out.stderr

@@ -1,0 +1,267 @@
+"""The ``claims`` workload: honest agents following the contract's loop.
+
+Each client thread runs one agent (contract §4-§6):
+
+    read -> acquire (witness = the read's {last_epoch, active})
+         -> work (logical sleep of ``work_ms``) -> renew
+         -> publish-claimed a valid successor item -> release -> next cycle
+
+* ``expected_revision`` is what the agent knows: the seeded bytes, a
+  ``committed_revision`` from any ok publish, or the ``actual_revision`` of a
+  ``ledger-revision-conflict`` (one retry with a fresh operation id).
+* ``operation_id`` is ``pub_<owner>_<n>``, unique in the run.
+* After an ``info`` the thread's process is retired (the interpreter gives it
+  a new id) and the agent's next owner is derived from the new process, so a
+  retired worker never acts again. A claim op that ended ``info`` is followed
+  by a new cycle, which starts with a read. A publish that ended ``info`` is
+  followed by ``publication-read`` of its operation id and, on
+  ``operation-not-found``, a retry of the SAME complete request (§6).
+* ``lease_ms`` against ``work_ms`` decides how often leases expire before the
+  renew, so expiry, ``claim-expired`` and takeover really happen.
+
+Per-cycle draws (which item, how long to work, how long to back off) come
+from ``Stream(seed, ("claims", thread, cycle))``: the plan of a thread is a
+pure function of the seed, however many cycles the run completes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from workloads.generator import MS, PENDING, Context, Gen, soonest
+from workloads.items import b64, item_fields, mint_item_id, mint_namespace, render, revision_of
+from workloads.random import Stream
+
+
+@dataclass(frozen=True)
+class ClaimsConfig:
+    namespaces: int = 2
+    items: int = 3            # items per namespace
+    lease_ms: int = 1500
+    work_ms: tuple = (100, 2000)
+    backoff_ms: tuple = (20, 200)
+    owner_prefix: str = "agent"
+    publish: bool = True
+
+
+@dataclass(frozen=True)
+class Universe:
+    """The tuples of a run and their seeded item bytes."""
+
+    namespaces: tuple
+    tuples: tuple          # ((ns, item_id), ...)
+    seed_items: dict       # (ns, item_id) -> bytes
+
+    def durable(self) -> dict:
+        """The manifest-shaped durable state that seeds the store."""
+        return {
+            "clock_floors": [],
+            "claims": [],
+            "ledgers": [
+                {"ledger_namespace": ns, "item_id": item, "revision": revision_of(data), "source_base64": b64(data)}
+                for (ns, item), data in self.seed_items.items()
+            ],
+            "publication_outcomes": [],
+        }
+
+
+def universe(seed: int, cfg: ClaimsConfig) -> Universe:
+    s = Stream(seed, ("universe",))
+    namespaces, tuples, items = [], [], {}
+    for _ in range(cfg.namespaces):
+        ns, s = mint_namespace(s)
+        namespaces.append(ns)
+        for i in range(cfg.items):
+            item, s = mint_item_id(s)
+            tuples.append((ns, item))
+            items[(ns, item)] = render(item_fields(item, f"Synthetic work item {len(tuples)}"),
+                                       "Synthetic work item seeded for a chaos run.")
+    return Universe(tuple(namespaces), tuple(tuples), items)
+
+
+@dataclass(frozen=True)
+class Agent:
+    """One thread's agent state (immutable; every transition returns a new one)."""
+
+    step: str = "read"
+    at: int = 0
+    cycle: int = 0
+    owner: str = ""
+    inflight: bool = False
+    read_back: dict | None = None
+    epoch: str | None = None
+    expires_at: str | None = None
+    pub_n: int = 0
+    pub_tries: int = 0
+    pending: dict | None = None   # the publish request being recovered
+    recover_tries: int = 0
+
+
+def plan_cycle(seed: int, thread, cycle: int, n_tuples: int, cfg: ClaimsConfig) -> dict:
+    """The seeded choices of one cycle: item index, work and backoff (ms)."""
+    s = Stream(seed, ("claims", thread, cycle))
+    item, s = s.randint(0, n_tuples - 1)
+    work, s = s.randint(*cfg.work_ms)
+    backoff, s = s.randint(*cfg.backoff_ms)
+    return {"item": item, "work_ms": work, "backoff_ms": backoff}
+
+
+@dataclass(frozen=True)
+class ClaimsWorkload(Gen):
+    cfg: ClaimsConfig
+    world: Universe
+    agents: tuple = ()        # ((thread, Agent), ...)
+    revisions: tuple = ()     # (((ns, item), revision), ...)
+
+    # ------------------------------------------------------------------ helpers
+
+    def _agents(self, ctx: Context) -> dict:
+        table = dict(self.agents)
+        for t in ctx.threads:
+            table.setdefault(t, Agent())
+        return table
+
+    def _plan(self, ctx: Context, thread, agent: Agent) -> dict:
+        return plan_cycle(ctx.seed, thread, agent.cycle, len(self.world.tuples), self.cfg)
+
+    def _revision(self, key) -> str:
+        return dict(self.revisions).get(key) or revision_of(self.world.seed_items[key])
+
+    def _learn(self, key, rev: str | None) -> tuple:
+        if not rev:
+            return self.revisions
+        table = dict(self.revisions)
+        table[key] = rev
+        return tuple(table.items())
+
+    def _request(self, ctx: Context, thread, a: Agent, owner: str) -> tuple[str, dict, Agent]:
+        plan = self._plan(ctx, thread, a)
+        ns, item = key = self.world.tuples[plan["item"]]
+        tup = {"ledger_namespace": ns, "item_id": item}
+        if a.step == "read":
+            return "read", tup, a
+        if a.step == "acquire":
+            rb = a.read_back or {}
+            expected = {"last_epoch": rb.get("last_epoch", "0"), "active": rb.get("active")}
+            return "acquire", dict(tup, owner_id=owner, lease_duration_ms=self.cfg.lease_ms, expected=expected), a
+        if a.step in ("renew", "release"):
+            req = dict(tup, owner_id=owner, epoch=a.epoch, expected_expires_at=a.expires_at)
+            if a.step == "renew":
+                req["lease_duration_ms"] = self.cfg.lease_ms
+            return a.step, req, a
+        if a.step == "publish":
+            op_id = f"pub_{owner}_{a.pub_n}"
+            data = render(item_fields(item, f"Synthetic work item by {owner} op {a.pub_n}"),
+                          f"Published by {owner} as {op_id}.")
+            req = {
+                "operation_id": op_id, "ledger_namespace": ns, "item_id": item,
+                "expected_revision": self._revision(key),
+                "candidate_source_base64": b64(data), "candidate_sha256": revision_of(data),
+                "claim_fence": dict(tup, owner_id=owner, epoch=a.epoch),
+            }
+            return "publish", req, replace(a, pub_n=a.pub_n + 1, pending=req)
+        if a.step == "pub-read":
+            p = a.pending
+            return "publication-read", {"operation_id": p["operation_id"], "ledger_namespace": p["ledger_namespace"],
+                                        "item_id": p["item_id"]}, a
+        if a.step == "pub-retry":
+            return "publish", a.pending, a
+        raise AssertionError(a.step)
+
+    # ------------------------------------------------------------------ generator
+
+    def op(self, ctx: Context):
+        table = self._agents(ctx)
+        cands = []
+        for i, t in enumerate(ctx.threads):
+            a = table[t]
+            if a.inflight or t not in ctx.free:
+                continue
+            owner = f"{self.cfg.owner_prefix}-p{ctx.process_of[t]}"
+            f, req, a2 = self._request(ctx, t, a, owner)
+            op = {"process": ctx.process_of[t], "type": "invoke", "f": f, "value": req, "time": max(ctx.time, a.at)}
+            cands.append((i, (op, (t, replace(a2, inflight=True, owner=owner)))))
+        if not cands:
+            return PENDING
+        i, (op, (t, a)) = soonest(cands)
+        table[t] = a
+        return op, replace(self, agents=tuple(table.items()))
+
+    def update(self, ctx: Context, event: dict):
+        if event.get("type") == "invoke":
+            return self
+        t = ctx.thread_of(event.get("process"))
+        table = self._agents(ctx)
+        if t not in table or not table[t].inflight:
+            return self
+        a = replace(table[t], inflight=False)
+        a, revisions = self._step(ctx, t, a, event)
+        table[t] = a
+        return replace(self, agents=tuple(table.items()), revisions=revisions)
+
+    def _end_cycle(self, ctx: Context, t, a: Agent, backoff: bool) -> Agent:
+        wait = self._plan(ctx, t, a)["backoff_ms"] * MS if backoff else 0
+        return Agent(step="read", at=ctx.time + wait, cycle=a.cycle + 1, pub_n=a.pub_n)
+
+    def _step(self, ctx: Context, t, a: Agent, ev: dict) -> tuple[Agent, tuple]:
+        typ = ev["type"]
+        value = ev.get("value") or {}
+        env = value.get("envelope") or {}
+        result = env.get("result") or {}
+        err = env.get("error") or {}
+        key = self.world.tuples[self._plan(ctx, t, a)["item"]]
+        revs = self.revisions
+        step = a.step
+        if typ == "info":
+            if step in ("publish", "pub-read", "pub-retry") and a.pending and a.recover_tries < 3:
+                return replace(a, step="pub-read", recover_tries=a.recover_tries + 1, at=ctx.time), revs
+            return self._end_cycle(ctx, t, a, backoff=False), revs
+        if step == "read":
+            if typ == "ok":
+                return replace(a, step="acquire", read_back=result.get("read_back"), at=ctx.time), revs
+            return self._end_cycle(ctx, t, a, backoff=True), revs
+        if step == "acquire":
+            if typ == "ok":
+                claim = result.get("claim") or {}
+                work = self._plan(ctx, t, a)["work_ms"] * MS
+                return replace(a, step="renew", epoch=claim.get("epoch"), expires_at=claim.get("expires_at"),
+                               at=ctx.time + work), revs
+            return self._end_cycle(ctx, t, a, backoff=True), revs
+        if step == "renew":
+            if typ == "ok":
+                claim = result.get("claim") or {}
+                nxt = "publish" if self.cfg.publish else "release"
+                return replace(a, step=nxt, expires_at=claim.get("expires_at", a.expires_at), at=ctx.time), revs
+            return self._end_cycle(ctx, t, a, backoff=True), revs
+        if step == "publish":
+            if typ == "ok":
+                return replace(a, step="release", pending=None, at=ctx.time), self._learn(key, result.get("committed_revision"))
+            if err.get("code") == "ledger-revision-conflict":
+                revs = self._learn(key, (err.get("details") or {}).get("actual_revision"))
+                if a.pub_tries < 1:
+                    return replace(a, pub_tries=a.pub_tries + 1, at=ctx.time), revs
+            if err.get("code") == "claim-fence-rejected":
+                return self._end_cycle(ctx, t, a, backoff=True), revs
+            return replace(a, step="release", pending=None, at=ctx.time), revs
+        if step == "pub-read":
+            if typ == "ok":
+                stdout = ((result.get("outcome") or {}).get("stdout") or {})
+                rev = (stdout.get("result") or {}).get("committed_revision")
+                return self._end_cycle(ctx, t, a, backoff=False), self._learn(key, rev)
+            if err.get("code") == "operation-not-found":
+                return replace(a, step="pub-retry", at=ctx.time), revs
+            return self._end_cycle(ctx, t, a, backoff=True), revs
+        if step == "pub-retry":
+            if typ == "ok":
+                revs = self._learn(key, result.get("committed_revision"))
+            return self._end_cycle(ctx, t, a, backoff=False), revs
+        # release
+        return self._end_cycle(ctx, t, a, backoff=False), revs
+
+
+def claims_workload(seed: int, cfg: ClaimsConfig | None = None) -> tuple[ClaimsWorkload, Universe]:
+    """The client generator and the universe it works on (seed the store with
+    ``world.durable()`` before the workers start)."""
+    cfg = cfg or ClaimsConfig()
+    world = universe(seed, cfg)
+    return ClaimsWorkload(cfg, world), world
