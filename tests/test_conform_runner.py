@@ -101,3 +101,45 @@ def test_capabilities_report_the_backends_own_name():
     assert result.status == "pass"
     assert result.transcript[0]["stdout"]["result"]["backend"]["name"] == "sqlite-strict-fenced"
     assert any("substituted" in note for note in result.notes)
+
+
+# --------------------------------------------------------------------------- statuses
+
+
+def test_unconfigurable_case_is_not_applicable_never_pass(tmp_path, capsys):
+    root = copy_vectors(tmp_path / "v", ["capabilities-fenced"])
+    manifest = root / "capabilities-fenced" / "manifest.json"
+    manifest.write_text(manifest.read_text().replace('"legacy_create_v1": "reject-claimed-id"',
+                                                     '"legacy_create_v1": "allow-anything"'))
+    rc, report = conform_json(capsys, "--backend", "sqlite", "--vectors", str(root))
+    assert (rc, report["passed"], report["not_applicable"]) == (0, 0, 1)
+    assert report["cases"][0]["status"] == "not-applicable"
+    assert "legacy_create_v1" in report["cases"][0]["notes"][0]
+    adapter = SqliteAdapter({})
+    assert run_case(load_cases(root)[0], adapter).status == "not-applicable"
+    assert not adapter.dir.exists()  # no temp dir left behind
+
+
+def test_declared_substitution_is_reported_as_profile_substituted():
+    from chaos.conform.adapters.reference import ReferenceAdapter
+
+    class Substituting(ReferenceAdapter):
+        def adjust_expected(self, case, expected):
+            return ["declared: nothing really changed"]
+
+    case = load_cases(VECTORS, ["expiry-takeover"])[0]
+    assert run_case(case, Substituting()).status == "profile-substituted"
+
+
+def test_harness_failure_is_a_failing_result_at_that_action():
+    from chaos.conform.adapters.reference import ReferenceAdapter
+
+    class Broken(ReferenceAdapter):
+        def restart(self):
+            raise RuntimeError("cannot restart")
+
+    case = load_cases(VECTORS, ["renew-release-restart-aba"])[0]
+    result = run_case(case, Broken())
+    assert result.status == "fail"
+    assert result.transcript[1] == {"error": "RuntimeError: cannot restart"}
+    assert any(line.startswith("transcript[1]") for line in result.diff)

@@ -1,11 +1,13 @@
 """The TCP fault proxy in front of a real PostgreSQL: a dropped response
-makes the client time out although the row really committed."""
+makes the client time out although the row really committed; reset gives a
+connection error; a healed proxy forwards again."""
 
 from __future__ import annotations
 
 import psycopg
 import pytest
 
+from backends.postgres.deadline import Watchdog
 from chaos.faults.proxy import FaultProxy
 from pg_fixtures import needs_pg, pg, pg_server  # noqa: F401
 
@@ -14,19 +16,26 @@ pytestmark = [needs_pg, pytest.mark.postgres]
 
 def test_drop_responses_times_out_but_commits(pg):
     with psycopg.connect(pg.dsn(), autocommit=True) as c:
-        c.execute("CREATE TABLE IF NOT EXISTS proxy_t (x int)")
-        c.execute("TRUNCATE proxy_t")
+        c.execute("DROP TABLE IF EXISTS proxy_t")
+        c.execute("CREATE TABLE proxy_t (x int)")
+    watchdog = Watchdog()
     with FaultProxy("127.0.0.1", pg.port) as proxy:
-        dsn = f"host=127.0.0.1 port={proxy.port} user=postgres dbname=postgres"
-        conn = psycopg.connect(dsn, autocommit=True, connect_timeout=5)
-        conn.execute("SET statement_timeout = 0")
+        conn = psycopg.connect(f"host=127.0.0.1 port={proxy.port} user=postgres dbname=postgres",
+                               autocommit=True, connect_timeout=5)
+        assert conn.execute("SELECT 1").fetchone() == (1,)
         proxy.drop_responses = True
+        watchdog.arm(conn, 1.0)  # the client's deadline: the reply never arrives
         with pytest.raises(psycopg.OperationalError):
-            # client-side timeout: the reply never arrives (a server-side
-            # statement_timeout would not fire: the INSERT itself finished)
-            conn.execute("SET idle_session_timeout = 0; INSERT INTO proxy_t VALUES (1)")  # noqa
-            conn.pgconn.socket  # pragma: no cover
+            conn.execute("INSERT INTO proxy_t VALUES (1)")
+        assert watchdog.disarm() is True
         conn.close()
+        proxy.heal()
+        with psycopg.connect(f"host=127.0.0.1 port={proxy.port} user=postgres dbname=postgres",
+                             autocommit=True, connect_timeout=5) as c2:
+            proxy.reset_all()
+            with pytest.raises(psycopg.OperationalError):
+                c2.execute("SELECT pg_sleep(0.2)")
+    watchdog.close()
     with psycopg.connect(pg.dsn(), autocommit=True) as c:
-        assert c.execute("SELECT x FROM proxy_t").fetchall() == [(1,)]
+        assert c.execute("SELECT x FROM proxy_t").fetchall() == [(1,)]  # it did commit
         c.execute("DROP TABLE proxy_t")

@@ -21,6 +21,7 @@ from backends.contract.envelopes import (
     publication_error, publication_read_error, publication_read_success, publication_success, read_back,
     success, surface_error,
 )
+from backends.contract.ledger_item import LedgerParseError, parse_item, render_item, validate_candidate
 from backends.contract.jsonstrict import StrictJSONError, canonical_json, compact_json, loads_strict
 from backends.contract.schemas import (
     AcquireRequest, CapabilitiesRequest, PublicationReadRequest, PublishRequest, RenewRequest,

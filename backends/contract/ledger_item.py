@@ -69,7 +69,7 @@ def split_item(data: bytes, *, drop_bom: bool = False) -> tuple[str, str]:
     ``invalid-utf8`` or ``malformed-frontmatter``.
     """
     try:
-        text = data.decode("utf-8")  # strict: no overlongs, surrogates or truncation
+        text = bytes(data).decode("utf-8")  # strict: no overlongs, surrogates or truncation
     except UnicodeDecodeError:
         raise LedgerParseError("invalid-utf8") from None
     if drop_bom and text.startswith("\ufeff"):

@@ -30,15 +30,16 @@ may accept; none accepts something the reference refuses, as far as known):
   first such character still gives ``duplicate-yaml-key``.
 * any ``%YAML`` / ``%TAG`` directive (a ``%YAML 1.1`` would switch the
   reference to another schema);
-* tags ``!!binary``, ``!!omap``, ``!!pairs``, ``!!merge``; a ``!!set`` whose
-  values are not all empty or whose text contains ``#``;
+* tags ``!!binary``, ``!!omap``, ``!!pairs``, ``!!merge`` (on any node); a
+  ``!!set`` whose values are not all empty (even ``~``) or whose text
+  contains ``#``;
 * mapping keys that are collections, aliases of collections, or
   ``!!timestamp``/``!!set`` objects (the reference stringifies them);
 * a recursive alias (an alias inside the node its anchor names);
 * nesting deeper than ``MAX_DEPTH`` levels;
-* PyYAML syntax stricter than YAML 1.2: a tab after ``key:``, anchor names
-  outside ``[0-9A-Za-z_-]``, ``?`` inside flow plain scalars, simple keys
-  longer than 1024 characters.
+* PyYAML syntax stricter than YAML 1.2: a tab after ``key:``, an empty
+  implicit key (``: x``), anchor names outside ``[0-9A-Za-z_-]``, ``?``
+  inside flow plain scalars, simple keys longer than 1024 characters.
 * reason codes only: an unresolvable alias ranks after every pass-1
   problem here (as in ``toJS``), so ``*x`` followed by a duplicate key gives
   ``duplicate-yaml-key``.
@@ -283,6 +284,20 @@ def _first_offence(text: str) -> int | None:
     return limit
 
 
+def _blank_leading_end_marker(text: str) -> str:
+    """A ``...`` before any content ends an empty document. PyYAML refuses a
+    document end marker there, so it is blanked (the reference reads the
+    empty document, then ``invalid-frontmatter-type``)."""
+    pos = 0
+    for line in text.split("\n"):
+        if _DOC_END_LINE.match(line):
+            return text[:pos] + "   " + text[pos + 3:]
+        if not _BLANK_OR_COMMENT.fullmatch(line):
+            return text
+        pos += len(line) + 1
+    return text
+
+
 class _Composer:
     """Pass 1: events -> node tree, with the unique-key check in document order."""
 
@@ -328,7 +343,7 @@ class _Composer:
                 target = None  # recursive alias: refused (deviation)
             self._attach(_Alias(target), event.start_mark.index)
         elif isinstance(event, (SequenceStartEvent, MappingStartEvent)):
-            if len(self.stack) >= MAX_DEPTH:
+            if len(self.stack) >= MAX_DEPTH or event.tag in _REFUSED_TAGS:
                 raise _Refused(INVALID_YAML)
             if isinstance(event, SequenceStartEvent):
                 node: Any = _Seq(anchor)
@@ -450,6 +465,7 @@ def load_front_matter(text: str) -> Any:
     # Refused characters are replaced so the parse can still find a duplicate
     # key that comes before them; the result is refused either way.
     safe = text if limit is None else _REFUSED_CHAR.sub("\ufffd", text)
+    safe = _blank_leading_end_marker(safe)
     try:
         root = _Composer(safe, limit).compose()
         return None if root is None else _ToJS().value(root)

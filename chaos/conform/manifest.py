@@ -18,6 +18,7 @@ from pathlib import Path
 from backends.contract.digests import operation_digest, sha256_ref
 from backends.contract.jsonstrict import StrictJSONError, loads_strict
 from backends.contract.values import decode_canonical_base64, is_instant
+from chaos.conform.diff import strict_equal
 from chaos.conform.safefiles import check_dir_under, check_root, read_regular
 from chaos.errors import UsageError
 
@@ -304,6 +305,6 @@ def _check_publication_reads(c: _Checker, doc: dict) -> None:
             c.fail(f"expected.transcript[{i}].stdout.result", "must be an object")
         key = (result.get("operation_id"), result.get("ledger_namespace"), result.get("item_id"))
         out = stored.get(key)
-        if out is None or out["operation_digest"] != result.get("operation_digest") \
-                or out["envelope"] != result.get("outcome"):
+        if out is None or not strict_equal(out["operation_digest"], result.get("operation_digest")) \
+                or not strict_equal(out["envelope"], result.get("outcome")):
             c.fail(f"expected.transcript[{i}].stdout.result", "does not equal a stored outcome of expected.final")

@@ -175,23 +175,24 @@ def run_case(case: Case, adapter: Adapter) -> CaseResult:
     """Replay ``case`` on ``adapter`` and compare; never raises for a backend
     or harness failure (it becomes a failing result with the reason)."""
     start = time.monotonic()
-    reason = adapter.not_applicable(case)
-    if reason:
-        return CaseResult(case.name, "not-applicable", time.monotonic() - start, notes=[reason])
-    expected = copy.deepcopy(case.expected)
-    substitutions = adapter.adjust_expected(case, expected)
     run = CaseRun(case, adapter)
+    expected = copy.deepcopy(case.expected)
     lines: list[str] = []
-    notes = list(substitutions)
+    substitutions: list[str] = []
+    actual_final = None
     try:
         try:
+            reason = adapter.not_applicable(case)
+            if reason:  # never run, never counted as a pass
+                return CaseResult(case.name, "not-applicable", time.monotonic() - start, notes=[reason])
+            substitutions = adapter.adjust_expected(case, expected)
             run.run()
             actual_final = run.final_state()
         finally:
-            adapter.close()
+            adapter.close()  # every process and temp dir of the case goes here
     except Exception as e:
         lines.append(f"harness: {type(e).__name__}: {e}")
-        actual_final = None
+    notes = list(substitutions)
     exp_t, act_t, t_notes = prepare_transcript(case.actions, expected["transcript"], run.transcript,
                                                adapter.profile)
     notes += t_notes + run.notes

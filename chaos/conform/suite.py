@@ -47,11 +47,11 @@ def run_conformance(backend: str, vectors: Path, cases: list[str] | None = None,
     """Load the manifests strictly (``UsageError`` on any defect, before any
     backend starts), then replay each case on a fresh adapter."""
     loaded = load_cases(Path(vectors), cases)
-    if on_loaded is not None:
-        on_loaded(loaded)
     report = Report(backend, str(vectors))
     session = open_session(backend, dict(options or {}))
     try:
+        if on_loaded is not None:
+            on_loaded(loaded)
         for case in loaded:
             try:
                 adapter = session.new_adapter()

@@ -264,13 +264,14 @@ class Freezer:
             self.thaw()
         except (OSError, TimeoutError):
             pass
-        for pid in self.pids():
-            try:
-                (FREEZER_ROOT / "cgroup.procs").write_text(f"{pid}\n")
-            except OSError:
-                pass
         deadline = time.monotonic() + timeout
         while True:
+            # re-list each round: a thawed member may fork a child into the group
+            for pid in self.pids():
+                try:
+                    (FREEZER_ROOT / "cgroup.procs").write_text(f"{pid}\n")
+                except OSError:
+                    pass
             try:
                 self.path.rmdir()
                 return

@@ -2,8 +2,9 @@
 
 ``operation_id`` names one immutable request; the backend stores its digest
 with the terminal outcome and compares it *before* any revision, clock, fence
-or ledger decision. Stored terminal outcomes are the success (exit 0), the
-fence rejection and the revision conflict (vectors.md §8.6 commit steps 7-9).
+or ledger decision. Stored terminal outcomes are the success (exit 0) and the
+fence rejection (vectors.md §8.6 commit steps 7, 9); a revision conflict may
+or may not be stored (§8.6 preflight step 6 vs commit step 8).
 Checks:
 
 1. identical requests (same ``operation_digest``) that got a stored-kind
@@ -26,7 +27,10 @@ from backends.contract.digests import operation_digest
 
 from ._common import Findings, Op, obj, prepare
 
-STORED_CODES = frozenset(("claim-fence-rejected", "ledger-revision-conflict"))
+#: rejections that are always stored. A revision conflict is stored when found
+#: inside the commit boundary but not when found at validation time (vectors.md
+#: §8.6 preflight step 6, §13.1), so its reply proves nothing either way.
+STORED_CODES = frozenset(("claim-fence-rejected",))
 #: validation steps 1-3 come before the idempotency lookup (step 4)
 PRE_LOOKUP_CODES = frozenset(("invalid-request", "candidate-digest-mismatch", "ledger-namespace-unbound",
                               "capability-unavailable"))

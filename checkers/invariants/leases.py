@@ -5,8 +5,10 @@ Shared by ``dual_ownership``, ``epochs`` and ``stale_write``. For every
 
 * the identity ``(owner_id, issued_at)`` and every op that showed it;
 * the latest point of backend time at which the lease was provably held
-  (a reply with that epoch active at ``observed_at < expires_at``, or a
-  successful renew / release of it);
+  (a decision reply with that epoch active at ``observed_at < expires_at``, or
+  a successful renew / release of it). Reads are not decisions: their time is
+  not persisted and may exceed later decision times, so they prove identity
+  only;
 * the expiry as last set (the observation with the greatest decision time);
 * a successful release (the lease ended at its ``observed_at``);
 * whether an *uncertain* renew or release of that epoch exists (``info`` or
@@ -24,7 +26,7 @@ from ._common import Op, Prepared, epoch_int, instant_ms, obj, read_back_of
 
 class Generation:
     __slots__ = ("owner", "issued", "issued_ms", "first_op", "live_ms", "live_op",
-                 "exp_at_ms", "exp_ms", "exp_op", "release_ms", "release_op", "uncertain_end", "conflicts")
+                 "exp_at_ms", "exp_ms", "exp_hi_ms", "exp_op", "release_ms", "release_op", "uncertain_end", "conflicts")
 
     def __init__(self, owner: str, issued: str, op: Op):
         self.owner = owner
@@ -34,7 +36,8 @@ class Generation:
         self.live_ms: int | None = None
         self.live_op: Op | None = None
         self.exp_at_ms: int | None = None   # decision time of the latest expiry observation
-        self.exp_ms: int | None = None      # the expiry it showed
+        self.exp_ms: int | None = None      # the expiry it showed (the least, on a tie)
+        self.exp_hi_ms: int | None = None   # the greatest expiry shown at that same decision time
         self.exp_op: Op | None = None
         self.release_ms: int | None = None
         self.release_op: Op | None = None
@@ -47,7 +50,9 @@ class Generation:
             return None
         end, end_op = None, None
         if self.live_ms is not None:
-            end, end_op = self.live_ms + 1, self.live_op
+            # held *at* live_ms; another decision in the same millisecond may follow a
+            # release, so the provable exclusive end is live_ms itself (never cry wolf)
+            end, end_op = self.live_ms, self.live_op
         if self.release_ms is not None and (end is None or self.release_ms > end):
             end, end_op = self.release_ms, self.release_op
         if not self.uncertain_end and self.release_ms is None and self.exp_ms is not None:
@@ -86,8 +91,15 @@ def _see(gens: dict[int, Generation], active: dict, t_ms: int | None, op: Op, *,
         return
     if x_ms is not None and t_ms < x_ms and (g.live_ms is None or t_ms > g.live_ms):
         g.live_ms, g.live_op = t_ms, op
-    if sets_expiry and x_ms is not None and (g.exp_at_ms is None or t_ms >= g.exp_at_ms):
-        g.exp_at_ms, g.exp_ms, g.exp_op = t_ms, x_ms, op
+    if sets_expiry and x_ms is not None:
+        if g.exp_at_ms is None or t_ms > g.exp_at_ms:
+            g.exp_at_ms, g.exp_ms, g.exp_hi_ms, g.exp_op = t_ms, x_ms, x_ms, op
+        elif t_ms == g.exp_at_ms:
+            # decisions in one millisecond have no visible order: keep both bounds, so
+            # each checker can take the one that cannot cry wolf
+            if x_ms < g.exp_ms:
+                g.exp_ms, g.exp_op = x_ms, op
+            g.exp_hi_ms = max(g.exp_hi_ms, x_ms)
 
 
 def build(prep: Prepared) -> Leases:
@@ -125,8 +137,11 @@ def build(prep: Prepared) -> Leases:
         if op.type == "ok" and f in ("acquire", "renew") and isinstance(r.get("claim"), dict):
             _see(gens, r["claim"], t_ms, op)
         if rb is not None and isinstance(rb.get("active"), dict):
-            # a replayed publish carries an old claim_read_back: a point, not the latest expiry
-            _see(gens, rb["active"], t_ms, op, sets_expiry=f != "publish")
+            # A read does not persist its time (vectors.md §5.1 rule 3): after a backward
+            # clock step later decisions may carry *earlier* times, so a read's time is
+            # not on the decision timeline - it proves identity only. A replayed publish
+            # carries an old claim_read_back: a point, not the latest expiry.
+            _see(gens, rb["active"], None if f == "read" else t_ms, op, sets_expiry=f != "publish")
     _cache[0], _cache[1] = prep, leases
     return leases
 

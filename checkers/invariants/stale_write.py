@@ -157,7 +157,7 @@ def _check_fence(out: Findings, key, t: int, op: Op, gens, times, prefix_max) ->
                 reasons.append("the fence's epoch had been released before the decision")
                 proof += g.release_op.indices
             elif (not g.uncertain_end and g.exp_at_ms is not None and g.exp_at_ms <= t
-                  and g.exp_ms is not None and g.exp_ms <= t):
+                  and g.exp_hi_ms is not None and g.exp_hi_ms <= t):
                 reasons.append("the fence's lease had provably expired before the decision")
                 proof += g.exp_op.indices
     if reasons:

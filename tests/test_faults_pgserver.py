@@ -1,0 +1,106 @@
+"""Our PostgreSQL launcher: as root the server runs as ``postgres``; a
+non-root harness works too; pause freezes the tree; nothing (process, temp
+dir, cgroup) remains after cleanup, also after an exception."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+
+import psutil
+import psycopg
+import pytest
+
+from chaos.faults import procs
+from chaos.faults.pgserver import PgServer, PgServerError
+from pg_fixtures import needs_pg, pg, pg_server  # noqa: F401
+
+pytestmark = [needs_pg, pytest.mark.postgres]
+ROOT = os.geteuid() == 0
+
+
+def _wait_gone(pids, timeout=5.0) -> list[int]:
+    """PIDs still present (zombies included) after ``timeout``: PID 1 reaps
+    orphaned zombies about 1.5 s after they die."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        left = [p for p in pids if psutil.pid_exists(p)]
+        if not left:
+            return []
+        time.sleep(0.05)
+    return left
+
+
+@pytest.mark.skipif(not ROOT, reason="the root launch path needs root")
+def test_as_root_the_server_tree_runs_as_postgres(pg):
+    users = {psutil.Process(p).username() for p in pg.tree_pids()}
+    assert users == {"postgres"}
+    with psycopg.connect(pg.dsn(tcp=False), autocommit=True) as c:
+        assert c.execute("SHOW fsync").fetchone() == ("on",)
+        assert c.execute("SHOW synchronous_commit").fetchone() == ("on",)
+
+
+def test_pause_blocks_new_connections_and_resume_restores(pg):
+    frozen = pg.pause()
+    try:
+        assert frozen and set(pg.tree_pids()) <= set(frozen)
+        with pytest.raises(psycopg.OperationalError):
+            psycopg.connect(pg.dsn(), connect_timeout=2)
+    finally:
+        pg.resume()
+    with psycopg.connect(pg.dsn(), autocommit=True) as c:
+        assert c.execute("SELECT 1").fetchone() == (1,)
+    assert not os.path.exists(f"/sys/fs/cgroup/freezer/claimchaos-pg-{pg.pid}")
+
+
+def test_cleanup_leaves_nothing_even_after_an_exception():
+    with pytest.raises(RuntimeError, match="boom"):
+        with PgServer() as server:
+            pids = server.tree_pids()
+            directory = server.dir
+            server.pause()  # cleanup must also handle a paused server
+            raise RuntimeError("boom")
+    assert not os.path.exists(directory)
+    assert _wait_gone(pids) == []
+    server.cleanup()  # idempotent
+    assert pids[0] not in procs.registered()
+
+
+def test_start_failure_raises_and_cleans_up():
+    before = {d for d in os.listdir("/tmp") if d.startswith("ccpg")}
+    with pytest.raises(PgServerError):
+        PgServer(port=1)  # a privileged port: the server cannot bind it
+    assert {d for d in os.listdir("/tmp") if d.startswith("ccpg")} <= before
+
+
+NON_ROOT_SCRIPT = r"""
+import os, psycopg
+from chaos.faults.pgserver import PgServer
+assert os.geteuid() != 0
+with PgServer() as pg:
+    with psycopg.connect(pg.dsn(), autocommit=True) as c:
+        c.execute("CREATE TABLE t (x int)"); c.execute("INSERT INTO t VALUES (7)")
+        user = c.execute("SELECT current_user").fetchone()[0]
+    pg.pause(); pg.resume()      # no freezer without root: SIGSTOP snapshot
+    pg.kill(); pg.start()
+    with psycopg.connect(pg.dsn(), autocommit=True) as c:
+        print(user, c.execute("SELECT x FROM t").fetchone()[0])
+    d = pg.dir
+print(os.path.exists(d))
+"""
+
+
+@pytest.mark.skipif(not ROOT or not shutil.which("runuser") or not os.path.exists("/usr/bin/python3.11"),
+                    reason="needs root (to drop to postgres), runuser and /usr/bin/python3.11")
+def test_non_root_harness_launches_its_own_server():
+    # the venv's python lives under /root (0700): run the system python 3.11
+    # with the project and the venv's site-packages on PYTHONPATH instead
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    site = os.path.join(root, ".venv", "lib", "python3.11", "site-packages")
+    out = subprocess.run(["runuser", "-u", "postgres", "--", "env", f"PYTHONPATH={root}:{site}", "HOME=/var/lib/postgresql",
+                          "/usr/bin/python3.11", "-c", NON_ROOT_SCRIPT], capture_output=True, text=True, timeout=120,
+                         cwd="/tmp")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["postgres", "7", "False"]
