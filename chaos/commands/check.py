@@ -1,0 +1,143 @@
+"""``chaos check RUN_DIR``: re-check a stored run without running anything.
+
+Reads ``RUN_DIR/history.jsonl`` (and ``test.yaml`` / ``results.json`` for the
+checker context when present), runs the standard checkers, prints one line per
+checker and every anomaly's explanation, and exits 0 valid / 1 invalid /
+2 unknown. ``--write`` stores the ``checkers`` section (and ``valid``) back into
+``results.json``; ``--json`` prints the whole result object instead of the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+from chaos.errors import ExitCode, UsageError
+from checkers import default_checkers, run_checkers
+from checkers.history import read_history
+
+_VERDICT_EXIT = {True: ExitCode.VALID, False: ExitCode.INVALID, "unknown": ExitCode.UNKNOWN}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_dir", metavar="RUN_DIR", help="a run directory holding history.jsonl")
+    parser.add_argument("--json", action="store_true", help="print the result object as JSON")
+    parser.add_argument("--write", action="store_true", help="write the checkers section back into results.json")
+    parser.add_argument("--no-linearizable", action="store_true", help="skip the linearizability checker")
+    parser.add_argument("--only", metavar="NAMES", help="comma-separated checker names to run")
+
+
+def load_context(run_dir: str) -> dict:
+    """Checker context from ``results.json`` / ``test.yaml`` (both optional)."""
+    ctx: dict = {}
+    results = _read_json(os.path.join(run_dir, "results.json"))
+    test = _read_yaml(os.path.join(run_dir, "test.yaml"))
+    for source in (test, results):
+        if not isinstance(source, dict):
+            continue
+        for key in ("backend", "capabilities", "initial_durable", "initial_revisions", "floor_jump_threshold_ms"):
+            if key in source:
+                ctx[key] = source[key]
+        inner = source.get("ctx")
+        if isinstance(inner, dict):
+            ctx.update(inner)
+    if isinstance(ctx.get("backend"), dict):  # test.yaml may hold the backend spec
+        ctx["backend"] = ctx["backend"].get("backend") or ctx["backend"].get("name")
+    return ctx
+
+
+def run(args: argparse.Namespace) -> int:
+    run_dir = args.run_dir
+    path = os.path.join(run_dir, "history.jsonl")
+    if not os.path.isdir(run_dir):
+        raise UsageError(f"chaos check: {run_dir}: no such run directory")
+    if not os.path.isfile(path):
+        raise UsageError(f"chaos check: {run_dir}: no history.jsonl in this directory")
+    try:
+        history = read_history(path)
+    except (OSError, ValueError) as e:
+        raise UsageError(f"chaos check: {path}: unreadable history ({e})") from None
+    checkers = default_checkers(include_linearizable=not args.no_linearizable)
+    if args.only:
+        names = [n.strip() for n in args.only.split(",") if n.strip()]
+        unknown = sorted(set(names) - set(checkers))
+        if unknown:
+            raise UsageError(f"chaos check: unknown checker(s) {', '.join(unknown)}; known: {', '.join(checkers)}")
+        checkers = {n: checkers[n] for n in names}
+    result = run_checkers(history, load_context(run_dir), checkers)
+    if args.json:
+        print(json.dumps(_printable(result), indent=2, sort_keys=True))
+    else:
+        print(render(result, len(history)))
+    if args.write:
+        _write_back(os.path.join(run_dir, "results.json"), result)
+    return int(_VERDICT_EXIT.get(result["valid"], ExitCode.UNKNOWN))
+
+
+def render(result: dict, n_ops: int) -> str:
+    """The short per-checker table and each anomaly's explanation."""
+    lines = [f"{n_ops} history entries", f"{'checker':<20} {'verdict':<8} {'anomalies':>9} {'seconds':>8}"]
+    for name, r in result["checkers"].items():
+        stats = r.get("stats") or {}
+        total = stats.get("anomalies_total", len(r.get("anomalies") or []))
+        lines.append(f"{name:<20} {_word(r.get('valid')):<8} {total:>9} {stats.get('seconds', 0):>8.3f}")
+    for name, r in result["checkers"].items():
+        if r.get("error"):
+            lines.append(f"\n[{name}] checker crashed: {r['error']}")
+        for reason in r.get("unknown_reasons") or []:
+            lines.append(f"\n[{name}] unknown: {reason}")
+        for a in r.get("anomalies") or []:
+            lines.append(f"\n[{name}] {a.get('type')} (ops {a.get('ops')}):\n  {a.get('explanation')}")
+    lines.append(f"\nverdict: {_word(result['valid'])}")
+    return "\n".join(lines)
+
+
+def _word(valid) -> str:
+    return {True: "valid", False: "INVALID"}.get(valid, "unknown")
+
+
+def _printable(result: dict) -> dict:
+    """Drop tracebacks from the JSON form (the error line stays)."""
+    out = {"valid": result["valid"], "checkers": {}}
+    for name, r in result["checkers"].items():
+        out["checkers"][name] = {k: v for k, v in r.items() if k != "traceback"}
+    return out
+
+
+def _write_back(path: str, result: dict) -> None:
+    data = _read_json(path)
+    if not isinstance(data, dict):
+        data = {}
+    printable = _printable(result)
+    data["checkers"] = printable["checkers"]
+    data["valid"] = printable["valid"]
+    tmp = f"{path}.tmp.{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=2, sort_keys=True, default=str)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _read_json(path: str):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as e:
+        raise UsageError(f"chaos check: {path}: not valid JSON ({e})") from None
+
+
+def _read_yaml(path: str):
+    if not os.path.isfile(path):
+        return None
+    import yaml
+
+    try:
+        with open(path) as f:
+            return yaml.safe_load(f)
+    except (OSError, yaml.YAMLError) as e:
+        raise UsageError(f"chaos check: {path}: not valid YAML ({e})") from None
