@@ -240,8 +240,8 @@ class _Host:
         self.backend.close()
 
 
-def serve(spec: dict, stdin: IO[bytes], out: IO[bytes]) -> None:
-    host = _Host(spec, out)
+def serve(host: _Host, stdin: IO[bytes]) -> None:
+    """Announce readiness, then run commands until stdin closes."""
     host.emit({"event": "ready", "pid": os.getpid()})
     for raw in stdin:
         if not raw.strip():
@@ -258,7 +258,7 @@ def serve(spec: dict, stdin: IO[bytes], out: IO[bytes]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from chaos.errors import ExitCode, UsageError
+    from chaos.errors import ExitCode
 
     parser = argparse.ArgumentParser(prog="python -m chaos.host", description=__doc__.splitlines()[0])
     parser.add_argument("--spec-json", required=True, help="the backend spec as one JSON object")
@@ -270,14 +270,20 @@ def main(argv: list[str] | None = None) -> int:
     try:
         spec = json.loads(args.spec_json)
         if not isinstance(spec, dict):
-            raise UsageError("--spec-json must be a JSON object")
-        try:
-            serve(spec, sys.stdin.buffer, out)
-        except (KeyError, ValueError) as e:  # unknown backend, missing path, ...
-            raise UsageError(f"cannot open backend: {type(e).__name__}: {e}") from e
-    except (UsageError, json.JSONDecodeError) as e:
-        print(f"chaos.host: {e}", file=sys.stderr)
+            raise ValueError("not a JSON object")
+    except ValueError as e:
+        print(f"chaos.host: --spec-json: {e}", file=sys.stderr)
         return ExitCode.USAGE
+    try:
+        host = _Host(spec, out)
+    except (KeyError, ValueError) as e:  # unknown backend, missing path, contradicting spec
+        print(f"chaos.host: bad backend spec: {type(e).__name__}: {e}", file=sys.stderr)
+        return ExitCode.USAGE
+    except Exception as e:
+        log.debug("opening the backend failed", exc_info=True)
+        print(f"chaos.host: cannot open backend: {type(e).__name__}: {e}", file=sys.stderr)
+        return ExitCode.CRASH
+    serve(host, sys.stdin.buffer)
     return 0
 
 

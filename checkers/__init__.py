@@ -32,7 +32,10 @@ def default_checkers(include_linearizable: bool = True) -> dict:
 
 def run_checkers(history: list[dict], ctx: dict | None = None, checkers: dict | None = None) -> dict:
     """Run ``checkers`` (default: ``default_checkers()``) and merge the verdicts."""
-    return compose(checkers if checkers is not None else default_checkers())(history, ctx or {})
+    from checkers.invariants._common import shared_preparation
+
+    with shared_preparation(history):
+        return compose(checkers if checkers is not None else default_checkers())(history, ctx or {})
 
 
 __all__ = ["default_checkers", "run_checkers", "compose", "check_safe", "merge_valid"]

@@ -130,3 +130,22 @@ def test_bad_spec_is_a_one_line_usage_error(tmp_path):
     assert proc.returncode == 254
     assert len(proc.stderr.decode().strip().splitlines()) == 1
     assert proc.stdout == b""
+
+
+def test_host_that_cannot_start_is_a_setup_failure_and_leaves_nothing(tmp_path):
+    from chaos.errors import SetupFailed
+    from chaos.faults import procs
+
+    before = procs.registered()
+    with pytest.raises(SetupFailed, match="did not become ready"):
+        HostClient({"backend": "sqlite"})  # no path
+    assert procs.registered() == before
+
+
+def test_clock_file_spec_shares_the_clock_through_the_file(tmp_path):
+    path = new_db(str(tmp_path))
+    clock_file = tmp_path / "clock"
+    with HostClient({"backend": "sqlite", "path": path, "clock_file": str(clock_file)}) as host:
+        host.set_clock(T0 + 42)
+        assert clock_file.read_text() == str(T0 + 42)
+        assert host.call("read", READ).envelope["result"]["read_back"]["observed_at"] == "2030-01-11T09:00:00.042Z"

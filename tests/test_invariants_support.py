@@ -234,3 +234,96 @@ def simulate(seed: int, n_workers: int = 3, steps: int = 200, n_items: int = 2, 
     rec.add("nemesis", "info", "final-state", {"durable": backend.store.export_durable()})
     ctx = {"backend": "reference", "capabilities": caps.envelope, "initial_revisions": revs}
     return rec.history, ctx
+
+
+class Scenario:
+    """A hand-scripted, sequential history against the reference backend:
+    ``call(pid, f, request, at_ms)`` records the invoke and the real reply and
+    returns the completion record (tests mutate it to make a history invalid)."""
+
+    def __init__(self, n_items: int = 1, spec: dict | None = None):
+        self.keys = tuples(n_items)
+        durable, self.revs = seed_durable(self.keys)
+        self.clock = FixedClock(T0)
+        self.backend = open_backend({"namespaces": NS[:1], "durable": durable, **(spec or {})}, self.clock)
+        self.rec = Recorder()
+        self.caps = self.backend.call("capabilities", {}).envelope
+
+    @property
+    def history(self) -> list[dict]:
+        return self.rec.history
+
+    def ctx(self) -> dict:
+        return {"backend": "reference", "capabilities": self.caps, "initial_revisions": self.revs}
+
+    def call(self, pid, f: str, req: dict, at_ms: int = 0, lost: bool = False) -> dict:
+        self.clock.set(T0 + at_ms)
+        self.rec.invoke(pid, f, req)
+        r = self.backend.call(f, req)
+        if lost:
+            self.rec.lost(pid, f)
+        else:
+            self.rec.complete(pid, f, r.exit, r.envelope)
+        return self.rec.history[-1]
+
+    def final(self) -> dict:
+        return self.rec.add("nemesis", "info", "final-state", {"durable": self.backend.store.export_durable()})
+
+    # request builders ---------------------------------------------------
+    def key(self, k: int = 0) -> dict:
+        ns, item = self.keys[k]
+        return {"ledger_namespace": ns, "item_id": item}
+
+    def acquire(self, owner: str, witness: dict, ms: int = 60_000, k: int = 0) -> dict:
+        return {**self.key(k), "owner_id": owner, "lease_duration_ms": ms, "expected": witness}
+
+    def renew(self, owner: str, claim: dict, ms: int = 60_000, k: int = 0) -> dict:
+        return {**self.key(k), "owner_id": owner, "epoch": claim["epoch"], "expected_expires_at": claim["expires_at"],
+                "lease_duration_ms": ms}
+
+    def release(self, owner: str, claim: dict, k: int = 0) -> dict:
+        return {**self.key(k), "owner_id": owner, "epoch": claim["epoch"], "expected_expires_at": claim["expires_at"]}
+
+    def publish(self, oid: str, owner: str, epoch: str, expected: str, title: str, k: int = 0) -> dict:
+        ns, item = self.keys[k]
+        data = ledger_bytes(item, title)
+        return {"operation_id": oid, **self.key(k), "expected_revision": expected,
+                "candidate_source_base64": base64.b64encode(data).decode(), "candidate_sha256": sha(data),
+                "claim_fence": {**self.key(k), "owner_id": owner, "epoch": epoch}}
+
+    def seed_rev(self, k: int = 0) -> str:
+        ns, item = self.keys[k]
+        return self.revs[f"{ns}/{item}"]
+
+
+def claim_of(completion: dict) -> dict:
+    return completion["value"]["envelope"]["result"]["claim"]
+
+
+def standard_scenario() -> tuple[Scenario, dict]:
+    """Two owners take turns on one item: A acquires, renews, publishes, B is
+    refused (claim-held), A releases, B takes epoch 2, publishes, retries its
+    publish identically (a replay), both outcomes are read back, final state.
+    Returns the scenario and a map of labelled completion records."""
+    s = Scenario()
+    L: dict = {}
+    L["read"] = s.call(1, "read", s.key(), 0)
+    L["a_acq"] = s.call(1, "acquire", s.acquire("agent-a", {"last_epoch": "0", "active": None}), 1_000)
+    a1 = claim_of(L["a_acq"])
+    L["a_renew"] = s.call(1, "renew", s.renew("agent-a", a1), 10_000)
+    a1 = claim_of(L["a_renew"])
+    L["p1_req"] = s.publish("pub_a_1", "agent-a", "1", s.seed_rev(), "a one")
+    L["p1"] = s.call(1, "publish", L["p1_req"], 20_000)
+    L["b_held"] = s.call(2, "acquire", s.acquire("agent-b", {"last_epoch": "1", "active": a1}), 30_000)
+    L["a_rel"] = s.call(1, "release", s.release("agent-a", a1), 40_000)
+    L["b_acq"] = s.call(2, "acquire", s.acquire("agent-b", {"last_epoch": "1", "active": None}), 50_000)
+    L["p2_req"] = s.publish("pub_b_1", "agent-b", "2", L["p1_req"]["candidate_sha256"], "b one")
+    L["p2"] = s.call(2, "publish", L["p2_req"], 60_000)
+    L["p2_retry"] = s.call(2, "publish", L["p2_req"], 61_000)
+    L["stale"] = s.call(1, "publish", s.publish("pub_a_2", "agent-a", "1", L["p2_req"]["candidate_sha256"], "a two"),
+                        62_000)
+    L["r1"] = s.call(3, "publication-read", {"operation_id": "pub_a_1", **s.key()}, 63_000)
+    L["r2"] = s.call(3, "publication-read", {"operation_id": "pub_b_1", **s.key()}, 64_000)
+    L["final_read"] = s.call(3, "read", s.key(), 65_000)
+    L["final"] = s.final()
+    return s, L

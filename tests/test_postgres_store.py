@@ -12,7 +12,6 @@ import time
 import psycopg
 import pytest
 
-from backends.api import FixedClock
 from backends.postgres import admin
 from backends.postgres.store import PostgresStore
 from pg_fixtures import (ITEM, NS1, NS2, T0, acquire_req, backend, item_id, needs_pg, open_pg, pg, pg_server,  # noqa: F401
@@ -178,3 +177,25 @@ def test_unreachable_server_is_store_unavailable():
     with pytest.raises(StoreUnavailable) as e:
         PostgresStore("host=127.0.0.1 port=1 user=postgres dbname=postgres", deadline_s=1)
     assert e.value.reason == "server-unreachable"
+
+
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+
+from backends.contract.values import format_instant  # noqa: E402
+
+_MS = st.integers(min_value=0, max_value=253_402_300_799_999)  # through 9999-12-31
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(last=st.integers(min_value=0, max_value=2**64 - 1), floor=_MS, issued=_MS, lease=st.integers(1, 86_400_000),
+       active=st.booleans())
+def test_seed_export_round_trip_is_exact(backend, last, floor, issued, lease, active):
+    act = None
+    if active and last > 0:
+        act = {"owner_id": "agent-p", "epoch": str(last), "issued_at": format_instant(issued),
+               "expires_at": format_instant(min(issued + lease, 253_402_300_799_999))}
+    durable = seeded([(NS1, ITEM)])
+    durable["clock_floors"] = [{"ledger_namespace": NS2, "observed_at": format_instant(floor)}]
+    durable["claims"] = [{"ledger_namespace": NS1, "item_id": ITEM, "last_epoch": str(last), "active": act}]
+    backend.store.seed(durable)
+    assert backend.store.export_durable() == durable

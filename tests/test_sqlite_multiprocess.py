@@ -82,3 +82,49 @@ def test_four_processes_fifty_cycles_give_gapless_exclusive_epochs(tmp_path):
             # epoch e+1 was granted only after epoch e's release was sent
             assert nxt["acq"][1] > prev["rel"][0], f"{item}: epoch {nxt['epoch']} overlaps {prev['epoch']}"
     assert set(by_item) == {ITEM, ITEM2} and len(cycles) >= 20, (len(cycles), len(refusals))
+
+
+def test_threads_sharing_one_backend_get_their_own_transactions(tmp_path):
+    """A host serves calls in threads over one SqliteBackend: the connection
+    pool must give every concurrent transaction its own connection."""
+    import threading
+
+    from backends.api import Hooks, SystemClock
+    from backends.sqlite import SqliteBackend
+
+    path = new_db(str(tmp_path), seed=False)
+    backend = SqliteBackend({"path": path}, SystemClock(), Hooks())
+    granted: list[int] = []
+    failures: list[str] = []
+    lock = threading.Lock()
+
+    def agent(owner: str) -> None:
+        try:
+            _cycles(owner)
+        except BaseException as e:  # an assert in a thread would otherwise pass silently
+            failures.append(repr(e))
+
+    def _cycles(owner: str) -> None:
+        for _ in range(25):
+            rb = backend.call("read", {"ledger_namespace": NS1, "item_id": ITEM}).envelope["result"]["read_back"]
+            r = backend.call("acquire", {"ledger_namespace": NS1, "item_id": ITEM, "owner_id": owner,
+                                         "lease_duration_ms": 600000,
+                                         "expected": {"last_epoch": rb["last_epoch"], "active": rb["active"]}})
+            if r.exit == 0:
+                claim = r.envelope["result"]["claim"]
+                with lock:
+                    granted.append(int(claim["epoch"]))
+                rel = backend.call("release", {"ledger_namespace": NS1, "item_id": ITEM, "owner_id": owner,
+                                               "epoch": claim["epoch"], "expected_expires_at": claim["expires_at"]})
+                assert rel.exit == 0
+            else:
+                assert r.envelope["error"]["code"] in ("claim-held", "claim-conflict"), r.envelope
+
+    threads = [threading.Thread(target=agent, args=(f"thread-{k}",)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    backend.close()
+    assert failures == []
+    assert sorted(granted) == list(range(1, len(granted) + 1)) and granted

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from backends.api import (
-    EPOCH_MAX, Active, ClaimRecord, FloorPersistFailed, StoredOutcome, StoreUnavailable,
+    EPOCH_MAX, Active, ClaimRecord, FixedClock, FloorPersistFailed, Hooks, StoredOutcome, StoreUnavailable,
 )
-from backends.sqlite import admin
+from backends.sqlite import SqliteBackend, admin
 from backends.sqlite.projection import ProjectionMismatch
 from backends.sqlite.store import SqliteStore
 from backends.sqlite.txn import ReadOnlyTransaction
@@ -163,3 +163,13 @@ def test_seed_then_export_round_trips_every_vector_state(tmp_path, case):
         store.seed(state["durable"])
         assert _sorted(store.export_durable()) == _sorted(state["durable"])
         store.close()
+
+
+def test_a_file_that_is_not_a_database_answers_store_unavailable(tmp_path):
+    path = tmp_path / "garbage.db"
+    path.write_bytes(b"this is not an SQLite file" * 100)
+    backend = SqliteBackend({"path": str(path), "namespaces": [NS1]}, FixedClock(T0), Hooks())
+    reply = backend.call("acquire", acquire_req(NS1, ITEM, "agent-a"))
+    assert (reply.exit, reply.envelope["error"]["code"], reply.envelope["error"]["details"]) == (
+        6, "claim-store-unavailable", {"reason": "database-unopenable"})
+    assert path.read_bytes() == b"this is not an SQLite file" * 100

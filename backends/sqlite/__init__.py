@@ -16,10 +16,15 @@ opens the file report advisory.
 
 from __future__ import annotations
 
+import logging
+import sqlite3
+
 from backends.api import Backend, BackendConfig, Clock, Hooks
 from backends.engine import Engine
 from backends.sqlite import admin, schema
 from backends.sqlite.store import SqliteStore
+
+log = logging.getLogger(__name__)
 
 __all__ = ["SqliteBackend", "SqliteStore", "open_backend", "config_for"]
 
@@ -28,28 +33,34 @@ class SpecMismatch(ValueError):
     """The spec asks for a provisioning that contradicts the existing file."""
 
 
+def _unprovisioned_config(spec: dict) -> BackendConfig:
+    return BackendConfig(
+        name=spec.get("name", schema.DEFAULT_NAME),
+        namespaces=list(spec.get("namespaces") or []),
+        write_paths=dict(spec.get("write_paths") or schema.FENCED_WRITE_PATHS),
+    )
+
+
 def config_for(spec: dict) -> BackendConfig:
     """Provision ``spec["path"]`` if it is new, then read its configuration.
 
-    A missing file with no ``namespaces`` is not created: the backend then
-    reports an empty allowlist and every decision answers
-    ``claim-store-unavailable`` (the store really cannot be found).
+    A missing file with no ``namespaces`` in the spec is not created, and an
+    unreadable file is not repaired: the backend then parses requests against
+    the spec's allowlist (empty without one) and every store access answers
+    exit 6 ``claim-store-unavailable`` (``database-not-found`` /
+    ``database-unopenable``): no decision is ever made without the store.
     """
     path = spec["path"]
-    if not admin.is_provisioned(path):
-        if not spec.get("namespaces"):
-            return BackendConfig(
-                name=spec.get("name", schema.DEFAULT_NAME),
-                namespaces=[],
-                write_paths=dict(spec.get("write_paths", schema.FENCED_WRITE_PATHS)),
-            )
-        admin.provision(
-            path,
-            spec["namespaces"],
-            name=spec.get("name", schema.DEFAULT_NAME),
-            write_paths=spec.get("write_paths"),
-        )
-    config = admin.read_config(path)
+    try:
+        if not admin.is_provisioned(path):
+            if not spec.get("namespaces"):
+                return _unprovisioned_config(spec)
+            admin.provision(path, spec["namespaces"], name=spec.get("name", schema.DEFAULT_NAME),
+                            write_paths=spec.get("write_paths"))
+        config = admin.read_config(path)
+    except sqlite3.Error as e:
+        log.warning("cannot read provisioning of %s: %s", path, e)
+        return _unprovisioned_config(spec)
     wanted = spec.get("namespaces")
     if wanted is not None and list(wanted) != config.namespaces:
         raise SpecMismatch(f"{path} is provisioned for {config.namespaces}, the spec asks for {list(wanted)}")

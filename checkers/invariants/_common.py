@@ -3,8 +3,9 @@ pairs invocations with completions, safe accessors into envelopes, backend
 instants as integer milliseconds, and the result / anomaly builders.
 
 Every checker is a pure function ``check(history, ctx) -> dict``. They share
-one prepared view of the history (``prepare``), built once per history object
-and cached (single entry), so running eight checkers costs one pairing pass.
+one prepared view of the history (``prepare``); inside ``shared_preparation``
+(which ``checkers.run_checkers`` uses) it is built once, so running eight
+checkers costs one pairing pass.
 
 Real-time order is the order of the history file: op A *precedes* op B when
 A's completion was appended before B's invocation. Backend time is only ever
@@ -14,6 +15,8 @@ clocks are never consulted.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 from typing import Any, Callable, Iterable
 
 from backends.contract.values import parse_instant
@@ -110,15 +113,44 @@ class Prepared:
         self.history_len = 0
 
 
-_cache: list = [None, None]  # [history object, Prepared]; one entry, identity-keyed
+_cache: list = [None, None, 0]  # [history object, Prepared, depth of shared_preparation scopes]
+
+
+@contextlib.contextmanager
+def shared_preparation(history: list[dict]):
+    """Within this scope, every checker reuses one ``prepare(history)``: the
+    history must not change meanwhile. Outside it nothing is cached, so a
+    caller that edits a history and re-checks it always gets a fresh view."""
+    _cache[2] += 1
+    try:
+        yield
+    finally:
+        _cache[2] -= 1
+        if _cache[2] == 0:
+            _cache[0] = _cache[1] = None
 
 
 def prepare(history: list[dict]) -> Prepared:
     """Pair invocations with completions of the same process (one pass)."""
-    if _cache[0] is history and _cache[1].history_len == len(history):
+    if _cache[2] and _cache[0] is history and _cache[1].history_len == len(history):
         return _cache[1]
     p = Prepared()
     open_by_process: dict[Any, Op] = {}
+    # millions of small allocations and no cycles: the cyclic GC only costs time here
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        _pair(history, p, open_by_process)
+    finally:
+        if was_enabled:
+            gc.enable()
+    p.history_len = len(history)
+    if _cache[2]:
+        _cache[0], _cache[1] = history, p
+    return p
+
+
+def _pair(history: list[dict], p: Prepared, open_by_process: dict) -> None:
     for pos, rec in enumerate(history):
         proc = rec.get("process")
         if proc == "nemesis":
@@ -139,9 +171,6 @@ def prepare(history: list[dict]) -> Prepared:
             if op is not None:
                 op.complete(pos, rec)
                 p.events.append((pos, True, op))
-    p.history_len = len(history)
-    _cache[0], _cache[1] = history, p
-    return p
 
 
 # --------------------------------------------------------------------------- envelope accessors

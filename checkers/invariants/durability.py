@@ -85,7 +85,7 @@ def _check_unchanged(out: Findings, prep, lease_map) -> None:
     uncertain_count: dict[tuple, int] = {}
     failed: list[tuple[Op, str]] = []
     low: dict[tuple, int] = {}
-    high: dict[tuple, int] = {}
+    high: dict[tuple, tuple[int, Op]] = {}
     for op in prep.ops:
         key = op.tuple()
         if key is None or op.f not in CLAIM_FS:
@@ -106,7 +106,8 @@ def _check_unchanged(out: Findings, prep, lease_map) -> None:
         le = epoch_int(rb.get("last_epoch")) if rb else None
         if le is not None:
             low[key] = min(low.get(key, le), le)
-            high[key] = max(high.get(key, le), le)
+            if key not in high or le > high[key][0]:
+                high[key] = (le, op)
 
     for op, t in failed:
         key, owner = op.tuple(), op.req.get("owner_id")
@@ -123,7 +124,7 @@ def _check_unchanged(out: Findings, prep, lease_map) -> None:
                     [*op.indices, *g.first_op.indices], tuple=list(key), epoch=str(e), owner=owner,
                 )
 
-    for key, hi in high.items():
+    for key, (hi, hi_op) in high.items():
         lo = low.get(key, hi)
         seen = sum(1 for e, g in lease_map.get(key, {}).items() if lo < e <= hi and g.owner)
         missing = (hi - lo) - seen
@@ -134,7 +135,7 @@ def _check_unchanged(out: Findings, prep, lease_map) -> None:
                 f"ever shown as a claim and only {uncertain_count.get(key, 0)} acquire(s) had an unknown outcome. "
                 f"{missing - uncertain_count.get(key, 0)} epoch(s) were allocated by operations that reported "
                 "no change. Only a successful acquire allocates an epoch (contract §5 Acquire, §8).",
-                [], tuple=list(key), low=str(lo), high=str(hi), shown=seen,
+                hi_op.indices, tuple=list(key), low=str(lo), high=str(hi), shown=seen,
                 uncertain_acquires=uncertain_count.get(key, 0),
             )
 

@@ -178,20 +178,17 @@ def _search(model: Model, ops: Sequence[Operation], track: bool,
     step = model.step
     custom = model.hash is not None or model.equal is not _default_equal
     state_hash = model.hash or (lambda _s: 0)  # a custom equal with no hash: correct, slow
+    equal = model.equal
     states: list[Any] = []
     interned: dict[Any, int] = {}
 
     def intern(state: Any) -> int:
-        key = _Keyed(state, state_hash, model.equal) if custom else state
+        key = _Keyed(state, state_hash, equal) if custom else state
         sid = interned.get(key)
         if sid is None:
             sid = interned[key] = len(states)
             states.append(state)
         return sid
-
-    def transition(pos: int, sid: int) -> int:
-        ok, new_state = step(states[sid], inputs[pos], outputs[pos])
-        return intern(new_state) if ok else -1
 
     trans: list[dict[int, int]] = [{} for _ in range(len(nxt))]
     longest: list[tuple | None] = [None] * n
@@ -217,8 +214,15 @@ def _search(model: Model, ops: Sequence[Operation], track: bool,
                 m = -m
             memo = trans[e]
             ns = memo.get(sid)
-            if ns is None:
-                ns = memo[sid] = transition(e, sid)
+            if ns is None:  # memo miss: ask the model (inlined: the kv-style hot path)
+                legal, new_state = step(states[sid], inputs[e], outputs[e])
+                if legal:
+                    ns = interned.get(_Keyed(new_state, state_hash, equal) if custom else new_state)
+                    if ns is None:
+                        ns = intern(new_state)
+                else:
+                    ns = -1
+                memo[sid] = ns
             if ns >= 0:
                 nb = bits | bit[e]
                 key = nb | (ns << shift)

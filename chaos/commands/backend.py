@@ -1,0 +1,266 @@
+"""``chaos backend NAME ...``: the contract CLI convention, for every backend.
+
+    chaos backend NAME provision --ledger DIR [--namespace NS ...] --json
+    chaos backend NAME claim {capabilities,read,acquire,renew,release,verify} --ledger DIR [--input -] --json
+    chaos backend NAME publish-claimed --ledger DIR --input - --json
+    chaos backend NAME claim-verify --ledger DIR --json
+    chaos backend NAME legacy {transition-v1,create-v1} --ledger DIR --input - --json
+    chaos backend NAME admin {seed,export,arm-floor-fault,enable-bypass} --ledger DIR [--input -]
+
+The request is read from standard input as raw bytes (strict parsing applies
+in the engine; input is bounded at 11,534,336 bytes + 1 before parsing, so a
+larger request is refused as ``invalid-request`` without reading it all).
+Exactly ONE compact JSON object + LF is printed; the exit code is the
+contract's. ``claim verify`` is the publication read; ``claim-verify`` is the
+Git-journal reconciliation. ``admin`` is privileged test scaffolding (seed a
+manifest ``durable`` object, export it, arm the floor fault, enable the bypass
+writer); it is never part of a backend's write paths.
+
+Storage per backend: ``gitjournal`` -> the ledger directory itself;
+``sqlite`` -> ``DIR/claims.db``; ``reference`` -> ``DIR/reference.json``
+(the in-memory engine, persisted between invocations under an flock);
+``postgres`` -> ``--dsn`` and ``--schema``. Time: the process's system clock
+(libfaketime moves it), or ``CHAOS_CLOCK_FILE`` for a shared file clock.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import json
+import os
+import sys
+
+from backends.api import FileClock, Hooks, Reply, SystemClock
+from backends.contract import REQUEST_MAX_BYTES, compact_json
+from chaos.errors import UsageError
+
+BACKENDS = ("reference", "sqlite", "postgres", "gitjournal")
+CLAIM_OPS = {"capabilities": "capabilities", "read": "read", "acquire": "acquire", "renew": "renew",
+             "release": "release", "verify": "publication-read"}
+LEGACY_OPS = {"transition-v1": "legacy-transition", "create-v1": "legacy-create"}
+ADMIN = ("seed", "export", "arm-floor-fault", "enable-bypass")
+ACTIONS = ("provision", "claim", "publish-claimed", "claim-verify", "legacy", "admin")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name", choices=BACKENDS, help="backend")
+    parser.add_argument("action", choices=ACTIONS)
+    parser.add_argument("sub", nargs="?", default=None, help="claim / legacy / admin operation")
+    parser.add_argument("--ledger", default=None, help="ledger directory (gitjournal, sqlite, reference)")
+    parser.add_argument("--dsn", default=None, help="postgres: libpq DSN")
+    parser.add_argument("--schema", default=None, help="postgres: store schema")
+    parser.add_argument("--input", default=None, help="'-' reads the request from standard input")
+    parser.add_argument("--json", action="store_true", help="print the JSON envelope (always on)")
+    parser.add_argument("--namespace", action="append", default=None, help="provision: namespace (repeatable)")
+    parser.add_argument("--write-paths", default=None, help="provision: write-path inventory as JSON (scaffolding)")
+    parser.add_argument("--lock-wait-ms", type=int, default=None, help="gitjournal: bounded wait for a busy lock")
+
+
+# --------------------------------------------------------------------------- input / output
+
+
+def read_input(args, limit: int = REQUEST_MAX_BYTES) -> bytes:
+    """At most ``limit + 1`` bytes of the request (the engine refuses more)."""
+    if args.input is None:
+        return b"{}"
+    stream = sys.stdin.buffer if args.input == "-" else open(args.input, "rb")
+    with contextlib.ExitStack() as stack:
+        if stream is not sys.stdin.buffer:
+            stack.callback(stream.close)
+        chunks, total = [], 0
+        while total <= limit:
+            chunk = stream.read(min(1 << 20, limit + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+    return b"".join(chunks)
+
+
+def emit(reply: Reply) -> int:
+    sys.stdout.buffer.write(compact_json(reply.envelope) + b"\n")
+    sys.stdout.buffer.flush()
+    return reply.exit
+
+
+def clock():
+    path = os.environ.get("CHAOS_CLOCK_FILE")
+    return FileClock(path) if path else SystemClock()
+
+
+# --------------------------------------------------------------------------- per-backend storage
+
+
+def _ledger(args) -> str:
+    if not args.ledger:
+        raise UsageError(f"chaos backend {args.name}: --ledger DIR is required")
+    return os.path.abspath(args.ledger)
+
+
+def spec_for(args) -> dict:
+    if args.name == "gitjournal":
+        spec = {"backend": "gitjournal", "ledger": _ledger(args)}
+        if args.lock_wait_ms is not None:
+            spec["lock_wait_ms"] = args.lock_wait_ms
+        return spec
+    if args.name == "sqlite":
+        return {"backend": "sqlite", "path": os.path.join(_ledger(args), "claims.db")}
+    if args.name == "postgres":
+        if not args.dsn:
+            raise UsageError("chaos backend postgres: --dsn is required")
+        return {"backend": "postgres", "dsn": args.dsn, **({"schema": args.schema} if args.schema else {})}
+    return {"backend": "reference", "path": os.path.join(_ledger(args), "reference.json")}
+
+
+@contextlib.contextmanager
+def opened(args):
+    """The backend of ``args`` for one invocation (reference: loaded from and
+    saved back to its JSON file under an exclusive flock)."""
+    from backends.registry import open_backend
+
+    spec = spec_for(args)
+    if args.name != "reference":
+        backend = open_backend(spec, clock(), Hooks())
+        try:
+            yield backend
+        finally:
+            backend.close()
+        return
+    path = spec["path"]
+    if not os.path.exists(path):
+        raise UsageError(f"chaos backend reference: {path} not provisioned (run provision first)")
+    fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        with open(path) as f:
+            saved = json.load(f)
+        backend = open_backend({**saved["config"], "backend": "reference", "durable": saved["durable"]},
+                               clock(), Hooks())
+        yield backend
+        saved["durable"] = backend.store.export_durable()
+        tmp = f"{path}.tmp.{os.getpid()}"
+        with open(tmp, "w") as f:
+            json.dump(saved, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        os.close(fd)
+
+
+def provision(args) -> dict:
+    """Provision the endpoint; returns ``{backend, ledger, namespaces}``."""
+    from backends.gitjournal.ledger import new_namespace
+
+    namespaces = args.namespace or [new_namespace()]
+    paths = json.loads(args.write_paths) if args.write_paths else None
+    if args.name == "gitjournal":
+        from backends.gitjournal import ledger as gl
+
+        if len(namespaces) != 1:
+            raise UsageError("chaos backend gitjournal: a Git ledger binds exactly one namespace")
+        try:
+            gl.provision(_ledger(args), namespaces[0])
+        except (gl.AlreadyProvisioned, gl.NotAGitLedger) as e:
+            raise UsageError(f"chaos backend gitjournal provision: {e}") from None
+    elif args.name == "sqlite":
+        from backends.sqlite import admin
+
+        admin.provision(spec_for(args)["path"], namespaces, write_paths=paths)
+    elif args.name == "postgres":
+        from backends.registry import open_backend
+
+        spec = {**spec_for(args), "namespaces": namespaces, **({"write_paths": paths} if paths else {})}
+        open_backend(spec, clock(), Hooks()).close()
+    else:
+        os.makedirs(_ledger(args), exist_ok=True)
+        path = spec_for(args)["path"]
+        config = {"namespaces": namespaces, **({"write_paths": paths} if paths else {})}
+        with open(path, "x") as f:
+            json.dump({"config": config, "durable": {}}, f)
+    return {"backend": args.name, "ledger": args.ledger, "namespaces": namespaces}
+
+
+def admin(args) -> int:
+    """Privileged scaffolding (see the module docstring)."""
+    if args.sub not in ADMIN:
+        raise UsageError(f"chaos backend admin: one of {', '.join(ADMIN)}")
+    if args.sub == "arm-floor-fault":
+        return _floor_fault(args)
+    if args.sub == "enable-bypass":
+        return _bypass(args)
+    with opened(args) as backend:
+        if args.sub == "seed":
+            backend.store.seed(json.loads(read_input(args)))
+            out = {"seeded": True}
+        else:
+            out = backend.store.export_durable()
+    sys.stdout.buffer.write(compact_json(out) + b"\n")
+    return 0
+
+
+def _floor_fault(args) -> int:
+    if args.name != "sqlite":
+        raise UsageError(f"chaos backend {args.name}: no admin floor fault (use an fsync fault)")
+    from backends.sqlite import admin as sa
+
+    sa.install_floor_failure_trigger(spec_for(args)["path"])
+    print(json.dumps({"armed": "clock_floor_persist"}))
+    return 0
+
+
+def _bypass(args) -> int:
+    if args.name != "sqlite":
+        raise UsageError(f"chaos backend {args.name}: no bypass writer can be enabled")
+    from backends.contract import decode_canonical_base64
+    from backends.sqlite import admin as sa
+    from backends.sqlite.store import SqliteStore
+
+    path = spec_for(args)["path"]
+    sa.enable_bypass_writer(path)
+    store = SqliteStore(path)
+    try:
+        ledgers = store.export_durable()["ledgers"]
+    finally:
+        store.close()
+    for led in ledgers:  # exercise the uncoordinated path with the same bytes
+        sa.direct_write(path, led["ledger_namespace"], led["item_id"], decode_canonical_base64(led["source_base64"]))
+    print(json.dumps({"bypass": True}))
+    return 0
+
+
+# --------------------------------------------------------------------------- run
+
+
+def operation(args) -> str:
+    if args.action == "claim":
+        if args.sub not in CLAIM_OPS:
+            raise UsageError(f"chaos backend claim: one of {', '.join(CLAIM_OPS)}")
+        return CLAIM_OPS[args.sub]
+    if args.action == "legacy":
+        if args.sub not in LEGACY_OPS:
+            raise UsageError(f"chaos backend legacy: one of {', '.join(LEGACY_OPS)}")
+        return LEGACY_OPS[args.sub]
+    if args.sub is not None:
+        raise UsageError(f"chaos backend {args.action}: unexpected argument {args.sub!r}")
+    return {"publish-claimed": "publish", "claim-verify": "verify"}[args.action]
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.input not in (None, "-") and not os.path.isfile(args.input):
+        raise UsageError(f"--input: no such file {args.input!r}")
+    if args.action == "provision":
+        print(json.dumps(provision(args), separators=(",", ":")))
+        return 0
+    if args.action == "admin":
+        return admin(args)
+    op = operation(args)
+    if op == "verify" and args.name != "gitjournal":
+        raise UsageError(f"chaos backend {args.name}: claim-verify is a merge-coordinated (gitjournal) operation")
+    with opened(args) as backend:
+        if op == "publish" and args.name == "gitjournal" and not backend.provisioned:
+            return emit(backend.refuse_publish())  # categorical: before reading any input
+        raw = b"" if op == "verify" else read_input(args)
+        return emit(backend.call(op, raw))

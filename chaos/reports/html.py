@@ -1,0 +1,254 @@
+"""``report.html``: one self-contained page a person reads to judge a run.
+
+Everything is inline (CSS in a ``<style>``, plots as base64 PNG ``<img>``s),
+so the file can be mailed, attached to a CI job or opened from a tarball with
+no network. No JavaScript. Order of the page: the verdict and how to
+reproduce it, the checkers, each anomaly with its operations, then the plots
+(timeline, latency, throughput, clocks) and the fault-coverage table.
+
+Every plot is an ``<img id="plot-...">`` with an ``alt`` text; a plot with
+nothing to draw is replaced by a ``<p class="noplot" id="plot-...">`` saying
+why, so a reader (and the browser test) can tell "empty" from "broken".
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+
+from chaos.reports import analysis, plots
+from chaos.reports.load import RunData
+
+MAX_ANOMALIES = 40          # per checker; the rest are counted, and are in results.json
+MAX_OPS_PER_ANOMALY = 12
+VERDICT_COLORS = {"valid": "#1b7f3b", "invalid": "#c62828", "unknown": "#b26a00"}
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0 auto;max-width:1200px;padding:16px 24px;color:#222}
+h1{font-size:1.3em;margin:.2em 0} h2{border-bottom:1px solid #ddd;padding-bottom:3px;margin-top:1.6em}
+.verdict{color:#fff;font-size:2.2em;font-weight:700;padding:10px 18px;border-radius:6px;display:inline-block;letter-spacing:.05em}
+table{border-collapse:collapse;margin:.5em 0;font-size:.92em} td,th{border:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}
+th{background:#f4f4f4} code,pre{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:.88em}
+pre{background:#f6f8fa;padding:8px;overflow-x:auto;white-space:pre-wrap;word-break:break-all}
+.v-valid{color:#1b7f3b;font-weight:600}.v-invalid{color:#c62828;font-weight:600}.v-unknown{color:#b26a00;font-weight:600}
+.anomaly{border-left:4px solid #c62828;padding:4px 12px;margin:12px 0;background:#fff7f7}
+.problems{background:#fff4e0;border:1px solid #f0c36d;padding:6px 12px}
+img.plot{max-width:100%;display:block;margin:6px 0;border:1px solid #eee}
+.noplot{color:#777;font-style:italic} .meta td:first-child{font-weight:600;white-space:nowrap}
+.op-ok{background:#eaf3fd}.op-fail{background:#fcebf6}.op-info,.op-open{background:#fff2df}
+"""
+
+
+def render(run: RunData) -> str:
+    """The whole page for one run."""
+    workers = analysis.infer_workers(run.history, run.test_info.get("workers"))
+    spans = analysis.op_spans(run.history, workers)
+    windows = analysis.nemesis_windows(run.history)
+    horizon = analysis.end_time(run.history)
+    highlight = {i for r in run.checkers.values() if isinstance(r, dict)
+                 for a in (r.get("anomalies") or [])[:MAX_ANOMALIES] if isinstance(a, dict)
+                 for i in (a.get("ops") or []) if isinstance(i, int)}
+    parts = [
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">",
+        f"<title>{_e(run.name)}: {_e(run.verdict)}</title><style>{CSS}</style></head><body>",
+        _header(run),
+        _checkers(run),
+        _anomalies(run, spans),
+        "<h2 id=\"timeline\">Timeline</h2>",
+        _img("plot-timeline", "Timeline of operations per worker, colored by outcome, nemesis windows shaded",
+             plots.timeline(spans, windows, workers, horizon, highlight), "no operations recorded"),
+        "<h2 id=\"performance\">Latency and throughput</h2>",
+        _img("plot-latency", "Latency per operation with p50, p95 and p99 over time",
+             plots.latency(analysis.latency_points(spans),
+                           analysis.quantile_series(analysis.latency_points(spans)), windows, horizon),
+             "no completed operations"),
+        _img("plot-throughput", "Completed operations per second by outcome",
+             plots.rate(*analysis.throughput(spans, horizon), windows, horizon), "no completed operations"),
+        "<h2 id=\"clocks\">Clocks</h2>",
+        "<p>Offsets are relative to the runner's monotonic clock (0 = the usual relation of the two clocks). "
+        "Dots: each worker's wall clock at completion (<code>wall_ms</code>); dashed: the offset the clock "
+        "nemesis set; black: the backend's decision time (<code>observed_at</code>), which must never go back "
+        "while a worker's clock does: that is the durable floor.</p>",
+        _img("plot-clock", "Wall-clock offset of each worker and the backend's decision time (floor)",
+             plots.clocks(analysis.clock_series(run.history, spans), windows, horizon),
+             "no wall-clock data in this history"),
+        _coverage(run, windows),
+        _files(),
+        "</body></html>",
+    ]
+    return "\n".join(p for p in parts if p)
+
+
+def _e(x) -> str:
+    return html.escape(str(x), quote=True)
+
+
+def _img(pid: str, alt: str, png: bytes | None, why_empty: str) -> str:
+    if png is None:
+        return f'<p class="noplot" id="{pid}">({_e(alt)}: {_e(why_empty)})</p>'
+    data = base64.b64encode(png).decode()
+    return f'<img class="plot" id="{pid}" alt="{_e(alt)}" src="data:image/png;base64,{data}">'
+
+
+def _capability(caps) -> str:
+    if not isinstance(caps, dict):
+        return "not reported"
+    result = caps.get("result") if isinstance(caps.get("result"), dict) else caps
+    wc = ((result.get("operations") or {}).get("work_claim") or {}) if isinstance(result, dict) else {}
+    backend = result.get("backend") if isinstance(result.get("backend"), dict) else {}
+    bits = [f"mode <b>{_e(wc.get('mode', '?'))}</b>"]
+    if "safe_exclusive_dispatch" in wc:
+        bits.append(f"safe_exclusive_dispatch={_e(json.dumps(wc['safe_exclusive_dispatch']))}")
+    if "fencing_enforced_at" in wc:
+        bits.append(f"fencing at {_e(wc['fencing_enforced_at'])}")
+    if backend.get("coordination_scope"):
+        bits.append(f"scope {_e(backend['coordination_scope'])}")
+    return ", ".join(bits)
+
+
+def _header(run: RunData) -> str:
+    t, stats = run.test_info, run.results.get("stats") or {}
+    color = VERDICT_COLORS[run.verdict]
+    rows = [
+        ("backend", _e(t.get("backend", "?"))),
+        ("capability", _capability(run.results.get("capabilities"))),
+        ("workload", _e(t.get("workload", "?"))),
+        ("nemesis", _e(", ".join(t.get("nemesis") or []) or "none")),
+        ("workers / time limit", f"{_e(t.get('workers', '?'))} / {_e(t.get('time_limit', '?'))} s"),
+        ("seed", f"<code>{_e(t.get('seed', '?'))}</code>"),
+        ("started / finished", f"{_e(run.results.get('started_at', '?'))} / {_e(run.results.get('finished_at', '?'))}"),
+        ("operations", _e(", ".join(f"{k} {stats[k]}" for k in ("ops", "ok", "fail", "info", "duration_s")
+                                    if k in stats) or f"{len(run.history)} history entries")),
+        ("run directory", f"<code>{_e(run.results.get('run_dir') or run.run_dir)}</code>"),
+    ]
+    out = [f"<h1>claim-chaos run <code>{_e(run.name)}</code></h1>",
+           f'<div class="verdict" id="verdict" style="background:{color}">{_e(run.verdict.upper())}</div>',
+           '<table class="meta">' + "".join(f"<tr><td>{k}</td><td>{v}</td></tr>" for k, v in rows) + "</table>"]
+    if run.command:
+        out.append(f'<p>Reproduce this run (same seed, same schedule):</p><pre id="reproduce">{_e(run.command)}</pre>')
+    if run.problems:
+        out.append('<div class="problems" id="problems"><b>This run is incomplete:</b><ul>'
+                   + "".join(f"<li>{_e(p)}</li>" for p in run.problems) + "</ul></div>")
+    return "\n".join(out)
+
+
+def _word(valid) -> str:
+    return {True: "valid", False: "invalid"}.get(valid, "unknown")
+
+
+def _checkers(run: RunData) -> str:
+    if not run.checkers:
+        return '<h2 id="checkers">Checkers</h2><p class="noplot">No checker results (the run did not reach analysis).</p>'
+    rows = []
+    for name, r in run.checkers.items():
+        r = r if isinstance(r, dict) else {}
+        word = _word(r.get("valid"))
+        stats = r.get("stats") or {}
+        total = stats.get("anomalies_total", len(r.get("anomalies") or []))
+        notes = [_e(r["error"])] if r.get("error") else []
+        notes += [_e(x) for x in (r.get("unknown_reasons") or [])[:5]]
+        secs = stats.get("seconds")
+        rows.append(f'<tr><td>{_e(name)}</td><td class="v-{word}">{word}</td><td>{_e(total)}</td>'
+                    f'<td>{"" if secs is None else f"{secs:.3f}"}</td><td>{"<br>".join(notes)}</td></tr>')
+    return ('<h2 id="checkers">Checkers</h2><table id="checker-table"><tr><th>checker</th><th>verdict</th>'
+            '<th>anomalies</th><th>seconds</th><th>notes</th></tr>' + "".join(rows) + "</table>")
+
+
+def _short(obj, limit: int = 400) -> str:
+    text = json.dumps(obj, separators=(",", ":"), sort_keys=True, default=str)
+    return text if len(text) <= limit else text[:limit] + " ..."
+
+
+def _reply_summary(comp: dict | None) -> str:
+    if comp is None:
+        return "(no completion: open at the end of the history)"
+    value = comp.get("value") if isinstance(comp.get("value"), dict) else {}
+    env = value.get("envelope")
+    bits = [f"{comp.get('type')}"]
+    if "exit" in value:
+        bits.append(f"exit {value['exit']}")
+    if isinstance(env, dict) and isinstance(env.get("error"), dict):
+        bits.append(f"code {env['error'].get('code')}")
+    if comp.get("error"):
+        bits.append(f"error: {comp['error']}")
+    return " | ".join(str(b) for b in bits) + (f"\n{_short(env)}" if env is not None else "")
+
+
+def _anomalies(run: RunData, spans: list) -> str:
+    by_index: dict[int, object] = {}
+    for s in spans:
+        by_index[s.invoke_index] = s
+        if s.completion_index is not None:
+            by_index[s.completion_index] = s
+    raw = {op.get("index"): op for op in run.history}
+    out = ['<h2 id="anomalies">Anomalies</h2>']
+    count = 0
+    for name, r in run.checkers.items():
+        anomalies = (r.get("anomalies") or []) if isinstance(r, dict) else []
+        for a in anomalies[:MAX_ANOMALIES]:
+            if not isinstance(a, dict):
+                continue
+            count += 1
+            out.append(f'<div class="anomaly"><b>{_e(name)}: {_e(a.get("type"))}</b><p>{_e(a.get("explanation"))}</p>')
+            out.append(_ops_table(a.get("ops") or [], by_index, raw))
+            if a.get("data"):
+                out.append(f"<details><summary>data</summary><pre>{_e(_short(a['data'], 4000))}</pre></details>")
+            out.append("</div>")
+        if len(anomalies) > MAX_ANOMALIES:
+            out.append(f"<p>... and {len(anomalies) - MAX_ANOMALIES} more {_e(name)} anomalies in results.json.</p>")
+    if count == 0:
+        out.append("<p>None found.</p>")
+    return "\n".join(out)
+
+
+def _ops_table(indices: list, by_index: dict, raw: dict) -> str:
+    rows, seen = [], set()
+    for i in indices[:MAX_OPS_PER_ANOMALY]:
+        span = by_index.get(i)
+        if span is not None and id(span) in seen:
+            continue
+        if span is None:  # a nemesis op or an index outside the stored history
+            op = raw.get(i)
+            rows.append(f"<tr><td>#{_e(i)}</td><td colspan=4>{_e(_short(op) if op else 'not in history.jsonl')}</td></tr>")
+            continue
+        seen.add(id(span))
+        rows.append(f'<tr class="op-{span.type}"><td>#{span.invoke_index}{"" if span.completion_index is None else f"/#{span.completion_index}"}</td>'
+                    f"<td>process {_e(span.process)}<br>{span.start:.3f}s"
+                    f"{'' if span.end is None else f'..{span.end:.3f}s'}</td><td>{_e(span.f)}</td>"
+                    f"<td><pre>{_e(_short(span.invoke.get('value')))}</pre></td>"
+                    f"<td><pre>{_e(_reply_summary(span.completion))}</pre></td></tr>")
+    more = len(indices) - MAX_OPS_PER_ANOMALY
+    tail = f"<tr><td colspan=5>... {more} more ops</td></tr>" if more > 0 else ""
+    return ("<table class=\"ops\"><tr><th>op</th><th>who / when</th><th>f</th><th>request</th><th>reply</th></tr>"
+            + "".join(rows) + tail + "</table>")
+
+
+def _coverage(run: RunData, windows: list) -> str:
+    cov = run.results.get("fault_coverage") or {}
+    out = ['<h2 id="faults">Fault coverage</h2>']
+    if cov:
+        out.append('<table id="coverage-table"><tr><th>fault</th><th>requested</th><th>fired</th><th>took effect</th></tr>')
+        for fault, row in cov.items():
+            row = row if isinstance(row, dict) else {}
+            bad = row.get("requested") and not row.get("took_effect")
+            style = ' style="background:#fff2df"' if bad else ""
+            out.append(f"<tr{style}><td>{_e(fault)}</td><td>{_e(row.get('requested'))}</td>"
+                       f"<td>{_e(row.get('fired'))}</td><td>{_e(row.get('took_effect'))}</td></tr>")
+        out.append("</table>")
+    else:
+        out.append("<p>No fault coverage recorded.</p>")
+    if windows:
+        out.append(f"<details><summary>{len(windows)} nemesis events</summary><table><tr><th>fault</th><th>from</th>"
+                   "<th>to</th><th>took effect</th><th>value</th></tr>")
+        for w in windows[:500]:
+            out.append(f"<tr><td>{_e(w.f)}</td><td>{w.start:.3f}s</td><td>{w.end:.3f}s</td>"
+                       f"<td>{_e(w.took_effect)}</td><td><code>{_e(_short(w.value, 200))}</code></td></tr>")
+        out.append("</table></details>")
+    return "\n".join(out)
+
+
+def _files() -> str:
+    links = ["history.jsonl", "results.json", "junit.xml", "test.yaml", "logs/"]
+    return ('<h2 id="files">Files</h2><p>' + " &middot; ".join(f'<a href="{x}">{x}</a>' for x in links)
+            + "</p>")

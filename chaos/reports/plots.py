@@ -1,0 +1,163 @@
+"""The report's figures, drawn with matplotlib's Agg canvas into PNG bytes.
+
+No pyplot: each figure is a ``matplotlib.figure.Figure`` on its own
+``FigureCanvasAgg``, so drawing never touches global GUI state and works in
+worker threads and headless CI. Every function takes the derived series of
+``chaos.reports.analysis`` and returns PNG bytes, or ``None`` when there is
+nothing to draw (the HTML then says so instead of showing an empty frame).
+
+Colours follow Jepsen's timeline: ok blue, fail pink, info orange; an op
+still open at the end of the history is grey. Fault windows are shaded in
+the same colour on every time-axis plot.
+"""
+
+from __future__ import annotations
+
+import io
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+from chaos.reports.analysis import ClockSeries, OpSpan, Window
+
+OUTCOME_COLORS = {"ok": "#4c9be8", "fail": "#e377c2", "info": "#ff9f1c", "open": "#9e9e9e"}
+FAULT_COLORS = {
+    "kill": "#d62728", "pause": "#9467bd", "clock": "#2ca02c", "fsync": "#8c564b",
+    "lost-reply": "#17becf", "restart": "#bcbd22",
+}
+DPI = 100
+
+
+def _png(fig: Figure) -> bytes:
+    FigureCanvasAgg(fig)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight")
+    return buf.getvalue()
+
+
+def _shade(ax, windows: list[Window], horizon: float) -> list:
+    """Shade fault windows (instantaneous faults as thin bands); legend handles."""
+    seen = {}
+    min_width = max(horizon / 300, 0.01)
+    for w in windows:
+        color = FAULT_COLORS.get(w.f, "#7f7f7f")
+        ax.axvspan(w.start, max(w.end, w.start + min_width), color=color, alpha=0.15, lw=0, zorder=0)
+        seen.setdefault(w.f, color)
+    return [Patch(color=c, alpha=0.3, label=f"nemesis: {f}") for f, c in seen.items()]
+
+
+def timeline(spans: list[OpSpan], windows: list[Window], workers: int, horizon: float,
+             highlight: set | None = None) -> bytes | None:
+    """One row per worker thread; each op a bar from invoke to completion."""
+    if not spans and not windows:
+        return None
+    highlight = highlight or set()
+    fig = Figure(figsize=(11, 1.2 + 0.45 * workers))
+    ax = fig.add_subplot()
+    handles = _shade(ax, windows, horizon)
+    for outcome, color in OUTCOME_COLORS.items():
+        rows: dict[int, list] = {}
+        for s in spans:
+            if s.type == outcome:
+                end = s.end if s.end is not None else horizon
+                rows.setdefault(s.thread, []).append((s.start, max(end - s.start, horizon / 2000 or 1e-4)))
+        for thread, bars in rows.items():
+            ax.broken_barh(bars, (thread - 0.35, 0.7), facecolors=color, edgecolors="none",
+                           hatch="//" if outcome == "open" else None)
+        handles.append(Patch(color=color, label=outcome))
+    for s in spans:
+        if s.invoke_index in highlight or s.completion_index in highlight:
+            end = s.end if s.end is not None else horizon
+            ax.broken_barh([(s.start, max(end - s.start, horizon / 500))], (s.thread - 0.45, 0.9),
+                           facecolors="none", edgecolors="black", linewidth=1.6, zorder=5)
+            ax.annotate(f"#{s.invoke_index}", (s.start, s.thread + 0.45), fontsize=7, color="black", zorder=6)
+    if highlight:
+        handles.append(Patch(facecolor="none", edgecolor="black", label="anomaly op"))
+    ax.set_yticks(range(workers))
+    ax.set_yticklabels([f"worker {t}" for t in range(workers)])
+    ax.set_ylim(-0.6, workers - 0.4)
+    ax.set_xlim(0, max(horizon, 1e-3))
+    ax.invert_yaxis()
+    ax.set_xlabel("time since start (s)")
+    ax.set_title("operations per worker (bar = invoke..completion)")
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, frameon=False)
+    return _png(fig)
+
+
+def latency(points, quantiles: dict, windows: list[Window], horizon: float) -> bytes | None:
+    """Latency of each op at its invoke time, with p50/p95/p99 over time bins."""
+    if not points:
+        return None
+    fig = Figure(figsize=(11, 3.6))
+    ax = fig.add_subplot()
+    handles = _shade(ax, windows, horizon)
+    for outcome in ("ok", "fail", "info"):
+        xs = [t for t, ms, o in points if o == outcome]
+        ys = [max(ms, 0.01) for t, ms, o in points if o == outcome]
+        if xs:
+            ax.scatter(xs, ys, s=6, color=OUTCOME_COLORS[outcome], alpha=0.6, label=outcome, linewidths=0)
+    styles = {0.5: ("p50", "-"), 0.95: ("p95", "--"), 0.99: ("p99", ":")}
+    for q, (xs, ys) in quantiles.items():
+        name, ls = styles.get(q, (f"p{int(q * 100)}", "-"))
+        if xs:
+            ax.plot(xs, [max(y, 0.01) for y in ys], ls, color="black", linewidth=1.2, label=name)
+    ax.set_yscale("log")
+    ax.set_xlim(0, max(horizon, 1e-3))
+    ax.set_xlabel("invoke time (s)")
+    ax.set_ylabel("latency (ms, log)")
+    ax.set_title("latency")
+    h, _ = ax.get_legend_handles_labels()
+    ax.legend(handles=h + handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, frameon=False)
+    return _png(fig)
+
+
+def rate(xs: list, rates: dict, windows: list[Window], horizon: float) -> bytes | None:
+    """Completions per second, per outcome, over time."""
+    if not xs or not any(any(v) for v in rates.values()):
+        return None
+    fig = Figure(figsize=(11, 3.0))
+    ax = fig.add_subplot()
+    handles = _shade(ax, windows, horizon)
+    for outcome, ys in rates.items():
+        if any(ys):
+            ax.plot(xs, ys, color=OUTCOME_COLORS[outcome], linewidth=1.5, label=outcome)
+    ax.set_xlim(0, max(horizon, 1e-3))
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("completion time (s)")
+    ax.set_ylabel("ops / s")
+    ax.set_title("throughput")
+    h, _ = ax.get_legend_handles_labels()
+    ax.legend(handles=h + handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, frameon=False)
+    return _png(fig)
+
+
+def clocks(series: ClockSeries, windows: list[Window], horizon: float) -> bytes | None:
+    """Each worker's wall-clock offset, the nemesis's commanded offsets, and the
+    backend's decision time (which must never go back: the durable floor)."""
+    if series.empty:
+        return None
+    fig = Figure(figsize=(11, 3.8))
+    ax = fig.add_subplot()
+    handles = _shade(ax, [w for w in windows if w.f == "clock"], horizon)
+    cmap = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
+    for thread, pts in sorted(series.workers.items()):
+        ax.scatter([t for t, _ in pts], [d / 1000 for _, d in pts], s=16, color=cmap[thread % len(cmap)],
+                   label=f"worker {thread} wall clock", linewidths=0, alpha=0.8, zorder=4)
+    for slot, steps in sorted(series.commanded.items()):
+        xs = [t for t, _ in steps] + [horizon]
+        ys = [d / 1000 for _, d in steps] + [steps[-1][1] / 1000]
+        ax.step(xs, ys, where="post", color=cmap[slot % len(cmap)], linestyle="--", linewidth=1,
+                label=f"slot {slot} commanded")
+    for ns, pts in sorted(series.decisions.items()):
+        ax.plot([t for t, _ in pts], [d / 1000 for _, d in pts], color="black", linewidth=1.3,
+                marker=".", markersize=3, label=f"backend decision time {ns[:14]}")
+    ax.axhline(0, color="grey", linewidth=0.6)
+    ax.set_yscale("symlog", linthresh=0.1)  # ms jitter and hour-long skews on one axis
+    ax.set_xlim(0, max(horizon, 1e-3))
+    ax.set_xlabel("run time (s)")
+    ax.set_ylabel("offset from runner clock (s, symlog)")
+    ax.set_title("wall-clock offsets and the backend's clock floor")
+    h, _ = ax.get_legend_handles_labels()
+    ax.legend(handles=h + handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7, frameon=False)
+    return _png(fig)

@@ -1,0 +1,355 @@
+"""The claim model: one register per ``(ledger_namespace, item_id)``, and the checker.
+
+State of one register (a hashable tuple):
+``(last_epoch, active, revision, floor, outcomes)``
+
+* ``active``: ``(owner_id, epoch, issued_at, expires_at)`` or ``None``; a time
+  is ``None`` when the op that set it ended ``info`` (its decision time was
+  never seen) and is bound by the first reply that shows it.
+* ``revision``: the ledger revision, or ``UNBOUND`` until a reply reveals it
+  (the seeded bytes are not known to the checker unless ``ctx`` says).
+* ``floor``: the latest decision time linearized on this item. Time is the
+  backend's own decision time stated IN each reply (``observed_at``), never
+  a worker's clock: decisions persist the floor, so decision times never go
+  back along the linearization (reads report it but persist nothing).
+  Decisions on other items of the namespace can only raise the real floor,
+  so this is a sound lower bound.
+* ``outcomes``: stored publication outcomes, sorted ``(operation_id, digest,
+  succeeded, envelope | None)``; ``None`` = stored by an ``info`` publish,
+  bound by the first replay or ``publication-read``.
+
+The model is nondeterministic (``NondeterministicModel``, power set): an
+``info`` op (or an uncertain exit 6) may have had any of its possible effects
+at an unknown time, and is never rejected; a ``ledger-revision-conflict`` may
+be the unstored validation-time refusal or the stored commit-time one. So a
+correct backend's history is always linearizable, while e.g. a publish
+accepted under a fence whose epoch is not the active one (or after expiry),
+or two unexpired owners, has no linearization.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from backends.api import EPOCH_MAX
+
+from .checker import ILLEGAL, OK, check_operations
+from .claim_ops import active_tuple, history_to_operations, instant_ms
+from .model import UNKNOWN, NondeterministicModel, Operation
+
+UNBOUND = "<unbound>"
+State = tuple
+
+
+# --------------------------------------------------------------------------- binding what a reply shows
+
+
+def _bind_active(act: tuple | None, shown: tuple | None) -> tuple | None | bool:
+    """``act`` with its unknown times taken from ``shown``; False if they disagree."""
+    if act is None or shown is None:
+        return act if act is shown else False
+    if act[0] != shown[0] or act[1] != shown[1]:
+        return False
+    if (act[2] is not None and act[2] != shown[2]) or (act[3] is not None and act[3] != shown[3]):
+        return False
+    return shown
+
+
+def _bind(le: int, act: tuple | None, shown: tuple | None) -> tuple | None | bool:
+    """The record ``(le, act)`` bound to a shown ``(last_epoch, active)``; False on mismatch."""
+    if shown is None:
+        return act
+    if shown[0] != le:
+        return False
+    return _bind_active(act, shown[1])
+
+
+def _with_outcome(outs: tuple, entry: tuple) -> tuple:
+    return tuple(sorted([o for o in outs if o[0] != entry[0]] + [entry], key=lambda o: (o[0], o[1])))
+
+
+def _stored(outs: tuple, op_id: str) -> tuple | None:
+    for o in outs:
+        if o[0] == op_id:
+            return o
+    return None
+
+
+# --------------------------------------------------------------------------- claim ops
+
+
+def _claim_decision(kind: str, inp: tuple, le: int, act: tuple | None, t: int) -> str:
+    """The engine's code for a claim op against a fully known record at time ``t``."""
+    if kind == "acquire":
+        if inp[3] != le or inp[4] != act:
+            return "claim-conflict"
+        if act is not None and t < act[3]:
+            return "claim-held"
+        return "epoch-exhausted" if le >= EPOCH_MAX else "ok"
+    _, owner, epoch, expected_expires, _ = inp
+    if act is None or act[0] != owner or act[1] != epoch or act[3] != expected_expires:
+        return "claim-conflict"
+    return "claim-expired" if t >= act[3] else "ok"
+
+
+def _claim_ok(s: State, inp: tuple, out: tuple) -> list[State]:
+    le, act, rev, floor, outs = s
+    _, t, rec, claim = out
+    kind = inp[0]
+    if kind == "acquire":
+        witness = _bind(le, act, (inp[3], inp[4])) if inp[3] == le else False
+        if witness is False or (act is not None and witness[3] is not None and t < witness[3]) or le >= EPOCH_MAX:
+            return []
+        new = (inp[1], le + 1, t, t + inp[2])
+        return [(le + 1, new, rev, t, outs)] if claim == new and rec == (le + 1, new) else []
+    _, owner, epoch, expected_expires, lease = inp
+    if act is None or act[0] != owner or act[1] != epoch or act[3] not in (None, expected_expires):
+        return []
+    if t >= expected_expires:
+        return []
+    if kind == "renew":
+        issued = act[2] if act[2] is not None else claim[2]
+        new = (owner, epoch, issued, t + lease)
+        return [(le, new, rev, t, outs)] if claim == new and rec == (le, new) else []
+    released = _bind_active((owner, epoch, act[2], expected_expires), claim)
+    return [(le, None, rev, t, outs)] if released and rec == (le, None) else []
+
+
+def _claim_info(s: State, inp: tuple) -> list[State]:
+    """Any effect the op could have had at an unknown time >= floor (or none)."""
+    le, act, rev, floor, outs = s
+    kind = inp[0]
+    if kind == "acquire":
+        if inp[3] != le or _bind_active(act, inp[4]) is False or le >= EPOCH_MAX:
+            return [s]
+        return [s, (le + 1, (inp[1], le + 1, None, None), rev, floor, outs)]
+    _, owner, epoch, expected_expires, _ = inp
+    if act is None or act[0] != owner or act[1] != epoch or act[3] not in (None, expected_expires):
+        return [s]
+    if floor >= expected_expires:
+        return [s]  # already expired at any time it could have been decided
+    if kind == "renew":
+        return [s, (le, (owner, epoch, act[2], None), rev, floor, outs)]
+    return [s, (le, None, rev, floor, outs)]
+
+
+# --------------------------------------------------------------------------- publication
+
+
+def _fence_reason(inp: tuple, act: tuple | None, t: int | None) -> str | None:
+    """The engine's fence verdict; ``None`` = passes. ``t=None``: time unknown."""
+    _, _, _, _, _, fence_here, owner, epoch = inp
+    if not fence_here:
+        return "fence-elsewhere"  # namespace or item mismatch; the exact reason is checked by shape checkers
+    if act is None:
+        return "no-active-claim"
+    if act[0] != owner:
+        return "owner-mismatch"
+    if act[1] != epoch:
+        return "epoch-mismatch"
+    if t is not None and act[3] is not None and t >= act[3]:
+        return "claim-expired"
+    return None
+
+
+def _publish(s: State, inp: tuple, out: Any) -> list[State]:
+    le, act, rev, floor, outs = s
+    op_id, dg, expected_rev, candidate = inp[1], inp[2], inp[3], inp[4]
+    stored = _stored(outs, op_id)
+    if out is UNKNOWN:
+        if stored is not None:
+            return [s]
+        states = [s, (le, act, rev, floor, _with_outcome(outs, (op_id, dg, False, None)))]
+        definitely_expired = act is not None and act[3] is not None and floor >= act[3]
+        if _fence_reason(inp, act, None) is None and not definitely_expired and rev in (UNBOUND, expected_rev):
+            states.append((le, act, candidate, floor, _with_outcome(outs, (op_id, dg, True, None))))
+        return states
+    code, t, rec, payload = out
+    envelope = payload[-1]
+    if code == "idempotency-conflict":
+        return [s] if stored is not None and stored[1] != dg and payload[0] == stored[1] else []
+    if stored is not None:  # a replay: the stored envelope verbatim, old observed_at and all
+        if stored[1] != dg or stored[2] != (code == "ok"):
+            return []
+        if stored[3] is None:
+            return [(le, act, rev, floor, _with_outcome(outs, (op_id, dg, stored[2], envelope)))]
+        return [s] if stored[3] == envelope else []
+    if code == "ledger-revision-conflict":
+        actual = payload[0]
+        if actual == expected_rev or rev not in (UNBOUND, actual):
+            return []
+        return [(le, act, actual, floor, outs),  # validation-time refusal, not stored
+                (le, act, actual, floor, _with_outcome(outs, (op_id, dg, False, envelope)))]
+    if t < floor:
+        return []
+    if code == "claim-fence-rejected":
+        reason, active_owner, active_epoch, _ = payload
+        if (active_owner, active_epoch) != ((act[0], act[1]) if act else (None, None)):
+            return []
+        expected_reason = _fence_reason(inp, act, t)
+        unknown_expiry = act is not None and act[3] is None and expected_reason is None
+        if not (reason == expected_reason or (expected_reason == "fence-elsewhere"
+                                               and reason in ("ledger-namespace-mismatch", "item-id-mismatch"))
+                or (unknown_expiry and reason == "claim-expired")):
+            return []
+        return [(le, act, rev, t, _with_outcome(outs, (op_id, dg, False, envelope)))]
+    # fresh success
+    bound = _bind(le, act, rec)
+    if bound is False or _fence_reason(inp, bound, t) is not None or rev not in (UNBOUND, expected_rev):
+        return []
+    if payload[0] != candidate:
+        return []
+    return [(le, bound, candidate, t, _with_outcome(outs, (op_id, dg, True, envelope)))]
+
+
+def _publication_read(s: State, inp: tuple, out: tuple) -> list[State]:
+    le, act, rev, floor, outs = s
+    stored = _stored(outs, inp[1])
+    if out[0] == "operation-not-found":
+        return [s] if stored is None else []
+    dg, succeeded, envelope = out[3]
+    if stored is None or stored[1] != dg or stored[2] != succeeded:
+        return []
+    if stored[3] is None:
+        return [(le, act, rev, floor, _with_outcome(outs, (stored[0], dg, succeeded, envelope)))]
+    return [s] if stored[3] == envelope else []
+
+
+# --------------------------------------------------------------------------- the step
+
+
+def claim_step(s: State, inp: tuple, out: Any) -> list[State]:
+    """Every state the register can be in after this op, given its reply; [] = impossible."""
+    kind = inp[0]
+    if kind == "publish":
+        return _publish(s, inp, out)
+    if out is UNKNOWN:
+        return [s] if kind in ("read", "pread") else _claim_info(s, inp)
+    if kind == "pread":
+        return _publication_read(s, inp, out)
+    le, act, rev, floor, outs = s
+    code, t, rec, _ = out
+    if t is not None and t < floor:
+        return []  # decision time went back past a persisted decision
+    if kind == "read":
+        bound = _bind(le, act, rec)
+        return [] if bound is False else [(le, bound, rev, floor, outs)]
+    if code == "ok":
+        return _claim_ok(s, inp, out)
+    bound = _bind(le, act, rec)  # rejections show the unchanged record
+    if bound is False or _claim_decision(kind, inp, le, bound, t) != code:
+        return []
+    return [(le, bound, rev, t, outs)]
+
+
+def _describe_state(s: State) -> str:
+    le, act, rev, floor, outs = s
+    claim = "none" if act is None else f"{act[0]}@{act[1]} [{act[2]}, {act[3]})"
+    return f"last_epoch={le} active={claim} revision={rev[:19]} floor={floor} outcomes={len(outs)}"
+
+
+def claim_model() -> NondeterministicModel:
+    """The register model (fresh tuples; ``check`` swaps ``init`` per partition for seeded ones)."""
+
+    def partition(ops: list[Operation]) -> list[list[Operation]]:  # by (ns, item)
+        groups: dict[Any, list[Operation]] = {}
+        for op in ops:
+            groups.setdefault(op.metadata[2], []).append(op)
+        return list(groups.values())
+
+    return NondeterministicModel(
+        init=lambda: [(0, None, UNBOUND, 0, ())],
+        step=claim_step,
+        partition=partition,
+        describe_operation=lambda i, o: f"{i[0]}{i[1:]!r} -> {'?' if o is UNKNOWN else o[0]}",
+        describe_state=_describe_state,
+        name="work-claim-register",
+    )
+
+
+def initial_states(durable: dict | None) -> dict:
+    """A manifest-shaped ``durable`` dict (claims, ledgers, clock_floors) -> starting states."""
+    if not durable:
+        return {}
+    floors = {f["ledger_namespace"]: instant_ms(f["observed_at"]) for f in durable.get("clock_floors", [])}
+    states: dict = {}
+    for led in durable.get("ledgers", []):
+        key = (led["ledger_namespace"], led["item_id"])
+        states[key] = (0, None, led.get("revision", UNBOUND), floors.get(key[0], 0), ())
+    for c in durable.get("claims", []):
+        key = (c["ledger_namespace"], c["item_id"])
+        _, _, rev, floor, _ = states.get(key, (0, None, UNBOUND, floors.get(key[0], 0), ()))
+        states[key] = (int(c["last_epoch"]), active_tuple(c.get("active")), rev, floor, ())
+    return states
+
+
+# --------------------------------------------------------------------------- the checker
+
+
+def check(history: list[dict], ctx: dict) -> dict:
+    """Linearizability of a claim-chaos history, one register per (namespace, item).
+
+    ``ctx`` may hold ``timeout`` (seconds, default 60), ``durable`` (the
+    manifest-shaped initial durable state, e.g. ``Universe.durable()``) and
+    ``initial_revisions`` (``{"ns/item": revision}``). Without them every tuple
+    starts fresh with its ledger revision unbound (learnt from the replies).
+    """
+    ops, _ = history_to_operations(history)
+    starts = initial_states(ctx.get("durable"))
+    for name, rev in (ctx.get("initial_revisions") or {}).items():
+        key = tuple(name.split("/", 1))
+        le, act, _, floor, outs = starts.get(key, (0, None, UNBOUND, 0, ()))
+        starts[key] = (le, act, rev, floor, outs)
+    nd = claim_model()
+    base = nd.to_model()
+    fresh: State = (0, None, UNBOUND, 0, ())
+    results = []
+    verdict = OK
+    for part in nd.partition(ops) if ops else []:
+        key = part[0].metadata[2]
+        start = starts.get(key, fresh)
+        model = replace(base, init=lambda start=start: frozenset([start]), partition=None)
+        res = check_operations(model, part, timeout=ctx.get("timeout", 60), verbose=True)
+        results.append((key, part, res, model))
+        if res.result == ILLEGAL:
+            verdict = ILLEGAL
+        elif res.result != OK and verdict == OK:
+            verdict = "unknown"
+    anomalies = [_anomaly(key, part, res, model) for key, part, res, model in results if res.result == ILLEGAL]
+    return {
+        "valid": {OK: True, ILLEGAL: False}.get(verdict, "unknown"),
+        "model": "work-claim-register",
+        "op_count": len(ops),
+        "partitions": [{"ledger_namespace": k[0], "item_id": k[1], "ops": len(p), "result": r.result,
+                        "configurations": r.partitions[0].configurations if r.partitions else 0}
+                       for k, p, r, _ in results],
+        "anomalies": anomalies,
+    }
+
+
+def _anomaly(key: tuple, part: list[Operation], res: Any, model: Any) -> dict:
+    """Plain-words explanation: the longest legal prefix, and the ops none of which can follow it."""
+    partials = res.partitions[0].partial_linearizations
+    longest = max(partials, key=len) if partials else []
+    state = model.init()
+    for i in longest:
+        _, state = model.step(state, part[i].input, part[i].output)
+    rest = [i for i in range(len(part)) if i not in set(longest)]
+    done = [part[i].metadata for i in longest]
+    stuck = [part[i].metadata for i in rest]
+    describe = model.describe_state
+    return {
+        "type": "nonlinearizable",
+        "explanation": (
+            f"No order of the {len(part)} ops on {key[0]}/{key[1]} is consistent with their replies and "
+            f"real-time order. The longest legal prefix has {len(longest)} ops and leaves the register at "
+            f"[{describe(state)}]; none of the remaining {len(rest)} ops can be the next one."),
+        "ops": sorted({m[0] for m in done + stuck} | {m[1] for m in done + stuck if m[1] is not None}),
+        "data": {
+            "ledger_namespace": key[0], "item_id": key[1],
+            "longest_linearization": [m[0] for m in done],
+            "not_linearizable_after_it": [m[0] for m in stuck],
+            "partial_linearizations": [[part[i].metadata[0] for i in seq] for seq in partials],
+        },
+    }
