@@ -18,6 +18,7 @@ optional except ``name``; the defaults are the contract CLI convention that
       clock_floor_persist: {admin: arm-floor-fault} | {fsync_match: "journal.jsonl"}
       publication-outcome-unknown: {fsync_match: "{ledger}/"}
     advisory_setup: bypass-admin  # or unprovisioned (advisory = no provision)
+    provision_write_paths: false  # provision accepts --write-paths JSON (CFG cases)
     busy: {exit: 6, code: claim-store-unavailable, reason: claim-store-locked,
            retry: {attempts: 20, backoff_ms: 50}}
     capabilities_extra_members_allowed: [/result/backend/some_member]  # JSON pointers
@@ -77,6 +78,7 @@ class ExternalProfile:
     admin: dict[str, list[str]] = field(default_factory=dict)
     faults: dict[str, dict] = field(default_factory=dict)
     advisory_setup: str | None = None
+    provision_write_paths: bool = False
     busy: Busy | None = None
     capabilities_extra_members_allowed: list[str] = field(default_factory=list)
     publication_read_outcome_wrapped: bool = True

@@ -164,25 +164,32 @@ class SqliteStore:
             self._give_back(conn, healthy)
 
     def _begin(self, conn: sqlite3.Connection, write: bool) -> None:
-        """``BEGIN`` for reads; ``BEGIN IMMEDIATE`` for writes, waiting for the
-        write lock with our own short, jittered polls.
+        """``BEGIN IMMEDIATE`` for writes; for reads ``BEGIN`` plus one read of
+        the schema, so the SHARED lock is taken here, where we can wait for it
+        our way, and held until the end of the transaction."""
+        if write:
+            self._poll_busy(conn, "BEGIN IMMEDIATE")
+            return
+        conn.execute("BEGIN")
+        self._poll_busy(conn, "SELECT count(*) FROM sqlite_master")
+
+    def _poll_busy(self, conn: sqlite3.Connection, sql: str) -> None:
+        """Run ``sql``, retrying on SQLITE_BUSY with short jittered sleeps
+        until the busy timeout.
 
         SQLite's built-in busy handler sleeps 1, 2, 5, ... up to 100 ms between
         attempts, which under multi-process contention starves waiters for
-        seconds (measured by benchmarks/backend_ops.py). While we poll, the
-        connection's busy timeout is 0; it is restored for the statements and
-        the COMMIT (which may wait for readers to leave).
+        seconds (benchmarks/backend_ops.py measured p99 above 3 s). While we
+        poll, the connection's own handler is off; it is restored afterwards
+        for the statements inside the transaction.
         """
-        if not write:
-            conn.execute("BEGIN")
-            return
         deadline = time.monotonic() + self.busy_timeout_s
         delay = _POLL_MIN_S
         conn.execute("PRAGMA busy_timeout = 0")
         try:
             while True:
                 try:
-                    conn.execute("BEGIN IMMEDIATE")
+                    conn.execute(sql)
                     return
                 except sqlite3.OperationalError as e:
                     if _primary(e) != SQLITE_BUSY or time.monotonic() >= deadline:
@@ -206,7 +213,9 @@ class SqliteStore:
             # caller chose to swallow): nothing to commit, nothing changed.
             return
         try:
-            conn.execute("COMMIT")
+            # A COMMIT that gets SQLITE_BUSY (readers still hold SHARED) keeps
+            # the transaction open and may be retried (sqlite.org/lang_transaction).
+            self._poll_busy(conn, "COMMIT")
         except sqlite3.Error as e:
             busy = _primary(e) == SQLITE_BUSY
             self._rollback(conn)

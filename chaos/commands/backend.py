@@ -191,12 +191,39 @@ def admin(args) -> int:
         return _floor_fault(args)
     if args.sub == "enable-bypass":
         return _bypass(args)
+    if args.name == "gitjournal":
+        return _gitjournal_admin(args)
     with opened(args) as backend:
         if args.sub == "seed":
             backend.store.seed(json.loads(read_input(args)))
             out = {"seeded": True}
         else:
             out = backend.store.export_durable()
+    sys.stdout.buffer.write(compact_json(out) + b"\n")
+    return 0
+
+
+def _gitjournal_admin(args) -> int:
+    """Seed / export a Git ledger's journal. With ``--namespace`` on an
+    UNPROVISIONED ledger, the journal of that namespace is used without
+    writing the namespace file (the advisory configuration of the vectors)."""
+    from backends.gitjournal.ledger import Ledger, open_ledger
+    from backends.gitjournal.store import GitJournalStore
+
+    found = open_ledger(_ledger(args))
+    if not found.in_git:
+        raise UsageError(f"chaos backend gitjournal admin: {args.ledger} is not inside a git work tree")
+    ns = found.namespace or (args.namespace or [None])[0]
+    if ns is None:
+        raise UsageError("chaos backend gitjournal admin: unprovisioned ledger; give --namespace")
+    store = GitJournalStore(Ledger(found.path, found.top, found.common, ns))
+    if args.sub == "seed":
+        store.seed(json.loads(read_input(args)))
+        out = {"seeded": True}
+    elif args.sub == "export":
+        out = store.export_durable()
+    else:
+        raise UsageError(f"chaos backend gitjournal: no admin {args.sub!r} (faults are fsync faults)")
     sys.stdout.buffer.write(compact_json(out) + b"\n")
     return 0
 

@@ -1,0 +1,297 @@
+"""``chaos test-all --matrix FILE.yaml``: run every combination of a test matrix.
+
+A matrix file (see ``matrices/smoke.yaml``, ``matrices/nightly.yaml``)::
+
+    name: smoke                  # prefix of each run's test name
+    workload: claims             # or workloads: [claims, ...]
+    backends: [sqlite]           # names, or {backend: python, factory: "mod:fn"} entries
+    nemeses: [[], [kill], [pause, clock]]   # each entry is ONE run's set ("none" / [] = no faults)
+    seeds: [1, 2]
+    time_limit: 5                # seconds of workload per run
+    workers: 3
+    store: store                 # optional; --store wins
+
+Runs are sequential (one at a time keeps a shared machine usable and the
+timings honest). Each combination runs through ``run_one``, which executes
+``chaos run`` in a subprocess (a crash of one run cannot take the matrix
+down) and reads the run directory it wrote. The command prints one table
+row per run (backend, nemeses, seed, verdict, ops, duration, run dir),
+writes a matrix JUnit file and exits with the worst result
+(``chaos.errors.worst``: crash > usage > invalid > unknown > valid).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+
+import yaml
+
+from chaos.errors import ExitCode, UsageError, worst
+
+MATRIX_KEYS = {"name", "workload", "workloads", "backends", "nemeses", "seeds", "time_limit", "workers", "store"}
+
+
+@dataclass
+class RunRequest:
+    """One chaos run, as plain data (the flags of ``chaos run``)."""
+
+    backend: str = "sqlite"
+    workload: str = "claims"
+    nemesis: list = field(default_factory=list)
+    seed: int = 1
+    time_limit: float = 5.0
+    workers: int = 3
+    store: str = "store"
+    name: str | None = None
+    factory: str | None = None        # for backend "python": "module:function"
+    extra_args: list = field(default_factory=list)
+
+    def argv(self) -> list[str]:
+        args = ["run", "--backend", self.backend, "--workload", self.workload,
+                "--nemesis", ",".join(self.nemesis) if self.nemesis else "none",
+                "--seed", str(self.seed), "--time-limit", f"{self.time_limit:g}", "--workers", str(self.workers),
+                "--store", self.store]
+        if self.name:
+            args += ["--name", self.name]
+        if self.factory:
+            args += ["--factory", self.factory]
+        return args + list(self.extra_args)
+
+
+@dataclass
+class RunOutcome:
+    request: RunRequest
+    exit_code: int
+    run_dir: str | None
+    results: dict
+    wall_s: float
+    output: str = ""
+
+    @property
+    def verdict(self) -> str:
+        v = self.results.get("verdict")
+        if v in ("valid", "invalid", "unknown"):
+            return v
+        return {254: "usage-error", 255: "crashed"}.get(self.exit_code, "unknown")
+
+    def explanations(self) -> list[str]:
+        out = []
+        for name, r in (self.results.get("checkers") or {}).items():
+            for a in (r.get("anomalies") or []) if isinstance(r, dict) else []:
+                out.append(f"[{name}] {a.get('type')} (ops {a.get('ops')}): {a.get('explanation')}")
+        return out
+
+    @property
+    def command(self) -> str:
+        cmd = (self.results.get("test") or {}).get("command")
+        if isinstance(cmd, list):
+            import shlex
+
+            return shlex.join(str(c) for c in cmd)
+        return str(cmd) if cmd else "chaos " + " ".join(self.request.argv())
+
+
+def _runs_under(store: str) -> set[str]:
+    out = set()
+    if not os.path.isdir(store):
+        return out
+    for name in os.listdir(store):
+        base = os.path.join(store, name)
+        if name != "latest" and os.path.isdir(base) and not os.path.islink(base):
+            out.update(os.path.join(base, s) for s in os.listdir(base))
+    return out
+
+
+def run_one(req: RunRequest, timeout: float | None = None, env: dict | None = None) -> RunOutcome:
+    """Run ``chaos run`` for ``req`` in a subprocess and read back what it stored.
+
+    The run directory is the one that appeared under the store during the
+    run (not ``store/latest``, which a concurrent run may move).
+    """
+    store = os.path.abspath(req.store)
+    req = RunRequest(**{**req.__dict__, "store": store})
+    before = _runs_under(store)
+    started = time.monotonic()
+    timeout = timeout if timeout is not None else req.time_limit * 4 + 120
+    try:
+        proc = subprocess.run([sys.executable, "-m", "chaos.cli", *req.argv()], capture_output=True, text=True,
+                              timeout=timeout, env={**os.environ, **(env or {})})
+        code, output = proc.returncode, proc.stdout + proc.stderr
+    except subprocess.TimeoutExpired as e:  # subprocess.run kills and reaps the child
+        code, output = int(ExitCode.CRASH), f"chaos run did not finish within {timeout:.0f}s\n{e.stdout or ''}"
+    wall = time.monotonic() - started
+    new = sorted(_runs_under(store) - before)
+    run_dir = new[-1] if new else None
+    results = {}
+    if run_dir:
+        try:
+            with open(os.path.join(run_dir, "results.json")) as f:
+                results = json.load(f)
+        except (OSError, ValueError):
+            results = {}
+    if code not in (0, 1, 2, 254, 255):
+        code = int(ExitCode.CRASH)
+    return RunOutcome(req, code, run_dir, results if isinstance(results, dict) else {}, wall, output)
+
+
+# ------------------------------------------------------------------ the matrix
+
+
+def _fail(path: str, msg: str):
+    raise UsageError(f"chaos test-all: {path}: {msg}")
+
+
+def load_matrix(path: str) -> dict:
+    try:
+        with open(path) as f:
+            data = yaml.safe_load(f)
+    except FileNotFoundError:
+        _fail(path, "no such file")
+    except (OSError, yaml.YAMLError) as e:
+        _fail(path, f"not valid YAML ({str(e).splitlines()[0]})")
+    if not isinstance(data, dict):
+        _fail(path, "a matrix must be a mapping with backends, nemeses, seeds ...")
+    unknown = sorted(set(data) - MATRIX_KEYS)
+    if unknown:
+        _fail(path, f"unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(MATRIX_KEYS))}")
+    return data
+
+
+def expand(matrix: dict, path: str = "matrix", store: str | None = None) -> list[RunRequest]:
+    """Every combination backends x workloads x nemeses x seeds, as run requests."""
+    from backends.registry import KNOWN
+
+    backends = _list(matrix, "backends", path)
+    workloads = matrix.get("workloads") or [matrix.get("workload", "claims")]
+    nemeses = matrix.get("nemeses", [[]])
+    seeds = _list(matrix, "seeds", path)
+    if not isinstance(nemeses, list) or not nemeses:
+        _fail(path, "nemeses must be a non-empty list of fault sets")
+    if not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
+        _fail(path, "seeds must be integers")
+    time_limit, workers = matrix.get("time_limit", 5), matrix.get("workers", 3)
+    if not isinstance(time_limit, (int, float)) or isinstance(time_limit, bool) or time_limit <= 0:
+        _fail(path, "time_limit must be a positive number of seconds")
+    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
+        _fail(path, "workers must be a positive integer")
+    known_faults = _known_faults()
+    specs = []
+    for b in backends:
+        spec = {"backend": b} if isinstance(b, str) else b
+        if not isinstance(spec, dict) or spec.get("backend") not in KNOWN:
+            _fail(path, f"backend {b!r} is not one of {', '.join(KNOWN)}")
+        if spec["backend"] == "python" and not isinstance(spec.get("factory"), str):
+            _fail(path, 'a "python" backend needs factory: "module:function"')
+        specs.append(spec)
+    fault_sets = []
+    for n in nemeses:
+        names = _fault_set(n, path)
+        bad = [x for x in names if known_faults and x not in known_faults]
+        if bad:
+            _fail(path, f"unknown nemesis {', '.join(bad)}; known: {', '.join(sorted(known_faults))}")
+        fault_sets.append(names)
+    prefix = str(matrix.get("name", "matrix"))
+    out = []
+    for spec, workload, faults, seed in itertools.product(specs, workloads, fault_sets, seeds):
+        label = spec["backend"] if spec["backend"] != "python" else spec["factory"].rpartition(":")[2]
+        out.append(RunRequest(backend=spec["backend"], workload=str(workload), nemesis=faults, seed=seed,
+                              time_limit=float(time_limit), workers=workers,
+                              store=store or str(matrix.get("store", "store")),
+                              name=f"{prefix}-{label}-{'-'.join(faults) or 'none'}", factory=spec.get("factory")))
+    return out
+
+
+def _list(matrix: dict, key: str, path: str) -> list:
+    value = matrix.get(key)
+    if not isinstance(value, list) or not value:
+        _fail(path, f"{key} must be a non-empty list")
+    return value
+
+
+def _fault_set(n, path: str) -> list[str]:
+    if n in (None, "none", "", []):
+        return []
+    if isinstance(n, str):
+        return [x.strip() for x in n.split(",") if x.strip()]
+    if isinstance(n, list) and all(isinstance(x, str) for x in n):
+        return list(n)
+    _fail(path, f"nemeses entry {n!r} must be a list of fault names or a comma-separated string")
+
+
+def _known_faults() -> set[str]:
+    try:
+        from chaos.nemesis import NEMESES
+
+        return set(NEMESES.keys())
+    except Exception:  # nemesis package unavailable: let `chaos run` judge the names
+        return set()
+
+
+# ------------------------------------------------------------------ the command
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--matrix", required=True, metavar="FILE.yaml", help="the matrix to run")
+    parser.add_argument("--store", default=None, help="store directory (default: the matrix's store, else ./store)")
+    parser.add_argument("--junit", default=None, metavar="PATH",
+                        help="matrix JUnit file (default STORE/test-all-<name>-<UTC stamp>.xml)")
+    parser.add_argument("--dry-run", action="store_true", help="list the combinations and exit")
+
+
+ROW = "{:<12} {:<22} {:>6} {:<10} {:>6} {:>8}  {}"
+
+
+def run(args: argparse.Namespace) -> int:
+    matrix = load_matrix(args.matrix)
+    requests = expand(matrix, args.matrix, args.store)
+    print(f"{len(requests)} runs from {args.matrix}", flush=True)
+    print(ROW.format("backend", "nemeses", "seed", "verdict", "ops", "seconds", "run dir"), flush=True)
+    if args.dry_run:
+        for r in requests:
+            print(ROW.format(r.backend, ",".join(r.nemesis) or "none", r.seed, "-", "-", "-", "-"))
+        return 0
+    outcomes = []
+    for req in requests:
+        o = run_one(req)
+        outcomes.append(o)
+        ops = (o.results.get("stats") or {}).get("ops", "-")
+        print(ROW.format(req.backend if not req.factory else req.factory.rpartition(":")[2],
+                         ",".join(req.nemesis) or "none", req.seed, o.verdict, ops, f"{o.wall_s:.1f}",
+                         o.run_dir or f"(no run dir: exit {o.exit_code})"), flush=True)
+        if not o.run_dir and o.output.strip():
+            print("    " + o.output.strip().splitlines()[-1], flush=True)
+    code = worst(o.exit_code for o in outcomes)
+    path = _write_matrix_junit(args, matrix, requests, outcomes)
+    counts = {v: sum(o.verdict == v for o in outcomes) for v in sorted({o.verdict for o in outcomes})}
+    print(f"\n{', '.join(f'{n} {v}' for v, n in counts.items())}; junit: {path}; exit {int(code)} ({code.name.lower()})")
+    return int(code)
+
+
+def _write_matrix_junit(args, matrix: dict, requests: list, outcomes: list) -> str:
+    from chaos.reports.junit import matrix_junit
+    from chaos.reports.load import RunData, load_run
+
+    runs = []
+    for o in outcomes:
+        if o.run_dir:
+            runs.append(load_run(o.run_dir))
+        else:
+            r = o.request
+            runs.append(RunData(run_dir="(none)", test={"name": r.name, "backend": r.backend, "seed": r.seed,
+                                                        "nemesis": r.nemesis},
+                                problems=[f"chaos run exited {o.exit_code} without a run directory",
+                                          o.output.strip()[-2000:]]))
+    store = os.path.abspath(args.store or matrix.get("store", "store"))
+    os.makedirs(store, exist_ok=True)
+    path = args.junit or os.path.join(store, f"test-all-{matrix.get('name', 'matrix')}-"
+                                             f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.xml")
+    with open(path, "w") as f:
+        f.write(matrix_junit(runs, name=f"chaos test-all {matrix.get('name', '')}".strip()))
+    return path

@@ -1,0 +1,254 @@
+"""Conformance adapter for ANY program speaking the contract CLI convention
+(``backends.external``), driven as a black box: one process per call.
+
+    chaos conform --backend external --command 'python -m chaos.cli backend sqlite' [--profile FILE]
+
+Mechanisms (vectors.md §11), all real, all per the profile (never per program):
+
+* CLK: the program's clock is its process wall clock, moved with libfaketime
+  in absolute-time mode (``chaos.faults.faketime.ClockFault.set_absolute``)
+  before every action: no clock hook is needed in the program;
+* SEED / export: the profile's privileged ``admin seed`` / ``admin export``
+  commands (scaffolding); without them a seeded case is not applicable;
+* BAR: a black-box call cannot be parked inside itself, so a preflight is
+  *deferred*: the real ``publish-claimed`` runs at the commit (the latest
+  moment the model allows). An advisory endpoint's publish runs at the
+  preflight (it must refuse before any commit). The one case where the
+  barrier is essential (``paused-writer-commit-boundary``) is reported
+  ``profile-substituted`` with that note: its commit-boundary race is not
+  exercised by this mechanism;
+* RST: every call is a process that already ended; deferred calls are dropped;
+* CRL / PRL: the call really commits; its exit-0 reply is discarded;
+* CFP / POU: the profile's mechanism (an admin trigger, or the fsync EIO shim
+  ``chaos.faults.failsync`` matched on a path; POU armed for the commit call only);
+* CFG: ``advisory_setup`` (enable the bypass writer, or leave a Git ledger
+  unprovisioned) and ``provision --write-paths``; otherwise not applicable;
+* NS2 on a one-namespace-per-ledger profile: one ledger per namespace.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from backends.api import Reply, ReplyLost
+from backends.contract import REQUIRED_WRITE_PATHS, compact_json
+from backends.external import ExternalBackend, Indeterminate, load_profile
+from chaos.conform.adapters.base import AdapterError, Parked, Profile
+from chaos.conform.adapters.gitjournal import adjust_for_profile, not_applicable_for_profile
+from chaos.errors import UsageError
+
+DEFAULT_PROFILE = os.path.join(os.path.dirname(__file__), "..", "..", "..", "profiles", "chaos-sqlite.yaml")
+LEGACY = ("legacy-transition-v1.commit", "legacy-create-v1.commit")
+
+
+def resolve_command(command: str) -> str:
+    """``chaos ...`` means this suite's own CLI run by this interpreter."""
+    if command.split()[:1] == ["chaos"]:
+        return f"{sys.executable} -m chaos.cli {command.split(None, 1)[1] if ' ' in command else ''}".strip()
+    return command
+
+
+def _has_fault(case, name: str) -> bool:
+    return case.initial["faults"].get(name) is True or any(a.get("target") == name for a in case.actions)
+
+
+class ExternalAdapter:
+    def __init__(self, options: dict | None = None):
+        options = dict(options or {})
+        if not options.get("command"):
+            raise UsageError("chaos conform --backend external needs --command '...'")
+        self.command = resolve_command(options["command"])
+        self.xprofile = load_profile(options.get("profile") or os.path.normpath(DEFAULT_PROFILE))
+        self.profile = Profile(backend_name=self.xprofile.backend_name or "", exports_requests=True,
+                               refuses_before_reading=self.xprofile.refuses_before_reading)
+        self.dir = tempfile.mkdtemp(prefix="chaos-conform-external-")
+        self.backend: ExternalBackend | None = None
+        self.clock = None
+        self.fsync = None
+        self.ledgers: dict[str, str] = {}
+        self.lose: set[str] = set()
+        self.pou_armed = False
+        self.fired: set[str] = set()
+        self.advisory = False
+
+    # ------------------------------------------------------------------ applicability
+
+    def not_applicable(self, case) -> str | None:
+        xp = self.xprofile
+        if xp.profile == "merge-coordinated":
+            reason = not_applicable_for_profile(case)
+            if reason:
+                return reason
+        paths = case.initial["backend"]["write_paths"]
+        bypass = paths.get("alternate") == "bypass"
+        if bypass and xp.advisory_setup is None:
+            return f"profile {xp.name} declares no way to set up an advisory (bypass) endpoint"
+        if {k: v for k, v in paths.items() if k != "alternate"} != {k: v for k, v in REQUIRED_WRITE_PATHS.items()
+                                                                     if k != "alternate"} and not xp.provision_write_paths:
+            return f"profile {xp.name} cannot provision a custom write-path inventory"
+        if any(a["operation"] in LEGACY for a in case.actions) and not (
+                xp.argv.get("legacy-transition") and xp.argv.get("legacy-create")):
+            return f"profile {xp.name} maps no legacy write commands"
+        if any(case.initial["durable"][k] for k in case.initial["durable"]) and "seed" not in xp.admin:
+            return f"profile {xp.name} has no privileged seed command"
+        if "export" not in xp.admin:
+            return f"profile {xp.name} has no export command: the final state cannot be compared"
+        for fault in ("clock_floor_persist", "publication-outcome-unknown"):
+            if _has_fault(case, fault) and fault not in xp.faults:
+                return f"profile {xp.name} declares no mechanism for fault {fault}"
+        return None
+
+    def adjust_expected(self, case, expected: dict) -> list[str]:
+        notes = adjust_for_profile(case, expected) if self.xprofile.profile == "merge-coordinated" else []
+        if any(a["operation"] == "ledger-publication.preflight" for a in case.actions) and any(
+                a["operation"] == "work-claim.acquire" for a in case.actions):
+            notes.append("barrier emulated by deferring the black-box publish to its commit: "
+                         "the commit-boundary race itself is not exercised")
+        return notes
+
+    # ------------------------------------------------------------------ setup
+
+    def setup(self, case, clock_ms: int) -> None:
+        from chaos.faults.faketime import ClockFault
+
+        xp = self.xprofile
+        self.clock = ClockFault(os.path.join(self.dir, "faketime"))
+        self.clock.set_absolute(clock_ms)
+        b = case.initial["backend"]
+        namespaces = list(b["ledger_binding"]["namespaces"])
+        paths = dict(b["write_paths"])
+        self.advisory = paths.get("alternate") == "bypass"
+        root = os.path.join(self.dir, "repo")
+        os.makedirs(root)
+        if xp.git:
+            subprocess.run(["git", "init", "-q", root], check=True)
+        groups = [[ns] for ns in namespaces] if xp.one_namespace_per_ledger else [namespaces]
+        for i, group in enumerate(groups):
+            for ns in group:
+                self.ledgers[ns] = os.path.join(root, f"ledger-{i + 1}")
+            os.makedirs(os.path.join(root, f"ledger-{i + 1}"), exist_ok=True)
+        self.backend = ExternalBackend({"command": self.command, "ledgers": self.ledgers})
+        self.backend.profile = xp
+        self.backend.env = self._env(case)
+        durable = compact_json(case.initial["durable"])
+        for ns_group in groups:
+            ledger = self.ledgers[ns_group[0]]
+            if not (self.advisory and xp.advisory_setup == "unprovisioned"):
+                wp = None
+                if xp.provision_write_paths:
+                    wp = {**paths, "alternate": "none"} if self.advisory else paths
+                self.backend.provision(ledger, ns_group, wp)
+            if "seed" in xp.admin:
+                self.backend.admin("seed", ledger, durable, namespace=ns_group[0])
+            if self.advisory and xp.advisory_setup == "bypass-admin":
+                self.backend.admin("enable-bypass", ledger)
+        if not self.profile.backend_name:
+            caps = self.backend.call("capabilities", {})
+            self.profile.backend_name = caps.envelope.get("result", {}).get("backend", {}).get("name", "")
+        for name, armed in case.initial["faults"].items():
+            if armed:
+                self.arm_fault(name)
+
+    def _env(self, case) -> dict:
+        fault = None
+        for name in ("clock_floor_persist", "publication-outcome-unknown"):
+            if _has_fault(case, name) and "fsync_match" in self.xprofile.faults.get(name, {}):
+                fault = self.xprofile.faults[name]["fsync_match"]
+        if fault is None:
+            return self.clock.env()
+        from chaos.faults.failsync import FsyncFault
+
+        first = next(iter(self.ledgers.values()))
+        self.fsync = FsyncFault(os.path.join(self.dir, "failsync.ctl"), match=fault.replace("{ledger}", first))
+        return {**self.clock.env(ld_preload=self.fsync.library), "FAILSYNC_FILE": self.fsync.ctl_path,
+                "FAILSYNC_MATCH": self.fsync.match}
+
+    # ------------------------------------------------------------------ actions
+
+    def set_clock(self, ms: int) -> None:
+        self.clock.set_absolute(ms)
+
+    def _call(self, op: str, request: dict) -> Reply:
+        try:
+            return self.backend.call(op, request)
+        except Indeterminate as e:
+            raise AdapterError(f"indeterminate: {e}") from None
+
+    def call(self, op: str, request: dict) -> Reply:
+        cls = "claim" if op in ("acquire", "renew", "release") else ("publish" if op == "publish" else None)
+        if op == "publish" and self.pou_armed:
+            reply = self._with_pou(lambda: self._call(op, request))
+        else:
+            reply = self._call(op, request)
+        if cls in self.lose and reply.exit == 0:
+            self.lose.discard(cls)
+            raise ReplyLost(f"{op}: exit-0 reply discarded after the real commit")
+        return reply
+
+    def _with_pou(self, commit) -> Reply:
+        self.fsync.arm()
+        try:
+            reply = commit()
+        finally:
+            self.fsync.disarm()
+        if reply.exit == 6 and reply.envelope.get("error", {}).get("code") == "publication-outcome-unknown":
+            self.pou_armed = False
+            self.fired.add("publication-outcome-unknown")
+        return reply
+
+    def start_publish(self, request: dict) -> Reply | Parked:
+        if self.advisory:
+            return self.call("publish", request)  # must refuse before any commit
+        return Parked(request)
+
+    def finish_publish(self, parked: Parked) -> Reply:
+        return self.call("publish", parked.request)
+
+    def arm_fault(self, name: str) -> None:
+        spec = self.xprofile.faults.get(name, {})
+        if name == "clock_floor_persist":
+            if "admin" in spec:
+                for ledger in dict.fromkeys(self.ledgers.values()):
+                    self.backend.admin(spec["admin"], ledger)
+            else:
+                self.fsync.arm()  # sticky
+        elif name == "publication-outcome-unknown":
+            self.pou_armed = True
+        elif name in ("claim-response-loss", "publication-response-loss"):
+            self.lose.add("claim" if name == "claim-response-loss" else "publish")
+        else:
+            raise ValueError(f"unknown fault {name!r}")
+
+    def take_fired(self, name: str) -> bool:
+        if name in self.fired:
+            self.fired.discard(name)
+            return True
+        return False
+
+    def restart(self) -> None:
+        return None  # no process outlives its call; deferred publishes are dropped by the runner
+
+    def export(self) -> dict:
+        from backends.gitjournal.projection import merge
+
+        if self.fsync is not None:
+            self.fsync.disarm()
+        by_ledger = {}
+        for ns, ledger in self.ledgers.items():
+            by_ledger.setdefault(ledger, ns)
+        return merge([self.backend.admin("export", ledger, namespace=ns) for ledger, ns in by_ledger.items()])
+
+    def close(self) -> None:
+        try:
+            if self.fsync is not None:
+                self.fsync.cleanup()
+        finally:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def make_adapter(options: dict | None = None) -> ExternalAdapter:
+    return ExternalAdapter(options)
