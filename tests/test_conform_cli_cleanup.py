@@ -31,7 +31,7 @@ def _live_postgres_pids() -> set[int]:
 
 def test_conform_postgres_leaves_no_server_and_no_temp_dir():
     before_pids = _live_postgres_pids()
-    before_dirs = set(glob.glob("/tmp/ccpg*")) | set(glob.glob("/tmp/chaos-conform-*"))
+    before_dirs = set(glob.glob("/tmp/ccpg*")) | set(glob.glob("/tmp/chaos-conform-postgres-*"))
     proc = subprocess.run(
         [sys.executable, "-m", "chaos.cli", "conform", "--backend", "postgres",
          "--case", "renew-release-restart-aba", "--json"],
@@ -43,5 +43,5 @@ def test_conform_postgres_leaves_no_server_and_no_temp_dir():
     while _live_postgres_pids() - before_pids and time.monotonic() < deadline:
         time.sleep(0.1)
     assert _live_postgres_pids() - before_pids == set()
-    after_dirs = set(glob.glob("/tmp/ccpg*")) | set(glob.glob("/tmp/chaos-conform-*"))
+    after_dirs = set(glob.glob("/tmp/ccpg*")) | set(glob.glob("/tmp/chaos-conform-postgres-*"))
     assert after_dirs - before_dirs == set()

@@ -49,6 +49,28 @@ def test_events_adapter_leaves_unreturned_calls_open() -> None:
     assert check_events(etcd_model, events).result == "illegal"
 
 
+def test_events_adapter_honours_partition_events() -> None:
+    def by_key(events):
+        groups = {}
+        key_of = {}
+        for ev in events:
+            if ev.kind == CALL:
+                key_of[ev.id] = ev.value[1]
+            groups.setdefault(key_of[ev.id], []).append(ev)
+        return list(groups.values())
+
+    model = _kv_partitioned()
+    model.partition = None
+    model.partition_events = by_key
+    events = [Event(1, CALL, ("put", "a", 1), 0), Event(2, CALL, ("get", "b", None), 1),
+              Event(1, RETURN, None, 0), Event(2, RETURN, None, 1),
+              Event(3, CALL, ("get", "a", None), 2), Event(3, RETURN, 1, 2)]
+    res = check_events(model, events)
+    assert res.result == "ok" and len(res.partitions) == 2
+    events[5].value = 7
+    assert check_events(model, events).result == "illegal"
+
+
 def _kv_partitioned() -> Model:
     def step(state, inp, out):
         if inp[0] == "get":
@@ -75,7 +97,7 @@ def test_partitions_are_independent_and_first_illegal_is_reported() -> None:
 
 
 def test_timeout_gives_unknown() -> None:
-    # 18 concurrent blind writes plus a read nobody wrote: exponential without the memo's help
+    # 60 concurrent blind writes plus a read nobody wrote: far too many (set, state) pairs to finish
     ops = [op((WRITE, i % 5), 0, None, 100, client=i) for i in range(60)] + [op((READ,), 0, 9, 100, client=99)]
     res = check_operations(etcd_model, ops, timeout=0.05, symmetry=False)
     assert res.result == "unknown"

@@ -143,7 +143,7 @@ def test_reference_and_sqlite_agree_on_random_histories(data):
     with tempfile.TemporaryDirectory(prefix="sqlite-diff-") as directory:
         pair = Pair(directory)
         try:
-            for _ in range(data.draw(st.integers(5, 50), label="steps")):
+            for _ in range(data.draw(st.integers(5, 40), label="steps")):
                 _step(pair, data)
             pair.ref_hooks.armed = pair.sql_hooks.armed = False
             assert _canon(_sorted(pair.sql.store.export_durable())) == _canon(_sorted(pair.ref.store.export_durable()))

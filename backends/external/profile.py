@@ -19,6 +19,7 @@ optional except ``name``; the defaults are the contract CLI convention that
       publication-outcome-unknown: {fsync_match: "{ledger}/"}
     advisory_setup: bypass-admin  # or unprovisioned (advisory = no provision)
     provision_write_paths: false  # provision accepts --write-paths JSON (CFG cases)
+    barrier_env: null             # env var naming a dir for the opt-in pre-commit barrier
     busy: {exit: 6, code: claim-store-unavailable, reason: claim-store-locked,
            retry: {attempts: 20, backoff_ms: 50}}
     capabilities_extra_members_allowed: [/result/backend/some_member]  # JSON pointers
@@ -79,6 +80,7 @@ class ExternalProfile:
     faults: dict[str, dict] = field(default_factory=dict)
     advisory_setup: str | None = None
     provision_write_paths: bool = False
+    barrier_env: str | None = None
     busy: Busy | None = None
     capabilities_extra_members_allowed: list[str] = field(default_factory=list)
     publication_read_outcome_wrapped: bool = True

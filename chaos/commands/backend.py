@@ -85,6 +85,31 @@ def emit(reply: Reply) -> int:
     return reply.exit
 
 
+BARRIER_ENV = "CHAOS_BARRIER_DIR"
+
+
+class EnvBarrierHooks(Hooks):
+    """Opt-in test barrier for black-box harnesses: when ``$CHAOS_BARRIER_DIR``
+    holds ``<operation_id>.arm``, the publish parks after validation and before
+    its commit boundary (holding nothing): it writes its pid to
+    ``<operation_id>.parked`` and waits for ``<operation_id>.release``."""
+
+    def before_commit(self, request: dict) -> None:
+        import time
+
+        where = os.environ.get(BARRIER_ENV)
+        op = request.get("operation_id") if isinstance(request, dict) else None
+        if not where or not isinstance(op, str) or not os.path.exists(os.path.join(where, f"{op}.arm")):
+            return
+        with open(os.path.join(where, f"{op}.parked"), "w") as f:
+            f.write(str(os.getpid()))
+        deadline = time.monotonic() + 120
+        while not os.path.exists(os.path.join(where, f"{op}.release")):
+            if time.monotonic() > deadline:
+                raise TimeoutError("barrier never released")
+            time.sleep(0.005)
+
+
 def clock():
     path = os.environ.get("CHAOS_CLOCK_FILE")
     return FileClock(path) if path else SystemClock()
@@ -122,7 +147,7 @@ def opened(args):
 
     spec = spec_for(args)
     if args.name != "reference":
-        backend = open_backend(spec, clock(), Hooks())
+        backend = open_backend(spec, clock(), EnvBarrierHooks())
         try:
             yield backend
         finally:
@@ -137,7 +162,7 @@ def opened(args):
         with open(path) as f:
             saved = json.load(f)
         backend = open_backend({**saved["config"], "backend": "reference", "durable": saved["durable"]},
-                               clock(), Hooks())
+                               clock(), EnvBarrierHooks())
         yield backend
         saved["durable"] = backend.store.export_durable()
         tmp = f"{path}.tmp.{os.getpid()}"

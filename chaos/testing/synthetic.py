@@ -37,7 +37,6 @@ def synthetic_history(seed: int = 7, workers: int = 3, seconds: float = 6.0) -> 
     rnd = random.Random(seed)
     events: list[tuple[int, dict]] = []
     skew_ms = {"from": int(2.0 * NS), "to": int(4.0 * NS), "offset": -3_600_000}
-    floor = T0_WALL_MS
     for thread in range(workers):
         t, process = int(0.05 * NS * (thread + 1)), thread
         while t < seconds * NS:
@@ -47,7 +46,7 @@ def synthetic_history(seed: int = 7, workers: int = 3, seconds: float = 6.0) -> 
             wall = T0_WALL_MS + done // MS
             if thread == 0 and skew_ms["from"] <= done < skew_ms["to"]:
                 wall += skew_ms["offset"]
-            floor = max(floor, wall if thread else T0_WALL_MS + done // MS)
+            floor = T0_WALL_MS + done // MS   # the backend's decision time: its floor never followed the skew
             request = {"ledger_namespace": NAMESPACE, "item_id": f"item-{rnd.randint(1, 3)}",
                        "owner_id": f"agent-{process}"}
             events.append((t, {"process": process, "type": "invoke", "f": f, "value": request}))

@@ -30,9 +30,12 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 
 from backends.api import Reply, ReplyLost
 from backends.contract import REQUIRED_WRITE_PATHS, compact_json
@@ -74,6 +77,7 @@ class ExternalAdapter:
         self.pou_armed = False
         self.fired: set[str] = set()
         self.advisory = False
+        self.barrier_dir = ""
 
     # ------------------------------------------------------------------ applicability
 
@@ -104,7 +108,7 @@ class ExternalAdapter:
 
     def adjust_expected(self, case, expected: dict) -> list[str]:
         notes = adjust_for_profile(case, expected) if self.xprofile.profile == "merge-coordinated" else []
-        if any(a["operation"] == "ledger-publication.preflight" for a in case.actions) and any(
+        if not self.xprofile.barrier_env and any(a["operation"] == "ledger-publication.preflight" for a in case.actions) and any(
                 a["operation"] == "work-claim.acquire" for a in case.actions):
             notes.append("barrier emulated by deferring the black-box publish to its commit: "
                          "the commit-boundary race itself is not exercised")
@@ -134,6 +138,10 @@ class ExternalAdapter:
         self.backend = ExternalBackend({"command": self.command, "ledgers": self.ledgers})
         self.backend.profile = xp
         self.backend.env = self._env(case)
+        if self.xprofile.barrier_env:
+            self.barrier_dir = os.path.join(self.dir, "barrier")
+            os.makedirs(self.barrier_dir)
+            self.backend.env[self.xprofile.barrier_env] = self.barrier_dir
         durable = compact_json(case.initial["durable"])
         for ns_group in groups:
             ledger = self.ledgers[ns_group[0]]
@@ -201,12 +209,29 @@ class ExternalAdapter:
         return reply
 
     def start_publish(self, request: dict) -> Reply | Parked:
+        if self.xprofile.barrier_env:
+            return self._start_parked(request)
         if self.advisory:
             return self.call("publish", request)  # must refuse before any commit
         return Parked(request)
 
     def finish_publish(self, parked: Parked) -> Reply:
+        if isinstance(parked, _ProcessParked):
+            if self.pou_armed:
+                return self._with_pou(lambda: parked.release())
+            return self._lost_or(parked.release(), "publish")
         return self.call("publish", parked.request)
+
+    def _start_parked(self, request: dict) -> Reply | Parked:
+        """The real barrier: the program parks at its pre-commit hook."""
+        parked = _ProcessParked(request, self.barrier_dir, lambda: self._call("publish", request))
+        return parked.wait() or parked
+
+    def _lost_or(self, reply: Reply, cls: str) -> Reply:
+        if cls in self.lose and reply.exit == 0:
+            self.lose.discard(cls)
+            raise ReplyLost("exit-0 reply discarded after the real commit")
+        return reply
 
     def arm_fault(self, name: str) -> None:
         spec = self.xprofile.faults.get(name, {})
@@ -230,7 +255,10 @@ class ExternalAdapter:
         return False
 
     def restart(self) -> None:
-        return None  # no process outlives its call; deferred publishes are dropped by the runner
+        """SIGKILL every parked program (it never commits); deferred
+        publishes are dropped by the runner."""
+        for parked in list(_ProcessParked.live):
+            parked.kill()
 
     def export(self) -> dict:
         from backends.gitjournal.projection import merge
@@ -248,6 +276,60 @@ class ExternalAdapter:
                 self.fsync.cleanup()
         finally:
             shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class _ProcessParked(Parked):
+    """One black-box publish running in a thread, parked at the program's
+    opt-in barrier (``<dir>/<op>.arm`` -> ``.parked`` with its pid -> ``.release``)."""
+
+    live: set = set()
+
+    def __init__(self, request: dict, directory: str, run):
+        super().__init__(request)
+        self.base = os.path.join(directory, request["operation_id"])
+        open(self.base + ".arm", "w").close()
+        self.box: dict = {}
+        self.thread = threading.Thread(target=self._body, args=(run,), daemon=True)
+        self.thread.start()
+
+    def _body(self, run) -> None:
+        try:
+            self.box["reply"] = run()
+        except BaseException as e:  # handed to the runner's thread
+            self.box["error"] = e
+
+    def wait(self, timeout: float = 60.0) -> Reply | None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if os.path.exists(self.base + ".parked") and os.path.getsize(self.base + ".parked"):
+                _ProcessParked.live.add(self)
+                return None
+            if not self.thread.is_alive():
+                os.unlink(self.base + ".arm")
+                return self._result()
+            time.sleep(0.005)
+        raise AdapterError("publish neither returned nor reached the barrier")
+
+    def _result(self) -> Reply:
+        if "error" in self.box:
+            raise self.box["error"]
+        return self.box["reply"]
+
+    def release(self) -> Reply:
+        _ProcessParked.live.discard(self)
+        open(self.base + ".release", "w").close()
+        self.thread.join(60)
+        return self._result()
+
+    def kill(self) -> None:
+        _ProcessParked.live.discard(self)
+        with open(self.base + ".parked") as f:
+            pid = int(f.read())
+        try:
+            os.kill(pid, signal.SIGKILL)  # the program we started (parked, holding nothing)
+        except ProcessLookupError:
+            pass
+        self.thread.join(10)
 
 
 def make_adapter(options: dict | None = None) -> ExternalAdapter:

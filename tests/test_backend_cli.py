@@ -1,0 +1,61 @@
+"""``chaos backend NAME ...``: the contract CLI convention, run for real."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.join(os.path.dirname(__file__), "..")
+
+
+def chaos(*args: str, stdin: bytes = b"", env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "chaos.cli", *args], input=stdin, capture_output=True,
+                          cwd=ROOT, env={**os.environ, **(env or {})}, timeout=60)
+
+
+def one_line(res: subprocess.CompletedProcess) -> dict:
+    assert res.stdout.endswith(b"\n") and res.stdout.count(b"\n") == 1, res.stdout
+    return json.loads(res.stdout)
+
+
+@pytest.mark.parametrize("name", ["sqlite", "gitjournal", "reference"])
+def test_provision_acquire_read_with_a_clock_file(tmp_path, name):
+    if name == "gitjournal":
+        subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    ledger = str(tmp_path / "ledger")
+    ns = "wbns_" + "a" * 32
+    assert chaos("backend", name, "provision", "--ledger", ledger, "--namespace", ns, "--json").returncode == 0
+    clock = tmp_path / "clock"
+    clock.write_text("1894352400000")
+    env = {"CHAOS_CLOCK_FILE": str(clock)}
+    body = {"ledger_namespace": ns, "item_id": "wb_01Q4837BM01W70T30B184GG1R6", "owner_id": "a",
+            "lease_duration_ms": 60000, "expected": {"last_epoch": "0", "active": None}}
+    res = chaos("backend", name, "claim", "acquire", "--ledger", ledger, "--input", "-", "--json",
+                stdin=json.dumps(body).encode(), env=env)
+    assert res.returncode == 0
+    assert one_line(res)["result"]["claim"]["issued_at"] == "2030-01-11T09:00:00.000Z"
+    res = chaos("backend", name, "claim", "read", "--ledger", ledger, "--input", "-", "--json",
+                stdin=json.dumps({"ledger_namespace": ns, "item_id": body["item_id"]}).encode(), env=env)
+    assert one_line(res)["result"]["read_back"]["last_epoch"] == "1"  # persisted between invocations
+
+
+def test_strict_parsing_and_oversize_input(tmp_path):
+    ledger = str(tmp_path)
+    chaos("backend", "sqlite", "provision", "--ledger", ledger, "--json")
+    res = chaos("backend", "sqlite", "claim", "read", "--ledger", ledger, "--input", "-", "--json",
+                stdin=b'{"a":1,"a":2}')
+    assert res.returncode == 2 and one_line(res)["error"]["message"] == "The request is not unique-key UTF-8 JSON."
+    res = chaos("backend", "sqlite", "publish-claimed", "--ledger", ledger, "--input", "-", "--json",
+                stdin=b" " * (11_534_336 + 10))
+    assert res.returncode == 2 and one_line(res)["error"]["code"] == "invalid-request"
+
+
+def test_usage_errors_exit_254_without_traceback(tmp_path):
+    res = chaos("backend", "sqlite", "claim", "frobnicate", "--ledger", str(tmp_path))
+    assert res.returncode == 254 and b"Traceback" not in res.stderr
+    res = chaos("backend", "gitjournal", "claim", "read")
+    assert res.returncode == 254 and b"--ledger" in res.stderr

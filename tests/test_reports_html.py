@@ -1,0 +1,110 @@
+"""report.html and junit.xml from synthetic run directories (chaos.testing.synthetic)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import struct
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from chaos.reports import write_all
+from chaos.reports.load import load_run
+from chaos.testing.synthetic import make_run
+
+PLOTS = ("plot-timeline", "plot-latency", "plot-throughput", "plot-clock")
+
+
+def _images(html: str) -> dict:
+    """id -> decoded PNG bytes of every inline image."""
+    out = {}
+    for m in re.finditer(r'<img class="plot" id="([^"]+)" alt="[^"]+" src="data:image/png;base64,([^"]+)"', html):
+        out[m.group(1)] = base64.b64decode(m.group(2))
+    return out
+
+
+def _png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", data[16:24])
+
+
+@pytest.fixture(scope="module")
+def invalid_report(tmp_path_factory):
+    run_dir = make_run(str(tmp_path_factory.mktemp("store")), verdict="invalid")
+    paths = write_all(run_dir)
+    with open(paths["report.html"], encoding="utf-8") as f:
+        return run_dir, paths, f.read()
+
+
+def test_report_is_self_contained_with_every_plot(invalid_report):
+    _, _, html = invalid_report
+    assert 'id="verdict"' in html and ">INVALID<" in html
+    images = _images(html)
+    assert set(images) == set(PLOTS)
+    for data in images.values():
+        w, h = _png_size(data)
+        assert w > 300 and h > 100
+    # nothing fetched from anywhere: no external src/href, no script
+    assert not re.search(r'(src|href)="(https?:)?//', html)
+    assert "<script" not in html
+
+
+def test_report_names_seed_command_capability_and_anomaly_ops(invalid_report):
+    run_dir, _, html = invalid_report
+    results = json.load(open(f"{run_dir}/results.json"))
+    anomaly = results["checkers"]["dual_ownership"]["anomalies"][0]
+    assert "--seed 7" in html and "chaos run --backend sqlite" in html
+    assert "mode <b>fenced</b>" in html
+    assert anomaly["explanation"] in html
+    for i in anomaly["ops"]:
+        # each op of the anomaly is listed with its request and reply
+        assert re.search(rf"<td>#\d+/#{i}</td>|<td>#{i}(/#\d+)?</td>", html), i
+    assert 'id="coverage-table"' in html and "<td>clock</td>" in html
+
+
+def test_junit_failure_carries_explanations(invalid_report):
+    run_dir, paths, _ = invalid_report
+    root = ET.parse(paths["junit.xml"]).getroot()
+    assert root.tag == "testsuite" and root.get("failures") == "1" and root.get("errors") == "0"
+    cases = {c.get("name"): c for c in root.iter("testcase")}
+    assert set(cases) == {"linearizable", "dual_ownership"}
+    failure = cases["dual_ownership"].find("failure")
+    assert failure is not None and "both hold item-1" in failure.text and "reproduce: chaos run" in failure.text
+    assert cases["linearizable"].find("failure") is None
+
+
+def test_unknown_is_a_junit_error_not_a_skip(tmp_path):
+    paths = write_all(make_run(str(tmp_path), verdict="unknown"))
+    root = ET.parse(paths["junit.xml"]).getroot()
+    err = [c for c in root.iter("testcase") if c.find("error") is not None]
+    assert [c.get("name") for c in err] == ["linearizable"]
+    assert "timed out" in err[0].find("error").text and root.get("skipped") == "0"
+    assert ">UNKNOWN<" in open(paths["report.html"]).read()
+
+
+def test_crashed_run_still_gets_a_report(tmp_path):
+    run_dir = make_run(str(tmp_path), crashed=True)
+    paths = write_all(run_dir)
+    html = open(paths["report.html"]).read()
+    assert ">UNKNOWN<" in html and "torn last line" in html and "did not finish" in html
+    assert "plot-timeline" in _images(html)
+    root = ET.parse(paths["junit.xml"]).getroot()
+    assert [c.get("name") for c in root.iter("testcase")] == ["run"] and root.get("errors") == "1"
+
+
+def test_empty_run_dir_explains_missing_plots(tmp_path):
+    run_dir = tmp_path / "bare"
+    run_dir.mkdir()
+    paths = write_all(str(run_dir))
+    html = open(paths["report.html"]).read()
+    for pid in PLOTS:
+        assert f'id="{pid}"' in html
+    assert _images(html) == {} and "no history.jsonl" in html
+
+
+def test_load_run_reads_verdict_and_command(invalid_report):
+    run = load_run(invalid_report[0])
+    assert run.verdict == "invalid" and run.command.startswith("chaos run --backend sqlite")
+    assert run.problems == []
