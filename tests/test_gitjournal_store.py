@@ -113,15 +113,14 @@ def test_verify_reports_a_stale_write(rig):
 
 def test_verify_reports_a_revision_regression(rig):
     b = rig.backend()
-    assert b.call("publish", rig.request("op-1", rig.sources[0], rig.sources[1])).exit == 0
+    before, after = rig.sources
+    assert b.call("publish", rig.request("op-1", before, after)).exit == 0
+    assert b.call("publish", rig.request("op-2", after, before)).exit == 0
     with open(os.path.join(rig.ledger_dir, f"{ITEM}.md"), "wb") as f:
-        f.write(rig.sources[0])  # back to a revision older than the published one
-    b.call("publish", rig.request("op-2", rig.sources[0], rig.sources[1]))  # re-publish: fine again
-    with open(os.path.join(rig.ledger_dir, f"{ITEM}.md"), "wb") as f:
-        f.write(rig.sources[0])
+        f.write(after)  # back to op-1's revision, older than op-2's
     reply = b.call("verify", b"")
-    found = [f["finding"] for f in reply.envelope["error"]["details"]["findings"]]
-    assert "revision-regression" in found
+    assert reply.exit == 6
+    assert [f["finding"] for f in reply.envelope["error"]["details"]["findings"]] == ["revision-regression"]
 
 
 def test_unprovisioned_git_ledger_is_advisory_and_refuses_before_reading(tmp_path):

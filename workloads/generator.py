@@ -287,25 +287,32 @@ class Limit(Gen):
 
 @dataclass(frozen=True)
 class TimeLimit(Gen):
-    """Emits ops whose time is before ``dt`` after the first op was asked for."""
+    """Emits ops whose time is before ``cutoff``. ``time_limit(dt)`` anchors the
+    cutoff at the *time of its first op* plus ``dt`` (a value the generator
+    itself decides, so re-asking never moves it); ``deadline(t)`` is absolute."""
 
     dt: int
     gen: Any
     cutoff: int | None = None
 
     def op(self, ctx):
-        cutoff = ctx.time + self.dt if self.cutoff is None else self.cutoff
-        if ctx.time >= cutoff:
+        if self.cutoff is not None and ctx.time >= self.cutoff:
             return None
         res = op_of(self.gen, ctx)
         if res is None or res is PENDING:
             return res
+        cutoff = res[0]["time"] + self.dt if self.cutoff is None else self.cutoff
         if res[0]["time"] >= cutoff:
             return None
         return res[0], TimeLimit(self.dt, res[1], cutoff)
 
     def update(self, ctx, event):
         return replace(self, gen=update_of(self.gen, ctx, event))
+
+
+def deadline(t_ns: int, gen) -> Gen:
+    """Ops strictly before logical time ``t_ns`` (absolute, from the run's start)."""
+    return TimeLimit(0, lift(gen), int(t_ns))
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ import heapq
 import itertools
 from typing import Callable, Protocol
 
-from workloads.generator import NEMESIS, PENDING, Context, lift, op_of, time_limit as _time_limit, update_of
+from workloads.generator import NEMESIS, PENDING, Context, lift, op_of, deadline as _deadline, update_of
 
 
 class Driver(Protocol):
@@ -35,12 +35,13 @@ class Driver(Protocol):
     def stopped(self) -> bool: ...
 
 
-def interpret(gen, threads: list, driver: Driver, seed: int = 0) -> dict:
+def interpret(gen, threads: list, driver: Driver, seed: int = 0, process_of: dict | None = None) -> dict:
     """Run ``gen`` to exhaustion (or until the driver stops). Returns the final
-    ``process_of`` map (thread -> last logical process)."""
+    ``process_of`` map (thread -> last logical process). Pass a previous run's
+    map to continue numbering (a retired process id is never reused)."""
     threads = tuple(threads)
     stride = sum(1 for t in threads if t != NEMESIS) or 1
-    process_of = {t: t for t in threads}
+    process_of = dict(process_of) if process_of else {t: t for t in threads}
     free = set(threads)
     sleepers: list[tuple[int, int, object]] = []
     tick = itertools.count()
@@ -147,7 +148,7 @@ def simulate(gen, seed: int = 0, workers: int = 2, complete: Callable[[dict], di
     completions, ``index`` and logical ``time`` in ns)."""
     threads: list = list(range(workers)) + ([NEMESIS] if nemesis_thread else [])
     if time_limit is not None:
-        gen = _time_limit(time_limit, gen)
+        gen = _deadline(time_limit, gen)
     driver = SimDriver(complete, latency)
     interpret(gen, threads, driver, seed)
     return driver.history

@@ -49,7 +49,8 @@ class FaultCycle(Gen):
     ``draw(stream, workers) -> (value, stream)`` draws one fault's parameters.
     ``gap_ms`` / ``dur_ms`` are ``(lo, hi)`` ranges; ``heal`` is the ``f`` of
     the heal op (None for instantaneous faults). Pure: all draws come from
-    ``ctx.stream(n)``; the first fault comes one drawn gap after the start.
+    ``ctx.stream(n)``; the first fault comes one drawn gap after t=0 (the run's start), so
+    re-asking later never moves it.
     """
 
     f: str
@@ -72,7 +73,7 @@ class FaultCycle(Gen):
             gap, _ = s.randint(*self.gap_ms)
             return op, replace(self, n=self.n + 1, pending_heal=None, next_time=op["time"] + gap * MS)
         gap, s = s.randint(*self.gap_ms)
-        at = ctx.time + gap * MS if self.next_time is None else self.next_time
+        at = gap * MS if self.next_time is None else self.next_time  # anchored at run start (t=0)
         value, s = self.draw(s, self.workers)
         op = fill_op({"f": self.f, "value": value, "time": at}, ctx)
         if op is PENDING:

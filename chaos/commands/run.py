@@ -1,0 +1,86 @@
+"""``chaos run``: run a workload against a backend under faults and check it.
+
+Defaults: embedded SQLite, the ``claims`` workload, every nemesis the backend
+supports here, 10 workers, 30 s of workload plus the final phase (about a
+minute in all). Same ``--seed`` -> the same operation and fault schedule
+(``schedule.jsonl``); outcomes may differ. Exit code = verdict (0 valid,
+1 invalid, 2 unknown; 130 interrupted).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+
+from chaos.errors import UsageError
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--backend", default="sqlite", help="sqlite (default) or postgres")
+    p.add_argument("--workload", default="claims", help="only 'claims' for now")
+    p.add_argument("--nemesis", default=None,
+                   help="comma-separated faults: kill,pause,clock,fsync,lost-reply,restart; 'none' for no faults "
+                        "(default: every one the backend supports here)")
+    p.add_argument("--workers", type=int, default=None, help="worker processes (default 10)")
+    p.add_argument("--time-limit", type=float, default=None, help="seconds of workload (default 30)")
+    p.add_argument("--seed", type=int, default=None, help="seed (default: random, recorded in test.yaml)")
+    p.add_argument("--scenario", default=None, help="a scenario YAML file or built-in name")
+    p.add_argument("--store", default="store", help="root of run directories (default ./store)")
+    p.add_argument("--name", default=None, help="test name (run dir store/<name>/<timestamp>)")
+    p.add_argument("--op-timeout", type=float, default=8.0, help="deadline per operation in seconds")
+
+
+def build_config(args: argparse.Namespace):
+    from chaos.nemesis import NEMESES, supported
+    from chaos.random import fresh_seed
+    from chaos.runner import RunConfig
+    from workloads import scenario as scenarios
+
+    if args.workload != "claims":
+        raise UsageError(f"unknown workload {args.workload!r} (known: claims)")
+    if args.backend not in ("sqlite", "postgres"):
+        raise UsageError(f"unknown backend {args.backend!r} for chaos run (known: sqlite, postgres)")
+    sc: dict = {}
+    if args.scenario:
+        try:
+            sc = scenarios.load(args.scenario)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+    if args.nemesis is not None:
+        names = [] if args.nemesis.strip() in ("", "none") else [n.strip() for n in args.nemesis.split(",")]
+    elif "nemesis" in sc:
+        names = sc["nemesis"]
+    else:
+        names = supported(args.backend)
+    unknown = [n for n in names if n not in NEMESES.keys()]
+    if unknown:
+        raise UsageError(f"unknown nemesis {', '.join(unknown)} (known: {', '.join(sorted(NEMESES.keys()))})")
+    workers = args.workers if args.workers is not None else sc.get("workers", 10)
+    time_limit = args.time_limit if args.time_limit is not None else sc.get("time_limit", 30.0)
+    if workers < 1 or workers > 200:
+        raise UsageError("--workers must be between 1 and 200")
+    if time_limit <= 0:
+        raise UsageError("--time-limit must be positive")
+    seed = args.seed if args.seed is not None else fresh_seed()
+    name = args.name or sc.get("name") or f"{args.workload}-{args.backend}"
+    argv = ["chaos", "run", "--backend", args.backend, "--workload", args.workload,
+            "--nemesis", ",".join(names) or "none", "--workers", str(workers), "--time-limit", str(time_limit),
+            "--seed", str(seed), "--name", name, "--store", args.store]
+    if args.scenario:
+        argv += ["--scenario", args.scenario]
+    return RunConfig(name=name, backend=args.backend, workload=args.workload, nemesis=names, workers=workers,
+                     time_limit=float(time_limit), seed=seed, store=args.store, op_timeout=args.op_timeout,
+                     claims=dict(sc.get("claims", {})), nemesis_opts=dict(sc.get("nemesis_opts", {})),
+                     scenario=args.scenario, command=shlex.join(argv))
+
+
+def run(args: argparse.Namespace) -> int:
+    from chaos.runner import run as run_test
+
+    cfg = build_config(args)
+    if not os.access(os.path.dirname(os.path.abspath(cfg.store)) or ".", os.W_OK):
+        raise UsageError(f"--store {cfg.store}: parent directory is not writable")
+    print(f"chaos: {cfg.command}", file=sys.stderr)
+    return run_test(cfg)

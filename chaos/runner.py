@@ -1,0 +1,350 @@
+"""``chaos run``: one test run, from a resolved config to a verdict.
+
+The steps (design.md, "Data flow of one run"): make the run directory, seed the
+store through the backend's privileged path, plan the schedule (pure function
+of seed + config, written to ``schedule.jsonl``), start a watchdog and N worker
+host processes by exec with the preload env, interpret the client and nemesis
+generators in real time (every invoke and completion appended to
+``history.jsonl`` as it happens), then the final phase: heal every fault, let
+leases expire, read everything back (``read`` of every tuple and
+``publication-read`` of every operation id seen), record the durable export,
+run the checkers and write ``results.json``.
+
+``results.json`` (schema_version 1), read by ``chaos.reports``::
+
+    {"schema_version": 1,
+     "test": {"name", "backend", "workload", "nemesis": [...], "workers",
+              "time_limit", "seed", "command"},
+     "capabilities": <the capabilities envelope, or null>,
+     "verdict": "valid" | "invalid" | "unknown",
+     "exit_code": 0 | 1 | 2,
+     "checkers": {name: {"valid": ..., ...}},
+     "fault_coverage": {fault: {"requested": bool, "fired": int, "took_effect": int}},
+     "stats": {"ops", "ok", "fail", "info", "duration_s"},
+     "started_at", "finished_at" (UTC ISO-8601), "run_dir",
+     "notes": [plain-language reasons for an unknown verdict, ...]}
+
+A requested fault that never took effect makes an otherwise valid run
+``unknown``. Ctrl-C / SIGTERM stop the run early (verdict ``unknown``, exit
+130); the history written so far stays on disk and every process is killed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+
+from chaos.driver import FaultEnv, NemesisExecutor, Progress, RealDriver
+from chaos.errors import ExitCode, UsageError
+from chaos.faults import procs
+from chaos.history_store import HistoryWriter
+from chaos.nemesis import Coverage, compose_packages
+from chaos.store import RunDir, clean_stale_tmp
+from chaos.watchdog import start_time
+from chaos.worker import Slot
+from workloads.claims import ClaimsConfig, claims_workload, plan_cycle
+from workloads.generator import NEMESIS, SEC, any_of, clients, deadline, nemesis as on_nemesis
+from workloads.interpreter import interpret, simulate
+
+
+@dataclass
+class RunConfig:
+    """A test run as plain data (everything ``test.yaml`` records)."""
+
+    name: str = "claims"
+    backend: str = "sqlite"
+    workload: str = "claims"
+    nemesis: list = field(default_factory=list)
+    workers: int = 10
+    time_limit: float = 30.0
+    seed: int = 0
+    store: str = "store"
+    op_timeout: float = 8.0
+    claims: dict = field(default_factory=dict)       # ClaimsConfig overrides
+    nemesis_opts: dict = field(default_factory=dict)  # FaultCycle timing overrides
+    scenario: str | None = None
+    command: str = ""
+    fsync_history: bool = False
+
+
+def plan_schedule(cfg: RunConfig, cycles_per_worker: int = 40) -> list[dict]:
+    """The planned schedule: every nemesis op (time, f, value) and the first
+    cycles of each worker (item, work, backoff). A pure function of seed + config."""
+    rows = []
+    gen, _, _ = compose_packages(cfg.nemesis, dict(cfg.nemesis_opts, workers=cfg.workers))
+    if gen is not None:
+        for op in simulate(gen, seed=cfg.seed, workers=cfg.workers, time_limit=int(cfg.time_limit * SEC)):
+            if op["type"] == "invoke":
+                rows.append({"kind": "nemesis", "time": op["time"], "f": op["f"], "value": op["value"]})
+    ccfg = ClaimsConfig(**cfg.claims)
+    _, world = claims_workload(cfg.seed, ccfg)
+    for t in range(cfg.workers):
+        for c in range(cycles_per_worker):
+            rows.append({"kind": "cycle", "thread": t, "cycle": c,
+                         **plan_cycle(cfg.seed, t, c, len(world.tuples), ccfg)})
+    return rows
+
+
+def _backend_spec(cfg: RunConfig, run: RunDir, namespaces) -> tuple[dict, object]:
+    if cfg.backend == "sqlite":
+        return {"backend": "sqlite", "path": run.file("claims.db"), "namespaces": list(namespaces)}, None
+    if cfg.backend == "postgres":
+        from chaos.faults.pgserver import PgServer  # type: ignore[attr-defined]
+
+        server = PgServer(log_path=run.file("logs", "postgres.log"))
+        server.start()
+        return {"backend": "postgres", "dsn": server.dsn, "namespaces": list(namespaces)}, server
+    raise UsageError(f"backend {cfg.backend!r} is not supported by chaos run (sqlite, postgres)")
+
+
+def _seed_store(spec: dict, durable: dict) -> dict | None:
+    """Provision + seed through the privileged path; return the capabilities envelope."""
+    from backends.registry import open_backend
+
+    backend = open_backend(spec)
+    try:
+        backend.store.seed(durable)
+        return backend.call("capabilities", {}).envelope
+    finally:
+        backend.close()
+
+
+def _export(spec: dict) -> dict | None:
+    from backends.registry import open_backend
+
+    backend = open_backend(spec)
+    try:
+        return backend.store.export_durable()
+    finally:
+        backend.close()
+
+
+class Run:
+    def __init__(self, cfg: RunConfig):
+        self.cfg = cfg
+        self.stop = threading.Event()
+        self.interrupted = False
+        self.slots: list[Slot] = []
+        self.cleanups: list = []
+
+    # ------------------------------------------------------------------ setup
+
+    def _watchdog(self, run: RunDir) -> None:
+        self.pidfile = run.file("tmp", "pids")
+        open(self.pidfile, "w").close()
+        wd = subprocess.Popen([sys.executable, "-m", "chaos.watchdog", self.pidfile, run.tmp],
+                              stdin=subprocess.PIPE, start_new_session=True)
+        procs.register(wd.pid)
+
+        def close():
+            try:
+                wd.stdin.close()
+                wd.wait(timeout=10)
+            except Exception:
+                procs.ProcessTree(wd.pid, popen=wd).kill()
+            procs.unregister(wd.pid)
+        self.cleanups.append(close)
+
+    def _note_pid(self, pid: int) -> None:
+        with open(self.pidfile, "a") as f:
+            f.write(f"{pid} {start_time(pid)}\n")
+
+    def _faults(self, run: RunDir):
+        clock_faults, fsync, preload = {}, None, []
+        if "fsync" in self.cfg.nemesis:
+            from chaos.faults.failsync import FsyncFault
+
+            fsync = FsyncFault(os.path.join(run.tmp, "failsync"))
+            self.cleanups.append(fsync.cleanup)
+        if "clock" in self.cfg.nemesis:
+            from chaos.faults.faketime import ClockFault
+
+            for t in range(self.cfg.workers):
+                clock_faults[t] = ClockFault(os.path.join(run.tmp, f"clock-{t}"))
+
+        def env_for(t: int) -> dict:
+            env: dict = {}
+            libs = []
+            if t in clock_faults:
+                env.update(clock_faults[t].env())
+                libs.append(clock_faults[t].library)
+            if fsync is not None:
+                env.update(fsync.env())
+                libs.append(fsync.library)
+            if libs:
+                env["LD_PRELOAD"] = " ".join(libs)
+            return env
+        return clock_faults, fsync, env_for
+
+    def _on_signal(self, signum, _frame) -> None:
+        self.interrupted = True
+        self.stop.set()
+
+    # ------------------------------------------------------------------ run
+
+    def execute(self) -> int:
+        cfg = self.cfg
+        procs.set_child_subreaper()
+        clean_stale_tmp(os.path.abspath(cfg.store))
+        run = RunDir(cfg.store, cfg.name)
+        with open(os.path.join(run.tmp, ".owner"), "w") as f:
+            f.write(str(os.getpid()))
+        started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        run.write_yaml("test.yaml", asdict(cfg))
+        run.write_jsonl("schedule.jsonl", plan_schedule(cfg))
+        old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        self._watchdog(run)
+        history = HistoryWriter(run.file("history.jsonl"), fsync=cfg.fsync_history)
+        coverage = Coverage(cfg.nemesis)
+        notes: list[str] = []
+        server = None
+        try:
+            ccfg = ClaimsConfig(**cfg.claims)
+            client_gen, world = claims_workload(cfg.seed, ccfg)
+            spec, server = _backend_spec(cfg, run, world.namespaces)
+            if server is not None:
+                self.cleanups.append(server.stop)
+            capabilities = _seed_store(spec, world.durable())
+            clock_faults, fsync, env_for = self._faults(run)
+            t0 = time.monotonic_ns()
+            completions_q = None
+            driver = RealDriver(history, self.slots, None, t0, self.stop)
+            for t in range(cfg.workers):
+                self.slots.append(Slot(t, spec, env_for, run.file("logs"), driver.completions, cfg.op_timeout,
+                                       self._note_pid))
+            env = FaultEnv(self.slots, clock_faults, fsync, coverage, history, t0)
+            nem_gen, table, pkgs = compose_packages(cfg.nemesis, dict(cfg.nemesis_opts, workers=cfg.workers))
+            driver.nemesis = NemesisExecutor(table, env, driver.completions)
+            limit = int(cfg.time_limit * SEC)
+            gen = clients(deadline(limit, client_gen))
+            if nem_gen is not None:
+                gen = any_of(gen, on_nemesis(deadline(limit, nem_gen)))
+            threads = list(range(cfg.workers)) + [NEMESIS]
+            progress = Progress(driver, coverage, cfg.time_limit, self.stop)
+            try:
+                process_of = interpret(gen, threads, driver, cfg.seed)
+                if not self.interrupted:
+                    self._final_phase(driver, env, pkgs, history, world, ccfg, threads, process_of)
+            finally:
+                progress.close()
+            final_state = None
+            if not self.interrupted:
+                try:
+                    final_state = _export(spec)
+                    history.append({"process": NEMESIS, "type": "info", "f": "final-state",
+                                    "time": driver.now(), "value": {"durable": final_state}})
+                except Exception as e:
+                    notes.append(f"final durable export failed: {type(e).__name__}: {e}")
+            lost = sum(s.exited_after_commit for s in self.slots)
+            if lost:
+                coverage.took_effect("lost-reply", lost)
+            ops = history.snapshot()
+            results = self._results(cfg, run, ops, coverage, capabilities, started, notes, world)
+        finally:
+            self._teardown(server)
+            for s, h in old.items():
+                signal.signal(s, h)
+            history.close()
+        run.write_json("results.json", results)
+        try:
+            from chaos import reports
+
+            reports.write_all(run.path)
+        except Exception as e:  # a report failure never loses the verdict
+            print(f"chaos: report not written: {type(e).__name__}: {e}", file=sys.stderr)
+        run.link_latest()
+        print(f"chaos: {results['verdict']} ({results['stats']['ops']} ops, seed {cfg.seed}) -> {run.path}",
+              file=sys.stderr)
+        if self.interrupted:
+            return 130
+        return results["exit_code"]
+
+    def _final_phase(self, driver, env, pkgs, history, world, ccfg, threads, process_of) -> None:
+        for pkg in pkgs:  # heal every fault
+            history.append({"process": NEMESIS, "type": "invoke", "f": "heal", "time": driver.now(),
+                            "value": {"fault": pkg.name}})
+            try:
+                value, typ = pkg.final(env), "ok"
+            except Exception as e:
+                value, typ = {"took_effect": False, "error": f"{type(e).__name__}: {e}"}, "info"
+            history.append({"process": NEMESIS, "type": typ, "f": "heal", "time": driver.now(),
+                            "value": dict(value, fault=pkg.name)})
+        for slot in self.slots:  # fresh hosts (no armed one-shot faults) for the read-back
+            slot.kill()
+        # let every lease expire (real time: the backend's clock is the authority)
+        self.stop.wait(ccfg.lease_ms / 1000 + 0.2)
+        op_ids = sorted({(o["value"]["operation_id"], o["value"]["ledger_namespace"], o["value"]["item_id"])
+                         for o in history.snapshot() if o["type"] == "invoke" and o.get("f") == "publish"})
+        reads = [{"f": "read", "value": {"ledger_namespace": ns, "item_id": item}} for ns, item in world.tuples]
+        reads += [{"f": "publication-read", "value": {"operation_id": i, "ledger_namespace": ns, "item_id": item}}
+                  for i, ns, item in op_ids]
+        interpret(clients(reads), threads, driver, self.cfg.seed, process_of=process_of)
+
+    def _results(self, cfg, run, ops, coverage, capabilities, started, notes, world) -> dict:
+        client = [o for o in ops if o.get("process") != NEMESIS and o["type"] != "invoke"]
+        stats = {"ops": len(client), "ok": sum(o["type"] == "ok" for o in client),
+                 "fail": sum(o["type"] == "fail" for o in client), "info": sum(o["type"] == "info" for o in client),
+                 "duration_s": round(ops[-1]["time"] / 1e9, 3) if ops else 0.0}
+        checker_results: dict = {}
+        verdict = "unknown"
+        if self.interrupted:
+            notes.append("the run was interrupted before the final phase; not checked")
+        else:
+            try:
+                import checkers
+
+                ctx = {"capabilities": capabilities, "lease_ms": ClaimsConfig(**cfg.claims).lease_ms,
+                       "tuples": [list(t) for t in world.tuples], "seed_durable": world.durable(),
+                       "backend": cfg.backend, "workload": cfg.workload}
+                merged = checkers.run_checkers(ops, ctx)
+                checker_results = merged.get("checkers", {})
+                v = merged.get("valid")
+                verdict = "valid" if v is True else "invalid" if v is False else "unknown"
+            except Exception as e:
+                notes.append(f"checkers unavailable: {type(e).__name__}: {e}")
+        missing = coverage.missing()
+        if missing and verdict == "valid":
+            verdict = "unknown"
+            notes.append(f"requested faults never took effect: {', '.join(missing)}")
+        code = {"valid": ExitCode.VALID, "invalid": ExitCode.INVALID}.get(verdict, ExitCode.UNKNOWN)
+        return {
+            "schema_version": 1,
+            "test": {"name": cfg.name, "backend": cfg.backend, "workload": cfg.workload, "nemesis": list(cfg.nemesis),
+                     "workers": cfg.workers, "time_limit": cfg.time_limit, "seed": cfg.seed, "command": cfg.command},
+            "capabilities": capabilities,
+            "verdict": verdict,
+            "exit_code": int(code),
+            "checkers": checker_results,
+            "fault_coverage": coverage.to_json(),
+            "stats": stats,
+            "started_at": started,
+            "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "run_dir": run.path,
+            "notes": notes,
+        }
+
+    def _teardown(self, server) -> None:
+        for slot in self.slots:
+            slot.stop()
+            try:
+                slot.kill()
+            except Exception:
+                pass
+        for fn in reversed(self.cleanups):
+            try:
+                fn()
+            except Exception as e:
+                print(f"chaos: cleanup step failed: {type(e).__name__}: {e}", file=sys.stderr)
+        tmp_dirs = [os.path.dirname(self.pidfile)] if hasattr(self, "pidfile") else []
+        for d in tmp_dirs:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def run(cfg: RunConfig) -> int:
+    return Run(cfg).execute()

@@ -1,0 +1,85 @@
+"""``backends.external`` against real programs: our own CLI, and programs that
+crash, print garbage or report busy."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+
+from backends.external import ExternalBackend, Indeterminate
+from backends.external.profile import load_profile
+
+ROOT = os.path.join(os.path.dirname(__file__), "..")
+PROFILES = os.path.join(ROOT, "profiles")
+CLI = f"{sys.executable} -m chaos.cli backend"
+
+
+def test_every_shipped_profile_loads():
+    names = {load_profile(os.path.join(PROFILES, f)).name for f in os.listdir(PROFILES) if f.endswith(".yaml")}
+    assert {"chaos-sqlite", "chaos-gitjournal", "wowbagger-alpha2"} <= names
+    wow = load_profile(os.path.join(PROFILES, "wowbagger-alpha2.yaml"))
+    assert (wow.busy.exit, wow.busy.code, wow.busy.reason) == (6, "claim-store-unavailable", "claim-store-locked")
+
+
+def test_drives_our_sqlite_cli(tmp_path):
+    b = ExternalBackend({"command": f"{CLI} sqlite", "ledger": str(tmp_path),
+                         "profile": os.path.join(PROFILES, "chaos-sqlite.yaml")})
+    out = b.provision(str(tmp_path), ["wbns_" + "b" * 32])
+    assert out["namespaces"] == ["wbns_" + "b" * 32]
+    caps = b.call("capabilities", {})
+    assert caps.exit == 0 and caps.envelope["result"]["operations"]["work_claim"]["mode"] == "fenced"
+    bad = b.call("read", b'{"ledger_namespace": NaN}')
+    assert bad.exit == 2 and bad.envelope["error"]["code"] == "invalid-request"
+
+
+def _script(tmp_path, body: str) -> str:
+    p = tmp_path / "prog.py"
+    p.write_text(body)
+    return f"{sys.executable} {p}"
+
+
+def test_a_crash_is_indeterminate(tmp_path):
+    cmd = _script(tmp_path, "import os, signal; os.kill(os.getpid(), signal.SIGKILL)\n")
+    with pytest.raises(Indeterminate, match="signal 9"):
+        ExternalBackend({"command": cmd, "ledger": str(tmp_path)}).call("capabilities", {})
+
+
+@pytest.mark.parametrize("out", ['print("{}"); print("{}")', 'print("not json")', 'import sys; sys.stdout.write("{}")',
+                                 'print(\'{"a":1,"a":2}\')'])
+def test_output_that_is_not_one_strict_json_line_is_indeterminate(tmp_path, out):
+    cmd = _script(tmp_path, out + "\n")
+    with pytest.raises(Indeterminate):
+        ExternalBackend({"command": cmd, "ledger": str(tmp_path)}).call("capabilities", {})
+
+
+def test_a_timeout_is_indeterminate(tmp_path):
+    cmd = _script(tmp_path, "import time; time.sleep(30)\n")
+    b = ExternalBackend({"command": cmd, "ledger": str(tmp_path), "profile": {"name": "slow", "timeout_s": 0.5}})
+    with pytest.raises(Indeterminate, match="timed out"):
+        b.call("capabilities", {})
+
+
+def test_declared_busy_is_retried_and_declared_differences_normalised(tmp_path):
+    counter = tmp_path / "n"
+    busy = {"ok": False, "error": {"code": "claim-store-unavailable", "message": "m",
+                                   "details": {"reason": "claim-store-locked"}}}
+    ok = {"ok": True, "result": {"backend": {"name": "x", "extra": 1}}}
+    cmd = _script(tmp_path, f"""import json, os, sys
+p = {str(counter)!r}
+n = int(open(p).read()) if os.path.exists(p) else 0
+open(p, "w").write(str(n + 1))
+if n < 2:
+    print(json.dumps({busy!r})); sys.exit(6)
+print(json.dumps({ok!r}))
+""")
+    profile = {"name": "p", "busy": {"exit": 6, "code": "claim-store-unavailable", "reason": "claim-store-locked",
+                                     "retry": {"attempts": 5, "backoff_ms": 1}},
+               "capabilities_extra_members_allowed": ["/result/backend/extra"]}
+    b = ExternalBackend({"command": cmd, "ledger": str(tmp_path), "profile": profile})
+    reply = b.call("capabilities", {})
+    assert reply.exit == 0 and reply.envelope == {"ok": True, "result": {"backend": {"name": "x"}}}
+    assert b.invocations == 3
+    assert json.loads(json.dumps(reply.envelope))  # plain data

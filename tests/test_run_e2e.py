@@ -1,0 +1,117 @@
+"""``chaos run`` end to end on SQLite (subprocesses, real signals)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+
+from chaos.cli import main
+
+PY = sys.executable
+
+
+def chaos_run(store, *extra):
+    return subprocess.Popen([PY, "-m", "chaos.cli", "run", "--store", str(store), "--workers", "3", *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def run_dir_of(store):
+    runs = [os.path.join(r, f) for r, ds, _ in os.walk(store) for f in ds if f[:2] == "20"]
+    assert len(runs) == 1, runs
+    return runs[0]
+
+
+def worker_pids(run_dir):
+    """Every worker PID the run recorded (pidfile lines copied before tmp/ goes)."""
+    return [int(line.split()[0]) for line in open(os.path.join(run_dir, "pids.snapshot")) if line.strip()]
+
+
+def alive(pid):
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_short_run_gives_verdict_run_dir_latest_and_same_seed_same_schedule(tmp_path):
+    schedules = []
+    for k in range(2):
+        store = tmp_path / f"s{k}"
+        p = chaos_run(store, "--time-limit", "4", "--seed", "7")
+        out, err = p.communicate(timeout=120)
+        assert p.returncode in (0, 1, 2), err
+        latest = store / "latest"
+        assert latest.is_symlink()
+        results = json.loads((latest / "results.json").read_text())
+        assert results["verdict"] in ("valid", "invalid", "unknown")
+        assert results["exit_code"] == p.returncode
+        assert results["test"]["seed"] == 7 and "--seed 7" in results["test"]["command"]
+        assert set(results["fault_coverage"]) >= {"kill", "pause"}
+        assert results["stats"]["ops"] > 0
+        history = [json.loads(line) for line in (latest / "history.jsonl").read_text().splitlines()]
+        assert [o["index"] for o in history] == list(range(len(history)))
+        assert history[-1]["f"] == "final-state"
+        assert not (latest / "tmp").exists()
+        schedules.append((latest / "schedule.jsonl").read_text())
+    assert schedules[0] == schedules[1] and schedules[0].count('"kind":"nemesis"') > 0
+
+
+def _wait_for_workers(store, n=3, timeout=60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            run = run_dir_of(store)
+            pids = [l for l in open(os.path.join(run, "tmp", "pids")).read().splitlines() if l.strip()]
+            hist = os.path.join(run, "history.jsonl")
+            if len(pids) >= n and os.path.getsize(hist) > 0:
+                with open(os.path.join(run, "pids.snapshot"), "w") as f:
+                    f.write("\n".join(pids) + "\n")
+                return run
+        except (AssertionError, OSError):
+            pass
+        time.sleep(0.1)
+    raise AssertionError("workers never started")
+
+
+def _assert_clean(run, timeout=10):
+    pids = worker_pids(run)
+    deadline = time.monotonic() + timeout
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [p for p in pids if alive(p)]
+    assert not os.path.exists(os.path.join(run, "tmp"))  # control files and temp dirs gone
+    lines = open(os.path.join(run, "history.jsonl")).read().splitlines()
+    assert lines and json.loads(lines[0])["index"] == 0
+
+
+def test_sigint_stops_cleanly(tmp_path):
+    p = chaos_run(tmp_path, "--time-limit", "60", "--seed", "3", "--nemesis", "pause,clock,fsync")
+    run = _wait_for_workers(tmp_path)
+    time.sleep(1.0)
+    p.send_signal(signal.SIGINT)
+    p.communicate(timeout=60)
+    assert p.returncode == 130
+    _assert_clean(run)
+
+
+def test_sigkill_of_the_runner_takes_the_workers_with_it(tmp_path):
+    p = chaos_run(tmp_path, "--time-limit", "60", "--seed", "4", "--nemesis", "pause,clock,fsync")
+    run = _wait_for_workers(tmp_path)
+    time.sleep(1.0)
+    p.kill()
+    p.communicate(timeout=30)
+    _assert_clean(run)
+
+
+def test_bad_arguments_are_usage_errors(tmp_path, capsys):
+    assert main(["run", "--nemesis", "bogus", "--store", str(tmp_path)]) == 254
+    assert main(["run", "--workers", "0", "--store", str(tmp_path)]) == 254
+    assert main(["run", "--scenario", str(tmp_path / "missing.yaml"), "--store", str(tmp_path)]) == 254
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.count("chaos: error:") == 3

@@ -1,0 +1,73 @@
+"""Named scenarios: YAML files that preset a run (workers, nemeses, timings).
+
+A scenario file is a mapping with ``name`` and ``description`` (strings) and
+any of: ``workers`` (int), ``time_limit`` (number), ``nemesis`` (list of
+names), ``claims`` (ClaimsConfig overrides: ``namespaces``, ``items``,
+``lease_ms``, ``work_ms`` [lo, hi], ``backoff_ms`` [lo, hi], ``publish``) and
+``nemesis_opts`` (fault timing ranges in ms, e.g. ``pause_ms: [3000, 4000]``).
+``load(path)`` validates it and raises ``ValueError`` with one line on a bad
+file (the CLI turns that into a usage error).
+"""
+
+from __future__ import annotations
+
+import os
+
+import yaml
+
+from workloads.claims import ClaimsConfig
+
+KEYS = {"name", "description", "workers", "time_limit", "nemesis", "claims", "nemesis_opts"}
+SCENARIO_DIR = os.path.join(os.path.dirname(__file__), "scenarios")
+
+
+def resolve(name_or_path: str) -> str:
+    if os.path.exists(name_or_path):
+        return name_or_path
+    candidate = os.path.join(SCENARIO_DIR, name_or_path if name_or_path.endswith(".yaml") else name_or_path + ".yaml")
+    if os.path.exists(candidate):
+        return candidate
+    raise ValueError(f"scenario {name_or_path!r}: no such file (built-in: {', '.join(builtin())})")
+
+
+def builtin() -> list[str]:
+    return sorted(f[:-5] for f in os.listdir(SCENARIO_DIR) if f.endswith(".yaml"))
+
+
+def load(name_or_path: str) -> dict:
+    path = resolve(name_or_path)
+    try:
+        with open(path) as f:
+            data = yaml.safe_load(f)
+    except (OSError, yaml.YAMLError) as e:
+        raise ValueError(f"scenario {path}: not readable YAML ({str(e).splitlines()[0]})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"scenario {path}: must be a mapping")
+    unknown = set(data) - KEYS
+    if unknown:
+        raise ValueError(f"scenario {path}: unknown keys {sorted(unknown)} (allowed: {sorted(KEYS)})")
+    for key in ("name", "description"):
+        if not isinstance(data.get(key), str):
+            raise ValueError(f"scenario {path}: {key!r} must be a string")
+    if "workers" in data and (not isinstance(data["workers"], int) or data["workers"] < 1):
+        raise ValueError(f"scenario {path}: 'workers' must be a positive integer")
+    if "time_limit" in data and (not isinstance(data["time_limit"], (int, float)) or data["time_limit"] <= 0):
+        raise ValueError(f"scenario {path}: 'time_limit' must be a positive number")
+    if "nemesis" in data and (not isinstance(data["nemesis"], list) or not all(isinstance(x, str) for x in data["nemesis"])):
+        raise ValueError(f"scenario {path}: 'nemesis' must be a list of names")
+    claims = data.get("claims", {})
+    if not isinstance(claims, dict):
+        raise ValueError(f"scenario {path}: 'claims' must be a mapping")
+    try:
+        cfg = ClaimsConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in claims.items()})
+    except TypeError as e:
+        raise ValueError(f"scenario {path}: bad 'claims': {e}") from None
+    for rng in (cfg.work_ms, cfg.backoff_ms):
+        if len(rng) != 2 or rng[0] > rng[1]:
+            raise ValueError(f"scenario {path}: ranges are [lo, hi] with lo <= hi")
+    opts = data.get("nemesis_opts", {})
+    if not isinstance(opts, dict) or not all(isinstance(v, list) and len(v) == 2 for v in opts.values()):
+        raise ValueError(f"scenario {path}: 'nemesis_opts' maps names to [lo, hi] ranges in ms")
+    data["claims"] = {k: tuple(v) if isinstance(v, list) else v for k, v in claims.items()}
+    data["nemesis_opts"] = {k: tuple(v) for k, v in opts.items()}
+    return data
