@@ -45,3 +45,9 @@ class SetupFailed(ChaosError):
 class Indeterminate(ChaosError):
     """An operation ended without a reply that proves anything (crash,
     timeout, lost reply). Recorded as ``info``."""
+
+
+class ReplyLostIndeterminate(Indeterminate):
+    """The operation committed but its reply was deliberately dropped (a
+    response-loss fault). Still indeterminate to the caller."""
+

@@ -100,7 +100,7 @@ class GitJournalBackend(Engine):
         return publication_error(Code.CAPABILITY_UNAVAILABLE, {"reason": "advisory-capability"})
 
     def verify(self) -> Reply:
-        from backends.gitjournal import verify_shapes as vs
+        from backends.contract import verify as vs
         from backends.gitjournal.verify import verify
         from backends.contract import error
 

@@ -21,7 +21,7 @@ import os
 from backends.api import Clock, CommitOutcomeUnknown, FloorPersistFailed, Reply, StoreUnavailable
 from backends.contract import Code, error, format_instant, revision, success
 from backends.gitjournal import gitrepo
-from backends.gitjournal import verify_shapes as vs
+from backends.contract import verify as vs
 from backends.gitjournal.fsio import read_or_none
 from backends.gitjournal.journal import JournalWriteFailed
 from backends.gitjournal.store import GitJournalStore

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from backends.api import FileClock, Reply, ReplyLost
 from chaos.conform.adapters.base import AdapterError, Parked, Profile
-from chaos.errors import Indeterminate
+from chaos.errors import Indeterminate, ReplyLostIndeterminate
 from chaos.host import EXIT_AFTER_COMMIT_STATUS, HostClient
 
 CALL_TIMEOUT_S = 30.0
@@ -135,7 +135,7 @@ class HostedAdapter:
         except Indeterminate as e:
             if cls is not None and self._lost(cls):
                 raise ReplyLost(f"host exited after commit ({e})") from None
-            if cls in self.loss_by_drop and str(e).startswith("reply lost"):
+            if cls in self.loss_by_drop and isinstance(e, ReplyLostIndeterminate):
                 self.loss_by_drop.discard(cls)
                 raise ReplyLost(str(e)) from None
             raise AdapterError(f"{e} [host log: {self.log_tail()}]") from None

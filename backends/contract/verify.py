@@ -1,12 +1,11 @@
 """Names of the ``claim-verify`` reply (contract §6, last part).
 
-The contract module has no builder for ``claim-verify`` yet, so its envelope
-namespace/command and finding names live here. Every envelope is still built
-with the contract's generic ``success`` / ``error`` builders and existing
-codes and messages (no new prose): a clean verification is ``success``; bad
-findings are ``error(..., Code.PUBLICATION_OUTCOME_UNKNOWN, details)`` which
-gives exit 6, ``state: "unknown"``. TODO(contract owner): move these names
-into ``backends/contract`` (e.g. ``envelopes.SURFACE["verify"]``).
+The envelope namespace/command of a ``claim-verify`` reply and its finding
+names. Envelopes are built with the contract's generic ``success`` /
+``error`` builders and existing codes and messages (no new prose): a clean
+verification is ``success``; bad findings are ``error(...,
+Code.PUBLICATION_OUTCOME_UNKNOWN, details)``, which gives exit 6,
+``state: "unknown"``.
 """
 
 from __future__ import annotations

@@ -1,0 +1,5 @@
+import sys
+
+from chaos.host.server import main
+
+sys.exit(main())
