@@ -67,7 +67,7 @@ class RunConfig:
     store: str = "store"
     op_timeout: float = 8.0
     claims: dict = field(default_factory=dict)       # ClaimsConfig overrides
-    nemesis_opts: dict = field(default_factory=dict)  # FaultCycle timing overrides
+    nemesis_opts: dict = field(default_factory=dict)  # FaultCycle timing overrides, pause_at
     scenario: str | None = None
     command: str = ""
     fsync_history: bool = False
@@ -244,6 +244,9 @@ class Run:
             lost = sum(s.exited_after_commit for s in self.slots)
             if lost:
                 coverage.took_effect("lost-reply", lost)
+            parked = sum(s.parked for s in self.slots)
+            if parked:
+                coverage.took_effect("pause", parked)
             ops = history.snapshot()
             results = self._results(cfg, run, ops, coverage, capabilities, started, notes, world)
         finally:

@@ -144,6 +144,8 @@ class Slot:
         self.lock = threading.Lock()
         self.exited_after_commit = 0   # evidence for the lost-reply nemesis
         self.armed_exit = False
+        self.park_publish_ms: int | None = None  # paused-writer: hold the next publish at the barrier
+        self.parked = 0                          # evidence: publishes parked and SIGSTOPped
         self._inbox: "queue.Queue[dict | None]" = queue.Queue()
         self._thread = threading.Thread(target=self._loop, daemon=True, name=f"slot-{thread}")
         self._thread.start()
@@ -189,6 +191,9 @@ class Slot:
         done = {"process": op["process"], "f": op["f"]}
         try:
             client = self.ensure_started()
+            if op["f"] == "publish" and self.park_publish_ms and hasattr(client, "arm_barrier"):
+                self._park(client, op["value"]["operation_id"], self.park_publish_ms)
+                self.park_publish_ms = None
             reply = client.call(op["f"], op["value"], timeout=self.op_timeout)
         except Indeterminate as e:
             self._note_exit()
@@ -204,6 +209,24 @@ class Slot:
         if done["type"] == "info":
             self.kill()
         return done
+
+    def _park(self, client, operation_id: str, hold_ms: int) -> None:
+        """Paused writer: the call parks after its validation (host barrier); we
+        SIGSTOP the worker there, hold it ``hold_ms``, SIGCONT and release it."""
+        client.arm_barrier(operation_id)
+
+        def hold() -> None:
+            try:
+                if client.wait_barrier(operation_id, timeout=5.0):
+                    tree = procs.ProcessTree(client.pid)
+                    tree.pause()
+                    self.parked += 1
+                    time.sleep(hold_ms / 1000)
+                    tree.resume()
+                client.release_barrier(operation_id)
+            except Exception:
+                pass  # the worker died meanwhile: its op ends info anyway
+        threading.Thread(target=hold, daemon=True, name=f"park-{self.thread}").start()
 
     def _note_exit(self) -> None:
         client = self.client

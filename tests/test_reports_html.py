@@ -108,3 +108,17 @@ def test_load_run_reads_verdict_and_command(invalid_report):
     run = load_run(invalid_report[0])
     assert run.verdict == "invalid" and run.command.startswith("chaos run --backend sqlite")
     assert run.problems == []
+
+
+def test_unknown_run_with_all_checkers_valid_is_a_junit_error(tmp_path):
+    run_dir = make_run(str(tmp_path), verdict="valid")
+    path = f"{run_dir}/results.json"
+    results = json.load(open(path))
+    results.update(verdict="unknown", exit_code=2, notes=["requested faults never took effect: clock"])
+    json.dump(results, open(path, "w"))
+    paths = write_all(run_dir)
+    root = ET.parse(paths["junit.xml"]).getroot()
+    run_case = [c for c in root.iter("testcase") if c.get("name") == "run"]
+    assert run_case and "never took effect: clock" in run_case[0].find("error").text
+    assert root.get("errors") == "1" and root.get("tests") == "3"
+    assert "never took effect: clock" in open(paths["report.html"]).read()

@@ -66,8 +66,11 @@ def load(name_or_path: str) -> dict:
         if len(rng) != 2 or rng[0] > rng[1]:
             raise ValueError(f"scenario {path}: ranges are [lo, hi] with lo <= hi")
     opts = data.get("nemesis_opts", {})
-    if not isinstance(opts, dict) or not all(isinstance(v, list) and len(v) == 2 for v in opts.values()):
+    if opts.get("pause_at", "publish") != "publish":
+        raise ValueError(f"scenario {path}: 'nemesis_opts.pause_at' can only be 'publish'")
+    ranges = {k: v for k, v in opts.items() if k != "pause_at"} if isinstance(opts, dict) else None
+    if ranges is None or not all(isinstance(v, list) and len(v) == 2 for v in ranges.values()):
         raise ValueError(f"scenario {path}: 'nemesis_opts' maps names to [lo, hi] ranges in ms")
     data["claims"] = {k: tuple(v) if isinstance(v, list) else v for k, v in claims.items()}
-    data["nemesis_opts"] = {k: tuple(v) for k, v in opts.items()}
+    data["nemesis_opts"] = {k: (tuple(v) if isinstance(v, list) else v) for k, v in opts.items()}
     return data

@@ -61,6 +61,7 @@ class RunRequest:
         if self.name:
             args += ["--name", self.name]
         if self.factory:
+            args[args.index("--backend") + 1] = "python"
             args += ["--factory", self.factory]
         return args + list(self.extra_args)
 
@@ -109,6 +110,25 @@ def _runs_under(store: str) -> set[str]:
     return out
 
 
+def _run_accepts_factory() -> bool:
+    try:
+        from chaos.commands import run as run_cmd
+    except ImportError:
+        return False
+    parser = argparse.ArgumentParser(add_help=False)
+    run_cmd.add_arguments(parser)
+    return any("--factory" in a.option_strings for a in parser._actions)
+
+
+def _command(req: RunRequest) -> list[str]:
+    """``chaos run ...``; for a python-class backend, ``chaos.testing.launch``
+    while ``chaos run`` itself has no ``--factory``."""
+    argv = req.argv()
+    if req.factory and not _run_accepts_factory():
+        return [sys.executable, "-m", "chaos.testing.launch", *argv[1:]]
+    return [sys.executable, "-m", "chaos.cli", *argv]
+
+
 def run_one(req: RunRequest, timeout: float | None = None, env: dict | None = None) -> RunOutcome:
     """Run ``chaos run`` for ``req`` in a subprocess and read back what it stored.
 
@@ -121,7 +141,7 @@ def run_one(req: RunRequest, timeout: float | None = None, env: dict | None = No
     started = time.monotonic()
     timeout = timeout if timeout is not None else req.time_limit * 4 + 120
     try:
-        proc = subprocess.run([sys.executable, "-m", "chaos.cli", *req.argv()], capture_output=True, text=True,
+        proc = subprocess.run(_command(req), capture_output=True, text=True,
                               timeout=timeout, env={**os.environ, **(env or {})})
         code, output = proc.returncode, proc.stdout + proc.stderr
     except subprocess.TimeoutExpired as e:  # subprocess.run kills and reaps the child

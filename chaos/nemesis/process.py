@@ -43,6 +43,10 @@ def kill_package(opts: dict) -> Package:
 def pause_package(opts: dict) -> Package:
     def execute(env, op):
         out = []
+        if op["value"].get("at") == "publish":  # paused writer: park the next publish after validation
+            for t in op["value"]["targets"]:
+                env.slots[t].park_publish_ms = op["value"]["hold_ms"]
+            return {"parking": op["value"]["targets"], "took_effect": None}
         for t in op["value"]["targets"]:
             pid = env.slots[t].pid
             if pid is None:
@@ -68,7 +72,14 @@ def pause_package(opts: dict) -> Package:
     def run(env, op):
         return resume(env, op) if op["f"] == "resume" else execute(env, op)
 
-    gen = FaultCycle("pause", _draw_one, opts.get("workers", 1), gap_ms=opts.get("pause_gap_ms", (1500, 5000)),
+    def draw(s, workers):
+        value, s = _draw_one(s, workers)
+        if opts.get("pause_at") == "publish":
+            hold, s = s.randint(*opts.get("pause_ms", (1000, 4000)))
+            value.update(at="publish", hold_ms=hold)
+        return value, s
+
+    gen = FaultCycle("pause", draw, opts.get("workers", 1), gap_ms=opts.get("pause_gap_ms", (1500, 5000)),
                      dur_ms=opts.get("pause_ms", (1000, 4000)), heal="resume")
     return Package("pause", gen, run, lambda env: resume(env), "workers", heals=("resume",))
 

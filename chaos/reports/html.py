@@ -127,6 +127,10 @@ def _header(run: RunData) -> str:
            '<table class="meta">' + "".join(f"<tr><td>{k}</td><td>{v}</td></tr>" for k, v in rows) + "</table>"]
     if run.command:
         out.append(f'<p>Reproduce this run (same seed, same schedule):</p><pre id="reproduce">{_e(run.command)}</pre>')
+    notes = run.results.get("notes") or []
+    if notes:
+        out.append('<div class="problems" id="notes"><b>Notes from the run:</b><ul>'
+                   + "".join(f"<li>{_e(n)}</li>" for n in notes) + "</ul></div>")
     if run.problems:
         out.append('<div class="problems" id="problems"><b>This run is incomplete:</b><ul>'
                    + "".join(f"<li>{_e(p)}</li>" for p in run.problems) + "</ul></div>")

@@ -12,7 +12,9 @@ Mapping (docs/results-schema.md):
   ``<error>`` keeps it visible and distinct from a proven violation.
 
 A run that never produced checker results (crashed) gets one testcase
-``run`` with an ``<error>`` saying so. A matrix is a ``<testsuites>`` of its
+``run`` with an ``<error>`` saying so; so does a run whose checkers all
+passed but whose verdict is ``unknown`` (its ``notes`` say why, e.g. a
+requested fault never took effect). A matrix is a ``<testsuites>`` of its
 runs' suites.
 """
 
@@ -47,6 +49,8 @@ def run_suite(run: RunData) -> ET.Element:
         ET.SubElement(props, "property", name="command", value=run.command)
     failures = errors = 0
     checkers = run.checkers or {"run": None}
+    if not run.checkers and run.results.get("notes"):
+        run.problems.extend(str(n) for n in run.results["notes"])
     for name, r in checkers.items():
         stats = (r or {}).get("stats") or {} if isinstance(r, dict) else {}
         case = ET.SubElement(suite, "testcase", classname=f"chaos.{backend}", name=name,
@@ -71,7 +75,15 @@ def run_suite(run: RunData) -> ET.Element:
                 list((r.get("unknown_reasons") if isinstance(r, dict) else None) or [])
             el = ET.SubElement(case, "error", type="unknown", message="the checker could not decide")
             el.text = _cap("\n".join(str(x) for x in reasons) or "no reason given")
-    suite.set("tests", str(len(checkers)))
+    notes = [str(n) for n in (run.results.get("notes") or [])]
+    decided = {_word(r.get("valid")) for r in run.checkers.values() if isinstance(r, dict)}
+    if run.checkers and run.verdict == "unknown" and not decided - {"valid"}:
+        # every checker passed, yet the run is unknown (e.g. a requested fault never took effect)
+        errors += 1
+        case = ET.SubElement(suite, "testcase", classname=f"chaos.{backend}", name="run", time="0.000")
+        el = ET.SubElement(case, "error", type="unknown", message="the run proved nothing")
+        el.text = _cap("\n".join(notes) or "verdict unknown")
+    suite.set("tests", str(len(suite.findall("testcase"))))
     suite.set("failures", str(failures))
     suite.set("errors", str(errors))
     suite.set("skipped", "0")

@@ -29,6 +29,7 @@ TOP_LEVEL = {
     "started_at": (False, (str, type(None)), "UTC ISO-8601 start of the run"),
     "finished_at": (False, (str, type(None)), "UTC ISO-8601 end of the run"),
     "run_dir": (False, (str, type(None)), "absolute path of the run directory"),
+    "notes": (False, (list,), "plain-language reasons for an unknown verdict, setup problems"),
 }
 
 TEST = {
