@@ -100,6 +100,7 @@ class ChaosRunner:
         )
         if req.factory and req.backend != "python":
             req.backend = "python"
+        req.name = "pytest-" + (req.factory.rpartition(":")[2] if req.factory else req.backend)
         outcome = run_one(req)
         self.outcomes.append(outcome)
         allow = allow_unknown if allow_unknown is not None else self.defaults.get("allow_unknown", False)

@@ -295,6 +295,7 @@ class Run:
                  "fail": sum(o["type"] == "fail" for o in client), "info": sum(o["type"] == "info" for o in client),
                  "duration_s": round(ops[-1]["time"] / 1e9, 3) if ops else 0.0}
         checker_results: dict = {}
+        ctx: dict = {}
         verdict = "unknown"
         if self.interrupted:
             notes.append("the run was interrupted before the final phase; not checked")
@@ -303,7 +304,7 @@ class Run:
                 import checkers
 
                 ctx = {"capabilities": capabilities, "lease_ms": ClaimsConfig(**cfg.claims).lease_ms,
-                       "tuples": [list(t) for t in world.tuples], "seed_durable": world.durable(),
+                       "tuples": [list(t) for t in world.tuples], "initial_durable": world.durable(),
                        "backend": cfg.backend, "workload": cfg.workload}
                 merged = checkers.run_checkers(ops, ctx)
                 checker_results = merged.get("checkers", {})
@@ -326,6 +327,7 @@ class Run:
             "checkers": checker_results,
             "fault_coverage": coverage.to_json(),
             "stats": stats,
+            "ctx": ctx,
             "started_at": started,
             "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "run_dir": run.path,

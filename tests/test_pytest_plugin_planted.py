@@ -85,7 +85,8 @@ def test_gate_fails_on_planted_bug_and_passes_on_sqlite(pytester):
                         test_correct=GATE.format(backend="sqlite", factory=None))
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rf")
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines(["*chaos run INVALID*", "*reproduce: *chaos*run*--seed*3*"])
+    result.stdout.fnmatch_lines(["*chaos run INVALID*", "*[[]dual_ownership[]]*Two owners held the item at once*",
+                                 "*reproduce: *--seed 3*"])
     out = result.stdout.str()
     assert "test_planted.py::test_gate" in out and "FAILED test_correct" not in out
 

@@ -290,13 +290,14 @@ def initial_states(durable: dict | None) -> dict:
 def check(history: list[dict], ctx: dict) -> dict:
     """Linearizability of a claim-chaos history, one register per (namespace, item).
 
-    ``ctx`` may hold ``timeout`` (seconds, default 60), ``durable`` (the
-    manifest-shaped initial durable state, e.g. ``Universe.durable()``) and
+    ``ctx`` may hold ``timeout`` (seconds, default 60), ``initial_durable``
+    (the manifest-shaped initial durable state the runner seeded; ``durable``
+    is accepted too) and
     ``initial_revisions`` (``{"ns/item": revision}``). Without them every tuple
     starts fresh with its ledger revision unbound (learnt from the replies).
     """
     ops, _ = history_to_operations(history)
-    starts = initial_states(ctx.get("durable"))
+    starts = initial_states(ctx.get("initial_durable") or ctx.get("durable"))
     for name, rev in (ctx.get("initial_revisions") or {}).items():
         key = tuple(name.split("/", 1))
         le, act, _, floor, outs = starts.get(key, (0, None, UNBOUND, 0, ()))
