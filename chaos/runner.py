@@ -46,6 +46,7 @@ from chaos.faults import procs
 from chaos.history_store import HistoryWriter
 from chaos.nemesis import Coverage, compose_packages
 from chaos.store import RunDir, clean_stale_tmp
+from chaos.targets import BACKENDS, SpecTarget, Target, make_target
 from chaos.watchdog import start_time
 from chaos.worker import Slot
 from workloads.claims import ClaimsConfig, claims_workload, plan_cycle
@@ -71,13 +72,36 @@ class RunConfig:
     scenario: str | None = None
     command: str = ""
     fsync_history: bool = False
+    dsn: str | None = None          # postgres: the user's server (else we start our own)
+    profile: str | None = None      # external: the profile YAML
+    backend_command: str | None = None  # external: the contract CLI command line
+
+
+def nemesis_opts(cfg: RunConfig) -> dict:
+    """What the nemesis packages are built from (pure data of the config)."""
+    return dict(cfg.nemesis_opts, workers=cfg.workers, backend=cfg.backend)
+
+
+def _backend_spec(cfg: RunConfig, run: RunDir, namespaces) -> tuple[dict, object]:
+    """The spec of a file-based backend in the run dir (a hook:
+    ``chaos.testing.launch`` replaces it to run a ``python`` factory backend)."""
+    if cfg.backend == "sqlite":
+        return {"backend": "sqlite", "path": run.file("claims.db"), "namespaces": list(namespaces)}, None
+    raise UsageError(f"backend {cfg.backend!r} is not supported by chaos run ({', '.join(BACKENDS)})")
+
+
+def _make_target(cfg: RunConfig, run: RunDir, note_pid, note_dir) -> Target:
+    if cfg.backend in BACKENDS and cfg.backend != "sqlite":
+        return make_target(cfg, run, note_pid, note_dir)
+    # looked up at call time, so a replaced ``_backend_spec`` is the one used
+    return SpecTarget(cfg, run, note_pid, note_dir, lambda ns: globals()["_backend_spec"](cfg, run, ns)[0])
 
 
 def plan_schedule(cfg: RunConfig, cycles_per_worker: int = 40) -> list[dict]:
     """The planned schedule: every nemesis op (time, f, value) and the first
     cycles of each worker (item, work, backoff). A pure function of seed + config."""
     rows = []
-    gen, _, _ = compose_packages(cfg.nemesis, dict(cfg.nemesis_opts, workers=cfg.workers))
+    gen, _, _ = compose_packages(cfg.nemesis, nemesis_opts(cfg))
     if gen is not None:
         for op in simulate(gen, seed=cfg.seed, workers=cfg.workers, time_limit=int(cfg.time_limit * SEC)):
             if op["type"] == "invoke":
@@ -89,40 +113,6 @@ def plan_schedule(cfg: RunConfig, cycles_per_worker: int = 40) -> list[dict]:
             rows.append({"kind": "cycle", "thread": t, "cycle": c,
                          **plan_cycle(cfg.seed, t, c, len(world.tuples), ccfg)})
     return rows
-
-
-def _backend_spec(cfg: RunConfig, run: RunDir, namespaces) -> tuple[dict, object]:
-    if cfg.backend == "sqlite":
-        return {"backend": "sqlite", "path": run.file("claims.db"), "namespaces": list(namespaces)}, None
-    if cfg.backend == "postgres":
-        from chaos.faults.pgserver import PgServer  # type: ignore[attr-defined]
-
-        server = PgServer(log_path=run.file("logs", "postgres.log"))
-        server.start()
-        return {"backend": "postgres", "dsn": server.dsn, "namespaces": list(namespaces)}, server
-    raise UsageError(f"backend {cfg.backend!r} is not supported by chaos run (sqlite, postgres)")
-
-
-def _seed_store(spec: dict, durable: dict) -> dict | None:
-    """Provision + seed through the privileged path; return the capabilities envelope."""
-    from backends.registry import open_backend
-
-    backend = open_backend(spec)
-    try:
-        backend.store.seed(durable)
-        return backend.call("capabilities", {}).envelope
-    finally:
-        backend.close()
-
-
-def _export(spec: dict) -> dict | None:
-    from backends.registry import open_backend
-
-    backend = open_backend(spec)
-    try:
-        return backend.store.export_durable()
-    finally:
-        backend.close()
 
 
 class Run:
@@ -137,8 +127,10 @@ class Run:
 
     def _watchdog(self, run: RunDir) -> None:
         self.pidfile = run.file("tmp", "pids")
+        self.dirsfile = run.file("tmp", "dirs")
         open(self.pidfile, "w").close()
-        wd = subprocess.Popen([sys.executable, "-m", "chaos.watchdog", self.pidfile, run.tmp],
+        open(self.dirsfile, "w").close()
+        wd = subprocess.Popen([sys.executable, "-m", "chaos.watchdog", self.pidfile, run.tmp, self.dirsfile],
                               stdin=subprocess.PIPE, start_new_session=True)
         procs.register(wd.pid)
 
@@ -155,9 +147,13 @@ class Run:
         with open(self.pidfile, "a") as f:
             f.write(f"{pid} {start_time(pid)}\n")
 
+    def _note_dir(self, path: str) -> None:
+        with open(self.dirsfile, "a") as f:
+            f.write(path + "\n")
+
     def _faults(self, run: RunDir):
         clock_faults, fsync, preload = {}, None, []
-        if "fsync" in self.cfg.nemesis:
+        if "fsync" in self.cfg.nemesis and self.cfg.backend != "postgres":  # postgres: the server's own shim
             from chaos.faults.failsync import FsyncFault
 
             fsync = FsyncFault(os.path.join(run.tmp, "failsync"))
@@ -203,14 +199,15 @@ class Run:
         history = HistoryWriter(run.file("history.jsonl"), fsync=cfg.fsync_history)
         coverage = Coverage(cfg.nemesis)
         notes: list[str] = []
-        server = None
+        target = None
+        results = None
         try:
             ccfg = ClaimsConfig(**cfg.claims)
             client_gen, world = claims_workload(cfg.seed, ccfg)
-            spec, server = _backend_spec(cfg, run, world.namespaces)
-            if server is not None:
-                self.cleanups.append(server.stop)
-            capabilities = _seed_store(spec, world.durable())
+            target = _make_target(cfg, run, self._note_pid, self._note_dir)
+            self.cleanups.append(target.close)
+            target.setup(world.namespaces, world.durable())
+            spec, capabilities = target.spec, target.capabilities
             clock_faults, fsync, env_for = self._faults(run)
             t0 = time.monotonic_ns()
             completions_q = None
@@ -218,8 +215,8 @@ class Run:
             for t in range(cfg.workers):
                 self.slots.append(Slot(t, spec, env_for, run.file("logs"), driver.completions, cfg.op_timeout,
                                        self._note_pid))
-            env = FaultEnv(self.slots, clock_faults, fsync, coverage, history, t0)
-            nem_gen, table, pkgs = compose_packages(cfg.nemesis, dict(cfg.nemesis_opts, workers=cfg.workers))
+            env = FaultEnv(self.slots, clock_faults, fsync, coverage, history, t0, target)
+            nem_gen, table, pkgs = compose_packages(cfg.nemesis, nemesis_opts(cfg))
             driver.nemesis = NemesisExecutor(table, env, driver.completions)
             limit = int(cfg.time_limit * SEC)
             gen = clients(deadline(limit, client_gen))
@@ -236,7 +233,7 @@ class Run:
             final_state = None
             if not self.interrupted:
                 try:
-                    final_state = _export(spec)
+                    final_state = target.export()
                     history.append({"process": NEMESIS, "type": "info", "f": "final-state",
                                     "time": driver.now(), "value": {"durable": final_state}})
                 except Exception as e:
@@ -250,7 +247,7 @@ class Run:
             ops = history.snapshot()
             results = self._results(cfg, run, ops, coverage, capabilities, started, notes, world)
         finally:
-            self._teardown(server)
+            self._teardown()
             for s, h in old.items():
                 signal.signal(s, h)
             history.close()
@@ -334,7 +331,7 @@ class Run:
             "notes": notes,
         }
 
-    def _teardown(self, server) -> None:
+    def _teardown(self) -> None:
         for slot in self.slots:
             slot.stop()
             try:

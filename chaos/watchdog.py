@@ -8,6 +8,10 @@ every process listed in PIDFILE (``pid starttime`` lines, written by the
 runner as it starts workers and servers) whose start time still matches, so a
 recycled PID is never touched, and removes TMPDIR (preload control files).
 SIGKILL also ends stopped (paused) workers, which a closed stdin would not.
+Each listed PID is killed with its descendants (a PostgreSQL server tree, an
+external CLI child), a frozen server's freezer cgroup is thawed and removed,
+and the directories listed in the optional DIRSFILE (a server's data dir in
+/tmp) are removed: ``python -m chaos.watchdog PIDFILE TMPDIR [DIRSFILE]``.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import os
 import shutil
 import signal
 import sys
+import time
 
 
 def start_time(pid: int) -> str | None:
@@ -28,24 +33,75 @@ def start_time(pid: int) -> str | None:
     return stat.rsplit(")", 1)[1].split()[19]
 
 
+def _tree(pid: int) -> list[int]:
+    """``pid`` and its descendants now (a PostgreSQL backend or an external
+    CLI child runs in its own session: a process-group kill misses it)."""
+    try:
+        import psutil
+
+        return [pid] + [c.pid for c in psutil.Process(pid).children(recursive=True)]
+    except Exception:
+        return [pid]
+
+
+def _freezer(pid: int) -> str:
+    """The freezer cgroup ``PgServer.pause`` makes for postmaster ``pid``."""
+    return f"/sys/fs/cgroup/freezer/claimchaos-pg-{pid}"
+
+
+def _thaw(path: str) -> None:
+    """Frozen tasks die of SIGKILL only once thawed."""
+    try:
+        with open(os.path.join(path, "freezer.state"), "w") as f:
+            f.write("THAWED")
+    except OSError:
+        pass
+
+
 def kill_listed(pidfile: str) -> list[int]:
     killed = []
     try:
         lines = open(pidfile).read().split("\n")
     except OSError:
         return killed
+    freezers = []
     for line in lines:
         parts = line.split()
-        if len(parts) != 2 or not parts[0].isdigit():
+        if len(parts) < 2 or not parts[0].isdigit():
             continue
         pid = int(parts[0])
-        if start_time(pid) == parts[1]:
+        if start_time(pid) != parts[1]:
+            continue  # gone, or a recycled PID that is not ours
+        if os.path.isdir(_freezer(pid)):
+            freezers.append(_freezer(pid))
+        for member in _tree(pid):
             try:
-                os.kill(pid, signal.SIGKILL)
-                killed.append(pid)
+                os.kill(member, signal.SIGKILL)
+                killed.append(member)
             except ProcessLookupError:
                 pass
+    for path in freezers:
+        _thaw(path)
+        for _ in range(200):  # the group empties once its killed members are gone
+            try:
+                os.rmdir(path)
+                break
+            except FileNotFoundError:
+                break
+            except OSError:
+                time.sleep(0.01)
     return killed
+
+
+def remove_listed_dirs(dirsfile: str) -> None:
+    """Remove the directories listed one per line (e.g. a server's /tmp/ccpg* dir)."""
+    try:
+        lines = open(dirsfile).read().split("\n")
+    except OSError:
+        return
+    for line in lines:
+        if line.strip():
+            shutil.rmtree(line.strip(), ignore_errors=True)
 
 
 def main(argv: list[str]) -> int:
@@ -57,6 +113,10 @@ def main(argv: list[str]) -> int:
     except OSError:
         pass
     kill_listed(pidfile)
+    time.sleep(0.05)  # let the killed postmaster's children notice, then sweep again
+    kill_listed(pidfile)
+    if len(argv) > 2:
+        remove_listed_dirs(argv[2])
     shutil.rmtree(tmpdir, ignore_errors=True)
     return 0
 

@@ -166,13 +166,29 @@ class Slot:
             return self.client
 
     def kill(self) -> int | None:
-        """SIGKILL + reap the current host; the next op starts a fresh one."""
+        """SIGKILL + reap the current host *and its descendants* (an external
+        backend's CLI child runs in its own session, so a process-group kill
+        would miss it); the next op starts a fresh host."""
         with self.lock:
             client, self.client = self.client, None
         if client is None:
             return None
+        popen = getattr(client, "proc", None)
+        if popen is not None and popen.poll() is None:
+            procs.ProcessTree(client.pid, popen=popen).kill()
         client.kill()
         return client.pid
+
+    def now(self, timeout: float = 3.0) -> dict | None:
+        """The worker's own clocks (``now`` host command), or None when no
+        host runs or it does not answer (paused, dead)."""
+        client = self.client
+        if client is None or not hasattr(client, "now"):
+            return None
+        try:
+            return client.now(timeout=timeout)
+        except Exception:
+            return None
 
     def submit(self, op: dict) -> None:
         self._inbox.put(op)
@@ -194,7 +210,10 @@ class Slot:
             if op["f"] == "publish" and self.park_publish_ms and hasattr(client, "arm_barrier"):
                 self._park(client, op["value"]["operation_id"], self.park_publish_ms)
                 self.park_publish_ms = None
-            reply = client.call(op["f"], op["value"], timeout=self.op_timeout)
+            if hasattr(client, "call_with_wall"):
+                reply, wall = client.call_with_wall(op["f"], op["value"], timeout=self.op_timeout)
+            else:
+                reply, wall = client.call(op["f"], op["value"], timeout=self.op_timeout), None
         except Indeterminate as e:
             self._note_exit()
             self.kill()
@@ -203,8 +222,7 @@ class Slot:
             self.kill()
             return dict(done, type="info", error=f"{type(e).__name__}: {e}")
         done.update(type=classify(reply.exit, reply.envelope), value=reply.to_json())
-        wall = getattr(reply, "wall_ms", None)
-        if wall is not None:
+        if wall is not None:  # the worker's own time.time() at the reply (clock-offset evidence)
             done["wall_ms"] = wall
         if done["type"] == "info":
             self.kill()

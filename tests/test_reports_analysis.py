@@ -48,3 +48,16 @@ def test_quantiles_are_ordered_and_bounded(latencies):
     qs = analysis.quantile_series(points, bins=5)
     for p50, p95, p99 in zip(qs[0.5][1], qs[0.95][1], qs[0.99][1]):
         assert min(latencies) <= p50 <= p95 <= p99 <= max(latencies)
+
+
+def test_measured_offsets_come_from_the_clock_nemesis_evidence():
+    history = [
+        {"index": 0, "time": 1_000_000_000, "process": "nemesis", "type": "invoke", "f": "clock",
+         "value": {"targets": [1], "offset_s": -60}},
+        {"index": 1, "time": 1_100_000_000, "process": "nemesis", "type": "ok", "f": "clock",
+         "value": {"clocks": [{"slot": 1, "pid": 5, "preloaded": True, "offset_ms": -59_998, "shifted": True}],
+                   "took_effect": True}},
+    ]
+    assert analysis.measured_offsets(history) == {1: [(1.1, -59_998.0)]}
+    series = analysis.clock_series(history, [])
+    assert not series.empty and series.commanded == {1: [(0.0, 0.0), (1.0, -60_000.0)]}

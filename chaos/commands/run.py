@@ -18,7 +18,14 @@ from chaos.errors import UsageError
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--backend", default="sqlite", help="sqlite (default) or postgres")
+    p.add_argument("--backend", default="sqlite", help="sqlite (default), postgres, gitjournal or external")
+    p.add_argument("--dsn", default=None,
+                   help="postgres: use this server (a fresh schema is created and dropped; the server itself is "
+                        "never killed, paused or fsync-faulted). Default: start our own server")
+    p.add_argument("--command", dest="backend_command", default=None,
+                   help="external: the contract CLI command line (e.g. 'python -m chaos.cli backend sqlite'; "
+                        "a leading python/python3 or chaos means this interpreter)")
+    p.add_argument("--profile", default=None, help="external: the profile YAML (default profiles/chaos-sqlite.yaml)")
     p.add_argument("--workload", default="claims", help="only 'claims' for now")
     p.add_argument("--nemesis", default=None,
                    help="comma-separated faults: kill,pause,clock,fsync,lost-reply,restart; 'none' for no faults "
@@ -40,8 +47,28 @@ def build_config(args: argparse.Namespace):
 
     if args.workload != "claims":
         raise UsageError(f"unknown workload {args.workload!r} (known: claims)")
-    if args.backend not in ("sqlite", "postgres"):
-        raise UsageError(f"unknown backend {args.backend!r} for chaos run (known: sqlite, postgres)")
+    from chaos.nemesis import support
+    from chaos.targets import BACKENDS
+
+    if args.backend not in BACKENDS:
+        raise UsageError(f"unknown backend {args.backend!r} for chaos run (known: {', '.join(BACKENDS)})")
+    dsn = getattr(args, "dsn", None)
+    command = getattr(args, "backend_command", None)
+    profile = getattr(args, "profile", None)
+    if dsn and args.backend != "postgres":
+        raise UsageError("--dsn is for --backend postgres")
+    if args.backend == "external" and not command:
+        raise UsageError("--backend external needs --command '...'")
+    if (command or profile) and args.backend != "external":
+        raise UsageError("--command/--profile are for --backend external")
+    if profile and not os.path.isfile(profile):
+        raise UsageError(f"--profile {profile}: no such file")
+    if args.backend == "postgres" and not dsn:
+        from chaos.faults.pgserver import find_bindir
+
+        if find_bindir() is None:
+            raise UsageError("--backend postgres: no PostgreSQL server binaries found (set CLAIM_CHAOS_PG_BINDIR "
+                             "or give --dsn)")
     sc: dict = {}
     if args.scenario:
         try:
@@ -53,10 +80,14 @@ def build_config(args: argparse.Namespace):
     elif "nemesis" in sc:
         names = sc["nemesis"]
     else:
-        names = supported(args.backend)
+        names = supported(args.backend, own_server=not dsn)
     unknown = [n for n in names if n not in NEMESES.keys()]
     if unknown:
         raise UsageError(f"unknown nemesis {', '.join(unknown)} (known: {', '.join(sorted(NEMESES.keys()))})")
+    table = support(args.backend, own_server=not dsn)
+    bad = [f"{n} ({table[n][1]})" for n in names if not table[n][0]]
+    if bad:
+        raise UsageError(f"nemesis not available with --backend {args.backend} here: {'; '.join(bad)}")
     workers = args.workers if args.workers is not None else sc.get("workers", 10)
     time_limit = args.time_limit if args.time_limit is not None else sc.get("time_limit", 30.0)
     if workers < 1 or workers > 200:
@@ -70,10 +101,17 @@ def build_config(args: argparse.Namespace):
             "--seed", str(seed), "--name", name, "--store", args.store]
     if args.scenario:
         argv += ["--scenario", args.scenario]
+    if dsn:
+        argv += ["--dsn", dsn]
+    if command:
+        argv += ["--command", command]
+    if profile:
+        argv += ["--profile", profile]
     return RunConfig(name=name, backend=args.backend, workload=args.workload, nemesis=names, workers=workers,
                      time_limit=float(time_limit), seed=seed, store=args.store, op_timeout=args.op_timeout,
                      claims=dict(sc.get("claims", {})), nemesis_opts=dict(sc.get("nemesis_opts", {})),
-                     scenario=args.scenario, command=shlex.join(argv))
+                     scenario=args.scenario, command=shlex.join(argv), dsn=dsn,
+                     profile=os.path.abspath(profile) if profile else None, backend_command=command)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -16,6 +16,7 @@ import functools
 import html
 import json
 import os
+import signal
 import sys
 import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -123,10 +124,15 @@ def start_in_thread(store: str, port: int = 0) -> tuple[ThreadingHTTPServer, str
     return server, f"http://{HOST}:{server.server_address[1]}/"
 
 
+def _interrupt(_signum, _frame):
+    raise KeyboardInterrupt
+
+
 def run(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         raise UsageError(f"chaos serve: --port {args.port} is not a TCP port")
     server = make_server(args.store, args.port)
+    signal.signal(signal.SIGTERM, _interrupt)   # a service manager's stop is a clean stop too
     print(f"serving {os.path.abspath(args.store)} at http://{HOST}:{server.server_address[1]}/ (Ctrl-C stops)", flush=True)
     try:
         server.serve_forever()

@@ -62,6 +62,7 @@ class HostClient:
         self._barriers: dict[str, threading.Event] = {}
         self._ready = threading.Event()
         self._dead_reason: str | None = None
+        self.last_wall_ms: int | None = None  # the worker's wall clock at its latest call reply
         self.proc = subprocess.Popen(
             [python, "-m", "chaos.host", "--spec-json", json.dumps(spec)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
@@ -152,17 +153,22 @@ class HostClient:
 
     # ------------------------------------------------------------------ public API
 
+    def _call_raw(self, op: str, request: bytes | dict) -> concurrent.futures.Future:
+        if isinstance(request, (bytes, bytearray)):
+            return self._send("call", op=op, request_b64=base64.b64encode(bytes(request)).decode())
+        return self._send("call", op=op, request=request)
+
     def call_async(self, op: str, request: bytes | dict) -> concurrent.futures.Future:
         """Send one call; the future resolves to a ``Reply`` or raises ``Indeterminate``."""
-        if isinstance(request, (bytes, bytearray)):
-            raw = self._send("call", op=op, request_b64=base64.b64encode(bytes(request)).decode())
-        else:
-            raw = self._send("call", op=op, request=request)
+        raw = self._call_raw(op, request)
         out: concurrent.futures.Future = concurrent.futures.Future()
 
         def done(f: concurrent.futures.Future) -> None:
             try:
-                out.set_result(self._to_reply(f.result()))
+                msg = f.result()
+                out.set_result(self._to_reply(msg))
+                if msg.get("wall_ms") is not None:
+                    self.last_wall_ms = msg["wall_ms"]
             except Exception as e:
                 out.set_exception(e)
 
@@ -170,12 +176,29 @@ class HostClient:
         return out
 
     def call(self, op: str, request: bytes | dict, timeout: float = 10.0) -> Reply:
+        """One call; ``last_wall_ms`` is then the worker's wall clock at its reply."""
+        return self.call_with_wall(op, request, timeout)[0]
+
+    def call_with_wall(self, op: str, request: bytes | dict, timeout: float = 10.0) -> tuple[Reply, int | None]:
+        """``(reply, wall_ms)``: ``wall_ms`` is the host process's own ``time.time()``
+        in ms read right after the backend call returned (None from an old host)."""
         from chaos.errors import Indeterminate
 
         try:
-            return self.call_async(op, request).result(timeout)
+            msg = self._call_raw(op, request).result(timeout)
         except concurrent.futures.TimeoutError:
             raise Indeterminate(f"{op}: no reply within {timeout} s") from None
+        reply = self._to_reply(msg)
+        wall = msg.get("wall_ms")
+        if wall is not None:
+            self.last_wall_ms = wall
+        return reply, wall
+
+    def now(self, timeout: float = 5.0) -> dict:
+        """The host's own clocks: ``{"wall_ms", "monotonic_ns"}`` (libfaketime
+        moves ``wall_ms``; the monotonic clock is never faked)."""
+        msg = self._control("now", timeout=timeout)
+        return {"wall_ms": msg["wall_ms"], "monotonic_ns": msg["monotonic_ns"]}
 
     def set_clock(self, ms: int | None) -> None:
         self._control("set-clock", ms=ms)

@@ -20,6 +20,7 @@ import logging
 import os
 import sys
 import threading
+import time
 from typing import IO, Any
 
 from backends.api import FileClock, FixedClock, Hooks, ReplyLost, Reply, Restartable
@@ -130,6 +131,11 @@ class _Host:
         self.clock = FileClock(spec["clock_file"]) if spec.get("clock_file") else FixedClock(None)
         self.hooks = HostHooks(self.emit)
         self.backend = open_backend(spec, self.clock, self.hooks)
+        from backends.external import ExternalBackend
+
+        # an external program decides in its own process: its exit-0 reply is the
+        # only commit evidence, so the host applies the after-commit faults itself
+        self._black_box = isinstance(self.backend, ExternalBackend)
         self._threads: list[threading.Thread] = []
 
     def emit(self, obj: dict) -> None:
@@ -152,6 +158,8 @@ class _Host:
             "restart": self._threaded(self._restart),
             "export": self._threaded(self._export),
             "ping": lambda m: self.emit({"id": mid, "ok": True, "pid": os.getpid()}),
+            "now": lambda m: self.emit({"id": mid, "wall_ms": time.time_ns() // 1_000_000,
+                                        "monotonic_ns": time.monotonic_ns()}),
         }.get(cmd)
         if handler is None:
             self.emit({"id": mid, "error": f"unknown cmd {cmd!r}"})
@@ -197,7 +205,11 @@ class _Host:
 
         def run(m: dict) -> None:
             reply = self.backend.call(op, request)
-            self.emit({"id": m.get("id"), "exit": reply.exit, "envelope": reply.envelope})
+            if self._black_box:  # no engine inside to call the hooks: the reply is the commit point
+                self.hooks.after_commit(op, request if isinstance(request, dict) else {}, reply)
+            # the worker's own wall clock (libfaketime moves it), read as the call returns
+            wall_ms = time.time_ns() // 1_000_000
+            self.emit({"id": m.get("id"), "exit": reply.exit, "envelope": reply.envelope, "wall_ms": wall_ms})
 
         self._threaded(run)(msg)
 

@@ -122,17 +122,64 @@ class Coverage:
             return {k: dict(v) for k, v in self.table.items()}
 
 
+def _per_backend(workers_pkg: Callable, server_pkg: Callable) -> Callable:
+    """``--backend postgres`` faults the server; every other backend its workers."""
+    def make(opts: dict) -> Package:
+        return server_pkg(opts) if opts.get("backend") == "postgres" else workers_pkg(opts)
+    return make
+
+
 def _registry() -> dict:
-    from chaos.nemesis import clock, io, process
+    from chaos.nemesis import clock, io, process, server
 
     return {
-        "kill": process.kill_package,
-        "pause": process.pause_package,
+        "kill": _per_backend(process.kill_package, server.kill_package),
+        "pause": _per_backend(process.pause_package, server.pause_package),
         "restart": process.restart_package,
         "clock": clock.package,
-        "fsync": io.fsync_package,
-        "lost-reply": io.lost_reply_package,
+        "fsync": _per_backend(io.fsync_package, server.fsync_package),
+        "lost-reply": _per_backend(io.lost_reply_package, server.lost_reply_package),
     }
+
+
+#: backend -> nemesis -> what it hits and how (``chaos doctor``, docs)
+TARGETS: dict[str, dict[str, str]] = {
+    "sqlite": {
+        "kill": "worker processes: SIGKILL + reap",
+        "pause": "worker processes: SIGSTOP/SIGCONT",
+        "clock": "worker wall clocks: libfaketime (backward, forward, strobe)",
+        "fsync": "worker fsyncs: EIO shim",
+        "lost-reply": "workers: exit(137) right after a commit, before the reply",
+        "restart": "worker processes: drop state, reopen the store",
+    },
+    "postgres": {
+        "kill": "the PostgreSQL server tree: SIGKILL, restart with crash recovery",
+        "pause": "the PostgreSQL server: cgroup freezer (root) or SIGSTOP snapshot",
+        "clock": "worker wall clocks (the service's clock is authoritative): libfaketime",
+        "fsync": "the PostgreSQL server: EIO shim preloaded, PANIC, restart at the heal",
+        "lost-reply": "fault proxy in front of the server: replies dropped for a window",
+        "restart": "worker processes: drop state and connection, reopen",
+    },
+    "gitjournal": {
+        "kill": "worker processes: SIGKILL + reap (a held journal lock is recovered from its dead owner)",
+        "pause": "worker processes: SIGSTOP/SIGCONT (a held lock makes others wait, then busy)",
+        "clock": "worker wall clocks: libfaketime (backward, forward, strobe)",
+        "fsync": "worker fsyncs (journal appends, item files): EIO shim",
+        "lost-reply": "workers: exit(137) right after a commit, before the reply",
+        "restart": "worker processes: drop state, re-read the ledgers",
+    },
+    "external": {
+        "kill": "worker hosts and their running CLI child: SIGKILL the tree",
+        "pause": "worker hosts and their running CLI child: SIGSTOP/SIGCONT",
+        "clock": "worker + CLI wall clocks (inherited preload): libfaketime",
+        "fsync": "CLI fsyncs (inherited preload): EIO shim",
+        "lost-reply": "workers: exit(137) after the CLI answered exit 0, before the reply",
+        "restart": "worker hosts: drop state (each op is a fresh CLI process anyway)",
+    },
+}
+
+#: nemeses that need a server of our own (never faulted when the user gave --dsn)
+OWN_SERVER = {"postgres": ("kill", "pause", "fsync")}
 
 
 class _Lazy(dict):
@@ -173,15 +220,29 @@ def mechanisms() -> dict:
     return out
 
 
-def supported(backend: str) -> list[str]:
-    """The nemeses that work for ``backend`` on this machine (default selection)."""
-    have = {k for k, (ok, _) in mechanisms().items() if ok}
-    names = []
+def support(backend: str, own_server: bool = True) -> dict[str, tuple[bool, str]]:
+    """Per nemesis: (works here, what it hits or why not)."""
+    have = mechanisms()
+    out = {}
     for name in DEFAULT_ORDER:
+        what = TARGETS.get(backend, {}).get(name)
+        if what is None:
+            out[name] = (False, f"not available for {backend}")
+            continue
         pkg = NEMESES[name]({"workers": 1, "backend": backend})
-        if set(pkg.requires) <= have and (backend in ("sqlite", "postgres") or name not in ("lost-reply",)):
-            names.append(name)
-    return names
+        missing = [m for m in pkg.requires if not have.get(m, (False, ""))[0]]
+        if missing:
+            out[name] = (False, f"needs {', '.join(missing)}: {'; '.join(have[m][1] for m in missing)}")
+        elif not own_server and name in OWN_SERVER.get(backend, ()):
+            out[name] = (False, "needs a server started by chaos run (never faults a --dsn server)")
+        else:
+            out[name] = (True, what)
+    return out
+
+
+def supported(backend: str, own_server: bool = True) -> list[str]:
+    """The nemeses that work for ``backend`` on this machine (default selection)."""
+    return [name for name, (ok, _) in support(backend, own_server).items() if ok]
 
 
 def compose_packages(names, opts: dict) -> tuple[Gen | None, dict, list[Package]]:

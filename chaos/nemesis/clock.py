@@ -1,68 +1,153 @@
 """Per-worker wall-clock faults through libfaketime's timestamp file.
 
 Each worker is exec'd with the PyPI libfaketime preloaded and its own
-timestamp file (``tmp/clock-<slot>``). A ``clock`` op writes an offset
-(backward by minutes to hours, or forward) into the target's file; the heal op
-``clock-reset`` writes ``+0``. The monotonic clock is never faked.
+timestamp file (``tmp/clock-<slot>``); children it starts (an external
+backend's CLI) inherit both. A ``clock`` op has a drawn ``mode``:
 
-Evidence (``took_effect``): libfaketime is mapped into the target worker
-(``/proc/PID/maps``) *and* a probe process started with the same preload and
-the same timestamp file reads a wall clock shifted by the requested offset
-(``date +%s%3N``), i.e. the worker's ``time.time()`` moved.
+* ``backward``: the targets' wall clock jumps back by ``offset_s`` (minutes
+  to hours) and ticks on from there;
+* ``forward``: the same, forward;
+* ``strobe``: while active, the offset alternates between ``+offset_s`` and
+  ``-offset_s`` every ``period_ms`` (a thread of the nemesis rewrites the
+  files), i.e. the clock jumps back and forth many times a second.
+
+The heal op ``clock-reset`` writes ``+0`` (and stops a strobe). Monotonic time
+is never faked. Every parameter is drawn from the seed, so the schedule is a
+pure function of ``(seed, config)``; only the strobe's flips happen in real time.
+
+Evidence (``took_effect``): the target worker's *own* clock, asked with the
+host ``now`` command, differs from the runner's ``time.time()`` by about the
+requested offset (either sign for a strobe), while the runner's own wall
+clock did not move against its monotonic clock.
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
+import threading
 import time
 
 from chaos.nemesis import FaultCycle, Package, draw_targets
 
-OFFSETS_S = (-7200, -3600, -900, -300, -120, 120, 600)
-
-
-def probe_offset_ms(env_vars: dict) -> int | None:
-    """Wall clock seen by a fresh preloaded process minus ours, in ms."""
-    try:
-        before = time.time_ns() // 1_000_000
-        out = subprocess.run(["date", "+%s%3N"], env={**os.environ, **env_vars}, capture_output=True,
-                             text=True, timeout=5)
-        after = time.time_ns() // 1_000_000
-        return int(out.stdout.strip()) - (before + after) // 2
-    except (OSError, ValueError, subprocess.TimeoutExpired):
-        return None
+BACKWARD_S = (-7200, -3600, -900, -300, -120)
+FORWARD_S = (120, 600, 3600)
+STROBE_S = (30, 120, 600)
+STROBE_PERIOD_MS = (50, 250)
+MODES = ("backward", "forward", "strobe")
+TOLERANCE_MS = 5000
 
 
 def _draw(s, workers):
     targets, s = draw_targets(s, workers, most=max(1, workers // 2))
-    offset, s = s.choice(OFFSETS_S)
-    return {"targets": targets, "offset_s": offset}, s
+    mode, s = s.choice(MODES)
+    if mode == "strobe":
+        offset, s = s.choice(STROBE_S)
+        period, s = s.randint(*STROBE_PERIOD_MS)
+        return {"targets": targets, "mode": mode, "offset_s": offset, "period_ms": period}, s
+    offset, s = s.choice(BACKWARD_S if mode == "backward" else FORWARD_S)
+    return {"targets": targets, "mode": mode, "offset_s": offset}, s
+
+
+class Strobe:
+    """Alternate the offset of some clock faults until stopped."""
+
+    def __init__(self, faults: list, offset_s: int, period_ms: int):
+        self.faults, self.offset_s, self.period_s = faults, offset_s, period_ms / 1000
+        self.flips = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="clock-strobe")
+        self._thread.start()
+
+    def _loop(self) -> None:
+        sign = 1
+        while True:
+            for fault in self.faults:
+                fault.set_offset(sign * self.offset_s)
+            self.flips += 1
+            sign = -sign
+            if self._stop.wait(self.period_s):
+                return
+
+    def stop(self) -> int:
+        self._stop.set()
+        self._thread.join(2)
+        return self.flips
+
+
+def observe(env, slot, wants_ms: list[int], samples: int = 1, spacing_s: float = 0.0) -> dict:
+    """Ask the worker for its own ``now`` and compare with ours."""
+    seen = []
+    for i in range(samples):
+        if i:
+            time.sleep(spacing_s)
+        before = time.time_ns() // 1_000_000
+        now = slot.now(timeout=2.0)
+        after = time.time_ns() // 1_000_000
+        if now is None:
+            continue
+        seen.append(now["wall_ms"] - (before + after) // 2)
+    shifted = any(abs(o - w) < TOLERANCE_MS for o in seen for w in wants_ms)
+    return {"worker_offsets_ms": seen, "shifted": shifted}
+
+
+def runner_drift_ms(env) -> int | None:
+    """How far the runner's wall clock moved against its monotonic clock since
+    the run started (about 0 unless someone skewed *our* clock)."""
+    wall0 = getattr(env, "wall0_ns", None)
+    if wall0 is None:
+        return None
+    return round(((time.time_ns() - wall0) - (time.monotonic_ns() - env.t0)) / 1e6)
 
 
 def package(opts: dict) -> Package:
     def execute(env, op):
-        value, out = op["value"], []
+        value = op["value"]
         reset = op["f"] == "clock-reset"
+        strobes = env.__dict__.setdefault("clock_strobes", {})
+        faults = []
         for t in value["targets"]:
+            old = strobes.pop(t, None)
+            if old is not None:
+                old.stop()
             fault = env.clock_faults.get(t)
-            if fault is None:
-                continue
-            if reset:
+            if fault is not None:
+                faults.append((t, fault))
+        mode = value.get("mode", "backward")
+        offset_ms = value["offset_s"] * 1000
+        if reset:
+            for _, fault in faults:
                 fault.reset()
-            else:
+            wants = [0]
+        elif mode == "strobe":
+            strobe = Strobe([f for _, f in faults], value["offset_s"], value["period_ms"])
+            for t, _ in faults:
+                strobes[t] = strobe
+            wants = [offset_ms, -offset_ms]
+        else:
+            for _, fault in faults:
                 fault.set_offset(value["offset_s"])
-            want = 0 if reset else value["offset_s"] * 1000
-            seen = probe_offset_ms(fault.env())
-            pid = env.slots[t].pid
+            wants = [offset_ms]
+        out = []
+        for t, fault in faults:
+            slot = env.slots[t]
+            try:
+                slot.ensure_started()  # a killed worker gets a fresh (preloaded) host to ask
+            except Exception:
+                pass
             from chaos.faults.faketime import preloaded
 
-            loaded = pid is not None and preloaded(pid, "libfaketime")
-            out.append({"slot": t, "pid": pid, "preloaded": loaded, "offset_ms": seen,
-                        "shifted": seen is not None and abs(seen - want) < 5000})
-        return {"clocks": out, "took_effect": any(c["preloaded"] and c["shifted"] for c in out)}
+            pid = slot.pid
+            samples = 3 if mode == "strobe" and not reset else 1
+            seen = observe(env, slot, wants, samples, value.get("period_ms", 0) / 2000)
+            out.append({"slot": t, "pid": pid, "preloaded": pid is not None and preloaded(pid, "libfaketime"), **seen})
+        drift = runner_drift_ms(env)
+        runner_steady = drift is None or abs(drift) < TOLERANCE_MS
+        return {"mode": "reset" if reset else mode, "clocks": out, "runner_drift_ms": drift,
+                "took_effect": runner_steady and any(c["preloaded"] and c["shifted"] for c in out)}
 
     def final(env):
+        for strobe in set(env.__dict__.get("clock_strobes", {}).values()):
+            strobe.stop()
+        env.__dict__.get("clock_strobes", {}).clear()
         for fault in env.clock_faults.values():
             fault.reset()
         return {"took_effect": True, "reset": sorted(env.clock_faults)}

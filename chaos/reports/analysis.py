@@ -218,10 +218,11 @@ class ClockSeries:
     workers: dict = field(default_factory=dict)      # thread -> [(t, offset_ms)]
     commanded: dict = field(default_factory=dict)    # slot -> [(t, offset_ms)] step points
     decisions: dict = field(default_factory=dict)    # namespace -> [(t, offset_ms)]
+    measured: dict = field(default_factory=dict)     # slot -> [(t, offset_ms)] probed by the clock nemesis
 
     @property
     def empty(self) -> bool:
-        return not (self.workers or self.commanded or self.decisions)
+        return not (self.workers or self.commanded or self.decisions or self.measured)
 
 
 def clock_series(history: list[dict], spans: list[OpSpan]) -> ClockSeries:
@@ -237,12 +238,14 @@ def clock_series(history: list[dict], spans: list[OpSpan]) -> ClockSeries:
         at = observed_at(value.get("envelope"))
         if at is not None:
             req = s.invoke.get("value") if isinstance(s.invoke.get("value"), dict) else {}
-            decisions_raw.append((str(req.get("ledger_namespace", "?")), s.end, at - s.end * 1000.0))
+            mid = (s.start + s.end) / 2   # the decision happened somewhere inside invoke..completion
+            decisions_raw.append((str(req.get("ledger_namespace", "?")), mid, at - mid * 1000.0))
     base_pool = [d for _, d in raw] or [d for _, _, d in decisions_raw]
     baseline = statistics.median(base_pool) if base_pool else None
     out = ClockSeries(baseline)
+    out.commanded = commanded_offsets(history)
+    out.measured = measured_offsets(history)
     if baseline is None:
-        out.commanded = commanded_offsets(history)
         return out
     for s, d in raw:
         out.workers.setdefault(s.thread, []).append((s.end, d - baseline))
@@ -250,7 +253,20 @@ def clock_series(history: list[dict], spans: list[OpSpan]) -> ClockSeries:
         out.decisions.setdefault(ns, []).append((t, d - baseline))
     for pts in out.decisions.values():
         pts.sort()
-    out.commanded = commanded_offsets(history)
+    return out
+
+
+def measured_offsets(history: list[dict]) -> dict:
+    """Offsets the clock nemesis measured in a probe process sharing the
+    target's libfaketime file (its completion's ``clocks[].offset_ms``)."""
+    out: dict[int, list] = {}
+    for op in history:
+        if op.get("process") != "nemesis" or op.get("type") != "ok" or op.get("f") not in ("clock", "clock-reset"):
+            continue
+        value = op.get("value") if isinstance(op.get("value"), dict) else {}
+        for c in value.get("clocks") or []:
+            if isinstance(c, dict) and isinstance(c.get("offset_ms"), (int, float)) and "slot" in c:
+                out.setdefault(c["slot"], []).append((seconds(op), float(c["offset_ms"])))
     return out
 
 

@@ -68,8 +68,12 @@ def render(run: RunData) -> str:
         "<h2 id=\"clocks\">Clocks</h2>",
         "<p>Offsets are relative to the runner's monotonic clock (0 = the usual relation of the two clocks). "
         "Dots: each worker's wall clock at completion (<code>wall_ms</code>); dashed: the offset the clock "
-        "nemesis set; black: the backend's decision time (<code>observed_at</code>), which must never go back "
-        "while a worker's clock does: that is the durable floor.</p>",
+        "nemesis set; crosses: the offset it measured in a probe sharing the target's clock; black: the "
+        "backend's decision time (<code>observed_at</code>), which must never go back while a worker's clock "
+        "does: that is the durable floor.</p>",
+        "" if any(op.get("wall_ms") is not None for op in run.history) else
+        "<p class=\"noplot\">This history carries no <code>wall_ms</code>: worker clocks are shown as the "
+        "nemesis set and measured them, not as each worker saw them.</p>",
         _img("plot-clock", "Wall-clock offset of each worker and the backend's decision time (floor)",
              plots.clocks(analysis.clock_series(run.history, spans), windows, horizon),
              "no wall-clock data in this history"),

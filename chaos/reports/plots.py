@@ -149,6 +149,9 @@ def clocks(series: ClockSeries, windows: list[Window], horizon: float) -> bytes 
         ys = [d / 1000 for _, d in steps] + [steps[-1][1] / 1000]
         ax.step(xs, ys, where="post", color=cmap[slot % len(cmap)], linestyle="--", linewidth=1,
                 label=f"slot {slot} commanded")
+    for slot, pts in sorted(series.measured.items()):
+        ax.scatter([t for t, _ in pts], [d / 1000 for _, d in pts], marker="x", s=40, color=cmap[slot % len(cmap)],
+                   label=f"slot {slot} measured", zorder=5)
     for ns, pts in sorted(series.decisions.items()):
         ax.plot([t for t, _ in pts], [d / 1000 for _, d in pts], color="black", linewidth=1.3,
                 marker=".", markersize=3, label=f"backend decision time {ns[:14]}")

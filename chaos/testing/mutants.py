@@ -1,0 +1,283 @@
+"""Mutant backends: realistic, named bugs that backend authors really write.
+
+Each mutant is the real SQLite backend (``backends.engine.Engine`` over a
+real ``SqliteStore`` file) with ONE rule of the contract broken the way
+people break it. Each is a registry ``"python"`` backend, so ``chaos run``
+workers and conformance hosts load it by module path exactly like sqlite::
+
+    {"backend": "python", "factory": "chaos.testing.mutants:open_no_fence_epoch",
+     "path": ".../claims.db", "namespaces": [...]}
+
+``MUTANTS`` (name -> ``Mutant``) is the catalogue: the factory, what the bug
+is, whether it is a safety bug, and the checker(s) that must name it.
+``read-persists-floor`` is a *control*: it breaks a rule of the contract
+(reads persist nothing) that conformance checks but that is not a safety
+property, so the chaos checkers may legitimately pass it.
+
+``chaos.testing.mutant_detect`` runs them through conformance and ``chaos
+run``; ``docs/mutants.md`` has the measured detection matrix.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+from backends.api import ClaimRecord, Clock, Hooks, Reply
+from backends.contract import Code, claim_error, claim_success, empty_record, read_back
+from backends.contract.capabilities import REQUIRED_WRITE_PATHS
+from backends.engine import fence_rejection
+from backends.sqlite import SqliteBackend
+from chaos.testing.mutants_base import StoreView, TxnView, commit_publication
+
+
+# --------------------------------------------------------------------------- fence bugs
+
+
+def _claimed_by_anyone(req, rec: ClaimRecord, now: int) -> str | None:
+    """'Is the item claimed?' instead of 'do *you* hold it, under this epoch?'."""
+    reason = fence_rejection(req, rec, now)
+    return None if reason in ("owner-mismatch", "epoch-mismatch") else reason
+
+
+class NoFenceEpoch(SqliteBackend):
+    """``no-fence-epoch``: the publish fence checks that the item has a live
+    lease, but not that the caller's owner and epoch are the ones holding it.
+    A paused writer whose lease was taken over publishes over the new holder
+    (a stale write) because *someone* holds a live lease."""
+
+    def _commit_publication(self, txn, req, candidate):
+        return commit_publication(self, txn, req, candidate, _claimed_by_anyone)
+
+
+class AdvisoryClaimsFenced(SqliteBackend):
+    """``advisory-claims-fenced``: publication is routed through the direct
+    (unfenced) writer - only the revision is compared - while the capability
+    reply still says ``fenced`` / ``safe_exclusive_dispatch: true``; a bypass
+    writer declared in the file is hidden from the inventory too."""
+
+    def __init__(self, spec: dict, clock: Clock, hooks: Hooks):
+        super().__init__(spec, clock, hooks)
+        self._advertise_fenced()
+
+    def restart(self) -> None:
+        super().restart()
+        self._advertise_fenced()
+
+    def _advertise_fenced(self) -> None:
+        if self.config.namespaces:
+            self.config.write_paths = dict(REQUIRED_WRITE_PATHS)
+
+    def _commit_publication(self, txn, req, candidate):
+        return commit_publication(self, txn, req, candidate, lambda _req, _rec, _now: None)
+
+
+# --------------------------------------------------------------------------- clock and floor bugs
+
+
+class ExpiryByWorkerClock(SqliteBackend):
+    """``expiry-by-worker-clock``: effective time is the caller's physical
+    clock. The floor is still written (``max(floor, now)``, so the file looks
+    right) but never consulted, so a worker whose clock steps back decides
+    in the past: an expired lease is live again for it (resurrected)."""
+
+    def _effective(self, txn, ns: str) -> int:
+        return self.clock.now_ms()
+
+    def _persist_floor(self, txn, ns: str) -> int:
+        now = self.clock.now_ms()
+        floor = txn.get_floor(ns)
+        txn.set_floor(ns, now if floor is None else max(now, floor))
+        return now
+
+
+class FloorNotPersistedOnReject(SqliteBackend):
+    """``floor-not-persisted-on-reject``: only a state change persists the
+    floor; a rejection (claim-held, claim-conflict, claim-expired, a fence
+    rejection, a legacy refusal) commits nothing, so the time it reported can
+    be un-said after a backward clock step or a restart."""
+
+    def _decide(self, op: str, req, decide):
+        ns, item = req.ledger_namespace, req.item_id
+        with self.store.transaction(write=True) as txn:
+            now = self._effective(txn, ns)
+            rec = txn.get_claim(ns, item) or empty_record(ns, item)
+            reply, new_rec = decide(rec, now)
+            if reply.exit == 0 and new_rec is not None:
+                txn.set_floor(ns, now)       # BUG: a rejection never persists its time
+                txn.put_claim(new_rec)
+        if reply.exit == 0 and op in ("acquire", "renew", "release"):
+            self.hooks.after_commit(op, req.raw, reply)
+        return reply
+
+    def _commit_publication(self, txn, req, candidate):
+        return commit_publication(self, txn, req, candidate, fence_rejection, persist_floor_on_reject=False)
+
+
+class ReadPersistsFloor(SqliteBackend):
+    """``read-persists-floor`` (CONTROL, not a safety bug): ``read`` persists
+    effective time as the floor. Conformance flags it (vectors.md 5.1 rule 3:
+    a read persists nothing); no safety property depends on it."""
+
+    def _read(self, _op: str, req) -> Reply:
+        with self.store.transaction(write=True) as txn:
+            now = self._persist_floor(txn, req.ledger_namespace)
+            rec = txn.get_claim(req.ledger_namespace, req.item_id)
+        rec = rec or empty_record(req.ledger_namespace, req.item_id)
+        return claim_success("read", {"read_back": read_back(rec, now)})
+
+
+# --------------------------------------------------------------------------- epoch high-water mark in memory
+
+
+class _HwmTxn(TxnView):
+    """Only the active lease is durable; ``last_epoch`` lives in process memory."""
+
+    def get_claim(self, ns: str, item_id: str) -> ClaimRecord | None:
+        rec = self.inner.get_claim(ns, item_id)
+        hwm = self.owner.hwm.get((ns, item_id), 0)
+        if rec is None:
+            return ClaimRecord(ns, item_id, hwm, None) if hwm else None
+        stored = rec.active.epoch if rec.active is not None else 0   # BUG: the stored high-water mark is ignored
+        return ClaimRecord(ns, item_id, max(hwm, stored), rec.active)
+
+    def put_claim(self, rec: ClaimRecord) -> None:
+        key = (rec.ledger_namespace, rec.item_id)
+        self.owner.hwm[key] = max(self.owner.hwm.get(key, 0), rec.last_epoch)
+        durable_epoch = rec.active.epoch if rec.active is not None else 0
+        self.inner.put_claim(ClaimRecord(rec.ledger_namespace, rec.item_id, durable_epoch, rec.active))
+
+
+class EpochReuseAfterRestart(SqliteBackend):
+    """``epoch-reuse-after-restart``: the epoch high-water mark is a counter
+    in process memory, seeded from the stored *active* epoch. After a release
+    and a restart (or in any other process) the next acquire allocates an
+    epoch that was already used: ABA."""
+
+    def __init__(self, spec: dict, clock: Clock, hooks: Hooks):
+        self.hwm: dict[tuple[str, str], int] = {}
+        super().__init__(spec, clock, hooks)
+        self.store = StoreView(self.store, self, _HwmTxn)
+
+    def restart(self) -> None:
+        super().restart()
+        self.hwm.clear()
+
+
+# --------------------------------------------------------------------------- publication idempotence
+
+
+class _NoLookupTxn(TxnView):
+    """During ``publish`` the stored outcome is never looked up, and a second
+    outcome for an id is silently dropped (the first row stays)."""
+
+    def get_outcome(self, operation_id, ns, item_id):
+        if getattr(self.owner.publishing, "active", False):
+            return None                          # BUG: publish never consults the stored outcome
+        return self.inner.get_outcome(operation_id, ns, item_id)
+
+    def put_outcome(self, outcome) -> None:
+        if self.inner.get_outcome(outcome.operation_id, outcome.ledger_namespace, outcome.item_id) is None:
+            self.inner.put_outcome(outcome)
+
+
+class NonIdempotentPublish(SqliteBackend):
+    """``non-idempotent-publish``: a retry with the same ``operation_id`` and
+    request is decided afresh instead of replaying the stored envelope (after
+    a lost reply it answers ``ledger-revision-conflict``, or writes again)."""
+
+    def __init__(self, spec: dict, clock: Clock, hooks: Hooks):
+        super().__init__(spec, clock, hooks)
+        self.publishing = threading.local()
+        self.store = StoreView(self.store, self, _NoLookupTxn)
+
+    def _publish(self, op: str, req) -> Reply:
+        self.publishing.active = True
+        try:
+            return super()._publish(op, req)
+        finally:
+            self.publishing.active = False
+
+
+# --------------------------------------------------------------------------- lying about a commit
+
+
+class LyingUnchanged(SqliteBackend):
+    """``lying-unchanged``: a post-commit step (here: an audit append that
+    fails for every third epoch) raises after COMMIT, and the error handler
+    answers ``claim-held`` / ``state: "unchanged"`` - a definite rejection -
+    although the acquire committed and the caller now holds the lease."""
+
+    def _acquire(self, op: str, req) -> Reply:
+        reply = super()._acquire(op, req)
+        if reply.exit == 0 and int(reply.envelope["result"]["claim"]["epoch"]) % 3 == 0:
+            return claim_error("acquire", Code.CLAIM_HELD, reply.envelope["result"]["read_back"])  # BUG
+        return reply
+
+
+# --------------------------------------------------------------------------- catalogue
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    factory: str                 # "module:function" for the registry's "python" backend
+    bug: str                     # one line: what is broken
+    safety: bool = True          # False: a control that chaos checkers may pass
+    checkers: tuple = ()         # chaos checkers that must name it (any one suffices)
+
+
+def _m(name: str, fn: str, bug: str, checkers: tuple, safety: bool = True) -> Mutant:
+    return Mutant(name, f"chaos.testing.mutants:{fn}", bug, safety, checkers)
+
+
+MUTANTS: dict[str, Mutant] = {m.name: m for m in (
+    _m("no-fence-epoch", "open_no_fence_epoch", "publish fence ignores owner and epoch (any live lease admits it)",
+       ("stale_write", "capability_honesty")),
+    _m("expiry-by-worker-clock", "open_expiry_by_worker_clock",
+       "effective time = caller's physical clock; floors never consulted", ("floors", "dual_ownership")),
+    _m("floor-not-persisted-on-reject", "open_floor_not_persisted_on_reject",
+       "rejections do not persist the floor", ("floors", "durability")),
+    _m("epoch-reuse-after-restart", "open_epoch_reuse_after_restart",
+       "epoch high-water mark in process memory (ABA after restart)", ("epochs", "durability")),
+    _m("non-idempotent-publish", "open_non_idempotent_publish",
+       "a retried publish is decided afresh instead of replayed", ("idempotence",)),
+    _m("lying-unchanged", "open_lying_unchanged",
+       "a committed acquire is reported as claim-held (state unchanged)", ("durability",)),
+    _m("read-persists-floor", "open_read_persists_floor", "read persists the floor (control, not safety)",
+       (), safety=False),
+    _m("advisory-claims-fenced", "open_advisory_claims_fenced",
+       "capability says fenced while publication bypasses the fence", ("capability_honesty", "stale_write")),
+)}
+
+
+def open_no_fence_epoch(spec, clock, hooks):
+    return NoFenceEpoch(spec, clock, hooks)
+
+
+def open_expiry_by_worker_clock(spec, clock, hooks):
+    return ExpiryByWorkerClock(spec, clock, hooks)
+
+
+def open_floor_not_persisted_on_reject(spec, clock, hooks):
+    return FloorNotPersistedOnReject(spec, clock, hooks)
+
+
+def open_epoch_reuse_after_restart(spec, clock, hooks):
+    return EpochReuseAfterRestart(spec, clock, hooks)
+
+
+def open_non_idempotent_publish(spec, clock, hooks):
+    return NonIdempotentPublish(spec, clock, hooks)
+
+
+def open_lying_unchanged(spec, clock, hooks):
+    return LyingUnchanged(spec, clock, hooks)
+
+
+def open_read_persists_floor(spec, clock, hooks):
+    return ReadPersistsFloor(spec, clock, hooks)
+
+
+def open_advisory_claims_fenced(spec, clock, hooks):
+    return AdvisoryClaimsFenced(spec, clock, hooks)
