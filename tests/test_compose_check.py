@@ -58,7 +58,7 @@ def test_chaos_check_valid_and_write(tmp_path, capsys):
     assert "dual_ownership" in out and "verdict: valid" in out
     assert main(["check", str(d), "--no-linearizable", "--write"]) == 0
     res = json.loads((d / "results.json").read_text())
-    assert res["seed"] == 7 and res["valid"] is True and "stale_write" in res["checkers"]
+    assert res["seed"] == 7 and res["verdict"] == "valid" and res["exit_code"] == 0 and "stale_write" in res["checkers"]
 
 
 def test_chaos_check_invalid_explains(tmp_path, capsys):

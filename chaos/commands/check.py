@@ -3,8 +3,10 @@
 Reads ``RUN_DIR/history.jsonl`` (and ``test.yaml`` / ``results.json`` for the
 checker context when present), runs the standard checkers, prints one line per
 checker and every anomaly's explanation, and exits 0 valid / 1 invalid /
-2 unknown. ``--write`` stores the ``checkers`` section (and ``valid``) back into
-``results.json``; ``--json`` prints the whole result object instead of the table.
+2 unknown. ``--write`` stores the ``checkers`` section and the new verdict back
+into ``results.json`` (a run whose requested faults never took effect stays
+``unknown``) and re-renders ``report.html`` / ``junit.xml``; ``--json`` prints
+the whole result object instead of the table.
 """
 
 from __future__ import annotations
@@ -72,6 +74,9 @@ def run(args: argparse.Namespace) -> int:
         print(render(result, len(history)))
     if args.write:
         _write_back(os.path.join(run_dir, "results.json"), result)
+        from chaos.reports import write_all
+
+        write_all(run_dir)
     return int(_VERDICT_EXIT.get(result["valid"], ExitCode.UNKNOWN))
 
 
@@ -111,7 +116,12 @@ def _write_back(path: str, result: dict) -> None:
         data = {}
     printable = _printable(result)
     data["checkers"] = printable["checkers"]
-    data["valid"] = printable["valid"]
+    valid = printable["valid"]
+    coverage = data.get("fault_coverage") or {}
+    if valid is True and any(c.get("requested") and not c.get("took_effect") for c in coverage.values()):
+        valid = "unknown"  # a requested fault that never took effect proves nothing
+    data["verdict"] = {True: "valid", False: "invalid"}.get(valid, "unknown")
+    data["exit_code"] = int(_VERDICT_EXIT.get(valid, ExitCode.UNKNOWN))
     tmp = f"{path}.tmp.{os.getpid()}"
     with open(tmp, "w") as f:
         json.dump(data, f, indent=2, sort_keys=True, default=str)
