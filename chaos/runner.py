@@ -54,6 +54,9 @@ from workloads.generator import NEMESIS, SEC, any_of, clients, deadline, nemesis
 from workloads.interpreter import interpret, simulate
 
 
+HEAL_ORDER = ("fsync", "lost-reply", "pause", "clock", "kill", "restart")
+
+
 @dataclass
 class RunConfig:
     """A test run as plain data (everything ``test.yaml`` records)."""
@@ -266,7 +269,8 @@ class Run:
         return results["exit_code"]
 
     def _final_phase(self, driver, env, pkgs, history, world, ccfg, threads, process_of) -> None:
-        for pkg in pkgs:  # heal every fault
+        # heal every fault; I/O faults first (a server cannot restart while its fsyncs fail)
+        for pkg in sorted(pkgs, key=lambda p: HEAL_ORDER.index(p.name) if p.name in HEAL_ORDER else len(HEAL_ORDER)):
             history.append({"process": NEMESIS, "type": "invoke", "f": "heal", "time": driver.now(),
                             "value": {"fault": pkg.name}})
             try:

@@ -18,7 +18,10 @@ pure function of ``(seed, config)``; only the strobe's flips happen in real time
 Evidence (``took_effect``): the target worker's *own* clock, asked with the
 host ``now`` command, differs from the runner's ``time.time()`` by about the
 requested offset (either sign for a strobe), while the runner's own wall
-clock did not move against its monotonic clock.
+clock did not move against its monotonic clock. Only live workers are asked
+(a worker is never started just for that: its backend may be down); when no
+target answered at the fault, they are asked again at the heal, before the
+reset (``clocks_before_reset``).
 """
 
 from __future__ import annotations
@@ -98,59 +101,96 @@ def runner_drift_ms(env) -> int | None:
     return round(((time.time_ns() - wall0) - (time.monotonic_ns() - env.t0)) / 1e6)
 
 
+def _wants(value: dict) -> list[int]:
+    offset_ms = value["offset_s"] * 1000
+    return [offset_ms, -offset_ms] if value.get("mode") == "strobe" else [offset_ms]
+
+
+def _live_pid(slot, wait_s: float, start: bool):
+    """The PID of the slot's worker: started if ``start``, else waited for
+    (the slot starts a fresh host at its next op) at most ``wait_s``."""
+    if start:
+        try:
+            slot.ensure_started()
+        except Exception:
+            return None
+    deadline = time.monotonic() + wait_s
+    while slot.pid is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return slot.pid
+
+
+def _observe_all(env, faults, value: dict, wants: list[int], start: bool = False) -> list[dict]:
+    """Evidence from every target's live worker. Mid-run a worker is never
+    started just to be asked (its backend may be down): we wait a little for
+    the slot's next host instead. ``start``: the final phase, backend healed."""
+    from chaos.faults.faketime import preloaded
+
+    out = []
+    for t, _ in faults:
+        slot = env.slots[t]
+        pid = _live_pid(slot, 0.0 if start else 3.0 / max(1, len(faults)), start)
+        if pid is None:
+            out.append({"slot": t, "pid": None, "preloaded": False, "shifted": False, "note": "no live worker"})
+            continue
+        samples = 3 if wants != [0] and value.get("mode") == "strobe" else 1
+        seen = observe(env, slot, wants, samples, value.get("period_ms", 0) / 2000)
+        out.append({"slot": t, "pid": pid, "preloaded": preloaded(pid, "libfaketime"), **seen})
+    return out
+
+
 def package(opts: dict) -> Package:
     def execute(env, op):
         value = op["value"]
         reset = op["f"] == "clock-reset"
         strobes = env.__dict__.setdefault("clock_strobes", {})
-        faults = []
-        for t in value["targets"]:
+        faults = [(t, env.clock_faults[t]) for t in value["targets"] if t in env.clock_faults]
+        drift = runner_drift_ms(env)
+        runner_steady = drift is None or abs(drift) < TOLERANCE_MS
+        if reset:
+            # last chance for evidence: the skew is still in place until the reset below
+            before = [] if env.__dict__.get("clock_effect_seen") else _observe_all(
+                env, faults, value, _wants(value), start=bool(op.get("final")))
+            late = runner_steady and any(c["preloaded"] and c["shifted"] for c in before)
+            if late:
+                env.coverage.took_effect("clock")
+            for t, fault in faults:
+                old = strobes.pop(t, None)
+                if old is not None:
+                    old.stop()
+                fault.reset()
+            env.clock_active = None
+            return {"mode": "reset", "clocks_before_reset": before, "runner_drift_ms": drift, "took_effect": late}
+        for t, _ in faults:
             old = strobes.pop(t, None)
             if old is not None:
                 old.stop()
-            fault = env.clock_faults.get(t)
-            if fault is not None:
-                faults.append((t, fault))
-        mode = value.get("mode", "backward")
-        offset_ms = value["offset_s"] * 1000
-        if reset:
-            for _, fault in faults:
-                fault.reset()
-            wants = [0]
-        elif mode == "strobe":
+        if value.get("mode") == "strobe":
             strobe = Strobe([f for _, f in faults], value["offset_s"], value["period_ms"])
             for t, _ in faults:
                 strobes[t] = strobe
-            wants = [offset_ms, -offset_ms]
         else:
             for _, fault in faults:
                 fault.set_offset(value["offset_s"])
-            wants = [offset_ms]
-        out = []
-        for t, fault in faults:
-            slot = env.slots[t]
-            try:
-                slot.ensure_started()  # a killed worker gets a fresh (preloaded) host to ask
-            except Exception:
-                pass
-            from chaos.faults.faketime import preloaded
-
-            pid = slot.pid
-            samples = 3 if mode == "strobe" and not reset else 1
-            seen = observe(env, slot, wants, samples, value.get("period_ms", 0) / 2000)
-            out.append({"slot": t, "pid": pid, "preloaded": pid is not None and preloaded(pid, "libfaketime"), **seen})
-        drift = runner_drift_ms(env)
-        runner_steady = drift is None or abs(drift) < TOLERANCE_MS
-        return {"mode": "reset" if reset else mode, "clocks": out, "runner_drift_ms": drift,
-                "took_effect": runner_steady and any(c["preloaded"] and c["shifted"] for c in out)}
+        out = _observe_all(env, faults, value, _wants(value))
+        took = runner_steady and any(c["preloaded"] and c["shifted"] for c in out)
+        env.clock_effect_seen = took
+        env.clock_active = value
+        return {"mode": value.get("mode", "backward"), "clocks": out, "runner_drift_ms": drift, "took_effect": took}
 
     def final(env):
+        active = env.__dict__.get("clock_active")
+        if active is not None:  # its heal was past the time limit: heal it now, with evidence
+            value = execute(env, {"f": "clock-reset", "value": active, "final": True})
+        else:
+            value = {}
         for strobe in set(env.__dict__.get("clock_strobes", {}).values()):
             strobe.stop()
         env.__dict__.get("clock_strobes", {}).clear()
         for fault in env.clock_faults.values():
             fault.reset()
-        return {"took_effect": True, "reset": sorted(env.clock_faults)}
+        return {**value, "late_evidence": value.get("took_effect"), "took_effect": True,
+                "reset": sorted(env.clock_faults)}
 
     gen = FaultCycle("clock", _draw, opts.get("workers", 1), gap_ms=opts.get("clock_gap_ms", (1500, 5000)),
                      dur_ms=opts.get("clock_ms", (2000, 6000)), heal="clock-reset")

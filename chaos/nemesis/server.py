@@ -2,8 +2,9 @@
 
 * ``kill``: SIGKILL the postmaster and every backend (snapshot at kill time),
   reap them, start the server again at once (crash recovery). Evidence: every
-  old PID is gone, a new postmaster serves, and the server log shows the
-  recovery ("not properly shut down" / "automatic recovery").
+  old PID is gone; the value also tells the new postmaster and whether the
+  server log shows the recovery ("not properly shut down"). While an fsync
+  fault is armed the restart fails; the fsync heal brings the server back.
 * ``pause`` / ``resume``: freeze the whole server (cgroup v1 freezer as root,
   which also covers backends forked later; else SIGSTOP of a snapshot).
   Evidence: the freezer reports FROZEN, or every snapshotted PID is stopped.
@@ -77,13 +78,18 @@ def kill_package(opts: dict) -> Package:
         pids = server.kill()
         gone = not [p for p in pids if _alive(p)]
         t0 = time.monotonic()
-        env.target.start_server()
+        try:
+            env.target.start_server()
+            restart_error = None
+        except Exception as e:  # e.g. an armed fsync fault: its heal brings the server back
+            restart_error = f"{type(e).__name__}: {e}"[:300]
         recovery_ms = round((time.monotonic() - t0) * 1000)
         log = _log_since(server, offset)
         recovered = any(m in log for m in RECOVERY_MARKERS)
         return {"target": "server", "killed_pids": pids, "old_postmaster": old_pid, "all_gone": gone,
-                "new_postmaster": server.pid, "restart_ms": recovery_ms, "crash_recovery_logged": recovered,
-                "took_effect": bool(pids) and gone and server.running() and server.pid != old_pid}
+                "new_postmaster": server.pid if server.running() else None, "restart_ms": recovery_ms,
+                "restart_error": restart_error, "crash_recovery_logged": recovered,
+                "took_effect": bool(pids) and gone}
 
     gen = FaultCycle("kill", _no_target, opts.get("workers", 1), gap_ms=opts.get("kill_gap_ms", (3000, 7000)))
     return Package("kill", gen, execute, lambda env: ensure_serving(env), "server")
@@ -134,7 +140,10 @@ def ensure_serving(env, timeout: float = 15.0) -> dict:
     restarted = False
     while time.monotonic() < deadline:
         if not server.running():
-            env.target.start_server()
+            try:
+                env.target.start_server()
+            except Exception:  # e.g. a still-armed fault: retry until the deadline
+                time.sleep(0.2)
             restarted = True
             continue
         try:
