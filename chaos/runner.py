@@ -22,7 +22,14 @@ run the checkers and write ``results.json``.
      "fault_coverage": {fault: {"requested": bool, "fired": int, "took_effect": int}},
      "stats": {"ops", "ok", "fail", "info", "duration_s"},
      "started_at", "finished_at" (UTC ISO-8601), "run_dir",
-     "notes": [plain-language reasons for an unknown verdict, ...]}
+     "notes": [plain-language reasons for an unknown verdict, ...],
+     "target": {"backend", "spec", ...: the system under test (chaos.targets),
+                for postgres also "schema", "own_server", "through_proxy",
+                "server_dir", "postmaster_pids"}}
+
+The system under test comes from ``chaos.targets`` (sqlite, postgres,
+gitjournal, external). Every client completion in the history carries
+``wall_ms``: the worker's own ``time.time()`` at its reply.
 
 A requested fault that never took effect makes an otherwise valid run
 ``unknown``. Ctrl-C / SIGTERM stop the run early (verdict ``unknown``, exit
@@ -249,6 +256,7 @@ class Run:
                 coverage.took_effect("pause", parked)
             ops = history.snapshot()
             results = self._results(cfg, run, ops, coverage, capabilities, started, notes, world)
+            results["target"] = target.describe()
         finally:
             self._teardown()
             for s, h in old.items():

@@ -77,6 +77,10 @@ class Target:
     def close(self) -> None:
         return None
 
+    def describe(self) -> dict:
+        """What ``results.json`` records about the system under test."""
+        return {"backend": self.name, "spec": {k: v for k, v in self.spec.items() if k != "namespaces"}}
+
 
 class SqliteTarget(Target):
     name = "sqlite"
@@ -131,6 +135,7 @@ class PostgresTarget(Target):
         self.admin_dsn: str | None = None
         self.schema: str | None = None
         self.owned_server = False
+        self.postmasters: list[int] = []
         self._closed = False
 
     def setup(self, namespaces, durable: dict) -> None:
@@ -149,6 +154,10 @@ class PostgresTarget(Target):
                 raise SetupFailed(str(e)) from None
             self.owned_server = True
             self.note_dir(self.server.dir)
+            with open(os.path.join(self.server.data, "postgresql.conf"), "a") as f:
+                # crash recovery fsyncs the data dir first: one syncfs instead of a
+                # per-file fsync walk (seconds on a busy disk) keeps kill restarts short
+                f.write("recovery_init_sync_method = syncfs\n")
             if "fsync" in nemeses:
                 from chaos.faults.failsync import FsyncFault
 
@@ -191,7 +200,15 @@ class PostgresTarget(Target):
         """(Re)start our server (crash recovery runs after a kill) and record its PID."""
         self.server.start()
         self.note_pid(self.server.pid)
+        self.postmasters.append(self.server.pid)
         return self.server.pid
+
+    def describe(self) -> dict:
+        out = super().describe()
+        out.update(schema=self.schema, own_server=self.owned_server, through_proxy=self.proxy is not None)
+        if self.server is not None:
+            out.update(server_dir=self.server.dir, postmaster_pids=list(self.postmasters))
+        return out
 
     def export(self) -> dict:
         return _export_with(dict(self.spec, dsn=self.admin_dsn))  # directly, not through the proxy

@@ -28,8 +28,11 @@ from typing import Callable
 
 from backends.api import Reply
 from checkers.history import classify
-from chaos.errors import Indeterminate
+from chaos.errors import Indeterminate, SetupFailed
 from chaos.faults import procs
+
+
+SETUP_BACKOFF_S = 0.5  # after a worker host failed to open its backend
 
 
 class _LineClient:
@@ -143,7 +146,7 @@ class Slot:
         self.generation = 0
         self.lock = threading.Lock()
         self.exited_after_commit = 0   # evidence for the lost-reply nemesis
-        self.armed_exit = False
+        self.armed_exit: str | None = None  # lost-reply armed for this op class (re-armed on a fresh host)
         self.park_publish_ms: int | None = None  # paused-writer: hold the next publish at the barrier
         self.parked = 0                          # evidence: publishes parked and SIGSTOPped
         self._inbox: "queue.Queue[dict | None]" = queue.Queue()
@@ -163,6 +166,8 @@ class Slot:
                 cls = host_client_class()
                 self.client = cls(self.spec, env=self.env_for(self.thread), log_path=log)
                 self.on_start(self.client.pid)
+                if self.armed_exit:  # the fault is "this slot's next commit", whatever host serves it
+                    self.client.exit_after_commit(self.armed_exit)
             return self.client
 
     def kill(self) -> int | None:
@@ -214,6 +219,12 @@ class Slot:
                 reply, wall = client.call_with_wall(op["f"], op["value"], timeout=self.op_timeout)
             else:
                 reply, wall = client.call(op["f"], op["value"], timeout=self.op_timeout), None
+        except SetupFailed as e:
+            # the worker could not even open its backend (e.g. the server is down):
+            # back off a little so a down server does not cause a storm of host starts
+            self.kill()
+            time.sleep(SETUP_BACKOFF_S)
+            return dict(done, type="info", error=str(e))
         except Indeterminate as e:
             self._note_exit()
             self.kill()
@@ -255,6 +266,6 @@ class Slot:
             status = proc.wait(timeout=0.5)
         except Exception:
             return
-        if self.armed_exit and status in (137, -9):
+        if self.armed_exit and status == 137:  # os._exit(137) after the commit; a SIGKILL is -9
             self.exited_after_commit += 1
-            self.armed_exit = False
+            self.armed_exit = None

@@ -61,8 +61,11 @@ def test_clock_moves_the_workers_wall_clock_back(tmp_path, world):
     try:
         slot.ensure_started()
         pkg = NEMESES["clock"]({"workers": 1})
-        value = pkg.execute(env, {"f": "clock", "value": {"targets": [0], "offset_s": -3600}})
-        assert value["took_effect"] and value["clocks"][0]["preloaded"]
+        value = pkg.execute(env, {"f": "clock", "value": {"targets": [0], "mode": "backward", "offset_s": -3600}})
+        # evidence is the worker's own `now`, not a probe process
+        assert value["took_effect"] and value["clocks"][0]["preloaded"] and value["runner_drift_ms"] is not None
+        assert abs(value["clocks"][0]["worker_offsets_ms"][0] + 3_600_000) < 5000
+        assert abs(slot.now()["wall_ms"] - time.time() * 1000 + 3_600_000) < 5000
         # the backend in the worker decides with its own (skewed) physical clock: no floor yet
         done = slot.run_op(read_op(w))
         observed = parse_instant(done["value"]["envelope"]["result"]["read_back"]["observed_at"])

@@ -1,5 +1,6 @@
 """``chaos doctor``: which fault mechanisms work on this machine, and how to get
-the missing ones. Always exits 0 (it reports; it does not judge)."""
+the missing ones, and per backend which nemeses ``chaos run`` can use here.
+Always exits 0 (it reports; it does not judge)."""
 
 from __future__ import annotations
 
@@ -64,19 +65,44 @@ def findings() -> list[tuple[str, bool, str, str]]:
     return out
 
 
+def nemesis_matrix() -> dict:
+    """backend -> nemesis -> {"ok", "detail"} for ``chaos run`` here. PostgreSQL
+    nemeses that hit the server need our own server (binaries present)."""
+    from chaos.faults.pgserver import find_bindir
+    from chaos.nemesis import OWN_SERVER, support
+    from chaos.targets import BACKENDS
+
+    out: dict = {}
+    for backend in BACKENDS:
+        rows = support(backend)
+        if backend == "postgres" and find_bindir() is None:
+            for name in OWN_SERVER["postgres"]:
+                rows[name] = (False, "no PostgreSQL binaries: only with --dsn, and then never on the server")
+        out[backend] = {name: {"ok": ok, "detail": detail} for name, (ok, detail) in rows.items()}
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     rows = findings()
+    try:
+        matrix = nemesis_matrix()
+    except Exception as e:
+        matrix = {"error": f"{type(e).__name__}: {e}"}
     if args.json:
         import json
 
-        print(json.dumps([{"mechanism": m, "ok": ok, "detail": d, "fix": fix} for m, ok, d, fix in rows], indent=2))
+        print(json.dumps({"mechanisms": [{"mechanism": m, "ok": ok, "detail": d, "fix": fix} for m, ok, d, fix in rows],
+                          "nemeses": matrix}, indent=2))
         return 0
     for mech, ok, detail, fix in rows:
         print(f"{'ok     ' if ok else 'MISSING'} {mech}: {detail}" + ("" if ok else f"\n        -> {fix}"))
-    try:
-        from chaos.nemesis import supported
-
-        print(f"default nemeses for sqlite here: {', '.join(supported('sqlite'))}")
-    except Exception as e:
-        print(f"nemesis registry unavailable: {e}")
+    if "error" in matrix:
+        print(f"nemesis registry unavailable: {matrix['error']}")
+        return 0
+    print("\nnemeses per backend (chaos run --backend B --nemesis ...):")
+    for backend, table in matrix.items():
+        works = [n for n, r in table.items() if r["ok"]]
+        print(f"  {backend}: {', '.join(works) or 'none'}")
+        for name, r in table.items():
+            print(f"    {'ok     ' if r['ok'] else 'MISSING'} {name}: {r['detail']}")
     return 0

@@ -2,7 +2,11 @@
 
 Defaults: embedded SQLite, the ``claims`` workload, every nemesis the backend
 supports here, 10 workers, 30 s of workload plus the final phase (about a
-minute in all). Same ``--seed`` -> the same operation and fault schedule
+minute in all). Backends: ``sqlite``; ``postgres`` (our own server, or
+``--dsn`` for yours: then only a fresh schema is created and dropped, and the
+server is never faulted); ``gitjournal`` (a git repo in the run dir);
+``external --command '...' [--profile FILE]`` (any contract CLI). Which
+nemeses hit what, per backend: ``chaos doctor``. Same ``--seed`` -> the same operation and fault schedule
 (``schedule.jsonl``); outcomes may differ. Exit code = verdict (0 valid,
 1 invalid, 2 unknown; 130 interrupted).
 """

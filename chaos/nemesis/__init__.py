@@ -7,7 +7,9 @@ A package (jepsen ``nemesis/combined.clj`` style) is::
 * ``generator``: a pure, seeded generator of nemesis ops (``FaultCycle``):
   the fault at a drawn time, then (for faults that last) its heal op after a
   drawn duration. Its op values name the target worker *slots* and the
-  parameters, so the fault schedule is a pure function of ``(seed, config)``.
+  parameters, so the fault schedule is a pure function of ``(seed, config)``;
+  draws are keyed by ``(seed, fault name, n)``, so the live run draws the very
+  values ``schedule.jsonl`` plans (only the times may slip when a fault is late).
 * ``execute(env, op) -> value``: performs one op on the real processes and
   returns the completion value with ``took_effect`` evidence.
 * ``final(env) -> value``: heals everything this package may have broken.
@@ -27,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from workloads.generator import Gen, any_of, fill_op, nemesis as on_nemesis, PENDING, MS
+from workloads.random import Stream
 
 DEFAULT_ORDER = ("kill", "pause", "clock", "fsync", "lost-reply", "restart")
 
@@ -64,7 +67,9 @@ class FaultCycle(Gen):
     pending_heal: tuple | None = None   # (time, value)
 
     def op(self, ctx):
-        s = ctx.stream(self.n)
+        # keyed by the fault's name, not the generator's position, so the
+        # planned schedule (schedule.jsonl) and the live run draw the same values
+        s = Stream(ctx.seed, ("nemesis", self.f, self.n))
         if self.pending_heal is not None:
             at, value = self.pending_heal
             op = fill_op({"f": self.heal, "value": value, "time": at}, ctx)

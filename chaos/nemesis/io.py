@@ -1,6 +1,7 @@
 """I/O faults: fsync EIO through the preloaded shim, and lost replies.
 
-``fsync``: every worker is exec'd with the fsync shim preloaded and one shared
+``fsync`` (workers; ``--backend postgres`` faults the server instead, see
+``chaos.nemesis.server``): every worker is exec'd with the fsync shim preloaded and one shared
 control file (``tmp/failsync``); the op creates it (every fsync/fdatasync of
 every worker fails with EIO: SQLite answers "disk I/O error", the engine maps
 it to exit 6 and the history records ``info``), the heal op ``fsync-heal``
@@ -9,7 +10,7 @@ removes it. Evidence: at the heal, the number of ops that ended exit 6 or
 
 ``lost-reply``: arms ``exit-after-commit`` on a target worker (the next
 successful commit of the drawn class is followed by ``os._exit(137)`` before
-any reply). Evidence: the worker's next op ended ``info`` with exit status
+any reply; for an external CLI the host does it once the CLI answered exit 0). Evidence: the worker's next op ended ``info`` with exit status
 137, counted by the slot (resolved at the end of the run).
 """
 
@@ -55,7 +56,7 @@ def lost_reply_package(opts: dict) -> Package:
             try:
                 client = slot.ensure_started()
                 client.exit_after_commit(op["value"]["op_class"])
-                slot.armed_exit = True
+                slot.armed_exit = op["value"]["op_class"]
                 out.append({"slot": t, "pid": client.pid, "armed": True})
             except Exception as e:
                 out.append({"slot": t, "armed": False, "error": f"{type(e).__name__}: {e}"})

@@ -9,6 +9,8 @@ answered the restart command (or, without that command, a new PID serves).
 
 from __future__ import annotations
 
+import time
+
 import psutil
 
 from chaos.faults import procs
@@ -31,9 +33,12 @@ def kill_package(opts: dict) -> Package:
     def execute(env, op):
         killed = []
         for t in op["value"]["targets"]:
-            pid = env.slots[t].kill()
+            slot = env.slots[t]
+            tree = procs.ProcessTree(slot.pid).pids() if slot.pid is not None else []
+            pid = slot.kill()
             if pid is not None:
-                killed.append({"slot": t, "pid": pid, "gone": _gone(pid)})
+                # the tree: an external backend's CLI child dies with its worker
+                killed.append({"slot": t, "pid": pid, "tree": tree, "gone": all(_gone(p) for p in [pid, *tree])})
         return {"killed": killed, "took_effect": any(k["gone"] for k in killed)}
 
     gen = FaultCycle("kill", _draw_one, opts.get("workers", 1), gap_ms=opts.get("kill_gap_ms", (2000, 6000)))
@@ -84,24 +89,36 @@ def pause_package(opts: dict) -> Package:
     return Package("pause", gen, run, lambda env: resume(env), "workers", heals=("resume",))
 
 
+def _restart_one(slot, t: int, attempts: int = 3) -> dict:
+    """Ask the slot's live host to restart. A host that dies meanwhile (its op
+    ended ``info``: the slot retired it) is not a restart: wait for its
+    successor and ask again. A host without the command is replaced instead."""
+    errors = []
+    for _ in range(attempts):
+        deadline = time.monotonic() + 2.0  # a retired worker's successor starts at the slot's next op
+        while slot.client is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        client = slot.client
+        if client is None:
+            errors.append("no live worker")
+            continue
+        restart = getattr(client, "restart", None)
+        if restart is None:  # an old host: a fresh process is the restart
+            return {"slot": t, "pid": slot.kill(), "restarted": True, "via": "kill (no restart command)"}
+        try:
+            restart()
+            return {"slot": t, "pid": client.pid, "restarted": True, **({"retries": errors} if errors else {})}
+        except Exception as e:
+            errors.append(f"{type(e).__name__}: {e}"[:200])
+            if getattr(client, "alive", True):  # alive but could not reopen (backend down): retire it
+                return {"slot": t, "pid": slot.kill(), "restarted": True, "via": f"kill ({errors[-1]})"}
+    return {"slot": t, "restarted": False, "errors": errors}
+
+
 def restart_package(opts: dict) -> Package:
     def execute(env, op):
-        out = []
-        for t in op["value"]["targets"]:
-            slot = env.slots[t]
-            client = slot.client
-            if client is None:
-                continue
-            restart = getattr(client, "restart", None)
-            try:
-                if restart is None:
-                    raise AttributeError("restart")
-                restart()
-                out.append({"slot": t, "pid": client.pid, "restarted": True})
-            except Exception as e:  # no restart command or the host died: a fresh host instead
-                old = slot.kill()
-                out.append({"slot": t, "pid": old, "restarted": old is not None, "via": f"kill ({e})"})
+        out = [_restart_one(env.slots[t], t) for t in op["value"]["targets"]]
         return {"restarted": out, "took_effect": any(r["restarted"] for r in out)}
 
-    gen = FaultCycle("restart", _draw_one, opts.get("workers", 1), gap_ms=opts.get("restart_gap_ms", (3000, 8000)))
+    gen = FaultCycle("restart", _draw_one, opts.get("workers", 1), gap_ms=opts.get("restart_gap_ms", (2000, 6000)))
     return Package("restart", gen, execute, lambda env: {"took_effect": True}, "workers")

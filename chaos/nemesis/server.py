@@ -12,7 +12,7 @@
   (``extra_env``); arming makes its WAL fdatasync fail, so it PANICs and the
   postmaster exits while armed. The heal disarms and brings the server back
   (start with crash recovery when it exited). Evidence: the server log shows
-  a PANIC since the arm, or the server had to be restarted.
+  a PANIC since the arm (``postmaster_exited`` / ``restarted`` are recorded too).
 * ``lost-reply`` / ``reply-heal``: workers reach the server through a
   ``FaultProxy``; for a drawn window the proxy forwards requests and discards
   every reply (the op commits, the worker hears nothing). The heal stops
@@ -73,6 +73,11 @@ def _no_target(s, workers):
 def kill_package(opts: dict) -> Package:
     def execute(env, op):
         server = _server(env)
+        fsync = env.target.server_fsync
+        if fsync is not None and fsync.armed:
+            # its restart would fail (the server cannot even write its lock file), and
+            # killing now would mask the fsync fault's own effect: skip, say so
+            return {"target": "server", "skipped": "the server's fsync fault is armed", "took_effect": False}
         offset = _log_size(server)
         old_pid = server.pid
         pids = server.kill()
@@ -171,11 +176,11 @@ def fsync_package(opts: dict) -> Package:
             back = ensure_serving(env)
             log = _log_since(server, since)
             panic = "PANIC" in log
-            if panic or exited:
+            if panic:  # an exit alone may be another fault's doing (a kill whose restart failed)
                 env.coverage.took_effect("fsync")
             return {"target": "server", "disarmed": True, "panic_logged": panic,
                     "postmaster_exited": exited, "restarted": back["restarted"] or server.pid != old_pid,
-                    "serving": back["serving"], "took_effect": panic or exited}
+                    "serving": back["serving"], "took_effect": panic}
         env.server_log_offset = _log_size(server)
         fault.arm()
         loaded = server.preload_loaded("failsync")

@@ -50,6 +50,22 @@ class NoFenceEpoch(SqliteBackend):
         return commit_publication(self, txn, req, candidate, _claimed_by_anyone)
 
 
+def _owner_only(req, rec: ClaimRecord, now: int) -> str | None:
+    """The owner is compared, the epoch is not ('it is still me')."""
+    reason = fence_rejection(req, rec, now)
+    return None if reason == "epoch-mismatch" else reason
+
+
+class FenceOwnerOnly(SqliteBackend):
+    """``fence-owner-only``: the publish fence compares the owner but not the
+    epoch. A holder that lost its lease and re-acquired the item under the
+    same ``owner_id`` (a restarted agent that reuses its host name) can still
+    publish with its old epoch: a stale write by "the same" owner."""
+
+    def _commit_publication(self, txn, req, candidate):
+        return commit_publication(self, txn, req, candidate, _owner_only)
+
+
 class AdvisoryClaimsFenced(SqliteBackend):
     """``advisory-claims-fenced``: publication is routed through the direct
     (unfenced) writer - only the revision is compared - while the capability
@@ -234,6 +250,8 @@ def _m(name: str, fn: str, bug: str, checkers: tuple, safety: bool = True) -> Mu
 MUTANTS: dict[str, Mutant] = {m.name: m for m in (
     _m("no-fence-epoch", "open_no_fence_epoch", "publish fence ignores owner and epoch (any live lease admits it)",
        ("stale_write", "capability_honesty")),
+    _m("fence-owner-only", "open_fence_owner_only", "publish fence compares the owner but not the epoch",
+       ("stale_write",)),
     _m("expiry-by-worker-clock", "open_expiry_by_worker_clock",
        "effective time = caller's physical clock; floors never consulted", ("floors", "dual_ownership")),
     _m("floor-not-persisted-on-reject", "open_floor_not_persisted_on_reject",
@@ -253,6 +271,10 @@ MUTANTS: dict[str, Mutant] = {m.name: m for m in (
 
 def open_no_fence_epoch(spec, clock, hooks):
     return NoFenceEpoch(spec, clock, hooks)
+
+
+def open_fence_owner_only(spec, clock, hooks):
+    return FenceOwnerOnly(spec, clock, hooks)
 
 
 def open_expiry_by_worker_clock(spec, clock, hooks):
