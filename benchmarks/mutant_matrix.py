@@ -3,7 +3,8 @@ the control row) x every layer - the conformance vectors and a short ``chaos
 run`` per scenario - printed as one table measured in this run.
 
     .venv/bin/python benchmarks/mutant_matrix.py [--seeds 1] [--time-limit 8]
-        [--mutants a,b] [--recipes paused-writer,clock-regression,...] [--json out.json]
+        [--mutants a,b] [--recipes stale-writer,clock-regression,...] [--json out.json]
+        [--extra NAME=module:function ...]   # your own backend / mutant as an extra row
 
 A conformance cell lists the failing vector cases; a chaos cell is the
 verdict and the checkers that said invalid (``-`` = valid). ``caught`` is
@@ -52,6 +53,8 @@ def main() -> int:
     p.add_argument("--mutants", default=None, help="comma-separated names (default: all + the correct control)")
     p.add_argument("--recipes", default=",".join(DEFAULT_RECIPES))
     p.add_argument("--no-conform", action="store_true")
+    p.add_argument("--extra", action="append", default=[], metavar="NAME=MODULE:FUNCTION",
+                   help="an extra python-factory backend row (repeatable)")
     p.add_argument("--json", default=None, help="also write every cell as JSON here")
     args = p.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
@@ -60,6 +63,11 @@ def main() -> int:
     if args.mutants:
         wanted = set(args.mutants.split(","))
         rows = [r for r in rows if r[0] in wanted or (r is CORRECT and "sqlite" in wanted)]
+    for extra in args.extra:
+        name, sep, factory = extra.partition("=")
+        if not sep or ":" not in factory:
+            p.error(f"--extra {extra!r}: expected NAME=module:function")
+        rows.append((name, factory))
     store = tempfile.mkdtemp(prefix="chaos-mutant-matrix-")
     cells: list[dict] = []
     started = time.monotonic()

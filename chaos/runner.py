@@ -162,7 +162,7 @@ class Run:
             f.write(path + "\n")
 
     def _faults(self, run: RunDir):
-        clock_faults, fsync, preload = {}, None, []
+        clock_faults, fsync = {}, None
         if "fsync" in self.cfg.nemesis and self.cfg.backend != "postgres":  # postgres: the server's own shim
             from chaos.faults.failsync import FsyncFault
 
@@ -202,7 +202,9 @@ class Run:
         with open(os.path.join(run.tmp, ".owner"), "w") as f:
             f.write(str(os.getpid()))
         started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        run.write_yaml("test.yaml", asdict(cfg))
+        from chaos.targets import redact_dsn
+
+        run.write_yaml("test.yaml", dict(asdict(cfg), dsn=redact_dsn(cfg.dsn)))
         run.write_jsonl("schedule.jsonl", plan_schedule(cfg))
         old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         self._watchdog(run)
@@ -220,7 +222,6 @@ class Run:
             spec, capabilities = target.spec, target.capabilities
             clock_faults, fsync, env_for = self._faults(run)
             t0 = time.monotonic_ns()
-            completions_q = None
             driver = RealDriver(history, self.slots, None, t0, self.stop)
             for t in range(cfg.workers):
                 self.slots.append(Slot(t, spec, env_for, run.file("logs"), driver.completions, cfg.op_timeout,

@@ -45,6 +45,23 @@ def _open(spec: dict):
     return open_backend(spec)
 
 
+def redact_dsn(dsn: str | None) -> str | None:
+    """A DSN safe to record: any password is replaced by ``***`` (the run
+    directory, the recorded command and results.json never hold a secret)."""
+    if not dsn:
+        return dsn
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    try:
+        parts = conninfo_to_dict(dsn)
+    except Exception:
+        return "<unparseable DSN>"
+    if "password" not in parts:
+        return dsn
+    parts["password"] = "***"
+    return make_conninfo("", **parts)
+
+
 class Target:
     name = ""
 
@@ -79,7 +96,10 @@ class Target:
 
     def describe(self) -> dict:
         """What ``results.json`` records about the system under test."""
-        return {"backend": self.name, "spec": {k: v for k, v in self.spec.items() if k != "namespaces"}}
+        spec = {k: v for k, v in self.spec.items() if k != "namespaces"}
+        if "dsn" in spec:
+            spec["dsn"] = redact_dsn(spec["dsn"])
+        return {"backend": self.name, "spec": spec}
 
 
 class SqliteTarget(Target):

@@ -8,126 +8,25 @@ crash, timeout or lost reply is ``info``; the slot then kills (SIGKILL + reap)
 the host so the retired process can never act again, and the next op starts
 a fresh host (the interpreter gives it a new logical process id).
 
-Hosts are ``chaos.host.HostClient`` when that class is importable; otherwise
-``_LineClient`` speaks the same JSON-lines protocol (docs/architecture.md) to
-``python -m chaos.host``. Both are started by exec with the preload env, so
-libfaketime and the fsync shim apply to the worker.
+Hosts are ``chaos.host.HostClient`` processes, started by exec with the
+preload env, so libfaketime and the fsync shim apply to the worker.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import queue
-import subprocess
-import sys
 import threading
 import time
-from concurrent.futures import Future
 from typing import Callable
 
-from backends.api import Reply
 from checkers.history import classify
 from chaos.errors import Indeterminate, SetupFailed
 from chaos.faults import procs
+from chaos.host import HostClient
 
 
 SETUP_BACKOFF_S = 0.5  # after a worker host failed to open its backend
-
-
-class _LineClient:
-    """Minimal client of ``python -m chaos.host`` (used only without HostClient)."""
-
-    def __init__(self, spec: dict, env: dict | None = None, log_path: str | None = None):
-        self._log = open(log_path, "ab") if log_path else subprocess.DEVNULL
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "chaos.host", "--spec-json", json.dumps(spec)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
-            env={**os.environ, **(env or {})}, start_new_session=True,
-        )
-        self.pid = self.proc.pid
-        procs.register(self.pid)
-        self._ids = iter(range(1, 1 << 62))
-        self._lock = threading.Lock()
-        self._waiting: dict[int, Future] = {}
-        self._ready: Future = Future()
-        threading.Thread(target=self._read, daemon=True, name=f"host-reader-{self.pid}").start()
-        try:
-            self._ready.result(timeout=30)
-        except Exception as e:
-            self.kill()
-            raise Indeterminate(f"worker host did not start: {e}") from e
-
-    def _read(self) -> None:
-        for raw in self.proc.stdout:
-            try:
-                msg = json.loads(raw)
-            except ValueError:
-                continue
-            if msg.get("event") == "ready":
-                self._ready.set_result(msg)
-                continue
-            with self._lock:
-                fut = self._waiting.pop(msg.get("id"), None)
-            if fut is not None:
-                fut.set_result(msg)
-        err = Indeterminate(f"worker host {self.pid} exited (status {self.proc.poll()})")
-        if not self._ready.done():
-            self._ready.set_exception(err)
-        with self._lock:
-            pending, self._waiting = list(self._waiting.values()), {}
-        for fut in pending:
-            fut.set_exception(err)
-
-    def _send(self, msg: dict, timeout: float) -> dict:
-        fut: Future = Future()
-        with self._lock:
-            mid = next(self._ids)
-            self._waiting[mid] = fut
-        try:
-            self.proc.stdin.write((json.dumps(dict(msg, id=mid)) + "\n").encode())
-            self.proc.stdin.flush()
-        except (OSError, ValueError) as e:
-            raise Indeterminate(f"worker host {self.pid} gone: {e}") from e
-        try:
-            return fut.result(timeout=timeout)
-        except TimeoutError as e:
-            raise Indeterminate(f"timeout after {timeout:.1f}s") from e
-
-    def call(self, op: str, request, timeout: float = 10.0) -> Reply:
-        msg = self._send({"cmd": "call", "op": op, "request": request}, timeout)
-        if "exit" not in msg:
-            raise Indeterminate(msg.get("error") or "lost reply")
-        return Reply(msg["exit"], msg["envelope"])
-
-    def exit_after_commit(self, op_class: str) -> None:
-        self._send({"cmd": "exit-after-commit", "op_class": op_class}, 10.0)
-
-    def restart(self) -> None:
-        self._send({"cmd": "restart"}, 30.0)
-
-    def kill(self) -> None:
-        procs.ProcessTree(self.pid, popen=self.proc).kill()
-        procs.unregister(self.pid)
-        if self._log is not subprocess.DEVNULL:
-            self._log.close()
-
-    def close(self) -> None:
-        try:
-            self.proc.stdin.close()
-            self.proc.wait(timeout=5)
-        except Exception:
-            pass
-        self.kill()
-
-
-def host_client_class():
-    try:
-        from chaos.host import HostClient  # type: ignore[attr-defined]
-
-        return HostClient
-    except ImportError:
-        return _LineClient
 
 
 class Slot:
@@ -163,7 +62,7 @@ class Slot:
             if self.client is None:
                 self.generation += 1
                 log = os.path.join(self.log_dir, f"worker-{self.thread}-{self.generation}.log")
-                cls = host_client_class()
+                cls = HostClient
                 self.client = cls(self.spec, env=self.env_for(self.thread), log_path=log)
                 self.on_start(self.client.pid)
                 if self.armed_exit:  # the fault is "this slot's next commit", whatever host serves it

@@ -4,7 +4,6 @@ gitjournal. Subsets keep this fast; ``chaos conform`` runs all 18."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from chaos.conform.suite import run_conformance

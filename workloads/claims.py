@@ -26,7 +26,7 @@ pure function of the seed, however many cycles the run completes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from workloads.generator import MS, PENDING, Context, Gen, soonest
 from workloads.items import b64, item_fields, mint_item_id, mint_namespace, render, revision_of

@@ -31,7 +31,7 @@ runs any of them with no backend and returns the exact op list.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable
 
 from workloads.random import Stream

@@ -106,7 +106,9 @@ def build_config(args: argparse.Namespace):
     if args.scenario:
         argv += ["--scenario", args.scenario]
     if dsn:
-        argv += ["--dsn", dsn]
+        from chaos.targets import redact_dsn
+
+        argv += ["--dsn", redact_dsn(dsn)]  # never record a password; supply it again to reproduce
     if command:
         argv += ["--command", command]
     if profile:

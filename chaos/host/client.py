@@ -55,6 +55,7 @@ class HostClient:
         full_env = dict(os.environ)
         full_env["PYTHONPATH"] = os.pathsep.join(p for p in (_PROJECT_ROOT, full_env.get("PYTHONPATH")) if p)
         full_env.update(env or {})
+        full_env["CHAOS_HOST_SPEC"] = json.dumps(spec)  # not argv: a DSN password must not show in `ps`
         self._log = open(log_path, "ab") if log_path else None
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
@@ -64,7 +65,7 @@ class HostClient:
         self._dead_reason: str | None = None
         self.last_wall_ms: int | None = None  # the worker's wall clock at its latest call reply
         self.proc = subprocess.Popen(
-            [python, "-m", "chaos.host", "--spec-json", json.dumps(spec)],
+            [python, "-m", "chaos.host", "--spec-env", "CHAOS_HOST_SPEC"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
             env=full_env, start_new_session=True,
         )

@@ -1,7 +1,8 @@
 """The host process: one OS process serving one backend over JSON lines
 (docs/architecture.md, "Host processes").
 
-``python -m chaos.host --spec-json '<json>'`` opens the backend with
+``python -m chaos.host --spec-json '<json>'`` (or ``--spec-env VAR``, as
+``HostClient`` does, so a DSN password never shows in ``ps``) opens the backend with
 ``backends.registry.open_backend(spec, clock, hooks)``, prints
 ``{"event": "ready", "pid": N}``, then reads one JSON command per stdin line
 and writes one JSON reply per stdout line (flushed each). Logs go to stderr.
@@ -263,18 +264,24 @@ def main(argv: list[str] | None = None) -> int:
     from chaos.errors import ExitCode
 
     parser = argparse.ArgumentParser(prog="python -m chaos.host", description=__doc__.splitlines()[0])
-    parser.add_argument("--spec-json", required=True, help="the backend spec as one JSON object")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--spec-json", help="the backend spec as one JSON object")
+    source.add_argument("--spec-env", metavar="VAR",
+                        help="read the spec from this environment variable (keeps a DSN password out of `ps`)")
     args = parser.parse_args(argv)
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format=f"host[{os.getpid()}] %(levelname)s %(message)s")
     # The protocol owns the real stdout; anything else printing goes to stderr.
     out = os.fdopen(os.dup(1), "wb", buffering=0)
     os.dup2(2, 1)
     try:
-        spec = json.loads(args.spec_json)
+        text = args.spec_json if args.spec_json is not None else os.environ.pop(args.spec_env, None)
+        if text is None:
+            raise ValueError(f"environment variable {args.spec_env} is not set")
+        spec = json.loads(text)
         if not isinstance(spec, dict):
             raise ValueError("not a JSON object")
     except ValueError as e:
-        print(f"chaos.host: --spec-json: {e}", file=sys.stderr)
+        print(f"chaos.host: backend spec: {e}", file=sys.stderr)
         return ExitCode.USAGE
     try:
         host = _Host(spec, out)

@@ -33,7 +33,7 @@ import os
 import subprocess
 
 from backends.contract import MERGE_WRITE_PATHS, REQUIRED_WRITE_PATHS, capabilities_reply, format_instant, parse_instant
-from backends.gitjournal import DEFAULT_NAME, config_for, provision
+from backends.gitjournal import DEFAULT_NAME, provision
 from backends.gitjournal.fsio import TMP_PREFIX
 from backends.gitjournal.ledger import Ledger, open_ledger
 from backends.gitjournal.store import GitJournalStore
