@@ -2,7 +2,8 @@
 nemesis, many seeds; every verdict must be ``valid`` (or ``unknown`` with a
 stated reason, counted separately). Any ``invalid`` is a false alarm or a
 real backend bug: its run directory is kept and every anomaly is printed
-(checker, type, history indices, explanation) for triage.
+(checker, type, history indices, explanation) for triage; ``unknown`` run
+directories are kept too.
 
     .venv/bin/python benchmarks/false_alarm_soak.py [--seeds 1-20] [--time-limit 15]
         [--sets all,scenarios] [--workers 4] [--store DIR]
@@ -94,6 +95,8 @@ def main() -> int:
         elif verdict == "crashed":
             note = (o.output.strip().splitlines() or ["(no output)"])[-1]
         print(f"{label[:48]:<48} {seed:>4} {verdict:<8} {ops:>5} {time.monotonic() - t:>5.1f}  {note[:90]}", flush=True)
+        if verdict == "unknown" and o.run_dir:
+            kept.append(o.run_dir)   # kept: why did a fault not take effect?
         if verdict in ("invalid", "crashed"):
             kept.append(o.run_dir)
             for name, anomalies in detected_by(o).items():
@@ -107,7 +110,7 @@ def main() -> int:
         print(f"  unknown x{n}: {why}")
     if kept:
         print("kept for triage: " + " ".join(d or "(no run dir)" for d in kept))
-    elif not args.store:
+    if not kept and not args.store:
         shutil.rmtree(store, ignore_errors=True)
     return 1 if counts["invalid"] or counts["crashed"] else 0
 

@@ -40,9 +40,12 @@ def chaos_cell(outcome) -> tuple[str, list[str]]:
     if outcome.verdict == "invalid":
         specific = [k for k in found if k not in GENERIC] or list(found)
         return "INVALID " + ",".join(specific), sorted(found)
-    if outcome.verdict == "unknown":
+    if outcome.verdict == "unknown" and outcome.results:
         notes = "; ".join(outcome.results.get("notes") or []) or f"exit {outcome.exit_code}"
-        return f"unknown ({notes[:40]})", []
+        return f"unknown ({notes[:60]})", []
+    if outcome.verdict != "valid":   # the run itself failed: say how
+        last = (outcome.output.strip().splitlines() or ["no output"])[-1]
+        return f"NO RESULT (exit {outcome.exit_code}: {last[:80]})", []
     return "-", []
 
 

@@ -48,12 +48,12 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from chaos.driver import FaultEnv, NemesisExecutor, Progress, RealDriver
-from chaos.errors import ExitCode, UsageError
+from chaos.errors import ExitCode
 from chaos.faults import procs
 from chaos.history_store import HistoryWriter
 from chaos.nemesis import Coverage, compose_packages
 from chaos.store import RunDir, clean_stale_tmp
-from chaos.targets import BACKENDS, SpecTarget, Target, make_target
+from chaos.targets import make_target
 from chaos.watchdog import start_time
 from chaos.worker import Slot
 from workloads.claims import ClaimsConfig, claims_workload, plan_cycle
@@ -85,26 +85,12 @@ class RunConfig:
     dsn: str | None = None          # postgres: the user's server (else we start our own)
     profile: str | None = None      # external: the profile YAML
     backend_command: str | None = None  # external: the contract CLI command line
+    factory: str | None = None      # python: "module:function" of an outside backend class
 
 
 def nemesis_opts(cfg: RunConfig) -> dict:
     """What the nemesis packages are built from (pure data of the config)."""
     return dict(cfg.nemesis_opts, workers=cfg.workers, backend=cfg.backend)
-
-
-def _backend_spec(cfg: RunConfig, run: RunDir, namespaces) -> tuple[dict, object]:
-    """The spec of a file-based backend in the run dir (a hook:
-    ``chaos.testing.launch`` replaces it to run a ``python`` factory backend)."""
-    if cfg.backend == "sqlite":
-        return {"backend": "sqlite", "path": run.file("claims.db"), "namespaces": list(namespaces)}, None
-    raise UsageError(f"backend {cfg.backend!r} is not supported by chaos run ({', '.join(BACKENDS)})")
-
-
-def _make_target(cfg: RunConfig, run: RunDir, note_pid, note_dir) -> Target:
-    if cfg.backend in BACKENDS and cfg.backend != "sqlite":
-        return make_target(cfg, run, note_pid, note_dir)
-    # looked up at call time, so a replaced ``_backend_spec`` is the one used
-    return SpecTarget(cfg, run, note_pid, note_dir, lambda ns: globals()["_backend_spec"](cfg, run, ns)[0])
 
 
 def plan_schedule(cfg: RunConfig, cycles_per_worker: int = 40) -> list[dict]:
@@ -216,7 +202,7 @@ class Run:
         try:
             ccfg = ClaimsConfig(**cfg.claims)
             client_gen, world = claims_workload(cfg.seed, ccfg)
-            target = _make_target(cfg, run, self._note_pid, self._note_dir)
+            target = make_target(cfg, run, self._note_pid, self._note_dir)
             self.cleanups.append(target.close)
             target.setup(world.namespaces, world.durable())
             spec, capabilities = target.spec, target.capabilities

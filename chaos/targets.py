@@ -36,7 +36,7 @@ from typing import Callable
 
 from chaos.errors import SetupFailed, UsageError
 
-BACKENDS = ("sqlite", "postgres", "gitjournal", "external")
+BACKENDS = ("sqlite", "postgres", "gitjournal", "external", "python")
 
 
 def _open(spec: dict):
@@ -110,17 +110,18 @@ class SqliteTarget(Target):
         super().setup(namespaces, durable)
 
 
-class SpecTarget(Target):
-    """A file-based backend given by a spec function ``namespaces -> spec``
-    (``chaos.runner._backend_spec``; ``chaos.testing.launch`` plugs a
-    ``python`` factory backend in there)."""
+class PythonTarget(Target):
+    """An outside backend written as a Python class (the registry's ``python``
+    entry, ``--factory MOD:FN``). Its factory receives the run's SQLite file
+    path like the sqlite backend does, so a backend built over ``SqliteStore``
+    (the planted bugs, the mutants) needs no other setup; workers import the
+    factory by module path."""
 
-    def __init__(self, cfg, run, note_pid, note_dir, spec_for: Callable):
-        super().__init__(cfg, run, note_pid, note_dir)
-        self.spec_for = spec_for
+    name = "python"
 
     def setup(self, namespaces, durable: dict) -> None:
-        self.spec = self.spec_for(namespaces)
+        self.spec = {"backend": "python", "factory": self.cfg.factory, "path": self.run.file("claims.db"),
+                     "namespaces": list(namespaces)}
         super().setup(namespaces, durable)
 
 
@@ -358,7 +359,7 @@ class ExternalTarget(Target):
 
 def make_target(cfg, run, note_pid, note_dir) -> Target:
     table = {"sqlite": SqliteTarget, "postgres": PostgresTarget, "gitjournal": GitJournalTarget,
-             "external": ExternalTarget}
+             "external": ExternalTarget, "python": PythonTarget}
     if cfg.backend not in table:
         raise UsageError(f"backend {cfg.backend!r} is not supported by chaos run ({', '.join(BACKENDS)})")
     return table[cfg.backend](cfg, run, note_pid, note_dir)

@@ -22,7 +22,10 @@ from chaos.errors import UsageError
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--backend", default="sqlite", help="sqlite (default), postgres, gitjournal or external")
+    p.add_argument("--backend", default="sqlite", help="sqlite (default), postgres, gitjournal, external or python")
+    p.add_argument("--factory", default=None,
+                   help='python: "module:function" opening your backend class (docs/backend-authors.md); '
+                        "it gets the run's SQLite file path in spec['path']")
     p.add_argument("--dsn", default=None,
                    help="postgres: use this server (a fresh schema is created and dropped; the server itself is "
                         "never killed, paused or fsync-faulted). Default: start our own server")
@@ -58,6 +61,11 @@ def build_config(args: argparse.Namespace):
         raise UsageError(f"unknown backend {args.backend!r} for chaos run (known: {', '.join(BACKENDS)})")
     dsn = getattr(args, "dsn", None)
     command = getattr(args, "backend_command", None)
+    factory = getattr(args, "factory", None)
+    if (args.backend == "python") != bool(factory):
+        raise UsageError('--backend python and --factory "module:function" go together')
+    if factory and (":" not in factory or not all(factory.partition(":")[::2])):
+        raise UsageError(f'--factory {factory!r}: expected "module:function"')
     profile = getattr(args, "profile", None)
     if dsn and args.backend != "postgres":
         raise UsageError("--dsn is for --backend postgres")
@@ -111,13 +119,16 @@ def build_config(args: argparse.Namespace):
         argv += ["--dsn", redact_dsn(dsn)]  # never record a password; supply it again to reproduce
     if command:
         argv += ["--command", command]
+    if factory:
+        argv += ["--factory", factory]
     if profile:
         argv += ["--profile", profile]
     return RunConfig(name=name, backend=args.backend, workload=args.workload, nemesis=names, workers=workers,
                      time_limit=float(time_limit), seed=seed, store=args.store, op_timeout=args.op_timeout,
                      claims=dict(sc.get("claims", {})), nemesis_opts=dict(sc.get("nemesis_opts", {})),
                      scenario=args.scenario, command=shlex.join(argv), dsn=dsn,
-                     profile=os.path.abspath(profile) if profile else None, backend_command=command)
+                     profile=os.path.abspath(profile) if profile else None, backend_command=command,
+                     factory=factory)
 
 
 def run(args: argparse.Namespace) -> int:

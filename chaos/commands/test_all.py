@@ -110,23 +110,9 @@ def _runs_under(store: str) -> set[str]:
     return out
 
 
-def _run_accepts_factory() -> bool:
-    try:
-        from chaos.commands import run as run_cmd
-    except ImportError:
-        return False
-    parser = argparse.ArgumentParser(add_help=False)
-    run_cmd.add_arguments(parser)
-    return any("--factory" in a.option_strings for a in parser._actions)
-
-
 def _command(req: RunRequest) -> list[str]:
-    """``chaos run ...``; for a python-class backend, ``chaos.testing.launch``
-    while ``chaos run`` itself has no ``--factory``."""
-    argv = req.argv()
-    if req.factory and not _run_accepts_factory():
-        return [sys.executable, "-m", "chaos.testing.launch", *argv[1:]]
-    return [sys.executable, "-m", "chaos.cli", *argv]
+    """``chaos run ...`` with this interpreter."""
+    return [sys.executable, "-m", "chaos.cli", *req.argv()]
 
 
 def run_one(req: RunRequest, timeout: float | None = None, env: dict | None = None) -> RunOutcome:

@@ -184,6 +184,9 @@ TARGETS: dict[str, dict[str, str]] = {
 }
 
 #: nemeses that need a server of our own (never faulted when the user gave --dsn)
+# an outside Python backend runs inside the worker processes, like sqlite
+TARGETS["python"] = dict(TARGETS["sqlite"])
+
 OWN_SERVER = {"postgres": ("kill", "pause", "fsync")}
 
 
