@@ -15,7 +15,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def test_shipped_matrices_expand():
     smoke = expand(load_matrix(os.path.join(ROOT, "matrices", "smoke.yaml")), "smoke.yaml")
-    assert [(r.backend, r.nemesis, r.seed) for r in smoke] == [("sqlite", [], 1), ("sqlite", ["kill"], 1)]
+    assert [(r.backend, r.nemesis, r.seed) for r in smoke] == [("sqlite", [], 3), ("sqlite", ["kill"], 3)]
     nightly = expand(load_matrix(os.path.join(ROOT, "matrices", "nightly.yaml")), "nightly.yaml")
     assert {r.backend for r in nightly} >= {"sqlite", "postgres"}
     # the budget: the runs' workload time stays well under 15 minutes

@@ -172,7 +172,7 @@ def load_matrix(path: str) -> dict:
 
 def expand(matrix: dict, path: str = "matrix", store: str | None = None) -> list[RunRequest]:
     """Every combination backends x workloads x nemeses x seeds, as run requests."""
-    from backends.registry import KNOWN
+    from chaos.targets import BACKENDS as KNOWN  # what chaos run can run
 
     backends = _list(matrix, "backends", path)
     workloads = matrix.get("workloads") or [matrix.get("workload", "claims")]
