@@ -33,6 +33,7 @@ from dataclasses import replace
 from typing import Any
 
 from backends.api import EPOCH_MAX
+from backends.contract import format_instant
 
 from .checker import ILLEGAL, OK, check_operations
 from .claim_ops import active_tuple, history_to_operations, instant_ms
@@ -245,8 +246,14 @@ def claim_step(s: State, inp: tuple, out: Any) -> list[State]:
 
 def _describe_state(s: State) -> str:
     le, act, rev, floor, outs = s
-    claim = "none" if act is None else f"{act[0]}@{act[1]} [{act[2]}, {act[3]})"
-    return f"last_epoch={le} active={claim} revision={rev[:19]} floor={floor} outcomes={len(outs)}"
+    claim = "none" if act is None else f"{act[0]}@{act[1]} [{_instant(act[2])}, {_instant(act[3])})"
+    return (f"last_epoch={le} active={claim} revision={rev[:19]} floor={_instant(floor)} "
+            f"outcomes={len(outs)}")
+
+
+def _instant(ms) -> str:
+    """Backend times as the contract writes them (ms since the epoch otherwise unreadable)."""
+    return format_instant(ms) if isinstance(ms, int) and ms > 0 else str(ms)
 
 
 def claim_model() -> NondeterministicModel:
