@@ -144,3 +144,12 @@ def test_chaos_run_flags_the_mutant_with_the_right_invariant(name, tmp_path):
         got = {a["type"] for a in found[checker]}
         assert got & types, f"{checker} flagged {name} as {got}, expected one of {types}"
         assert all(a["explanation"] and a["ops"] for a in found[checker] if a["type"] in types)
+
+
+def test_every_mutant_has_a_pinned_detection_and_the_control_is_not_a_safety_claim():
+    """Adding a mutant without a detection test fails here; the chaos
+    detections agree with the catalogue."""
+    assert set(MUTANTS) == set(CONFORM_DETECTIONS) | set(CHAOS_DETECTIONS)
+    assert not MUTANTS["read-persists-floor"].safety and "read-persists-floor" not in CHAOS_DETECTIONS
+    for name, (_recipe, wanted) in CHAOS_DETECTIONS.items():
+        assert set(wanted) <= set(MUTANTS[name].checkers), name
