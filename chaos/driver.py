@@ -51,13 +51,23 @@ class FaultEnv:
         return n
 
 
-class NemesisExecutor:
-    """Runs nemesis ops one at a time on its own thread."""
+#: the longest one nemesis step may take before the schedule moves on without it
+STEP_TIMEOUT_S = 10.0
 
-    def __init__(self, table: dict, env: FaultEnv, completions: queue.Queue):
+
+class NemesisExecutor:
+    """Runs nemesis ops one at a time on its own thread.
+
+    Every step has a bounded time (``step_timeout``): a step still running
+    then is abandoned (its thread finishes or dies on its own; its late
+    result is dropped) and completes ``info`` with ``timed_out``, so one stuck
+    command never swallows the rest of the schedule."""
+
+    def __init__(self, table: dict, env: FaultEnv, completions: queue.Queue, step_timeout: float = STEP_TIMEOUT_S):
         self.table = table
         self.env = env
         self.completions = completions
+        self.step_timeout = step_timeout
         self._inbox: queue.Queue = queue.Queue()
         threading.Thread(target=self._loop, daemon=True, name="nemesis").start()
 
@@ -69,11 +79,22 @@ class NemesisExecutor:
 
     def run_op(self, op: dict) -> dict:
         pkg = self.table[op["f"]]
-        try:
-            value = pkg.execute(self.env, op)
-            typ = "ok"
-        except Exception as e:  # the fault could not be applied: say so, never pretend
-            value, typ = {"took_effect": False, "error": f"{type(e).__name__}: {e}"}, "info"
+        box: dict = {}
+
+        def step() -> None:
+            try:
+                box["value"], box["type"] = pkg.execute(self.env, op), "ok"
+            except Exception as e:  # the fault could not be applied: say so, never pretend
+                box["value"], box["type"] = {"took_effect": False, "error": f"{type(e).__name__}: {e}"}, "info"
+
+        worker = threading.Thread(target=step, daemon=True, name=f"nemesis-{op['f']}")
+        worker.start()
+        worker.join(self.step_timeout)
+        if worker.is_alive():
+            value, typ = {"took_effect": False, "timed_out": True,
+                          "error": f"nemesis step {op['f']} did not finish within {self.step_timeout:g} s; abandoned"}, "info"
+        else:
+            value, typ = box["value"], box["type"]
         if op["f"] == pkg.name:
             self.env.coverage.fired(pkg.name, value.get("took_effect") is True)
         return {"process": NEMESIS, "type": typ, "f": op["f"], "value": value}

@@ -101,6 +101,31 @@ def draw_targets(s, workers: int, most: int = 1):
     return sorted(out), s
 
 
+def stopped_reason(env, t: int) -> str | None:
+    """Why worker slot ``t``'s live host cannot answer a command now, else None.
+
+    A host the harness has SIGSTOPped (the pause nemesis, or a paused writer
+    held at its barrier by the slot) answers nothing until it is resumed, so a
+    command sent to it would block the single nemesis thread. Nemeses that talk
+    to a host (restart, lost-reply, the clock evidence) skip such a target and
+    record why: the planned schedule stays a pure function of the seed, only
+    the executed effect differs, and the history says so."""
+    slot = env.slots[t]
+    pid = slot.pid
+    if pid is None:
+        return None
+    if env.paused.get(t) == pid:
+        return f"worker {pid} is paused by the pause nemesis"
+    try:
+        import psutil
+
+        if psutil.Process(pid).status() == psutil.STATUS_STOPPED:
+            return f"worker {pid} is stopped (a paused writer held at its barrier)"
+    except Exception:  # gone meanwhile: not stopped; the command fails fast
+        return None
+    return None
+
+
 class Coverage:
     """Per fault: requested, fired, took_effect (thread-safe counters)."""
 

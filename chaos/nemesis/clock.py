@@ -29,7 +29,7 @@ from __future__ import annotations
 import threading
 import time
 
-from chaos.nemesis import FaultCycle, Package, draw_targets
+from chaos.nemesis import FaultCycle, Package, draw_targets, stopped_reason
 
 BACKWARD_S = (-7200, -3600, -900, -300, -120)
 FORWARD_S = (120, 600, 3600)
@@ -129,6 +129,10 @@ def _observe_all(env, faults, value: dict, wants: list[int], start: bool = False
     out = []
     for t, _ in faults:
         slot = env.slots[t]
+        stopped = stopped_reason(env, t)
+        if stopped:  # its `now` would only time out: the skew is still set, evidence comes later
+            out.append({"slot": t, "pid": slot.pid, "preloaded": False, "shifted": False, "note": stopped})
+            continue
         pid = _live_pid(slot, 0.0 if start else 3.0 / max(1, len(faults)), start)
         if pid is None:
             out.append({"slot": t, "pid": None, "preloaded": False, "shifted": False, "note": "no live worker"})

@@ -11,12 +11,13 @@ removes it. Evidence: at the heal, the number of ops that ended exit 6 or
 ``lost-reply``: arms ``exit-after-commit`` on a target worker (the next
 successful commit of the drawn class is followed by ``os._exit(137)`` before
 any reply; for an external CLI the host does it once the CLI answered exit 0). Evidence: the worker's next op ended ``info`` with exit status
-137, counted by the slot (resolved at the end of the run).
+137, counted by the slot (resolved at the end of the run). A stopped
+(paused) target is skipped, and the op's value says so.
 """
 
 from __future__ import annotations
 
-from chaos.nemesis import FaultCycle, Package, draw_targets
+from chaos.nemesis import FaultCycle, Package, draw_targets, stopped_reason
 
 
 def fsync_package(opts: dict) -> Package:
@@ -53,6 +54,10 @@ def lost_reply_package(opts: dict) -> Package:
         out = []
         for t in op["value"]["targets"]:
             slot = env.slots[t]
+            stopped = stopped_reason(env, t)
+            if stopped:  # a stopped host cannot take the command; never block the nemesis thread on it
+                out.append({"slot": t, "armed": False, "skipped": stopped})
+                continue
             try:
                 client = slot.ensure_started()
                 client.exit_after_commit(op["value"]["op_class"])

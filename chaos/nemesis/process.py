@@ -1,6 +1,7 @@
 """Process faults on worker hosts: kill (SIGKILL + reap, a fresh worker on the
 next op), pause (SIGSTOP ... SIGCONT, the paused-writer case) and restart
-(the host drops its process state and reopens the store).
+(the host drops its process state and reopens the store). A restart never
+targets a stopped (paused) host: it is skipped and the history entry says why.
 
 Evidence: after ``kill`` the PID is reaped and gone; after ``pause`` psutil
 reports the process ``stopped``; ``restart`` took effect when the host
@@ -14,7 +15,7 @@ import time
 import psutil
 
 from chaos.faults import procs
-from chaos.nemesis import FaultCycle, Package, draw_targets
+from chaos.nemesis import FaultCycle, Package, draw_targets, stopped_reason
 
 
 def _gone(pid: int) -> bool:
@@ -117,7 +118,12 @@ def _restart_one(slot, t: int, attempts: int = 3) -> dict:
 
 def restart_package(opts: dict) -> Package:
     def execute(env, op):
-        out = [_restart_one(env.slots[t], t) for t in op["value"]["targets"]]
+        out = []
+        for t in op["value"]["targets"]:
+            stopped = stopped_reason(env, t)
+            # a stopped host answers nothing: restarting it would block the nemesis
+            # thread until someone resumes or kills it; the pause's own heal resumes it
+            out.append({"slot": t, "restarted": False, "skipped": stopped} if stopped else _restart_one(env.slots[t], t))
         return {"restarted": out, "took_effect": any(r["restarted"] for r in out)}
 
     gen = FaultCycle("restart", _draw_one, opts.get("workers", 1), gap_ms=opts.get("restart_gap_ms", (2000, 6000)))
