@@ -16,7 +16,8 @@ import time
 from backends.registry import open_backend
 from chaos.driver import RealDriver
 from chaos.history_store import HistoryWriter
-from chaos.worker import Slot, host_client_class
+from chaos.host import HostClient
+from chaos.worker import Slot
 from workloads.claims import ClaimsConfig, claims_workload
 from workloads.generator import SEC, clients, deadline, repeat
 from workloads.interpreter import interpret
@@ -33,7 +34,7 @@ def setup(d: str):
 
 
 def plain(spec, req, workers: int, seconds: float) -> float:
-    cls = host_client_class()
+    cls = HostClient
     hosts = [cls(spec) for _ in range(workers)]
     count = [0] * workers
     stop = time.monotonic() + seconds
