@@ -274,7 +274,7 @@ class Engine:
         ns, item = req.ledger_namespace, req.item_id
         now = self._persist_floor(txn, ns)
         rec = txn.get_claim(ns, item) or empty_record(ns, item)
-        reason = fence_rejection(req, rec, now)
+        reason = self._fence(req, rec, now)
         if reason is not None:
             return publication_error(Code.CLAIM_FENCE_REJECTED, {
                 "ledger_namespace": ns,
@@ -298,6 +298,11 @@ class Engine:
             "claim_fence": copy.deepcopy(req.raw["claim_fence"]),
             "claim_read_back": read_back(rec, now),
         })
+
+    def _fence(self, req: PublishRequest, rec: ClaimRecord, now: int) -> str | None:
+        """The fence decision; a method so the suite's own planted bugs and
+        mutants can weaken it in a subclass without copying the commit step."""
+        return fence_rejection(req, rec, now)
 
     @staticmethod
     def _revision_conflict(req: PublishRequest, actual: str | None) -> Reply:

@@ -18,6 +18,24 @@ Each client thread runs one agent (contract §4-§6):
   ``operation-not-found``, a retry of the SAME complete request (§6).
 * ``lease_ms`` against ``work_ms`` decides how often leases expire before the
   renew, so expiry, ``claim-expired`` and takeover really happen.
+* ``owner_id`` is ``<owner_prefix>-p<process>``: it stays the same across a
+  worker's cycles while its process lives, so a worker often re-acquires an
+  item it held before under the same owner (a new owner only after ``info``,
+  design.md).
+
+Two seeded misbehaviours of *legal but careless* clients, on by default at a
+modest rate so the default ``chaos run`` exercises them (0 turns them off):
+
+* ``blind_retry_rate``: after a publish completes (ok or fail), the agent
+  re-sends the IDENTICAL complete request with the same ``operation_id``
+  without reading first - a client that lost its reply and retries blindly.
+  Contract §6: an identical request returns the stored envelope, no second
+  write. Then the agent goes on as the first reply said.
+* ``stale_fence_rate``: a worker that re-acquired an item it held before
+  under the same owner publishes with its PREVIOUS (stale) epoch as the
+  fence - a buggy client carrying an old fence. A fenced backend rejects it
+  (``claim-fence-rejected`` epoch-mismatch, a stored outcome; or a revision
+  conflict); the agent then publishes with its current fence.
 
 Per-cycle draws (which item, how long to work, how long to back off) come
 from ``Stream(seed, ("claims", thread, cycle))``: the plan of a thread is a
@@ -42,6 +60,8 @@ class ClaimsConfig:
     backoff_ms: tuple = (20, 200)
     owner_prefix: str = "agent"
     publish: bool = True
+    blind_retry_rate: float = 0.1    # per cycle: re-send the identical publish blindly
+    stale_fence_rate: float = 0.3    # per cycle that re-holds an item: publish first with the old epoch
 
 
 @dataclass(frozen=True)
@@ -95,15 +115,24 @@ class Agent:
     pub_tries: int = 0
     pending: dict | None = None   # the publish request being recovered
     recover_tries: int = 0
+    held: tuple = ()              # ((key, epoch), ...): the last epoch THIS owner held per item
+    stale_epoch: str | None = None  # an older epoch of the current item under this owner (stale fence)
+    stale: bool = False           # the publish in flight carries the stale fence
+    blind_done: bool = False      # this cycle's blind retry was sent
+    after: "Agent | None" = None  # blind-retry: where the agent goes on afterwards
 
 
 def plan_cycle(seed: int, thread, cycle: int, n_tuples: int, cfg: ClaimsConfig) -> dict:
-    """The seeded choices of one cycle: item index, work and backoff (ms)."""
+    """The seeded choices of one cycle: item index, work and backoff (ms),
+    whether it retries its publish blindly and whether it tries a stale fence."""
     s = Stream(seed, ("claims", thread, cycle))
     item, s = s.randint(0, n_tuples - 1)
     work, s = s.randint(*cfg.work_ms)
     backoff, s = s.randint(*cfg.backoff_ms)
-    return {"item": item, "work_ms": work, "backoff_ms": backoff}
+    blind, s = s.random()
+    stale, s = s.random()
+    return {"item": item, "work_ms": work, "backoff_ms": backoff,
+            "blind_retry": blind < cfg.blind_retry_rate, "stale_fence": stale < cfg.stale_fence_rate}
 
 
 @dataclass(frozen=True)
@@ -153,18 +182,19 @@ class ClaimsWorkload(Gen):
             op_id = f"pub_{owner}_{a.pub_n}"
             data = render(item_fields(item, f"Synthetic work item by {owner} op {a.pub_n}"),
                           f"Published by {owner} as {op_id}.")
+            stale = bool(plan["stale_fence"] and a.stale_epoch and a.stale_epoch != a.epoch)
             req = {
                 "operation_id": op_id, "ledger_namespace": ns, "item_id": item,
                 "expected_revision": self._revision(key),
                 "candidate_source_base64": b64(data), "candidate_sha256": revision_of(data),
-                "claim_fence": dict(tup, owner_id=owner, epoch=a.epoch),
+                "claim_fence": dict(tup, owner_id=owner, epoch=a.stale_epoch if stale else a.epoch),
             }
-            return "publish", req, replace(a, pub_n=a.pub_n + 1, pending=req)
+            return "publish", req, replace(a, pub_n=a.pub_n + 1, pending=req, stale=stale, stale_epoch=None)
         if a.step == "pub-read":
             p = a.pending
             return "publication-read", {"operation_id": p["operation_id"], "ledger_namespace": p["ledger_namespace"],
                                         "item_id": p["item_id"]}, a
-        if a.step == "pub-retry":
+        if a.step in ("pub-retry", "blind-retry"):
             return "publish", a.pending, a
         raise AssertionError(a.step)
 
@@ -178,6 +208,8 @@ class ClaimsWorkload(Gen):
             if a.inflight or t not in ctx.free:
                 continue
             owner = f"{self.cfg.owner_prefix}-p{ctx.process_of[t]}"
+            if a.owner != owner:  # a new process: what the old owner held is not ours
+                a = replace(a, held=(), stale_epoch=None)
             f, req, a2 = self._request(ctx, t, a, owner)
             op = {"process": ctx.process_of[t], "type": "invoke", "f": f, "value": req, "time": max(ctx.time, a.at)}
             cands.append((i, (op, (t, replace(a2, inflight=True, owner=owner)))))
@@ -201,7 +233,7 @@ class ClaimsWorkload(Gen):
 
     def _end_cycle(self, ctx: Context, t, a: Agent, backoff: bool) -> Agent:
         wait = self._plan(ctx, t, a)["backoff_ms"] * MS if backoff else 0
-        return Agent(step="read", at=ctx.time + wait, cycle=a.cycle + 1, pub_n=a.pub_n)
+        return Agent(step="read", at=ctx.time + wait, cycle=a.cycle + 1, pub_n=a.pub_n, owner=a.owner, held=a.held)
 
     def _step(self, ctx: Context, t, a: Agent, ev: dict) -> tuple[Agent, tuple]:
         typ = ev["type"]
@@ -212,6 +244,15 @@ class ClaimsWorkload(Gen):
         key = self.world.tuples[self._plan(ctx, t, a)["item"]]
         revs = self.revisions
         step = a.step
+        if step == "blind-retry":
+            if typ == "ok":
+                revs = self._learn(key, result.get("committed_revision"))
+            if typ == "info":
+                return self._end_cycle(ctx, t, a, backoff=False), revs
+            return replace(a.after, at=ctx.time), revs
+        if step == "publish" and typ in ("ok", "fail") and self._plan(ctx, t, a)["blind_retry"] and not a.blind_done:
+            after, revs = self._step(ctx, t, replace(a, blind_done=True), ev)
+            return replace(a, step="blind-retry", blind_done=True, after=after, at=ctx.time), revs
         if typ == "info":
             if step in ("publish", "pub-read", "pub-retry") and a.pending and a.recover_tries < 3:
                 return replace(a, step="pub-read", recover_tries=a.recover_tries + 1, at=ctx.time), revs
@@ -224,8 +265,11 @@ class ClaimsWorkload(Gen):
             if typ == "ok":
                 claim = result.get("claim") or {}
                 work = self._plan(ctx, t, a)["work_ms"] * MS
+                held = dict(a.held)
+                previous = held.get(key)  # this owner held the item before, under an older epoch
+                held[key] = claim.get("epoch")
                 return replace(a, step="renew", epoch=claim.get("epoch"), expires_at=claim.get("expires_at"),
-                               at=ctx.time + work), revs
+                               at=ctx.time + work, held=tuple(held.items()), stale_epoch=previous), revs
             return self._end_cycle(ctx, t, a, backoff=True), revs
         if step == "renew":
             if typ == "ok":
@@ -233,6 +277,14 @@ class ClaimsWorkload(Gen):
                 nxt = "publish" if self.cfg.publish else "release"
                 return replace(a, step=nxt, expires_at=claim.get("expires_at", a.expires_at), at=ctx.time), revs
             return self._end_cycle(ctx, t, a, backoff=True), revs
+        if step == "publish" and a.stale:
+            # the stale-fence attempt: a fenced backend refused it; publish with the current fence
+            if typ == "ok":
+                return replace(a, step="release", pending=None, stale=False, at=ctx.time), \
+                    self._learn(key, result.get("committed_revision"))
+            if err.get("code") == "ledger-revision-conflict":
+                revs = self._learn(key, (err.get("details") or {}).get("actual_revision"))
+            return replace(a, step="publish", pending=None, stale=False, at=ctx.time), revs
         if step == "publish":
             if typ == "ok":
                 return replace(a, step="release", pending=None, at=ctx.time), self._learn(key, result.get("committed_revision"))

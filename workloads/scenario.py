@@ -3,7 +3,8 @@
 A scenario file is a mapping with ``name`` and ``description`` (strings) and
 any of: ``workers`` (int), ``time_limit`` (number), ``nemesis`` (list of
 names), ``claims`` (ClaimsConfig overrides: ``namespaces``, ``items``,
-``lease_ms``, ``work_ms`` [lo, hi], ``backoff_ms`` [lo, hi], ``publish``) and
+``lease_ms``, ``work_ms`` [lo, hi], ``backoff_ms`` [lo, hi], ``publish``,
+``blind_retry_rate``, ``stale_fence_rate`` in [0, 1]) and
 ``nemesis_opts`` (fault timing ranges in ms, e.g. ``pause_ms: [3000, 4000]``).
 ``load(path)`` validates it and raises ``ValueError`` with one line on a bad
 file (the CLI turns that into a usage error).
@@ -65,6 +66,9 @@ def load(name_or_path: str) -> dict:
     for rng in (cfg.work_ms, cfg.backoff_ms):
         if len(rng) != 2 or rng[0] > rng[1]:
             raise ValueError(f"scenario {path}: ranges are [lo, hi] with lo <= hi")
+    for rate in (cfg.blind_retry_rate, cfg.stale_fence_rate):
+        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 <= rate <= 1:
+            raise ValueError(f"scenario {path}: 'blind_retry_rate' and 'stale_fence_rate' are numbers in [0, 1]")
     opts = data.get("nemesis_opts", {})
     if opts.get("pause_at", "publish") != "publish":
         raise ValueError(f"scenario {path}: 'nemesis_opts.pause_at' can only be 'publish'")

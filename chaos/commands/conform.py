@@ -1,6 +1,11 @@
 """``chaos conform``: replay the conformance vectors against a real backend.
 
     chaos conform --backend sqlite [--vectors DIR] [--case NAME ...] [--json]
+    chaos conform --backend python --factory MODULE:FUNCTION [...]
+
+``--backend python`` replays the vectors against an outside Python backend
+class (registry signature ``open_backend(spec, clock, hooks)``) built over the
+SQLite store it is given (``chaos.conform.adapters.python``).
 
 Prints one row per case (status pass / fail / not-applicable /
 profile-substituted, and time) and, for each failing case, the mismatches
@@ -33,6 +38,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print a JSON report instead of the table")
     parser.add_argument("--command", dest="external_command", default=None, help="external backend: the contract CLI command line")
     parser.add_argument("--profile", type=Path, default=None, help="external backend: adapter profile file")
+    parser.add_argument("--factory", default=None, metavar="MODULE:FUNCTION",
+                        help="python backend: the factory opening your backend over the SQLite file it is given "
+                             "(e.g. backends.sqlite:open_backend)")
 
 
 def default_vectors() -> Path:
@@ -51,8 +59,15 @@ def default_vectors() -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.factory is not None and args.backend != "python":
+        raise UsageError("--factory is only for --backend python")
+    if args.backend == "python":
+        from chaos.conform.adapters.python import check_factory
+
+        check_factory(args.factory)
     vectors = args.vectors if args.vectors is not None else default_vectors()
-    options = {"command": args.external_command, "profile": str(args.profile) if args.profile else None}
+    options = {"command": args.external_command, "profile": str(args.profile) if args.profile else None,
+               "factory": args.factory}
     printer = None if args.json else _print_row
 
     def header(_cases) -> None:  # only once every manifest loaded cleanly

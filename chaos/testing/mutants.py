@@ -28,7 +28,7 @@ from backends.contract import Code, claim_error, claim_success, empty_record, re
 from backends.contract.capabilities import REQUIRED_WRITE_PATHS
 from backends.engine import fence_rejection
 from backends.sqlite import SqliteBackend
-from chaos.testing.mutants_base import StoreView, TxnView, commit_publication
+from chaos.testing.mutants_base import StoreView, TxnView
 
 
 # --------------------------------------------------------------------------- fence bugs
@@ -46,8 +46,8 @@ class NoFenceEpoch(SqliteBackend):
     A paused writer whose lease was taken over publishes over the new holder
     (a stale write) because *someone* holds a live lease."""
 
-    def _commit_publication(self, txn, req, candidate):
-        return commit_publication(self, txn, req, candidate, _claimed_by_anyone)
+    def _fence(self, req, rec, now):
+        return _claimed_by_anyone(req, rec, now)
 
 
 def _owner_only(req, rec: ClaimRecord, now: int) -> str | None:
@@ -62,8 +62,8 @@ class FenceOwnerOnly(SqliteBackend):
     same ``owner_id`` (a restarted agent that reuses its host name) can still
     publish with its old epoch: a stale write by "the same" owner."""
 
-    def _commit_publication(self, txn, req, candidate):
-        return commit_publication(self, txn, req, candidate, _owner_only)
+    def _fence(self, req, rec, now):
+        return _owner_only(req, rec, now)
 
 
 class AdvisoryClaimsFenced(SqliteBackend):
@@ -84,8 +84,8 @@ class AdvisoryClaimsFenced(SqliteBackend):
         if self.config.namespaces:
             self.config.write_paths = dict(REQUIRED_WRITE_PATHS)
 
-    def _commit_publication(self, txn, req, candidate):
-        return commit_publication(self, txn, req, candidate, lambda _req, _rec, _now: None)
+    def _fence(self, req, rec, now):
+        return None
 
 
 # --------------------------------------------------------------------------- clock and floor bugs
@@ -127,7 +127,24 @@ class FloorNotPersistedOnReject(SqliteBackend):
         return reply
 
     def _commit_publication(self, txn, req, candidate):
-        return commit_publication(self, txn, req, candidate, fence_rejection, persist_floor_on_reject=False)
+        return super()._commit_publication(_FloorOnlyOnWrite(txn, self), req, candidate)
+
+
+class _FloorOnlyOnWrite(TxnView):
+    """The publish floor is written only together with the ledger bytes: a
+    fence or revision rejection drops the time it reported (the bug)."""
+
+    def __init__(self, inner, owner):
+        super().__init__(inner, owner)
+        self.pending: tuple[str, int] | None = None
+
+    def set_floor(self, ns: str, ms: int) -> None:
+        self.pending = (ns, ms)
+
+    def put_ledger(self, ns: str, item_id: str, data: bytes) -> None:
+        if self.pending is not None:
+            self.inner.set_floor(*self.pending)
+        self.inner.put_ledger(ns, item_id, data)
 
 
 class ReadPersistsFloor(SqliteBackend):

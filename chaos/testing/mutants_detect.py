@@ -5,9 +5,10 @@ detection layers and say what each one found.
   replayed exactly as ``chaos conform --backend sqlite`` does (a real
   ``chaos.host`` process per case, real barrier / reply loss / restart, the
   fsync EIO shim for the commit fault) but with the host serving
-  ``{"backend": "python", "factory": ...}``. (``chaos conform`` has no adapter
-  for python-factory backends; ``PythonSqliteAdapter`` is that adapter for
-  factories built over the SQLite store.)
+  ``{"backend": "python", "factory": ...}`` through
+  ``chaos.conform.adapters.python.PythonSqliteAdapter`` (the adapter behind
+  ``chaos conform --backend python --factory MOD:FN``, for factories built
+  over the SQLite store).
 * ``chaos(factory, recipe, seed, store) -> RunOutcome``: one real ``chaos
   run`` (subprocess, worker processes, real faults) through
   ``chaos.commands.test_all.run_one``; a recipe names the scenario that
@@ -28,7 +29,7 @@ from pathlib import Path
 import yaml
 
 from chaos.commands.test_all import RunOutcome, RunRequest, run_one
-from chaos.conform.adapters.sqlite import SqliteAdapter
+from chaos.conform.adapters.python import PythonSqliteAdapter  # noqa: F401  (re-exported: it lived here)
 from chaos.conform.manifest import load_cases
 from chaos.conform.runner import run_case
 from chaos.conform.suite import Report
@@ -44,19 +45,6 @@ def vectors_dir() -> Path:
 
 
 # --------------------------------------------------------------------------- conformance
-
-
-class PythonSqliteAdapter(SqliteAdapter):
-    """The SQLite conformance adapter (provisioning, seeding, bypass, floor
-    trigger, fsync shim, export) with the host serving a python factory."""
-
-    def __init__(self, factory: str, options: dict | None = None):
-        super().__init__(options)
-        self.factory = factory
-        self.backend = f"python:{factory}"
-
-    def spec(self) -> dict:
-        return {**super().spec(), "backend": "python", "factory": self.factory}
 
 
 def conform(factory: str, cases: list[str] | None = None, vectors: Path | None = None) -> Report:
@@ -94,16 +82,11 @@ class Recipe:
 
 
 #: A paused writer that resumes while the item is *held by someone else who has
-#: not published yet*: one item, the writer's lease (1.5 s) expires during its
-#: 1.8-2.2 s hold, a rival acquires within ~0.2 s and works 0.8-1.2 s before
-#: publishing. Only then does a fence bug become a stale write (if the rival
-#: had published, the revision check would refuse the stale candidate anyway).
-STALE_WRITER = {
-    "name": "stale-writer",
-    "description": "paused writer resumes during a rival's live, unpublished lease",
-    "claims": {"namespaces": 1, "items": 2, "lease_ms": 1500, "work_ms": [800, 1200]},
-    "nemesis_opts": {"pause_at": "publish", "pause_gap_ms": [100, 400], "pause_ms": [1800, 2200]},
-}
+#: not published yet*: the shipped scenario ``workloads/scenarios/stale-writer.yaml``
+#: (2 items, 1.5 s lease, 0.8-1.2 s work, the writer parked 1.8-2.2 s). Only
+#: then does a fence bug become a stale write (if the rival had published, the
+#: revision check would refuse the stale candidate anyway).
+STALE_WRITER = "stale-writer"
 
 RECIPES: dict[str, Recipe] = {
     "stale-writer": Recipe(STALE_WRITER, ("pause",), workers=4, time_limit=10.0),

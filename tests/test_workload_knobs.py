@@ -1,0 +1,161 @@
+"""The claims workload's careless-client knobs (``blind_retry_rate``,
+``stale_fence_rate``) against the real SQLite engine in logical time: the
+situations really happen, a correct backend answers them as the contract says
+and the checkers stay valid, and the mutants they target are flagged."""
+
+from __future__ import annotations
+
+import pytest
+
+from backends.api import FixedClock
+from backends.registry import open_backend
+from checkers import run_checkers
+from checkers.history import classify
+from workloads.claims import ClaimsConfig, claims_workload, plan_cycle
+from workloads.generator import clients, secs
+from workloads.interpreter import simulate
+
+BASE_MS = 1_894_353_330_250
+CORRECT = {"backend": "sqlite"}
+
+
+def run(tmp_path, cfg: ClaimsConfig, spec=CORRECT, seed=5, workers=2, seconds=12, lose=lambda op: False):
+    gen, world = claims_workload(seed, cfg)
+    clock = FixedClock(BASE_MS)
+    backend = open_backend(dict(spec, path=str(tmp_path / "c.db"), namespaces=list(world.namespaces)), clock)
+    backend.store.seed(world.durable())
+
+    def complete(op):
+        clock.set(BASE_MS + op["time"] // 1_000_000)
+        reply = backend.call(op["f"], op["value"])
+        if lose(op):
+            return {"type": "info", "error": "reply lost", "latency": 1_000_000}
+        return {"type": classify(reply.exit, reply.envelope), "value": reply.to_json(), "latency": 1_000_000}
+
+    try:
+        h = simulate(clients(gen), seed=seed, workers=workers, complete=complete, time_limit=secs(seconds))
+        caps = backend.call("capabilities", {}).envelope
+        final = backend.store.export_durable()
+    finally:
+        backend.close()
+    h = [dict(o, index=i) for i, o in enumerate(h)]
+    h.append({"index": len(h), "process": "nemesis", "type": "info", "f": "final-state", "time": h[-1]["time"],
+              "value": {"durable": final}})
+    ctx = {"capabilities": caps, "lease_ms": cfg.lease_ms, "tuples": [list(t) for t in world.tuples],
+           "initial_durable": world.durable(), "backend": "sqlite", "workload": "claims"}
+    return h, ctx, final
+
+
+def pairs(h):
+    """(invoke, completion) per client op, in invoke order."""
+    open_, out = {}, []
+    for o in h:
+        if o["process"] == "nemesis":
+            continue
+        if o["type"] == "invoke":
+            open_[o["process"]] = len(out)
+            out.append([o, None])
+        elif o["process"] in open_:
+            out[open_.pop(o["process"])][1] = o
+    return [(i, c) for i, c in out if c is not None]
+
+
+def code(done):
+    return (((done.get("value") or {}).get("envelope") or {}).get("error") or {}).get("code")
+
+
+def test_knobs_are_on_by_default_and_seeded():
+    cfg = ClaimsConfig()
+    assert 0 < cfg.blind_retry_rate < 1 and 0 < cfg.stale_fence_rate <= 1
+    plans = [plan_cycle(3, t, c, 6, cfg) for t in range(4) for c in range(50)]
+    assert plans == [plan_cycle(3, t, c, 6, cfg) for t in range(4) for c in range(50)]
+    assert any(p["blind_retry"] for p in plans) and not all(p["blind_retry"] for p in plans)
+    off = ClaimsConfig(blind_retry_rate=0, stale_fence_rate=0)
+    assert not any(plan_cycle(3, t, c, 6, off)["blind_retry"] or plan_cycle(3, t, c, 6, off)["stale_fence"]
+                   for t in range(4) for c in range(50))
+    # the knobs only add draws after the old ones: item, work and backoff are unchanged
+    assert {k: plans[0][k] for k in ("item", "work_ms", "backoff_ms")} == \
+        {k: plan_cycle(3, 0, 0, 6, off)[k] for k in ("item", "work_ms", "backoff_ms")}
+
+
+def test_blind_retry_resends_the_identical_request_and_gets_the_stored_envelope(tmp_path):
+    cfg = ClaimsConfig(namespaces=1, items=2, work_ms=(50, 300), blind_retry_rate=1.0, stale_fence_rate=0)
+    h, ctx, final = run(tmp_path, cfg)
+    ps = pairs(h)
+    blind = [(ps[k], ps[k + 1]) for k in range(len(ps) - 1)
+             if ps[k][0]["f"] == "publish" and ps[k + 1][0]["f"] == "publish"
+             and ps[k + 1][0]["value"] == ps[k][0]["value"] and ps[k][1]["type"] in ("ok", "fail")]
+    assert len(blind) >= 3
+    assert any(first[1]["type"] == "ok" for first, _ in blind)
+    for (inv, first), (inv2, second) in blind:
+        assert inv2["process"] == inv["process"]       # no read in between: a blind retry
+        if first["type"] == "ok" or code(first) == "claim-fence-rejected":   # stored kinds replay verbatim
+            assert second["value"] == first["value"]
+    ids = [o["operation_id"] for o in final["publication_outcomes"]]
+    assert len(ids) == len(set(ids))                   # one write per operation id
+    verdict = run_checkers(h, ctx)
+    assert verdict["valid"] is True, {k: v["anomalies"][:2] for k, v in verdict["checkers"].items() if v["valid"] is not True}
+
+
+def test_stale_fence_under_the_same_owner_is_rejected_and_stored(tmp_path):
+    cfg = ClaimsConfig(namespaces=1, items=1, work_ms=(50, 300), lease_ms=1500, blind_retry_rate=0, stale_fence_rate=1.0)
+    h, ctx, final = run(tmp_path, cfg, workers=1)
+    ps = pairs(h)
+    acquired = {}
+    stale = []
+    for inv, done in ps:
+        v = inv["value"]
+        if inv["f"] == "acquire" and done["type"] == "ok":
+            acquired.setdefault(v["owner_id"], []).append(done["value"]["envelope"]["result"]["claim"]["epoch"])
+        if inv["f"] == "publish":
+            owner, epoch = v["claim_fence"]["owner_id"], v["claim_fence"]["epoch"]
+            if acquired.get(owner) and epoch != acquired[owner][-1]:
+                assert epoch in acquired[owner][:-1]        # an older epoch of the same owner
+                stale.append((inv, done))
+    assert len(stale) >= 2
+    for inv, done in stale:
+        assert done["type"] == "fail" and code(done) == "claim-fence-rejected"
+        assert done["value"]["envelope"]["error"]["details"]["reason"] == "epoch-mismatch"
+    stored = {o["operation_id"]: o for o in final["publication_outcomes"]}
+    assert all(inv["value"]["operation_id"] in stored for inv, _ in stale)   # the rejection is a stored outcome
+    # after the refusal the agent publishes with its current fence, and that one is accepted
+    k = ps.index(stale[0])
+    nxt_inv, nxt = ps[k + 1]
+    assert nxt_inv["f"] == "publish" and nxt["type"] == "ok"
+    verdict = run_checkers(h, ctx)
+    assert verdict["valid"] is True, {k: v["anomalies"][:2] for k, v in verdict["checkers"].items() if v["valid"] is not True}
+
+
+def test_a_new_process_never_reuses_the_old_owners_epochs(tmp_path):
+    """After ``info`` the worker is a new owner (design.md): it has no old epoch to go stale with."""
+    lost = []
+
+    def lose(op):
+        if op["f"] == "renew" and len(lost) < 2:
+            lost.append(op["process"])
+            return True
+        return False
+
+    cfg = ClaimsConfig(namespaces=1, items=1, work_ms=(50, 300), blind_retry_rate=0, stale_fence_rate=1.0)
+    h, _, _ = run(tmp_path, cfg, workers=1, lose=lose)
+    owners_of = {}
+    for inv, done in pairs(h):
+        if inv["f"] == "acquire" and done["type"] == "ok":
+            owners_of.setdefault(inv["value"]["owner_id"], set()).add(done["value"]["envelope"]["result"]["claim"]["epoch"])
+        if inv["f"] == "publish":
+            owner = inv["value"]["claim_fence"]["owner_id"]
+            assert owner == f"agent-p{inv['process']}" and inv["value"]["claim_fence"]["epoch"] in owners_of[owner]
+
+
+@pytest.mark.parametrize("factory,knob,checker,anomaly", [
+    ("chaos.testing.mutants:open_non_idempotent_publish", "blind_retry_rate", "idempotence", None),
+    ("chaos.testing.mutants:open_fence_owner_only", "stale_fence_rate", "stale_write", "stale-fence-accepted"),
+])
+def test_the_knobs_expose_the_mutants_they_target(tmp_path, factory, knob, checker, anomaly):
+    cfg = ClaimsConfig(namespaces=1, items=1, work_ms=(50, 300), **{"blind_retry_rate": 0, "stale_fence_rate": 0, knob: 1.0})
+    h, ctx, _ = run(tmp_path, cfg, spec={"backend": "python", "factory": factory}, workers=1)
+    verdict = run_checkers(h, ctx)
+    found = verdict["checkers"][checker]
+    assert found["valid"] is False, f"{checker} did not flag {factory}"
+    if anomaly:
+        assert anomaly in {a["type"] for a in found["anomalies"]}
