@@ -159,3 +159,28 @@ def test_the_knobs_expose_the_mutants_they_target(tmp_path, factory, knob, check
     assert found["valid"] is False, f"{checker} did not flag {factory}"
     if anomaly:
         assert anomaly in {a["type"] for a in found["anomalies"]}
+
+
+def test_scenarios_take_the_knobs_and_reject_bad_rates(tmp_path):
+    from workloads import scenario
+
+    good = tmp_path / "careless.yaml"
+    good.write_text("name: x\ndescription: y\nclaims: {blind_retry_rate: 0.5, stale_fence_rate: 0}\n")
+    assert scenario.load(str(good))["claims"] == {"blind_retry_rate": 0.5, "stale_fence_rate": 0}
+    for bad in ("blind_retry_rate: 1.5", "stale_fence_rate: -0.1", "blind_retry_rate: yes"):
+        path = tmp_path / "bad.yaml"
+        path.write_text(f"name: x\ndescription: y\nclaims: {{{bad}}}\n")
+        with pytest.raises(ValueError, match="in \\[0, 1\\]"):
+            scenario.load(str(path))
+
+
+def test_the_stale_writer_recipe_is_the_shipped_scenario():
+    from chaos.testing.mutants_detect import RECIPES
+    from workloads import scenario
+
+    data = scenario.load("stale-writer")
+    assert RECIPES["stale-writer"].scenario == "stale-writer" and data["nemesis"] == ["pause"]
+    assert data["claims"] == {"namespaces": 1, "items": 2, "lease_ms": 1500, "work_ms": (800, 1200)}
+    assert data["nemesis_opts"] == {"pause_at": "publish", "pause_gap_ms": (100, 400), "pause_ms": (1800, 2200)}
+    # the hold outlasts the lease, and the rival's lease + work outlasts the hold: resumed into a live rival lease
+    assert data["nemesis_opts"]["pause_ms"][0] > data["claims"]["lease_ms"]
