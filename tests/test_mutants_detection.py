@@ -135,11 +135,6 @@ CHAOS_DETECTIONS = {
     "fence-owner-only": ("plain", {"stale_write": {"stale-fence-accepted"}}, 2),
 }
 
-#: detected by the workload's default knobs, not by a fault: the catalogue
-#: (chaos.testing.mutants, not ours) still lists them as conformance-only
-WORKLOAD_DETECTED = {"non-idempotent-publish": {"idempotence"}, "fence-owner-only": {"stale_write"}}
-
-
 @pytest.mark.skipif(not HAVE_RUN, reason="chaos run is not available in this build")
 @pytest.mark.parametrize("name", sorted(CHAOS_DETECTIONS))
 def test_chaos_run_flags_the_mutant_with_the_right_invariant(name, tmp_path):
@@ -165,4 +160,4 @@ def test_every_mutant_has_a_pinned_detection_and_the_control_is_not_a_safety_cla
     assert set(MUTANTS) == set(CONFORM_DETECTIONS) | set(CHAOS_DETECTIONS)
     assert not MUTANTS["read-persists-floor"].safety and "read-persists-floor" not in CHAOS_DETECTIONS
     for name, (_recipe, wanted, *_seed) in CHAOS_DETECTIONS.items():
-        assert set(wanted) <= set(MUTANTS[name].checkers) | WORKLOAD_DETECTED.get(name, set()), name
+        assert set(wanted) <= set(MUTANTS[name].checkers), name

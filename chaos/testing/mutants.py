@@ -268,7 +268,8 @@ def _m(name: str, fn: str, bug: str, checkers: tuple, safety: bool = True) -> Mu
 MUTANTS: dict[str, Mutant] = {m.name: m for m in (
     _m("no-fence-epoch", "open_no_fence_epoch", "publish fence ignores owner and epoch (any live lease admits it)",
        ("stale_write", "capability_honesty")),
-    _m("fence-owner-only", "open_fence_owner_only", "publish fence compares the owner but not the epoch", ()),
+    _m("fence-owner-only", "open_fence_owner_only", "publish fence compares the owner but not the epoch",
+       ("stale_write",)),
     _m("expiry-by-worker-clock", "open_expiry_by_worker_clock",
        "effective time = caller's physical clock; floors never consulted", ("floors", "dual_ownership")),
     _m("floor-not-persisted-on-reject", "open_floor_not_persisted_on_reject",
@@ -276,7 +277,7 @@ MUTANTS: dict[str, Mutant] = {m.name: m for m in (
     _m("epoch-reuse-after-restart", "open_epoch_reuse_after_restart",
        "epoch high-water mark in process memory (ABA after restart)", ("epochs", "durability")),
     _m("non-idempotent-publish", "open_non_idempotent_publish",
-       "a retried publish is decided afresh instead of replayed", ()),
+       "a retried publish is decided afresh instead of replayed", ("idempotence",)),
     _m("lying-unchanged", "open_lying_unchanged",
        "a committed acquire is reported as claim-held (state unchanged)", ("durability",)),
     _m("read-persists-floor", "open_read_persists_floor", "read persists the floor (control, not safety)",
