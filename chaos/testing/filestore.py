@@ -44,7 +44,7 @@ class JsonFileStore(MemoryStore):
     def save(self) -> None:
         tmp = f"{self.path}.tmp"
         with open(tmp, "w") as f:
-            json.dump(self.export_durable(), f)
+            json.dump(super().export_durable(), f)   # the in-memory copy being committed
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.path)
@@ -57,6 +57,12 @@ class JsonFileStore(MemoryStore):
     def seed(self, durable: dict) -> None:
         with self.transaction(write=True):
             super().seed(durable)
+
+    def export_durable(self) -> dict:
+        """The durable projection as the FILE holds it (memory is only a
+        per-transaction copy: exporting it would report nothing stored)."""
+        with self.transaction(write=False):
+            return super().export_durable()
 
 
 class FileTxn(MemoryTxn):
