@@ -120,10 +120,12 @@ def _live_pid(slot, wait_s: float, start: bool):
     return slot.pid
 
 
-def _observe_all(env, faults, value: dict, wants: list[int], start: bool = False) -> list[dict]:
-    """Evidence from every target's live worker. Mid-run a worker is never
-    started just to be asked (its backend may be down): we wait a little for
-    the slot's next host instead. ``start``: the final phase, backend healed."""
+def _observe_all(env, faults, value: dict, wants: list[int], start: bool = False,
+                 wait_total_s: float = 3.0) -> list[dict]:
+    """Evidence from every target's live worker. A worker is started just to be
+    asked only when ``start`` (the final phase, or a backend without a server
+    that could be down); otherwise we wait for the slot's next host, at most
+    ``wait_total_s`` over all targets (the nemesis step itself is bounded)."""
     from chaos.faults.faketime import preloaded
 
     out = []
@@ -133,7 +135,7 @@ def _observe_all(env, faults, value: dict, wants: list[int], start: bool = False
         if stopped:  # its `now` would only time out: the skew is still set, evidence comes later
             out.append({"slot": t, "pid": slot.pid, "preloaded": False, "shifted": False, "note": stopped})
             continue
-        pid = _live_pid(slot, 0.0 if start else 3.0 / max(1, len(faults)), start)
+        pid = _live_pid(slot, 0.0 if start else wait_total_s / max(1, len(faults)), start)
         if pid is None:
             out.append({"slot": t, "pid": None, "preloaded": False, "shifted": False, "note": "no live worker"})
             continue
@@ -153,11 +155,18 @@ def package(opts: dict) -> Package:
         runner_steady = drift is None or abs(drift) < TOLERANCE_MS
         if reset:
             # last chance for evidence: the skew is still in place until the reset below
+            serverless = getattr(getattr(env, "target", None), "server", None) is None
             before = [] if env.__dict__.get("clock_effect_seen") else _observe_all(
-                env, faults, value, _wants(value), start=bool(op.get("final")))
+                env, faults, value, _wants(value), start=bool(op.get("final")) or serverless, wait_total_s=3.0)
             late = runner_steady and any(c["preloaded"] and c["shifted"] for c in before)
             if late:
                 env.coverage.took_effect("clock")
+            elif not env.__dict__.get("clock_effect_seen") and not op.get("final"):
+                # No worker could show the skew yet (all retired, the backend down):
+                # keep it in place, so every fresh worker inherits it, and let the
+                # final phase start one and take the evidence before resetting.
+                return {"mode": "reset-deferred", "clocks_before_reset": before, "runner_drift_ms": drift,
+                        "took_effect": False, "note": "no worker has shown the skew yet; reset at the final phase"}
             for t, fault in faults:
                 old = strobes.pop(t, None)
                 if old is not None:
@@ -184,7 +193,7 @@ def package(opts: dict) -> Package:
 
     def final(env):
         active = env.__dict__.get("clock_active")
-        if active is not None:  # its heal was past the time limit: heal it now, with evidence
+        if active is not None:  # not reset yet (past the time limit, or deferred): reset now, with evidence
             value = execute(env, {"f": "clock-reset", "value": active, "final": True})
         else:
             value = {}

@@ -55,8 +55,12 @@ def pause_package(opts: dict) -> Package:
             return {"parking": op["value"]["targets"], "took_effect": None}
         for t in op["value"]["targets"]:
             pid = env.slots[t].pid
-            if pid is None:
-                continue
+            if pid is None:  # the slot's worker was just retired: pause the one that replaces it
+                try:
+                    pid = env.slots[t].ensure_started().pid
+                except Exception as e:
+                    out.append({"slot": t, "pid": None, "stopped": False, "error": f"{type(e).__name__}: {e}"})
+                    continue
             procs.ProcessTree(pid).pause()
             env.paused[t] = pid
             try:

@@ -197,18 +197,30 @@ def fsync_package(opts: dict) -> Package:
     return Package("fsync", gen, execute, final, "server", requires=("failsync",), heals=("fsync-heal",))
 
 
+#: how long a lost-reply window is held open past its planned end waiting for a reply to drop
+LOST_REPLY_GRACE_S = 3.0
+
+
 def lost_reply_package(opts: dict) -> Package:
     def execute(env, op):
         proxy = getattr(env.target, "proxy", None)
         if proxy is None:
             raise RuntimeError("workers do not connect through the fault proxy")
         if op["f"] == "reply-heal":
+            # The window is "until a reply was really lost": if none crossed the
+            # proxy yet (ops stalled by another fault, a loaded machine), keep
+            # dropping a little longer, bounded, instead of a fault that did nothing.
+            base = getattr(env, "proxy_dropped_at_arm", proxy.dropped)
+            waited = time.monotonic()
+            while proxy.dropped == base and time.monotonic() - waited < LOST_REPLY_GRACE_S:
+                time.sleep(0.02)
             proxy.drop_responses = False
-            dropped = proxy.dropped - getattr(env, "proxy_dropped_at_arm", proxy.dropped)
+            dropped = proxy.dropped - base
             proxy.reset_all()  # the ops whose replies were lost end now (info), not at their deadline
             if dropped:
                 env.coverage.took_effect("lost-reply")
-            return {"target": "proxy", "dropped_reply_chunks": dropped, "reset": True, "took_effect": dropped > 0}
+            return {"target": "proxy", "dropped_reply_chunks": dropped, "reset": True, "took_effect": dropped > 0,
+                    "extended_ms": round((time.monotonic() - waited) * 1000)}
         env.proxy_dropped_at_arm = proxy.dropped
         proxy.drop_responses = True
         return {"target": "proxy", "dropping": True, "took_effect": None}
