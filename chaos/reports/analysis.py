@@ -218,7 +218,7 @@ class ClockSeries:
     workers: dict = field(default_factory=dict)      # thread -> [(t, offset_ms)]
     commanded: dict = field(default_factory=dict)    # slot -> [(t, offset_ms)] step points
     decisions: dict = field(default_factory=dict)    # namespace -> [(t, offset_ms)]
-    measured: dict = field(default_factory=dict)     # slot -> [(t, offset_ms)] probed by the clock nemesis
+    measured: dict = field(default_factory=dict)     # slot -> [(t, offset_ms)] shown by the worker itself
 
     @property
     def empty(self) -> bool:
@@ -257,16 +257,24 @@ def clock_series(history: list[dict], spans: list[OpSpan]) -> ClockSeries:
 
 
 def measured_offsets(history: list[dict]) -> dict:
-    """Offsets the clock nemesis measured in a probe process sharing the
-    target's libfaketime file (its completion's ``clocks[].offset_ms``)."""
+    """Offsets the clock nemesis measured on the target worker itself (its own
+    ``time.time()`` through the host's ``now``): ``clocks[].worker_offsets_ms``
+    of clock faults, and ``clocks_before_reset`` of resets and the final heal."""
     out: dict[int, list] = {}
     for op in history:
-        if op.get("process") != "nemesis" or op.get("type") != "ok" or op.get("f") not in ("clock", "clock-reset"):
+        if op.get("process") != "nemesis" or op.get("type") != "ok" or op.get("f") not in (
+                "clock", "clock-reset", "heal"):
             continue
         value = op.get("value") if isinstance(op.get("value"), dict) else {}
-        for c in value.get("clocks") or []:
-            if isinstance(c, dict) and isinstance(c.get("offset_ms"), (int, float)) and "slot" in c:
-                out.setdefault(c["slot"], []).append((seconds(op), float(c["offset_ms"])))
+        for c in (value.get("clocks") or []) + (value.get("clocks_before_reset") or []):
+            if not isinstance(c, dict) or "slot" not in c:
+                continue
+            samples = c.get("worker_offsets_ms")
+            if not isinstance(samples, list):
+                samples = [c["offset_ms"]] if isinstance(c.get("offset_ms"), (int, float)) else []
+            for ms in samples:
+                if isinstance(ms, (int, float)):
+                    out.setdefault(c["slot"], []).append((seconds(op), float(ms)))
     return out
 
 

@@ -68,7 +68,7 @@ def render(run: RunData) -> str:
         "<h2 id=\"clocks\">Clocks</h2>",
         "<p>Offsets are relative to the runner's monotonic clock (0 = the usual relation of the two clocks). "
         "Dots: each worker's wall clock at completion (<code>wall_ms</code>); dashed: the offset the clock "
-        "nemesis set; crosses: the offset it measured in a probe sharing the target's clock; black: the "
+        "nemesis set; crosses: the offset the target worker itself reported (its own clock); black: the "
         "backend's decision time (<code>observed_at</code>), which must never go back while a worker's clock "
         "does: that is the durable floor.</p>",
         "" if any(op.get("wall_ms") is not None for op in run.history) else
