@@ -128,11 +128,12 @@ CHAOS_DETECTIONS = {
     # without faults catches it only when a namespace's last decision happens
     # to be a rejection (timing-dependent), so the pinned recipe is the clock step
     "floor-not-persisted-on-reject": ("clock-regression", {"floors": {"decision-time-regressed"}}),
-    # the claims workload's careless-client knobs, ON by default: a plain run (no faults) retries
-    # publishes blindly (same operation_id, identical request) and publishes with a stale epoch
-    # under the same owner; seed 2 reaches both situations (caught 3/3 runs each)
-    "non-idempotent-publish": ("plain", {"idempotence": {"retry-not-replayed"}}, 2),
-    "fence-owner-only": ("plain", {"stale_write": {"stale-fence-accepted"}}, 2),
+    # the claims workload's careless-client knobs (ON by default at low rates) turned up to 1.0:
+    # every publish is retried blindly (same operation_id, identical request) and every
+    # re-acquire under the same owner first publishes with its stale epoch, so both situations
+    # occur in every run rather than by timing
+    "non-idempotent-publish": ("careless-client", {"idempotence": {"retry-not-replayed"}}, 2),
+    "fence-owner-only": ("careless-client", {"stale_write": {"stale-fence-accepted"}}, 2),
 }
 
 @pytest.mark.skipif(not HAVE_RUN, reason="chaos run is not available in this build")

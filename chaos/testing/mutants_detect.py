@@ -97,6 +97,14 @@ RECIPES: dict[str, Recipe] = {
     "restart-1worker": Recipe("restart-aba", ("restart",), workers=1),
     "response-loss": Recipe("response-loss", ("lost-reply",)),
     "plain": Recipe(None, ()),
+    # the workload's careless-client knobs turned up: every publish is retried
+    # blindly and every re-acquire under the same owner first tries its old
+    # fence, so the situations exist in every run instead of by chance
+    "careless-client": Recipe({"name": "careless-client",
+                               "description": "every publish retried blindly; stale fences tried first",
+                               "workers": 4, "time_limit": 8, "nemesis": [],
+                               "claims": {"namespaces": 1, "items": 2, "blind_retry_rate": 1.0,
+                                          "stale_fence_rate": 1.0}}, ()),
 }
 
 
