@@ -22,7 +22,7 @@ from backends.contract.envelopes import (
     success, surface_error,
 )
 from backends.contract.ledger_item import LedgerParseError, parse_item, render_item, validate_candidate
-from backends.contract.jsonstrict import StrictJSONError, canonical_json, compact_json, loads_strict
+from backends.contract.jsonstrict import StrictJSONError, canonical_json, compact_json, loads_reply_line, loads_strict
 from backends.contract.schemas import (
     AcquireRequest, CapabilitiesRequest, PublicationReadRequest, PublishRequest, RenewRequest,
     TupleRequest, check_binding, check_candidate, decode_request, parse_request,

@@ -140,3 +140,18 @@ def canonical_json(obj: Any) -> bytes:
 def compact_json(obj: Any) -> bytes:
     """CLI stdout form: key order preserved, no whitespace, non-ASCII raw."""
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
+
+
+def loads_reply_line(raw: bytes) -> dict:
+    """A CLI reply's stdout: exactly one strict JSON object followed by one LF
+    (the contract's CLI convention). Raises ``ValueError`` saying what is wrong."""
+    if not raw.endswith(b"\n") or raw.count(b"\n") != 1:
+        raise ValueError("stdout is not one line ending in LF")
+    try:
+        value = loads_strict(raw[:-1])
+    except StrictJSONError as e:
+        raise ValueError(f"stdout is not strict JSON: {e}") from None
+    if not isinstance(value, dict):
+        raise ValueError("stdout is not a JSON object")
+    return value
+

@@ -20,6 +20,7 @@ from datetime import date, timedelta
 from typing import Any, Iterable
 
 from backends.contract.ledger_yaml import YamlObject
+from backends.contract.values import ITEM_ID_RE
 
 ID_ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 REQUIRED_FIELDS = ("schema_version", "id", "title", "kind", "status", "created", "updated",
@@ -43,7 +44,6 @@ _YEAR_10000_MS = 253_402_300_800_000
 UNCHECKED_SCHEMA = ("unchecked-schema-version",
                     "Only schema version 1 items are checked; schema_version 2 is refused.")
 
-_ID = re.compile(r"wb_[0-7][0-9A-HJKMNP-TV-Z]{25}")
 _DATE = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})")
 _INSTANT = re.compile(r"([0-9]{4}-[0-9]{2}-[0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.[0-9]+)?Z")
 #: JavaScript ``String.prototype.trim`` whitespace (differs from ``str.strip``).
@@ -55,7 +55,7 @@ _MISSING = object()
 # ---------------------------------------------------------------- value domains
 
 def is_canonical_id(value: Any) -> bool:
-    return isinstance(value, str) and _ID.fullmatch(value) is not None
+    return isinstance(value, str) and ITEM_ID_RE.fullmatch(value) is not None
 
 
 def is_calendar_date(value: Any) -> bool:

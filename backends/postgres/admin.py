@@ -31,15 +31,11 @@ import psycopg
 from psycopg import sql
 
 from backends.api import BackendConfig
+from backends.contract.capabilities import REQUIRED_WRITE_PATHS
 from backends.contract.digests import revision
 
 DEFAULT_NAME = "postgres-strict-fenced"
-FENCED_WRITE_PATHS: dict[str, str] = {
-    "alternate": "none",
-    "claimed_publication_v1": "atomic-fence",
-    "legacy_create_v1": "reject-claimed-id",
-    "legacy_transition_v1": "reject-active-claim",
-}
+FENCED_WRITE_PATHS: dict[str, str] = dict(REQUIRED_WRITE_PATHS)
 #: the inventory of capabilities-missing-write-path: transition exists, not enumerated
 MISSING_TRANSITION_WRITE_PATHS = {k: v for k, v in FENCED_WRITE_PATHS.items() if k != "legacy_transition_v1"}
 FLOOR_FAILURE_MESSAGE = "injected clock floor persistence failure"

@@ -25,17 +25,13 @@ import sqlite3
 from typing import Any
 
 from backends.api import BackendConfig
+from backends.contract.capabilities import REQUIRED_WRITE_PATHS
 
 SCHEMA_VERSION = "1"
 DEFAULT_NAME = "sqlite-strict-fenced"
 
 #: The complete, atomically fenced inventory of this backend's entry points.
-FENCED_WRITE_PATHS: dict[str, str] = {
-    "alternate": "none",
-    "claimed_publication_v1": "atomic-fence",
-    "legacy_create_v1": "reject-claimed-id",
-    "legacy_transition_v1": "reject-active-claim",
-}
+FENCED_WRITE_PATHS: dict[str, str] = dict(REQUIRED_WRITE_PATHS)
 
 DDL = """
 CREATE TABLE IF NOT EXISTS provisioning (

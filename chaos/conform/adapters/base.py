@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from backends.api import Reply
-from backends.contract.jsonstrict import StrictJSONError, loads_strict
+from backends.contract.jsonstrict import loads_reply_line
 
 
 @dataclass
@@ -117,12 +117,7 @@ class Adapter(Protocol):
 def parse_stdout(raw: bytes) -> dict:
     """A reply's stdout must be exactly one JSON object followed by one LF
     (vectors.md §11.12). Adapters that see raw stdout use this."""
-    if not raw.endswith(b"\n") or raw.count(b"\n") != 1:
-        raise MalformedReply("stdout is not one line ending in LF")
     try:
-        value = loads_strict(raw[:-1])
-    except StrictJSONError as e:
-        raise MalformedReply(f"stdout is not strict JSON: {e.message}") from None
-    if not isinstance(value, dict):
-        raise MalformedReply("stdout is not a JSON object")
-    return value
+        return loads_reply_line(raw)
+    except ValueError as e:
+        raise MalformedReply(str(e)) from None

@@ -95,6 +95,17 @@ class HostedAdapter:
     def not_applicable(self, case) -> str | None:
         return None
 
+    def unsupported_write_path(self, case, supported: dict[str, str]) -> str | None:
+        """Why the case's write-path inventory cannot be configured here: every
+        entry must be the fenced one, except ``alternate``, which may also be a
+        real ``bypass`` writer (the advisory cases)."""
+        for key, value in case.initial["backend"]["write_paths"].items():
+            if key == "alternate" and value in ("none", "bypass"):
+                continue
+            if supported.get(key) != value:
+                return f"{self.backend} cannot be configured with write path {key}={value!r}"
+        return None
+
     def adjust_expected(self, case, expected: dict) -> list[str]:
         return []
 

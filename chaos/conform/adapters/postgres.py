@@ -47,12 +47,7 @@ class PostgresAdapter(HostedAdapter):
         self.prepared = False
 
     def not_applicable(self, case) -> str | None:
-        for key, value in case.initial["backend"]["write_paths"].items():
-            if key == "alternate" and value in ("none", "bypass"):
-                continue
-            if admin.FENCED_WRITE_PATHS.get(key) != value:
-                return f"postgres cannot be configured with write path {key}={value!r}"
-        return None
+        return self.unsupported_write_path(case, admin.FENCED_WRITE_PATHS)
 
     def dsn(self) -> str:
         return self.server.dsn()

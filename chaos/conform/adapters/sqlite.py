@@ -26,9 +26,6 @@ from chaos.conform.adapters.base import Profile
 from chaos.conform.adapters.hosted import HostedAdapter
 
 #: the write-path values this backend can really be configured with
-SUPPORTED_WRITE_PATHS = {**schema.FENCED_WRITE_PATHS}
-
-
 class SqliteAdapter(HostedAdapter):
     backend = "sqlite"
 
@@ -40,11 +37,9 @@ class SqliteAdapter(HostedAdapter):
         self.fsync = None
 
     def not_applicable(self, case) -> str | None:
-        for key, value in case.initial["backend"]["write_paths"].items():
-            if key == "alternate" and value in ("none", "bypass"):
-                continue
-            if SUPPORTED_WRITE_PATHS.get(key) != value:
-                return f"sqlite cannot be configured with write path {key}={value!r}"
+        reason = self.unsupported_write_path(case, schema.FENCED_WRITE_PATHS)
+        if reason is not None:
+            return reason
         b = case.initial["backend"]
         if (b["coordination_scope"], b["durability"]) != ("shared-transactional-coordinator", "durable-coordinator"):
             return "sqlite is always a shared transactional durable coordinator"
