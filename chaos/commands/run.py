@@ -33,7 +33,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="external: the contract CLI command line (e.g. 'python -m chaos.cli backend sqlite'; "
                         "a leading python/python3 or chaos means this interpreter)")
     p.add_argument("--profile", default=None, help="external: the profile YAML (default profiles/chaos-sqlite.yaml)")
-    p.add_argument("--workload", default="claims", help="only 'claims' for now")
+    p.add_argument("--workload", default="claims",
+                   help="claims (the work-claim contract, default) or issue-lock (the issue-lock contract; "
+                        "backends sqlite, gitfile, external, python)")
     p.add_argument("--nemesis", default=None,
                    help="comma-separated faults: kill,pause,clock,fsync,lost-reply,restart; 'none' for no faults "
                         "(default: every one the backend supports here)")
@@ -52,13 +54,20 @@ def build_config(args: argparse.Namespace):
     from chaos.runner import RunConfig
     from workloads import scenario as scenarios
 
-    if args.workload != "claims":
-        raise UsageError(f"unknown workload {args.workload!r} (known: claims)")
-    from chaos.nemesis import support
-    from chaos.targets import BACKENDS
+    from chaos.workload_kinds import WORKLOADS
+
+    if args.workload not in WORKLOADS:
+        raise UsageError(f"unknown workload {args.workload!r} (known: {', '.join(WORKLOADS)})")
+    issue_lock = args.workload == "issue-lock"
+    if issue_lock:
+        from chaos.issuelock.targets import TABLE as BACKENDS, support
+    else:
+        from chaos.nemesis import support
+        from chaos.targets import BACKENDS
 
     if args.backend not in BACKENDS:
-        raise UsageError(f"unknown backend {args.backend!r} for chaos run (known: {', '.join(BACKENDS)})")
+        raise UsageError(f"unknown backend {args.backend!r} for chaos run --workload {args.workload} "
+                         f"(known: {', '.join(BACKENDS)})")
     dsn = getattr(args, "dsn", None)
     command = getattr(args, "backend_command", None)
     factory = getattr(args, "factory", None)
@@ -92,11 +101,12 @@ def build_config(args: argparse.Namespace):
     elif "nemesis" in sc:
         names = sc["nemesis"]
     else:
-        names = supported(args.backend, own_server=not dsn)
+        names = [n for n, (ok, _) in support(args.backend).items() if ok] if issue_lock \
+            else supported(args.backend, own_server=not dsn)
     unknown = [n for n in names if n not in NEMESES.keys()]
     if unknown:
         raise UsageError(f"unknown nemesis {', '.join(unknown)} (known: {', '.join(sorted(NEMESES.keys()))})")
-    table = support(args.backend, own_server=not dsn)
+    table = support(args.backend) if issue_lock else support(args.backend, own_server=not dsn)
     bad = [f"{n} ({table[n][1]})" for n in names if not table[n][0]]
     if bad:
         raise UsageError(f"nemesis not available with --backend {args.backend} here: {'; '.join(bad)}")
@@ -126,6 +136,7 @@ def build_config(args: argparse.Namespace):
     return RunConfig(name=name, backend=args.backend, workload=args.workload, nemesis=names, workers=workers,
                      time_limit=float(time_limit), seed=seed, store=args.store, op_timeout=args.op_timeout,
                      claims=dict(sc.get("claims", {})), nemesis_opts=dict(sc.get("nemesis_opts", {})),
+                     issuelock=dict(sc.get("issuelock", {})),
                      scenario=args.scenario, command=shlex.join(argv), dsn=dsn,
                      profile=os.path.abspath(profile) if profile else None, backend_command=command,
                      factory=factory)
