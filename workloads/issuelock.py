@@ -308,7 +308,9 @@ class IssueLockWorkload(Gen):
                        binding.get("branch_head") or "0" * 40,
                        "worktree_path": lock.get("worktree_path") or "branches/unknown"}
         if not own:
-            if plan["foreign_recover"] and a.pending is None:
+            mine_by_name = (env.get("claimant") or {}).get("username") == username_of(t)
+            if (plan["foreign_recover"] or mine_by_name) and a.pending is None:
+                # "that is my username": the server must still refuse a claimant with another profile
                 return self._go(ctx, a, "foreign-recover", pending=recover_req)
             return self._go(ctx, a, "takeover" if rec == "none" else "bootstrap")
         if rec == "recover":

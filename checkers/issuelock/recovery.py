@@ -97,30 +97,55 @@ def check(history: list[dict], ctx: dict) -> dict:
     return f.result({"recovered": recovered})
 
 
-def _branch_kept(m: Model, f) -> None:
-    """After a recovery, the branch moves only by a commit: every observation of
-    it that completed before the first commit (ok, info or open) after the
-    recovery was invoked must show the preserved head."""
-    for lo in m.ops:
-        if lo.f != "recover" or lo.wrote is None:
+def _observations(ops) -> list:
+    """(op, branch, head) of every reply that shows a branch head, in completion order."""
+    out = []
+    for lo in ops:
+        if lo.type != "ok" and not (lo.f == "recover" and lo.type == "fail"):
             continue
-        key, branch, head = lo.key, lo.req.get("branch_name"), lo.req.get("expected_head")
-        ops = m.by_key.get(key, [])
-        first_commit = min((c.op.ip for c in ops if c.f == "commit" and c.type != "fail" and c.op.ip > lo.op.ip),
-                           default=float("inf"))
-        for later in ops:
-            if not lo.precedes(later) or later.op.cp is None or later.op.cp > first_commit:
+        b = lo.env.get("binding") or {}
+        if b.get("branch_name") and b.get("branch_head") and lo.f in ("inspect", "recover"):
+            out.append((lo, b["branch_name"], b["branch_head"]))
+        if lo.f == "recover" and lo.wrote is not None and lo.env.get("head_after"):
+            out.append((lo, lo.req.get("branch_name"), lo.env["head_after"]))
+        if lo.f == "commit" and lo.type == "ok":
+            out.append((lo, lo.env.get("branch_name"), (lo.env.get("commit") or {}).get("head")))
+    return sorted(out, key=lambda x: x[0].op.cp)
+
+
+def _branch_kept(m: Model, f) -> None:
+    """A branch moves only by a commit. Two observations of one branch head
+    that differ with no commit overlapping the span between them, while a
+    recovery (of any outcome) did overlap it, mean the recovery moved it."""
+    for key, ops in m.by_key.items():
+        recovers = [lo for lo in ops if lo.f == "recover"]
+        if not recovers:
+            continue
+        commits = [lo for lo in ops if lo.f == "commit" and lo.type != "fail"]
+        last: dict = {}
+        obs = _observations(ops)
+        final = []
+        if m.final_index is not None:
+            repo = tuple(key.split("/")[:3])
+            final = [(None, branch, m.final_branches.get((*repo, branch))) for branch in {b for _, b, _ in obs}]
+        for lo, branch, head in obs + final:
+            prev = last.get(branch)
+            last[branch] = (lo, head)
+            if prev is None or prev[1] == head or head is None or (lo is not None and lo.f == "commit"):
+                continue  # unchanged, or moved by the commit that reports the new head
+            a, end = prev[0], (lo.op.cp if lo is not None else float("inf"))
+            start = a.op.ip
+
+            def overlaps(x) -> bool:
+                return x is not a and x is not lo and x.op.ip < end and (x.op.cp is None or x.op.cp > start)
+            if any(overlaps(c) for c in commits):
                 continue
-            b = later.env.get("binding") or {}
-            if later.type == "ok" and b.get("branch_name") == branch and b.get("branch_head") not in (None, head):
-                add(f, RULE, "branch-moved", f"{key}: {later.f} read branch {branch} at {b.get('branch_head')} after "
-                    f"the recovery that preserved {head}, with no commit before it", lo.ops + later.ops)
-                break
-        repo = tuple(key.split("/")[:3])
-        final = m.final_branches.get((*repo, branch))
-        if first_commit == float("inf") and m.final_index is not None and final is not None and final != head:
-            add(f, RULE, "branch-moved", f"{key}: the final export has branch {branch} at {final}, not the "
-                f"preserved {head}, and no commit followed the recovery", lo.ops + [m.final_index])
+            suspects = [r for r in recovers if overlaps(r) or r is a or r is lo]
+            if suspects:
+                add(f, RULE, "branch-moved", f"{key}: branch {branch} went from {prev[1]} to {head} with no commit "
+                    f"between, across {len(suspects)} recovery call(s)",
+                    a.ops + (lo.ops if lo is not None else [m.final_index]) + [i for r in suspects for i in r.ops],
+                    before=prev[1], after=head)
 
 
 def _sanctioned(m: Model, f, recoveries: dict) -> None:
