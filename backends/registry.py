@@ -3,7 +3,8 @@
 A spec is a dict such as ``{"backend": "sqlite", "path": "/tmp/x/claims.db",
 "namespaces": ["wbns_..."]}``. By convention each backend package
 ``backends.<name>`` exposes ``open_backend(spec, clock, hooks) -> Backend``;
-this module only finds it, so adding a backend needs no edit here.
+this module only finds it (``known()`` lists the packages), so adding a
+backend needs no edit here.
 
 An outside backend written as a Python class plugs in with
 ``{"backend": "python", "factory": "package.module:open_backend", ...}``: the
@@ -13,10 +14,19 @@ factory has the same signature.
 from __future__ import annotations
 
 import importlib
+import pkgutil
 
 from backends.api import Backend, Clock, FileClock, Hooks, SystemClock
 
-KNOWN = ("reference", "sqlite", "postgres", "gitjournal", "external", "python")
+_NOT_BACKENDS = {"contract"}  # shared packages of backends/ that open nothing
+
+
+def known() -> list[str]:
+    """The backend packages of ``backends/`` (plus ``python``), without importing them."""
+    import backends
+
+    found = [m.name for m in pkgutil.iter_modules(backends.__path__) if m.ispkg and m.name not in _NOT_BACKENDS]
+    return sorted(found) + ["python"]
 
 
 class UnknownBackend(ValueError):
@@ -31,8 +41,8 @@ def clock_for(spec: dict) -> Clock:
 
 def open_backend(spec: dict, clock: Clock | None = None, hooks: Hooks | None = None) -> Backend:
     name = spec.get("backend")
-    if name not in KNOWN:
-        raise UnknownBackend(f"unknown backend {name!r} (known: {', '.join(KNOWN)})")
+    if not isinstance(name, str) or name not in known():
+        raise UnknownBackend(f"unknown backend {name!r} (known: {', '.join(known())})")
     if name == "python":
         factory = _load_factory(spec.get("factory"))
     else:
