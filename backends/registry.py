@@ -1,5 +1,8 @@
 """Open a backend from a plain-data spec.
 
+A spec with ``"protocol": "issue-lock"`` opens an issue-lock store instead
+(``backends.issuelock``: ``sqlite``, ``gitfile``, ``external``, ``python``).
+
 A spec is a dict such as ``{"backend": "sqlite", "path": "/tmp/x/claims.db",
 "namespaces": ["wbns_..."]}``. By convention each backend package
 ``backends.<name>`` exposes ``open_backend(spec, clock, hooks) -> Backend``;
@@ -40,6 +43,10 @@ def clock_for(spec: dict) -> Clock:
 
 
 def open_backend(spec: dict, clock: Clock | None = None, hooks: Hooks | None = None) -> Backend:
+    if spec.get("protocol") == "issue-lock":  # the second protocol's stores (backends.issuelock)
+        from backends import issuelock
+
+        return issuelock.open_backend(spec, clock or clock_for(spec), hooks or Hooks())
     name = spec.get("backend")
     if not isinstance(name, str) or name not in known():
         raise UnknownBackend(f"unknown backend {name!r} (known: {', '.join(known())})")
