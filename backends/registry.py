@@ -21,15 +21,15 @@ import pkgutil
 
 from backends.api import Backend, Clock, FileClock, Hooks, SystemClock
 
-_NOT_BACKENDS = {"contract"}  # shared packages of backends/ that open nothing
+def _packages() -> list[str]:
+    import backends
+
+    return sorted(m.name for m in pkgutil.iter_modules(backends.__path__) if m.ispkg)
 
 
 def known() -> list[str]:
-    """The backend packages of ``backends/`` (plus ``python``), without importing them."""
-    import backends
-
-    found = [m.name for m in pkgutil.iter_modules(backends.__path__) if m.ispkg and m.name not in _NOT_BACKENDS]
-    return sorted(found) + ["python"]
+    """The packages of ``backends/`` that open a backend (plus ``python``)."""
+    return [n for n in _packages() if hasattr(importlib.import_module(f"backends.{n}"), "open_backend")] + ["python"]
 
 
 class UnknownBackend(ValueError):
@@ -48,12 +48,13 @@ def open_backend(spec: dict, clock: Clock | None = None, hooks: Hooks | None = N
 
         return issuelock.open_backend(spec, clock or clock_for(spec), hooks or Hooks())
     name = spec.get("backend")
-    if not isinstance(name, str) or name not in known():
-        raise UnknownBackend(f"unknown backend {name!r} (known: {', '.join(known())})")
     if name == "python":
         factory = _load_factory(spec.get("factory"))
     else:
-        factory = importlib.import_module(f"backends.{name}").open_backend
+        module = importlib.import_module(f"backends.{name}") if name in _packages() else None
+        factory = getattr(module, "open_backend", None)
+        if factory is None:
+            raise UnknownBackend(f"unknown backend {name!r} (known: {', '.join(known())})")
     return factory(spec, clock or clock_for(spec), hooks or Hooks())
 
 
