@@ -29,9 +29,9 @@ class ClaimsKind:
         return claims_workload(cfg.seed, ClaimsConfig(**cfg.claims))
 
     def target(self, cfg, run, note_pid, note_dir):
-        from chaos.targets import make_target
+        from chaos import sut
 
-        return make_target(cfg, run, note_pid, note_dir)
+        return sut.get(cfg.backend, runs=True).target(cfg, run, note_pid, note_dir)
 
     def namespaces(self, world):
         return world.namespaces

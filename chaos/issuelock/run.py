@@ -34,9 +34,9 @@ class IssueLockKind:
         return issuelock_workload(cfg.seed, self.config(cfg), cfg.workers)
 
     def target(self, cfg, run, note_pid, note_dir):
-        from chaos.issuelock.targets import make_lock_target
+        from chaos import sut
 
-        return make_lock_target(cfg.backend, cfg, run.path, note_pid, note_dir)
+        return sut.get(cfg.backend, runs=True).issue_lock_target(cfg, run, note_pid, note_dir)
 
     def namespaces(self, world):
         return None

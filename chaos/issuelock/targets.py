@@ -4,8 +4,7 @@ Each object is used alike by ``chaos run --workload issue-lock`` (the runner
 and the nemeses), by ``chaos conform --protocol issue-lock`` and by ``chaos
 doctor``::
 
-    store = make_lock_target(name, cfg, run_dir_or_tmp, note_pid, note_dir)
-    store.abilities                      # the nemeses it supports: name -> what they hit
+    store = sut.get(name).issue_lock_target(cfg, run_or_dir, note_pid, note_dir)
     store.setup(None, durable)           # provision + seed (privileged path)
     store.spec                           # what every worker host opens
     store.export()                       # final durable state
@@ -17,11 +16,15 @@ doctor``::
   (``--profile``, default ``profiles/issuelock-chaos-sqlite.yaml``), seeded and
   exported through its privileged ``admin`` commands, one process per op.
 
-The decisions run inside the worker host processes (or the CLI children they
-start), so every worker nemesis applies: kill, pause, clock (libfaketime moves
-the deciding process's clock), fsync (the EIO shim in the deciding process and
-its git children), restart. ``lost-reply`` is not offered: the host's
-after-commit faults are defined for work-claim operation classes only.
+The backends themselves are the ``chaos.sut`` objects (sqlite, gitfile,
+external, python): each lists ``issue-lock`` in its ``protocols`` and returns
+these targets from ``issue_lock_target``; ``lock_abilities`` are the ability
+rows they declare for this protocol. The decisions run inside the worker host
+processes (or the CLI children they start), so every worker nemesis applies:
+kill, pause, clock (libfaketime moves the deciding process's clock), fsync (the
+EIO shim in the deciding process and its git children), restart.
+``lost-reply`` is not offered: the host's after-commit faults are defined for
+work-claim operation classes only.
 """
 
 from __future__ import annotations
@@ -35,14 +38,29 @@ from chaos.errors import SetupFailed, UsageError
 STORES = ("sqlite", "gitfile", "external")
 DEFAULT_PROFILE = str(Path(__file__).resolve().parents[2] / "profiles" / "issuelock-chaos-sqlite.yaml")
 
-#: what each worker nemesis hits, per store (``chaos doctor``, docs)
-WORKER_ABILITIES = {
-    "kill": "worker processes (the deciding process): SIGKILL + reap",
-    "pause": "worker processes: SIGSTOP/SIGCONT (a paused holder of the store's lock makes others wait)",
-    "clock": "worker wall clocks (the store decides by its own clock): libfaketime",
-    "fsync": "worker fsyncs (SQLite commits / lock files and git objects): EIO shim",
-    "restart": "worker processes: drop state, reopen the store",
-}
+def lock_abilities(store: str, opts: dict | None = None) -> dict:
+    """The ``chaos.sut`` ability rows of an issue-lock store (its Sut answers
+    these when ``opts["protocol"] == "issue-lock"``)."""
+    from chaos.sut.abilities import can, cannot
+
+    deciding = "the CLI child of the worker host" if store == "external" else "worker processes"
+    media = {"sqlite": "SQLite commits of locks.db", "gitfile": "lock files and git's own writes",
+             "external": "the CLI's fsyncs (inherited preload)", "python": "the factory's SQLite commits"}[store]
+    return {
+        "seed": can("the store's privileged seed (identities, repositories, legacy locks with committed work)",
+                    "admin" if store == "external" else "store"),
+        "export": can("the store's privileged export (locks, branches, worktrees, pull requests)",
+                      "admin" if store == "external" else "store"),
+        "restart": can(f"{deciding}: drop state, reopen the store", "workers"),
+        "kill": can(f"{deciding}: SIGKILL + reap (a held store lock dies with its holder)", "workers"),
+        "pause": can(f"{deciding}: SIGSTOP/SIGCONT (a paused holder of the store's lock makes others wait)",
+                     "workers"),
+        "clock": can(f"{deciding}: libfaketime (the store decides by the deciding process's clock)", "workers"),
+        "fsync": can(f"{media}: EIO shim", "workers"),
+        "lost-reply": cannot("the hosts' after-commit faults are defined for work-claim operation classes only"),
+        "clock-hook": can("the host's file clock, set per vector action", "hook") if store != "external"
+        else cannot("the program's clock is its process clock (CHAOS_CLOCK_FILE when pinned)"),
+    }
 
 
 def _open(spec: dict):
@@ -53,12 +71,11 @@ def _open(spec: dict):
 
 class LockTarget:
     name = ""
-    abilities = WORKER_ABILITIES
 
     def __init__(self, cfg, base_dir: str, note_pid: Callable[[int], None] | None = None,
                  note_dir: Callable[[str], None] | None = None):
         self.cfg = cfg
-        self.base_dir = base_dir
+        self.base_dir = getattr(base_dir, "path", base_dir)  # a RunDir or a directory
         self.note_pid = note_pid or (lambda _pid: None)
         self.note_dir = note_dir or (lambda _d: None)
         self.spec: dict = {}
@@ -111,7 +128,7 @@ class ExternalLockTarget(LockTarget):
 
     def make_spec(self) -> dict:
         from backends.issuelock.external import LockProfileError, load_lock_profile
-        from chaos.targets import resolve_command
+        from chaos.sut.external import resolve_command
 
         command = getattr(self.cfg, "backend_command", None)
         if not command:
@@ -134,30 +151,3 @@ class PythonLockTarget(LockTarget):
     def make_spec(self) -> dict:
         return {"protocol": "issue-lock", "backend": "python", "factory": self.cfg.factory,
                 "path": os.path.join(self.base_dir, "locks.db")}
-
-
-TABLE = {"sqlite": SqliteLockTarget, "gitfile": GitFileLockTarget, "external": ExternalLockTarget,
-         "python": PythonLockTarget}
-
-
-def make_lock_target(name: str, cfg, base_dir: str, note_pid=None, note_dir=None) -> LockTarget:
-    if name not in TABLE:
-        raise UsageError(f"backend {name!r} does not run the issue-lock protocol (known: {', '.join(TABLE)})")
-    return TABLE[name](cfg, base_dir, note_pid, note_dir)
-
-
-def support(backend: str) -> dict[str, tuple[bool, str]]:
-    """Per nemesis: (works here, what it hits or why not), for an issue-lock store."""
-    from chaos.nemesis import DEFAULT_ORDER, NEMESES, mechanisms
-
-    have = mechanisms()
-    out = {}
-    for name in DEFAULT_ORDER:
-        what = TABLE[backend].abilities.get(name) if backend in TABLE else None
-        if what is None:
-            out[name] = (False, f"not available for the issue-lock protocol on {backend}")
-            continue
-        missing = [m for m in NEMESES[name]({"workers": 1, "backend": backend}).requires
-                   if not have.get(m, (False, ""))[0]]
-        out[name] = (False, f"needs {', '.join(missing)}") if missing else (True, what)
-    return out
