@@ -202,6 +202,8 @@ def observed_at(envelope) -> int | None:
             return parse_instant(rb["observed_at"])
     error = envelope.get("error") if isinstance(envelope.get("error"), dict) else {}
     details = error.get("details") if isinstance(error.get("details"), dict) else {}
+    if details.get("observed_at") is None and envelope.get("decided_at") is not None:
+        return parse_instant(envelope.get("decided_at"))   # an issue-lock reply: the store's decision time
     return parse_instant(details.get("observed_at"))
 
 
@@ -239,7 +241,9 @@ def clock_series(history: list[dict], spans: list[OpSpan]) -> ClockSeries:
         if at is not None:
             req = s.invoke.get("value") if isinstance(s.invoke.get("value"), dict) else {}
             mid = (s.start + s.end) / 2   # the decision happened somewhere inside invoke..completion
-            decisions_raw.append((str(req.get("ledger_namespace", "?")), mid, at - mid * 1000.0))
+            scope = req.get("ledger_namespace") or "/".join(str(req.get(k, "?")) for k in ("remote", "org", "repo")) \
+                if "ledger_namespace" in req or "repo" in req else "?"
+            decisions_raw.append((str(scope), mid, at - mid * 1000.0))
     base_pool = [d for _, d in raw] or [d for _, _, d in decisions_raw]
     baseline = statistics.median(base_pool) if base_pool else None
     out = ClockSeries(baseline)
