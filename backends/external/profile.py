@@ -102,6 +102,9 @@ def load_profile(source: str | Path | dict) -> ExternalProfile:
             raise ProfileError(f"cannot read profile {source}: {e}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("name"), str):
         raise ProfileError(f"profile {source}: a mapping with a 'name' is required")
+    if doc.get("protocol") == "issue-lock":
+        raise ProfileError(f"profile {source} is an issue-lock profile (use it with --workload issue-lock or "
+                           f"chaos conform --protocol issue-lock)")
     known = set(ExternalProfile.__dataclass_fields__)
     unknown = set(doc) - known
     if unknown:

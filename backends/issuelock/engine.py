@@ -125,6 +125,17 @@ class LockEngine:
     def _refuse(self, op: str, refusal: G.Refusal, now: int, **members) -> Reply:
         return E.refusal(op, refusal.code, now, refusal.details, **members)
 
+    def _write_verified(self, txn, op: str, key: IssueKey, lock: dict, now: int) -> tuple[dict | None, Reply | None]:
+        """Write ``lock``, read it back through the one reader and verify it:
+        ``(what is stored, None)``, or the fail-closed reply naming the missing fields."""
+        txn.put_lock(key, lock)
+        back = txn.get_lock(key)
+        missing = self._verify_written(back)
+        if missing:
+            return back, E.failed_after_write(op, C.INCOMPLETE, now, {"missing_fields": missing},
+                                              implementation_allowed=False, lock=back)
+        return back, None
+
     def _run(self, write: bool, body) -> Reply:
         try:
             with self.store.transaction(write=write) as txn:
@@ -194,15 +205,13 @@ class LockEngine:
             branch = f"{ident['username']}/issue-{key.issue_number}-{tag}"
             worktree = f"branches/{key.repo}-{key.issue_number}-{tag}"
             txn.create_binding(key, branch, worktree, repo["base_head"])
-            txn.put_lock(key, self._build_bootstrap_lock(key, branch, worktree, ident, txn.ttl_ms(), now,
-                                                         generation, session))
-            back = txn.get_lock(key)
+            back, failed = self._write_verified(txn, "bootstrap", key, self._build_bootstrap_lock(
+                key, branch, worktree, ident, txn.ttl_ms(), now, generation, session), now)
             new_binding = self._observed(txn, key, repo, branch, worktree)
-            missing = self._verify_written(back)
-            if missing:
-                return E.failed_after_write("bootstrap", C.INCOMPLETE, now, {"missing_fields": missing},
-                                            implementation_allowed=False, lock=back, binding=new_binding,
-                                            exact_next_action=self._next(key, False, C.INCOMPLETE, back, new_binding))
+            if failed is not None:
+                failed.envelope.update(binding=new_binding,
+                                       exact_next_action=self._next(key, False, C.INCOMPLETE, back, new_binding))
+                return failed
             return E.success("bootstrap", now, True, lock=back, task_session_id=R.task_session_id(back),
                              implementation_allowed=True, prior=R.summary(lock), binding=new_binding,
                              exact_next_action=self._next(key, True, None, back, new_binding, R.task_session_id(back)))
@@ -221,12 +230,9 @@ class LockEngine:
                 return self._refuse("lock", refusal, now, lock=R.summary(lock), binding=observed)
             new = B.build_canonical_issue_lock(key, branch, worktree, ident, txn.ttl_ms(), now,
                                                R.lock_generation(lock) + 1, "lock")
-            txn.put_lock(key, new)
-            back = txn.get_lock(key)
-            missing = self._verify_written(back)
-            if missing:
-                return E.failed_after_write("lock", C.INCOMPLETE, now, {"missing_fields": missing}, lock=back,
-                                            implementation_allowed=False)
+            back, failed = self._write_verified(txn, "lock", key, new, now)
+            if failed is not None:
+                return failed
             return E.success("lock", now, True, lock=back, task_session_id=R.task_session_id(back),
                              implementation_allowed=True, prior=R.summary(lock), binding=observed)
         return self._run(True, body)
@@ -323,12 +329,10 @@ class LockEngine:
                 return E.success("recover", now, False, dry_run=True, decision="would_recover", lock=lock,
                                  binding=observed)
             new = B.build_recovered_lock(lock, ident, txn.ttl_ms(), now, observed["branch_head"])
-            txn.put_lock(key, new)
-            back = txn.get_lock(key)
-            missing = self._verify_written(back)
+            back, failed = self._write_verified(txn, "recover", key, new, now)
+            if failed is not None:
+                return failed
             after = txn.branch(key.repository, branch)
-            if missing:
-                return E.failed_after_write("recover", C.INCOMPLETE, now, {"missing_fields": missing}, lock=back)
             return E.success("recover", now, True, dry_run=False, decision="recovered", lock=back,
                              task_session_id=R.task_session_id(back), prior=R.summary(lock), prior_lock=lock,
                              head_after=after["head"] if after else None, binding=observed)

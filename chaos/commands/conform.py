@@ -92,12 +92,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"{'case':<36} {'status':<20} {'time':>8}")
 
     report = run_conformance(args.backend, vectors, args.case, options, on_result=printer, on_loaded=header)
-    if args.json:
-        json.dump(report.to_json(), sys.stdout, indent=2)
-        sys.stdout.write("\n")
-    else:
-        _print_summary(report)
-    return report.exit_code
+    return _finish(args, report)
 
 
 def _run_issue_lock(args: argparse.Namespace) -> int:
@@ -119,6 +114,10 @@ def _run_issue_lock(args: argparse.Namespace) -> int:
 
     report = run_issue_lock_conformance(args.backend, vectors, args.case, options,
                                         on_result=None if args.json else row, on_loaded=header)
+    return _finish(args, report)
+
+
+def _finish(args: argparse.Namespace, report: Report) -> int:
     if args.json:
         json.dump(report.to_json(), sys.stdout, indent=2)
         sys.stdout.write("\n")
