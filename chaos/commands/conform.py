@@ -107,10 +107,10 @@ def _run_issue_lock(args: argparse.Namespace) -> int:
     def header(_cases) -> None:
         if not args.json:
             print(f"chaos conform --protocol issue-lock --backend {args.backend}  vectors: {vectors}")
-            print(f"{'case':<44} {'status':<12} {'time':>8}")
+            print(f"{'case':<52} {'status':<8} {'time':>8}")
 
     def row(result) -> None:
-        print(f"{result.case:<44} {result.status:<12} {result.seconds:>7.2f}s", flush=True)
+        print(f"{result.case:<52} {result.status:<8} {result.seconds:>7.2f}s", flush=True)
 
     report = run_issue_lock_conformance(args.backend, vectors, args.case, options,
                                         on_result=None if args.json else row, on_loaded=header)
