@@ -35,6 +35,7 @@ enum { RUNNING = 0, FOUND_OK = 1, FOUND_ILLEGAL = 2, OVER_BUDGET = 3 };
 #define INLINE_PAIRS 4
 typedef struct { int32_t len, cap, *pairs, inline_pairs[2 * INLINE_PAIRS]; } Row; /* cap <= INLINE_PAIRS: inline */
 #define DENSE_AT 16
+enum { UNASKED = 0, BY_STEP, READS, WRITES, KEEPS }; /* an op's kind, from the model's effect() */
 #define DENSE_MAX_OPS 65536
 #define UNSEEN (-2)
 
@@ -52,6 +53,11 @@ typedef struct {
      * model's own step(state, input, output) -> (legal, state') called directly, interning into
      * the caller's states list and interned dict (state -> sid) here */
     PyObject *step, *model_step, *states, *interned, **inputs, **outputs;
+    /* the model's optional effect(input, output): an op whose effect is a fixed shape is stepped
+     * here, never in Python; asked once per op (kind UNASKED until then) */
+    PyObject *effect;
+    int8_t *kind;
+    int32_t *target; /* the sid the op reads (READS) or writes (WRITES) */
     /* the search state */
     uint64_t *bits, hash;
     int32_t sid, e, depth, *calls, *saved;
@@ -105,6 +111,50 @@ static int32_t *int_array(PyObject *seq, Py_ssize_t want, const char *what) {
 
 /* ------------------------------------------------------------------ transitions */
 
+/* the sid of state, a new one if it is new; -2 on a Python error */
+static long intern_state(Search *s, PyObject *state) {
+    PyObject *known = PyDict_GetItemWithError(s->interned, state);
+    if (known) return PyLong_AsLong(known);
+    if (PyErr_Occurred()) return -2;
+    Py_ssize_t next = PyList_GET_SIZE(s->states);
+    PyObject *id = next <= INT32_MAX ? PyLong_FromSsize_t(next) : NULL;
+    long ns = (!id || PyDict_SetItem(s->interned, state, id) < 0 || PyList_Append(s->states, state) < 0) ? -2 : next;
+    Py_XDECREF(id);
+    return ns;
+}
+
+/* ask the model's effect() what kind of op this is; -1 on a Python error */
+static int learn_kind(Search *s, int32_t op) {
+    PyObject *args[2] = {s->inputs[op], s->outputs[op]};
+    PyObject *r = PyObject_Vectorcall(s->effect, args, 2, NULL);
+    if (!r) return -1;
+    int kind = BY_STEP;
+    long target = 0;
+    if (r != Py_None) {
+        PyObject *name = PyTuple_Check(r) && PyTuple_GET_SIZE(r) >= 1 ? PyTuple_GET_ITEM(r, 0) : NULL;
+        Py_ssize_t size = PyTuple_Check(r) ? PyTuple_GET_SIZE(r) : -1;
+        if (name && PyUnicode_Check(name) && size == 2 && !PyUnicode_CompareWithASCIIString(name, "reads"))
+            kind = READS;
+        else if (name && PyUnicode_Check(name) && size == 2 && !PyUnicode_CompareWithASCIIString(name, "writes"))
+            kind = WRITES;
+        else if (name && PyUnicode_Check(name) && size == 1 && !PyUnicode_CompareWithASCIIString(name, "keeps"))
+            kind = KEEPS;
+        else {
+            Py_DECREF(r);
+            PyErr_SetString(PyExc_ValueError, "a model's effect() must return None, (\"reads\", state), "
+                                              "(\"writes\", state) or (\"keeps\",)");
+            return -1;
+        }
+        if (kind != KEEPS && (target = intern_state(s, PyTuple_GET_ITEM(r, 1))) < 0) {
+            Py_DECREF(r);
+            return -1;
+        }
+    }
+    Py_DECREF(r);
+    s->kind[op] = (int8_t)kind, s->target[op] = (int32_t)target;
+    return 0;
+}
+
 /* ask the model: sid' or -1, -2 on a Python error */
 static long model_step(Search *s, int32_t op, int32_t sid) {
     if (!s->model_step) {
@@ -129,21 +179,7 @@ static long model_step(Search *s, int32_t op, int32_t sid) {
     }
     PyObject *ok = PyTuple_GET_ITEM(r, 0), *state = PyTuple_GET_ITEM(r, 1);
     int legal = ok == Py_True ? 1 : ok == Py_False ? 0 : PyObject_IsTrue(ok);
-    long ns = -1;
-    if (legal < 0) ns = -2;
-    else if (legal && state == args[0]) ns = sid; /* the same object: equal, as a dict lookup would say */
-    else if (legal) {
-        PyObject *known = PyDict_GetItemWithError(s->interned, state);
-        if (known) ns = PyLong_AsLong(known);
-        else if (PyErr_Occurred()) ns = -2;
-        else {
-            Py_ssize_t next = PyList_GET_SIZE(s->states);
-            PyObject *id = next <= INT32_MAX ? PyLong_FromSsize_t(next) : NULL;
-            if (!id || PyDict_SetItem(s->interned, state, id) < 0 || PyList_Append(s->states, state) < 0) ns = -2;
-            else ns = (long)next;
-            Py_XDECREF(id);
-        }
-    }
+    long ns = legal < 0 ? -2 : !legal ? -1 : state == args[0] ? sid : intern_state(s, state);
     Py_DECREF(r);
     return ns;
 }
@@ -188,6 +224,18 @@ static int remember_step(Search *s, int32_t op, int32_t sid, int32_t ns) {
 
 /* sid' for (op, sid), asking the model on a miss; -1 illegal, -2 a Python error */
 static inline int32_t transition(Search *s, int32_t op, int32_t sid, long *work) {
+    int kind = s->kind[op];
+    if (kind != BY_STEP) {
+        if (kind == UNASKED) {
+            *work += MISS_COST;
+            if (!s->effect) s->kind[op] = BY_STEP;
+            else if (learn_kind(s, op) < 0) return -2;
+            kind = s->kind[op];
+        }
+        if (kind == READS) return sid == s->target[op] ? sid : -1;
+        if (kind == WRITES) return s->target[op];
+        if (kind == KEEPS) return sid;
+    }
     if ((size_t)sid < s->nrows) {
         Row *r = &s->rows[sid];
         if (r->cap < 0) {
@@ -374,6 +422,7 @@ static void Search_dealloc(Search *s) {
     for (size_t i = 0; i < s->nrows; i++) PyMem_Free(s->rows[i].pairs);
     PyMem_Free(s->rows); PyMem_Free(s->slot); PyMem_Free(s->centry); PyMem_Free(s->pool);
     Py_XDECREF(s->step); Py_XDECREF(s->model_step); Py_XDECREF(s->states); Py_XDECREF(s->interned);
+    Py_XDECREF(s->effect);
     if (s->block)
         for (int32_t i = 0; i < s->n; i++) Py_XDECREF(s->inputs[i]), Py_XDECREF(s->outputs[i]);
     PyMem_Free(s->block);
@@ -510,17 +559,18 @@ done:
     return rc;
 }
 
-/* Search(ops, twins, track, step=None, model_step=None, states=None, interned=None): ops are
+/* Search(ops, twins, track, step=None, model_step=None, states=None, interned=None, effect=None): ops are
  * Operations (call, return_time = INF if it never returned, input, output), twins each op's
  * earlier twin or -1 (or None); the model is either the callback step(op id, sid) or
  * model_step(state, input, output) with the states list (sid -> state, sid 0 = the initial
- * state) and the interned dict (state -> sid) */
+ * state) and the interned dict (state -> sid), and then optionally the model's effect() */
 static int Search_init(Search *s, PyObject *args, PyObject *kw) {
-    static char *names[] = {"ops", "twins", "track", "step", "model_step", "states", "interned", NULL};
+    static char *names[] = {"ops", "twins", "track", "step", "model_step", "states", "interned", "effect", NULL};
     int track;
-    PyObject *ops, *twins, *step = Py_None, *mstep = Py_None, *states = Py_None, *interned = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!Op|OOOO", names, &PyList_Type, &ops, &twins, &track, &step,
-                                     &mstep, &states, &interned))
+    PyObject *ops, *twins, *step = Py_None, *mstep = Py_None, *states = Py_None, *interned = Py_None,
+             *effect = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!Op|OOOOO", names, &PyList_Type, &ops, &twins, &track, &step,
+                                     &mstep, &states, &interned, &effect))
         return -1;
     Py_ssize_t n = PyList_GET_SIZE(ops);
     if (n < 1 || n > INT32_MAX / 4) {
@@ -535,6 +585,14 @@ static int Search_init(Search *s, PyObject *args, PyObject *kw) {
         }
         Py_INCREF(mstep), Py_INCREF(states), Py_INCREF(interned);
         s->model_step = mstep, s->states = states, s->interned = interned;
+        if (effect != Py_None) {
+            if (!PyCallable_Check(effect)) {
+                PyErr_SetString(PyExc_ValueError, "effect must be callable or None");
+                return -1;
+            }
+            Py_INCREF(effect);
+            s->effect = effect;
+        }
     } else if (PyCallable_Check(step)) {
         Py_INCREF(step);
         s->step = step;
@@ -546,7 +604,7 @@ static int Search_init(Search *s, PyObject *args, PyObject *kw) {
     s->track = track;
     size_t sz = (size_t)s->size, nn = (size_t)n;
     size_t bytes = (2 * nn + s->nwords) * sizeof(uint64_t) + 2 * nn * sizeof(PyObject *)
-                   + (5 * sz + 4 * nn) * sizeof(int32_t);
+                   + (5 * sz + 5 * nn) * sizeof(int32_t) + nn * sizeof(int8_t);
     char *b = s->block = PyMem_Calloc(1, bytes);
     if (!b) {
         PyErr_NoMemory();
@@ -565,7 +623,9 @@ static int Search_init(Search *s, PyObject *args, PyObject *kw) {
     s->calls = (int32_t *)b, b += nn * sizeof(int32_t);
     s->saved = (int32_t *)b, b += nn * sizeof(int32_t);
     s->best = (int32_t *)b, b += nn * sizeof(int32_t);
-    s->lng_len = (int32_t *)b;
+    s->target = (int32_t *)b, b += nn * sizeof(int32_t);
+    s->lng_len = (int32_t *)b, b += nn * sizeof(int32_t);
+    s->kind = (int8_t *)b;
     if (make_entries(s, ops, twins) < 0) return -1;
     for (int32_t i = 0; i < s->size; i++) s->nxt[i] = i + 1, s->prv[i] = i - 1;
     s->nxt[s->tail] = s->tail, s->prv[0] = 0;

@@ -478,7 +478,7 @@ class _CompiledSearch:
         if model.hash is None and model.equal in (None, _default_equal):
             init = model.init()
             self.states = [init]
-            self.core = _compiled.Search(ops, twins, track, None, model.step, self.states, {init: 0})
+            self.core = _compiled.Search(ops, twins, track, None, model.step, self.states, {init: 0}, model.effect)
         else:
             states = _States(model, ops)
             self.states = states.states
