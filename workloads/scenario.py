@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import os
 
-import yaml
-
+from backends import safeload
 from workloads.claims import ClaimsConfig
 
 KEYS = {"name", "description", "workers", "time_limit", "nemesis", "claims", "nemesis_opts"}
@@ -37,11 +36,7 @@ def builtin() -> list[str]:
 
 def load(name_or_path: str) -> dict:
     path = resolve(name_or_path)
-    try:
-        with open(path) as f:
-            data = yaml.safe_load(f)
-    except (OSError, yaml.YAMLError) as e:
-        raise ValueError(f"scenario {path}: not readable YAML ({str(e).splitlines()[0]})") from None
+    data = safeload.yaml_file(path, what="scenario")  # LoadError is a ValueError
     if not isinstance(data, dict):
         raise ValueError(f"scenario {path}: must be a mapping")
     unknown = set(data) - KEYS

@@ -14,13 +14,13 @@ from __future__ import annotations
 import argparse
 import functools
 import html
-import json
 import os
 import signal
 import sys
 import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
+from backends import safeload
 from chaos.errors import UsageError
 
 HOST = "127.0.0.1"
@@ -50,9 +50,8 @@ def find_runs(store: str) -> list[dict]:
 def _summary(store: str, name: str, stamp: str, d: str) -> dict:
     results = {}
     try:
-        with open(os.path.join(d, "results.json")) as f:
-            results = json.load(f)
-    except (OSError, ValueError):
+        results = safeload.json_file(os.path.join(d, "results.json"), safeload.RESULTS, "results")
+    except safeload.LoadError:
         pass
     results = results if isinstance(results, dict) else {}
     test = results.get("test") if isinstance(results.get("test"), dict) else {}

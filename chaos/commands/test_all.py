@@ -24,15 +24,13 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import os
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 
-import yaml
-
+from backends import safeload
 from chaos.errors import ExitCode, UsageError, worst
 
 MATRIX_KEYS = {"name", "workload", "workloads", "backends", "nemeses", "seeds", "time_limit", "workers", "store"}
@@ -138,9 +136,8 @@ def run_one(req: RunRequest, timeout: float | None = None, env: dict | None = No
     results = {}
     if run_dir:
         try:
-            with open(os.path.join(run_dir, "results.json")) as f:
-                results = json.load(f)
-        except (OSError, ValueError):
+            results = safeload.json_file(os.path.join(run_dir, "results.json"), safeload.RESULTS, "results")
+        except safeload.LoadError:
             results = {}
     if code not in (0, 1, 2, 254, 255):
         code = int(ExitCode.CRASH)
@@ -156,12 +153,9 @@ def _fail(path: str, msg: str):
 
 def load_matrix(path: str) -> dict:
     try:
-        with open(path) as f:
-            data = yaml.safe_load(f)
-    except FileNotFoundError:
-        _fail(path, "no such file")
-    except (OSError, yaml.YAMLError) as e:
-        _fail(path, f"not valid YAML ({str(e).splitlines()[0]})")
+        data = safeload.yaml_file(path, what="matrix")
+    except safeload.LoadError as e:
+        raise UsageError(f"chaos test-all: {e}") from None
     if not isinstance(data, dict):
         _fail(path, "a matrix must be a mapping with backends, nemeses, seeds ...")
     unknown = sorted(set(data) - MATRIX_KEYS)

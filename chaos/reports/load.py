@@ -7,12 +7,11 @@ problem found while loading is kept in ``RunData.problems`` and shown.
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 from dataclasses import dataclass, field
 
-import yaml
+from backends import safeload
 
 VERDICTS = ("valid", "invalid", "unknown")
 
@@ -76,47 +75,45 @@ def load_run(run_dir: str) -> RunData:
 
 
 def _json(path: str, problems: list):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except FileNotFoundError:
+    if not os.path.lexists(path):
         return None
-    except (OSError, ValueError) as e:
-        problems.append(f"{os.path.basename(path)} unreadable: {e}")
+    try:
+        return safeload.json_file(path, safeload.RESULTS, os.path.basename(path))
+    except safeload.LoadError as e:
+        problems.append(f"unreadable: {e}")
         return False
 
 
 def _yaml(path: str, problems: list):
-    try:
-        with open(path) as f:
-            return yaml.safe_load(f)
-    except FileNotFoundError:
+    if not os.path.lexists(path):
         return None
-    except (OSError, yaml.YAMLError) as e:
-        problems.append(f"{os.path.basename(path)} unreadable: {e}")
+    try:
+        return safeload.yaml_file(path, safeload.CONFIG, os.path.basename(path))
+    except safeload.LoadError as e:
+        problems.append(f"unreadable: {e}")
         return None
 
 
 def _history(path: str, problems: list) -> list[dict]:
     """Every parseable line; a torn tail or a corrupt line is reported, not fatal."""
     ops: list[dict] = []
-    try:
-        f = open(path, "rb")
-    except FileNotFoundError:
+    if not os.path.lexists(path):
         problems.append("no history.jsonl")
         return ops
-    with f:
-        for n, raw in enumerate(f, 1):
+    try:
+        for n, raw in safeload.json_lines(path, what="history.jsonl"):
             if not raw.endswith(b"\n"):
                 problems.append(f"history.jsonl: torn last line {n} skipped (the run was killed mid-write)")
                 break
             if not raw.strip():
                 continue
             try:
-                op = json.loads(raw)
+                op = safeload.json_line(raw)
             except ValueError:
                 problems.append(f"history.jsonl: line {n} is not JSON, skipped")
                 continue
             if isinstance(op, dict):
                 ops.append(op)
+    except safeload.LoadError as e:
+        problems.append(f"unreadable: {e}")
     return ops
