@@ -47,7 +47,9 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from chaos.driver import FaultEnv, NemesisExecutor, Progress, RealDriver
-from chaos.errors import ExitCode
+from backends.api import StoreUnavailable
+from backends.registry import UnknownBackend
+from chaos.errors import ExitCode, SetupFailed
 from chaos.faults import procs
 from chaos.history_store import HistoryWriter
 from chaos.nemesis import Coverage, compose_packages
@@ -212,7 +214,10 @@ class Run:
 
             target = sut.get(cfg.backend, runs=True).target(cfg, run, self._note_pid, self._note_dir)
             self.cleanups.append(target.close)
-            target.setup(world.namespaces, world.durable())
+            try:
+                target.setup(world.namespaces, world.durable())
+            except (StoreUnavailable, UnknownBackend) as e:  # what the input names cannot be reached or loaded
+                raise SetupFailed(f"--backend {cfg.backend}: {e}") from None
             spec, capabilities = target.spec, target.capabilities
             clock_faults, fsync, env_for = self._faults(run)
             t0 = time.monotonic_ns()

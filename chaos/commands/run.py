@@ -14,11 +14,16 @@ nemeses hit what, per backend: ``chaos doctor``. Same ``--seed`` -> the same ope
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import shlex
 import sys
 
 from chaos.errors import UsageError
+from chaos.store import check_name, writable_dir
+
+#: the longest --time-limit / --op-timeout accepted (a week; more is a typo)
+MAX_SECONDS = 7 * 24 * 3600
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -45,7 +50,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scenario", default=None, help="a scenario YAML file or built-in name")
     p.add_argument("--store", default="store", help="root of run directories (default ./store)")
     p.add_argument("--name", default=None, help="test name (run dir store/<name>/<timestamp>)")
-    p.add_argument("--op-timeout", type=float, default=8.0, help="deadline per operation in seconds")
+    p.add_argument("--op-timeout", type=float, default=8.0, help="deadline per operation in seconds (default 8)")
 
 
 def build_config(args: argparse.Namespace):
@@ -90,13 +95,17 @@ def build_config(args: argparse.Namespace):
     time_limit = args.time_limit if args.time_limit is not None else sc.get("time_limit", 30.0)
     if workers < 1 or workers > 200:
         raise UsageError("--workers must be between 1 and 200")
-    if time_limit <= 0:
-        raise UsageError("--time-limit must be positive")
+    if not (math.isfinite(time_limit) and 0 < time_limit <= MAX_SECONDS):
+        raise UsageError(f"--time-limit {time_limit:g}: must be a number of seconds in (0, {MAX_SECONDS}]")
+    op_timeout = args.op_timeout
+    if not (math.isfinite(op_timeout) and 0 <= op_timeout <= MAX_SECONDS):
+        raise UsageError(f"--op-timeout {op_timeout:g}: must be a number of seconds in [0, {MAX_SECONDS}]")
     seed = args.seed if args.seed is not None else fresh_seed()
-    name = args.name or sc.get("name") or f"{args.workload}-{args.backend}"
+    name = check_name(args.name or sc.get("name") or f"{args.workload}-{args.backend}",
+                      "--name" if args.name else "scenario name" if sc.get("name") else "test name")
     argv = ["chaos", "run", "--backend", args.backend, "--workload", args.workload,
             "--nemesis", ",".join(names) or "none", "--workers", str(workers), "--time-limit", str(time_limit),
-            "--seed", str(seed), "--name", name, "--store", args.store]
+            "--seed", str(seed), "--op-timeout", f"{op_timeout:g}", "--name", name, "--store", args.store]
     if args.scenario:
         argv += ["--scenario", args.scenario]
     if dsn:
@@ -110,7 +119,7 @@ def build_config(args: argparse.Namespace):
     if profile:
         argv += ["--profile", profile]
     return RunConfig(name=name, backend=args.backend, workload=args.workload, nemesis=names, workers=workers,
-                     time_limit=float(time_limit), seed=seed, store=args.store, op_timeout=args.op_timeout,
+                     time_limit=float(time_limit), seed=seed, store=args.store, op_timeout=float(op_timeout),
                      claims=dict(sc.get("claims", {})), nemesis_opts=dict(sc.get("nemesis_opts", {})),
                      scenario=args.scenario, command=shlex.join(argv), dsn=dsn,
                      profile=os.path.abspath(profile) if profile else None, backend_command=command,
@@ -121,7 +130,6 @@ def run(args: argparse.Namespace) -> int:
     from chaos.runner import run as run_test
 
     cfg = build_config(args)
-    if not os.access(os.path.dirname(os.path.abspath(cfg.store)) or ".", os.W_OK):
-        raise UsageError(f"--store {cfg.store}: parent directory is not writable")
+    writable_dir(cfg.store)
     print(f"chaos: {cfg.command}", file=sys.stderr)
     return run_test(cfg)

@@ -26,6 +26,12 @@ from chaos.errors import UsageError
 HOST = "127.0.0.1"
 
 
+EXIT_CODES = """exit codes:
+  0    done
+  254  bad arguments: one line on stderr
+  255  the suite itself crashed: a traceback on stderr (please report it)"""
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("store", nargs="?", default="store", metavar="STORE", help="the store directory (default ./store)")
     parser.add_argument("--port", type=int, default=8080, help="TCP port on 127.0.0.1 (0 picks a free one; default 8080)")

@@ -2,7 +2,10 @@
 
 A run killed mid-way may have no ``results.json``, a torn last history line,
 or no history at all; the report must still be written and say so. Every
-problem found while loading is kept in ``RunData.problems`` and shown.
+problem found while loading is kept in ``RunData.problems`` and shown. A
+``results.json`` that departs from its schema (``results_schema``) keeps only
+its well-typed members: the report shows the rest as problems instead of
+tripping over them.
 """
 
 from __future__ import annotations
@@ -64,7 +67,9 @@ def load_run(run_dir: str) -> RunData:
     run = RunData(os.path.abspath(run_dir))
     results = _json(os.path.join(run_dir, "results.json"), run.problems)
     if isinstance(results, dict):
-        run.results = results
+        run.results = well_typed(results, run.problems)
+    elif results is False:
+        pass
     elif results is None:
         run.problems.append("no results.json: the run did not finish (crashed or was killed)")
     test = _yaml(os.path.join(run_dir, "test.yaml"), run.problems)
@@ -72,6 +77,37 @@ def load_run(run_dir: str) -> RunData:
         run.test = test
     run.history = _history(os.path.join(run_dir, "history.jsonl"), run.problems)
     return run
+
+
+def well_typed(results: dict, problems: list) -> dict:
+    """``results`` without the members whose type departs from schema 1 (each one a problem)."""
+    from chaos.reports.results_schema import COVERAGE_ROW, STATS, TEST, TOP_LEVEL
+
+    def keep(obj: dict, spec: dict, where: str) -> dict:
+        out = dict(obj)
+        for key, (_required, types, *_meaning) in spec.items():
+            if key in out and (not isinstance(out[key], types) or (isinstance(out[key], bool) and bool not in types)):
+                problems.append(f"results.json: {where}{key} has the wrong type ({type(out[key]).__name__}); ignored")
+                del out[key]
+        return out
+
+    clean = keep(results, TOP_LEVEL, "")
+    if "test" in clean:
+        clean["test"] = keep(clean["test"], TEST, "test.")
+    if "stats" in clean:
+        clean["stats"] = keep(clean["stats"], STATS, "stats.")
+    for section, row_spec in (("checkers", None), ("fault_coverage", COVERAGE_ROW)):
+        rows = clean.get(section)
+        if isinstance(rows, dict):
+            bad = [k for k, v in rows.items() if not isinstance(v, dict)]
+            for k in bad:
+                problems.append(f"results.json: {section}.{k} is not an object; ignored")
+            clean[section] = {k: (keep(v, row_spec, f"{section}.{k}.") if row_spec else v)
+                              for k, v in rows.items() if isinstance(v, dict)}
+    notes = clean.get("notes")
+    if isinstance(notes, list):
+        clean["notes"] = [str(n) for n in notes]
+    return clean
 
 
 def _json(path: str, problems: list):

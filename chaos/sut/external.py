@@ -108,6 +108,10 @@ class ExternalSut(Sut):
     def usage_hint(self, key: str) -> str:
         return "'...' (the contract CLI command line)"
 
+    def check(self, opts: dict) -> None:
+        super().check(opts)
+        profile_of(opts)  # a broken profile is a config error up front, not a failure of every case
+
     def declare(self, opts: dict) -> dict:
         xp = profile_of(opts)
         admin = xp.admin

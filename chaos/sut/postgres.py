@@ -207,6 +207,14 @@ class PostgresSut(Sut):
 
     def check(self, opts: dict) -> None:
         super().check(opts)
+        if opts.get("dsn"):
+            from psycopg import ProgrammingError
+            from psycopg.conninfo import conninfo_to_dict
+
+            try:
+                conninfo_to_dict(opts["dsn"])
+            except ProgrammingError as e:
+                raise UsageError(f"--dsn: not a libpq connection string ({str(e).strip()})") from None
         if not opts.get("dsn"):
             from chaos.faults.pgserver import find_bindir
 
