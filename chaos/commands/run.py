@@ -101,8 +101,11 @@ def build_config(args: argparse.Namespace):
     if not (math.isfinite(op_timeout) and 0 <= op_timeout <= MAX_SECONDS):
         raise UsageError(f"--op-timeout {op_timeout:g}: must be a number of seconds in [0, {MAX_SECONDS}]")
     seed = args.seed if args.seed is not None else fresh_seed()
-    name = check_name(args.name or sc.get("name") or f"{args.workload}-{args.backend}",
-                      "--name" if args.name else "scenario name" if sc.get("name") else "test name")
+    if args.name is not None:
+        name = check_name(args.name, "--name")
+    else:
+        name = check_name(sc.get("name") or f"{args.workload}-{args.backend}",
+                          "scenario name" if sc.get("name") else "test name")
     argv = ["chaos", "run", "--backend", args.backend, "--workload", args.workload,
             "--nemesis", ",".join(names) or "none", "--workers", str(workers), "--time-limit", str(time_limit),
             "--seed", str(seed), "--op-timeout", f"{op_timeout:g}", "--name", name, "--store", args.store]
