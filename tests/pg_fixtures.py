@@ -47,14 +47,20 @@ def private_pg_tmpdir():
 
 
 def processes_marked(directory: str) -> list[int]:
-    """Live (non-zombie) processes whose environment names ``directory`` as
+    """Live processes whose environment names ``directory`` as
     ``$CLAIM_CHAOS_PG_TMPDIR``: the servers (and their children) started under it."""
-    needle = f"{PG_TMPDIR_ENV}={directory}".encode() + b"\0"
+    return processes_with_env(PG_TMPDIR_ENV, directory)
+
+
+def processes_with_env(key: str, value: str) -> list[int]:
+    """Live (non-zombie) processes whose environment holds ``key=value``
+    (a test marks what it starts this way and looks only at that)."""
+    needle = b"\0" + f"{key}={value}".encode() + b"\0"
     found = []
     for pid in (int(p) for p in os.listdir("/proc") if p.isdigit()):
         try:
             with open(f"/proc/{pid}/environ", "rb") as f:
-                env = f.read() + b"\0"
+                env = b"\0" + f.read() + b"\0"
             with open(f"/proc/{pid}/stat") as f:
                 state = f.read().rsplit(")", 1)[1].split()[0]
         except OSError:
