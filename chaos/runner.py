@@ -56,7 +56,7 @@ from chaos.nemesis import Coverage, compose_packages
 from chaos.store import RunDir, clean_stale_tmp
 from chaos.watchdog import DSN_ENV, start_time
 from chaos.worker import Slot
-from workloads.claims import ClaimsConfig, claims_workload, plan_cycle
+from chaos.workload_kinds import workload_kind
 from workloads.generator import NEMESIS, SEC, any_of, clients, deadline, nemesis as on_nemesis
 from workloads.interpreter import interpret, simulate
 
@@ -78,6 +78,7 @@ class RunConfig:
     store: str = "store"
     op_timeout: float = 8.0
     claims: dict = field(default_factory=dict)       # ClaimsConfig overrides
+    issuelock: dict = field(default_factory=dict)    # IssueLockConfig overrides (--workload issue-lock)
     nemesis_opts: dict = field(default_factory=dict)  # FaultCycle timing overrides, pause_at
     scenario: str | None = None
     command: str = ""
@@ -95,7 +96,10 @@ def nemesis_opts(cfg: RunConfig) -> dict:
 
 def backend_options(cfg: RunConfig) -> dict:
     """The backend's own options (``chaos.sut.base.OPTIONS``) of a run."""
-    return {"dsn": cfg.dsn, "command": cfg.backend_command, "profile": cfg.profile, "factory": cfg.factory}
+    from chaos.workload_kinds import workload_kind
+
+    return {"dsn": cfg.dsn, "command": cfg.backend_command, "profile": cfg.profile, "factory": cfg.factory,
+            "protocol": workload_kind(cfg).protocol}
 
 
 def plan_schedule(cfg: RunConfig, cycles_per_worker: int = 40) -> list[dict]:
@@ -107,13 +111,9 @@ def plan_schedule(cfg: RunConfig, cycles_per_worker: int = 40) -> list[dict]:
         for op in simulate(gen, seed=cfg.seed, workers=cfg.workers, time_limit=int(cfg.time_limit * SEC)):
             if op["type"] == "invoke":
                 rows.append({"kind": "nemesis", "time": op["time"], "f": op["f"], "value": op["value"]})
-    ccfg = ClaimsConfig(**cfg.claims)
-    _, world = claims_workload(cfg.seed, ccfg)
-    for t in range(cfg.workers):
-        for c in range(cycles_per_worker):
-            rows.append({"kind": "cycle", "thread": t, "cycle": c,
-                         **plan_cycle(cfg.seed, t, c, len(world.tuples), ccfg)})
-    return rows
+    kind = workload_kind(cfg)
+    _, world = kind.build(cfg)
+    return rows + kind.plan(cfg, world, cycles_per_worker)
 
 
 class Run:
@@ -209,14 +209,12 @@ class Run:
         target = None
         results = None
         try:
-            ccfg = ClaimsConfig(**cfg.claims)
-            client_gen, world = claims_workload(cfg.seed, ccfg)
-            from chaos import sut
-
-            target = sut.get(cfg.backend, runs=True).target(cfg, run, self._note_pid, self._note_dir)
+            kind = workload_kind(cfg)
+            client_gen, world = kind.build(cfg)
+            target = kind.target(cfg, run, self._note_pid, self._note_dir)
             self.cleanups.append(target.close)
             try:
-                target.setup(world.namespaces, world.durable())
+                target.setup(kind.namespaces(world), kind.durable(world))
             except (StoreUnavailable, UnknownBackend) as e:  # what the input names cannot be reached or loaded
                 raise SetupFailed(f"--backend {cfg.backend}: {e}") from None
             spec, capabilities = target.spec, target.capabilities
@@ -238,7 +236,7 @@ class Run:
             try:
                 process_of = interpret(gen, threads, driver, cfg.seed)
                 if not self.interrupted:
-                    self._final_phase(driver, env, pkgs, history, world, ccfg, threads, process_of)
+                    self._final_phase(driver, env, pkgs, history, world, kind, threads, process_of)
             finally:
                 progress.close()
             final_state = None
@@ -256,7 +254,7 @@ class Run:
             if parked:
                 coverage.took_effect("pause", parked)
             ops = history.snapshot()
-            results = self._results(cfg, run, ops, coverage, capabilities, started, notes, world)
+            results = self._results(cfg, run, ops, coverage, capabilities, started, notes, world, kind)
             results["target"] = target.describe()
         finally:
             self._teardown()
@@ -277,7 +275,7 @@ class Run:
             return 130
         return results["exit_code"]
 
-    def _final_phase(self, driver, env, pkgs, history, world, ccfg, threads, process_of) -> None:
+    def _final_phase(self, driver, env, pkgs, history, world, kind, threads, process_of) -> None:
         # heal every fault; I/O faults first (a server cannot restart while its fsyncs fail)
         for pkg in sorted(pkgs, key=lambda p: HEAL_ORDER.index(p.name) if p.name in HEAL_ORDER else len(HEAL_ORDER)):
             history.append({"process": NEMESIS, "type": "invoke", "f": "heal", "time": driver.now(),
@@ -291,15 +289,11 @@ class Run:
         for slot in self.slots:  # fresh hosts (no armed one-shot faults) for the read-back
             slot.kill()
         # let every lease expire (real time: the backend's clock is the authority)
-        self.stop.wait(ccfg.lease_ms / 1000 + 0.2)
-        op_ids = sorted({(o["value"]["operation_id"], o["value"]["ledger_namespace"], o["value"]["item_id"])
-                         for o in history.snapshot() if o["type"] == "invoke" and o.get("f") == "publish"})
-        reads = [{"f": "read", "value": {"ledger_namespace": ns, "item_id": item}} for ns, item in world.tuples]
-        reads += [{"f": "publication-read", "value": {"operation_id": i, "ledger_namespace": ns, "item_id": item}}
-                  for i, ns, item in op_ids]
+        self.stop.wait(kind.settle_s(self.cfg))
+        reads = kind.final_reads(history.snapshot(), world)
         interpret(clients(reads), threads, driver, self.cfg.seed, process_of=process_of)
 
-    def _results(self, cfg, run, ops, coverage, capabilities, started, notes, world) -> dict:
+    def _results(self, cfg, run, ops, coverage, capabilities, started, notes, world, kind) -> dict:
         client = [o for o in ops if o.get("process") != NEMESIS and o["type"] != "invoke"]
         stats = {"ops": len(client), "ok": sum(o["type"] == "ok" for o in client),
                  "fail": sum(o["type"] == "fail" for o in client), "info": sum(o["type"] == "info" for o in client),
@@ -311,12 +305,8 @@ class Run:
             notes.append("the run was interrupted before the final phase; not checked")
         else:
             try:
-                import checkers
-
-                ctx = {"capabilities": capabilities, "lease_ms": ClaimsConfig(**cfg.claims).lease_ms,
-                       "tuples": [list(t) for t in world.tuples], "initial_durable": world.durable(),
-                       "backend": cfg.backend, "workload": cfg.workload}
-                merged = checkers.run_checkers(ops, ctx)
+                ctx = kind.ctx(cfg, world, capabilities)
+                merged = kind.check(ops, ctx)
                 checker_results = merged.get("checkers", {})
                 v = merged.get("valid")
                 verdict = "valid" if v is True else "invalid" if v is False else "unknown"

@@ -40,7 +40,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="external: the contract CLI command line (e.g. 'python -m chaos.cli backend sqlite'; "
                         "a leading python/python3 or chaos means this interpreter)")
     p.add_argument("--profile", default=None, help="external: the profile YAML (default profiles/chaos-sqlite.yaml)")
-    p.add_argument("--workload", default="claims", help="only 'claims' for now")
+    p.add_argument("--workload", default="claims",
+                   help="claims (the work-claim contract, default) or issue-lock (the issue-lock contract; "
+                        "backends sqlite, gitfile, external, python)")
     p.add_argument("--nemesis", default=None,
                    help="comma-separated faults: kill,pause,clock,fsync,lost-reply,restart; 'none' for no faults "
                         "(default: every one the backend supports here)")
@@ -59,16 +61,19 @@ def build_config(args: argparse.Namespace):
     from chaos.runner import RunConfig
     from workloads import scenario as scenarios
 
-    if args.workload != "claims":
-        raise UsageError(f"unknown workload {args.workload!r} (known: claims)")
     from chaos import sut
+    from chaos.workload_kinds import workload_kind
 
+    kind = workload_kind(args.workload)
     backend = sut.get(args.backend, runs=True)
+    if kind.protocol not in backend.protocols:
+        raise UsageError(f"--backend {args.backend} does not run the {kind.protocol} protocol "
+                         f"(--workload {args.workload}); it runs: {', '.join(backend.protocols)}")
     dsn = getattr(args, "dsn", None)
     command = getattr(args, "backend_command", None)
     factory = getattr(args, "factory", None)
     profile = getattr(args, "profile", None)
-    opts = {"dsn": dsn, "command": command, "profile": profile, "factory": factory}
+    opts = {"dsn": dsn, "command": command, "profile": profile, "factory": factory, "protocol": kind.protocol}
     backend.check(opts)
     if profile and not os.path.isfile(profile):
         raise UsageError(f"--profile {profile}: no such file")
@@ -124,6 +129,7 @@ def build_config(args: argparse.Namespace):
     return RunConfig(name=name, backend=args.backend, workload=args.workload, nemesis=names, workers=workers,
                      time_limit=float(time_limit), seed=seed, store=args.store, op_timeout=float(op_timeout),
                      claims=dict(sc.get("claims", {})), nemesis_opts=dict(sc.get("nemesis_opts", {})),
+                     issuelock=dict(sc.get("issuelock", {})),
                      scenario=args.scenario, command=shlex.join(argv), dsn=dsn,
                      profile=os.path.abspath(profile) if profile else None, backend_command=command,
                      factory=factory)

@@ -188,7 +188,8 @@ def sut_options(opts: dict) -> dict:
     """The backend options inside nemesis opts (dsn, command, profile, factory)."""
     from chaos.sut.base import OPTIONS
 
-    return {k: opts.get(k) for k in OPTIONS}
+    # the protocol under test (work-claim by default) decides some abilities (issue-lock has no lost-reply)
+    return {**{k: opts.get(k) for k in OPTIONS}, "protocol": opts.get("protocol") or "work-claim"}
 
 
 def build(name: str, opts: dict) -> Package:

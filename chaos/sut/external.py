@@ -110,9 +110,21 @@ class ExternalSut(Sut):
 
     def check(self, opts: dict) -> None:
         super().check(opts)
-        profile_of(opts)  # a broken profile is a config error up front, not a failure of every case
+        if opts.get("protocol") != "issue-lock":
+            profile_of(opts)  # a broken profile is a config error up front, not a failure of every case
+
+    protocols = ("work-claim", "issue-lock")
+
+    def issue_lock_target(self, cfg, run, note_pid=None, note_dir=None):
+        from chaos.issuelock.targets import ExternalLockTarget
+
+        return ExternalLockTarget(cfg, run, note_pid, note_dir)
 
     def declare(self, opts: dict) -> dict:
+        if opts.get("protocol") == "issue-lock":
+            from chaos.issuelock.targets import lock_abilities
+
+            return lock_abilities(self.name, opts)
         xp = profile_of(opts)
         admin = xp.admin
         who = f"profile {xp.name}"

@@ -38,7 +38,18 @@ class PythonSut(Sut):
 
         check_factory(opts["factory"])  # loadable here, before any run directory is made
 
+    protocols = ("work-claim", "issue-lock")
+
+    def issue_lock_target(self, cfg, run, note_pid=None, note_dir=None):
+        from chaos.issuelock.targets import PythonLockTarget
+
+        return PythonLockTarget(cfg, run, note_pid, note_dir)
+
     def declare(self, opts: dict) -> dict:
+        if opts.get("protocol") == "issue-lock":
+            from chaos.issuelock.targets import lock_abilities
+
+            return lock_abilities(self.name, opts)
         rows = SqliteSut().declare(opts)  # today: the factory is given the SQLite file and its mechanisms
         rows["seed"] = can("the factory's store.seed, over the SQLite file it is given", "store")
         rows["export"] = can("the factory's store.export_durable", "store")

@@ -35,7 +35,18 @@ class SqliteSut(Sut):
     summary = "strict fenced: one SQLite file, BEGIN IMMEDIATE, synchronous=FULL"
     cli = True
 
+    protocols = ("work-claim", "issue-lock")
+
+    def issue_lock_target(self, cfg, run, note_pid=None, note_dir=None):
+        from chaos.issuelock.targets import SqliteLockTarget
+
+        return SqliteLockTarget(cfg, run, note_pid, note_dir)
+
     def declare(self, opts: dict) -> dict:
+        if opts.get("protocol") == "issue-lock":
+            from chaos.issuelock.targets import lock_abilities
+
+            return lock_abilities(self.name, opts)
         return {
             **WORKER_FAULTS,
             "seed": can("SqliteStore.seed into claims.db before any worker serves", "store"),
