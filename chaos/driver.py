@@ -30,6 +30,7 @@ class FaultEnv:
         self.clock_faults = clock_faults
         self.fsync = fsync
         self.fsync_armed_at: int | None = None
+        self.power = None               # chaos.faults.powerloss.PowerLoss when the power-loss nemesis runs
         self.paused: dict[int, int] = {}
         self.coverage = coverage
         self.history = history

@@ -61,7 +61,7 @@ from workloads.generator import NEMESIS, SEC, any_of, clients, deadline, nemesis
 from workloads.interpreter import interpret, simulate
 
 
-HEAL_ORDER = ("fsync", "lost-reply", "pause", "clock", "kill", "restart")
+HEAL_ORDER = ("fsync", "lost-reply", "pause", "clock", "kill", "restart", "power-loss")
 
 
 @dataclass
@@ -147,8 +147,8 @@ class Run:
         with open(self.dirsfile, "a") as f:
             f.write(path + "\n")
 
-    def _faults(self, run: RunDir):
-        clock_faults, fsync = {}, None
+    def _faults(self, run: RunDir, target):
+        clock_faults, fsync, power = {}, None, None
         if "fsync" in self.cfg.nemesis and self.cfg.backend != "postgres":  # postgres: the server's own shim
             from chaos.faults.failsync import FsyncFault
 
@@ -159,6 +159,12 @@ class Run:
 
             for t in range(self.cfg.workers):
                 clock_faults[t] = ClockFault(os.path.join(run.tmp, f"clock-{t}"))
+        if "power-loss" in self.cfg.nemesis:
+            from chaos.faults.powerloss import PowerLoss
+            from chaos.nemesis.power import durable_prefix
+
+            power = PowerLoss(os.path.join(run.tmp, "powerloss"), durable_prefix(target))
+            self.cleanups.append(power.cleanup)
 
         def env_for(t: int) -> dict:
             env: dict = {}
@@ -169,10 +175,13 @@ class Run:
             if fsync is not None:
                 env.update(fsync.env())
                 libs.append(fsync.library)
+            if power is not None:  # after failsync: a sync that failsync fails is never marked durable
+                env.update(power.env())
+                libs.append(power.library)
             if libs:
                 env["LD_PRELOAD"] = " ".join(libs)
             return env
-        return clock_faults, fsync, env_for
+        return clock_faults, fsync, power, env_for
 
     def _on_signal(self, signum, _frame) -> None:
         self.interrupted = True
@@ -206,13 +215,14 @@ class Run:
             self.cleanups.append(target.close)
             target.setup(world.namespaces, world.durable())
             spec, capabilities = target.spec, target.capabilities
-            clock_faults, fsync, env_for = self._faults(run)
+            clock_faults, fsync, power, env_for = self._faults(run, target)
             t0 = time.monotonic_ns()
             driver = RealDriver(history, self.slots, None, t0, self.stop)
             for t in range(cfg.workers):
                 self.slots.append(Slot(t, spec, env_for, run.file("logs"), driver.completions, cfg.op_timeout,
                                        self._note_pid))
             env = FaultEnv(self.slots, clock_faults, fsync, coverage, history, t0, target)
+            env.power = power
             nem_gen, table, pkgs = compose_packages(cfg.nemesis, nemesis_opts(cfg))
             driver.nemesis = NemesisExecutor(table, env, driver.completions)
             limit = int(cfg.time_limit * SEC)

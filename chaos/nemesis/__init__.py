@@ -32,6 +32,8 @@ from workloads.generator import Gen, any_of, fill_op, nemesis as on_nemesis, PEN
 from workloads.random import Stream
 
 DEFAULT_ORDER = ("kill", "pause", "clock", "fsync", "lost-reply", "restart")
+#: faults that exist but are only run when asked for by name (never in the default selection)
+OPT_IN = ("power-loss",)
 
 
 @dataclass(frozen=True)
@@ -160,7 +162,7 @@ def _per_backend(workers_pkg: Callable, server_pkg: Callable) -> Callable:
 
 
 def _registry() -> dict:
-    from chaos.nemesis import clock, io, process, server
+    from chaos.nemesis import clock, io, power, process, server
 
     return {
         "kill": _per_backend(process.kill_package, server.kill_package),
@@ -169,6 +171,7 @@ def _registry() -> dict:
         "clock": clock.package,
         "fsync": _per_backend(io.fsync_package, server.fsync_package),
         "lost-reply": _per_backend(io.lost_reply_package, server.lost_reply_package),
+        "power-loss": power.package,
     }
 
 
@@ -181,6 +184,7 @@ TARGETS: dict[str, dict[str, str]] = {
         "fsync": "worker fsyncs: EIO shim",
         "lost-reply": "workers: exit(137) right after a commit, before the reply",
         "restart": "worker processes: drop state, reopen the store",
+        "power-loss": "the SQLite file and journal: every change no fsync covers is undone (preload shim)",
     },
     "postgres": {
         "kill": "the PostgreSQL server tree: SIGKILL, restart with crash recovery",
@@ -197,6 +201,7 @@ TARGETS: dict[str, dict[str, str]] = {
         "fsync": "worker fsyncs (journal appends, item files): EIO shim",
         "lost-reply": "workers: exit(137) right after a commit, before the reply",
         "restart": "worker processes: drop state, re-read the ledgers",
+        "power-loss": "the repository (journals, item files, git objects and refs): un-fsynced changes undone",
     },
     "external": {
         "kill": "worker hosts and their running CLI child: SIGKILL the tree",
@@ -205,6 +210,7 @@ TARGETS: dict[str, dict[str, str]] = {
         "fsync": "CLI fsyncs (inherited preload): EIO shim",
         "lost-reply": "workers: exit(137) after the CLI answered exit 0, before the reply",
         "restart": "worker hosts: drop state (each op is a fresh CLI process anyway)",
+        "power-loss": "the ledger directory the CLI writes: un-fsynced changes undone (inherited preload)",
     },
 }
 
@@ -250,6 +256,12 @@ def mechanisms() -> dict:
         out["failsync"] = (True, failsync.build())
     except Exception as e:
         out["failsync"] = (False, f"{type(e).__name__}: {e}")
+    try:
+        from chaos.faults import powerloss
+
+        out["powerloss"] = (True, powerloss.build())
+    except Exception as e:
+        out["powerloss"] = (False, f"{type(e).__name__}: {e}")
     return out
 
 
@@ -257,7 +269,7 @@ def support(backend: str, own_server: bool = True) -> dict[str, tuple[bool, str]
     """Per nemesis: (works here, what it hits or why not)."""
     have = mechanisms()
     out = {}
-    for name in DEFAULT_ORDER:
+    for name in DEFAULT_ORDER + OPT_IN:
         what = TARGETS.get(backend, {}).get(name)
         if what is None:
             out[name] = (False, f"not available for {backend}")
@@ -275,7 +287,7 @@ def support(backend: str, own_server: bool = True) -> dict[str, tuple[bool, str]
 
 def supported(backend: str, own_server: bool = True) -> list[str]:
     """The nemeses that work for ``backend`` on this machine (default selection)."""
-    return [name for name, (ok, _) in support(backend, own_server).items() if ok]
+    return [name for name, (ok, _) in support(backend, own_server).items() if ok and name in DEFAULT_ORDER]
 
 
 def compose_packages(names, opts: dict) -> tuple[Gen | None, dict, list[Package]]:
