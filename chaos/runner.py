@@ -61,7 +61,7 @@ from workloads.generator import NEMESIS, SEC, any_of, clients, deadline, nemesis
 from workloads.interpreter import interpret, simulate
 
 
-HEAL_ORDER = ("fsync", "lost-reply", "pause", "clock", "kill", "restart", "power-loss")
+HEAL_ORDER = ("fsync", "lost-reply", "partition", "pause", "clock", "kill", "restart", "power-loss")
 
 
 @dataclass
@@ -183,6 +183,20 @@ class Run:
             return env
         return clock_faults, fsync, power, env_for
 
+    def _routes(self, target):
+        """Per-worker proxies for the partition nemesis (a server reached over TCP)."""
+        if "partition" not in self.cfg.nemesis:
+            return None
+        from chaos.nemesis.partition import Routes
+
+        if target.proxy is not None:       # lost-reply too: worker -> its route -> the reply-dropping proxy
+            upstream = ("127.0.0.1", target.proxy.port)
+        else:
+            upstream = target._tcp_target()
+        routes = Routes(upstream, self.cfg.workers)
+        self.cleanups.append(routes.close)
+        return routes
+
     def _on_signal(self, signum, _frame) -> None:
         self.interrupted = True
         self.stop.set()
@@ -218,11 +232,12 @@ class Run:
             clock_faults, fsync, power, env_for = self._faults(run, target)
             t0 = time.monotonic_ns()
             driver = RealDriver(history, self.slots, None, t0, self.stop)
+            routes = self._routes(target)
             for t in range(cfg.workers):
-                self.slots.append(Slot(t, spec, env_for, run.file("logs"), driver.completions, cfg.op_timeout,
-                                       self._note_pid))
+                self.slots.append(Slot(t, routes.spec_for(spec, t) if routes else spec, env_for, run.file("logs"),
+                                       driver.completions, cfg.op_timeout, self._note_pid))
             env = FaultEnv(self.slots, clock_faults, fsync, coverage, history, t0, target)
-            env.power = power
+            env.power, env.routes = power, routes
             nem_gen, table, pkgs = compose_packages(cfg.nemesis, nemesis_opts(cfg))
             driver.nemesis = NemesisExecutor(table, env, driver.completions)
             limit = int(cfg.time_limit * SEC)

@@ -204,6 +204,8 @@ class PostgresTarget(Target):
             backend.close()
         self.spec = {"backend": "postgres", "dsn": worker_dsn, "schema": self.schema,
                      "namespaces": list(namespaces), "deadline_s": 3.0}
+        if self.cfg.factory:   # an outside class over PostgresStore (a variant of the suite's own)
+            self.spec.update(backend="python", factory=self.cfg.factory)
 
     def _tcp_target(self) -> tuple[str, int]:
         if self.server is not None:

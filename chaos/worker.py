@@ -49,6 +49,7 @@ class Slot:
         self.park_publish_ms: int | None = None  # paused-writer: hold the next publish at the barrier
         self.parked = 0                          # evidence: publishes parked and SIGSTOPped
         self.powered = threading.Event()         # cleared while the power-loss nemesis has the machine off
+        self.indeterminate = 0                   # ops of this slot that ended info (partition evidence)
         self.powered.set()
         self._inbox: "queue.Queue[dict | None]" = queue.Queue()
         self._thread = threading.Thread(target=self._loop, daemon=True, name=f"slot-{thread}")
@@ -117,7 +118,10 @@ class Slot:
             op = self._inbox.get()
             if op is None:
                 return
-            self.completions.put(self.run_op(op))
+            done = self.run_op(op)
+            if done["type"] == "info":
+                self.indeterminate += 1
+            self.completions.put(done)
 
     def run_op(self, op: dict) -> dict:
         done = {"process": op["process"], "f": op["f"]}

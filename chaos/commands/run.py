@@ -25,7 +25,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", default="sqlite", help="sqlite (default), postgres, gitjournal, external or python")
     p.add_argument("--factory", default=None,
                    help='python: "module:function" opening your backend class (docs/backend-authors.md); '
-                        "it gets the run's SQLite file path in spec['path']")
+                        "it gets the run's SQLite file path in spec['path'] (with --backend postgres: the "
+                        "run's dsn and schema)")
     p.add_argument("--dsn", default=None,
                    help="postgres: use this server (a fresh schema is created and dropped; the server itself is "
                         "never killed, paused or fsync-faulted). Default: start our own server")
@@ -62,8 +63,11 @@ def build_config(args: argparse.Namespace):
     dsn = getattr(args, "dsn", None)
     command = getattr(args, "backend_command", None)
     factory = getattr(args, "factory", None)
-    if (args.backend == "python") != bool(factory):
+    if args.backend == "python" and not factory:
         raise UsageError('--backend python and --factory "module:function" go together')
+    if factory and args.backend not in ("python", "postgres"):
+        raise UsageError('--factory is for --backend python (over the run\'s SQLite file) or postgres '
+                         "(over the run's PostgreSQL schema)")
     if factory and (":" not in factory or not all(factory.partition(":")[::2])):
         raise UsageError(f'--factory {factory!r}: expected "module:function"')
     profile = getattr(args, "profile", None)

@@ -33,7 +33,7 @@ from workloads.random import Stream
 
 DEFAULT_ORDER = ("kill", "pause", "clock", "fsync", "lost-reply", "restart")
 #: faults that exist but are only run when asked for by name (never in the default selection)
-OPT_IN = ("power-loss",)
+OPT_IN = ("power-loss", "partition")
 
 
 @dataclass(frozen=True)
@@ -162,7 +162,7 @@ def _per_backend(workers_pkg: Callable, server_pkg: Callable) -> Callable:
 
 
 def _registry() -> dict:
-    from chaos.nemesis import clock, io, power, process, server
+    from chaos.nemesis import clock, io, partition, power, process, server
 
     return {
         "kill": _per_backend(process.kill_package, server.kill_package),
@@ -172,6 +172,7 @@ def _registry() -> dict:
         "fsync": _per_backend(io.fsync_package, server.fsync_package),
         "lost-reply": _per_backend(io.lost_reply_package, server.lost_reply_package),
         "power-loss": power.package,
+        "partition": partition.package,
     }
 
 
@@ -192,6 +193,7 @@ TARGETS: dict[str, dict[str, str]] = {
         "clock": "worker wall clocks (the service's clock is authoritative): libfaketime",
         "fsync": "the PostgreSQL server: EIO shim preloaded, PANIC, restart at the heal",
         "lost-reply": "fault proxy in front of the server: replies dropped for a window",
+        "partition": "per-worker proxies: some workers lose the server (blackhole or refused) while the rest go on",
         "restart": "worker processes: drop state and connection, reopen",
     },
     "gitjournal": {
