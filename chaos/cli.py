@@ -19,6 +19,7 @@ COMMANDS = {
     "check": ("chaos.commands.check", "re-check a stored run directory"),
     "conform": ("chaos.commands.conform", "replay the conformance vectors against a real backend"),
     "backend": ("chaos.commands.backend", "a backend's contract CLI (provision, claim ..., publish-claimed)"),
+    "lock-backend": ("chaos.commands.lock_backend", "an issue-lock store's CLI (bootstrap, heartbeat, ..., recover)"),
     "doctor": ("chaos.commands.doctor", "say which fault mechanisms work on this machine"),
     "test-all": ("chaos.commands.test_all", "run a matrix of backends x workloads x nemeses x seeds"),
     "serve": ("chaos.commands.serve", "browse stored runs on loopback"),

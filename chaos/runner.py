@@ -23,12 +23,11 @@ run the checkers and write ``results.json``.
      "stats": {"ops", "ok", "fail", "info", "duration_s"},
      "started_at", "finished_at" (UTC ISO-8601), "run_dir",
      "notes": [plain-language reasons for an unknown verdict, ...],
-     "target": {"backend", "spec", ...: the system under test (chaos.targets),
+     "target": {"backend", "spec", ...: the system under test (chaos.sut),
                 for postgres also "schema", "own_server", "through_proxy",
                 "server_dir", "postmaster_pids"}}
 
-The system under test comes from ``chaos.targets`` (sqlite, postgres,
-gitjournal, external). Every client completion in the history carries
+The system under test comes from its backend object (``chaos.sut.get(cfg.backend)``). Every client completion in the history carries
 ``wall_ms``: the worker's own ``time.time()`` at its reply.
 
 A requested fault that never took effect makes an otherwise valid run
@@ -53,10 +52,9 @@ from chaos.faults import procs
 from chaos.history_store import HistoryWriter
 from chaos.nemesis import Coverage, compose_packages
 from chaos.store import RunDir, clean_stale_tmp
-from chaos.targets import make_target
 from chaos.watchdog import start_time
 from chaos.worker import Slot
-from workloads.claims import ClaimsConfig, claims_workload, plan_cycle
+from chaos.workload_kinds import workload_kind
 from workloads.generator import NEMESIS, SEC, any_of, clients, deadline, nemesis as on_nemesis
 from workloads.interpreter import interpret, simulate
 
@@ -78,6 +76,7 @@ class RunConfig:
     store: str = "store"
     op_timeout: float = 8.0
     claims: dict = field(default_factory=dict)       # ClaimsConfig overrides
+    issuelock: dict = field(default_factory=dict)    # IssueLockConfig overrides (--workload issue-lock)
     nemesis_opts: dict = field(default_factory=dict)  # FaultCycle timing overrides, pause_at
     scenario: str | None = None
     command: str = ""
@@ -90,7 +89,15 @@ class RunConfig:
 
 def nemesis_opts(cfg: RunConfig) -> dict:
     """What the nemesis packages are built from (pure data of the config)."""
-    return dict(cfg.nemesis_opts, workers=cfg.workers, backend=cfg.backend)
+    return dict(cfg.nemesis_opts, workers=cfg.workers, backend=cfg.backend, **backend_options(cfg))
+
+
+def backend_options(cfg: RunConfig) -> dict:
+    """The backend's own options (``chaos.sut.base.OPTIONS``) of a run."""
+    from chaos.workload_kinds import workload_kind
+
+    return {"dsn": cfg.dsn, "command": cfg.backend_command, "profile": cfg.profile, "factory": cfg.factory,
+            "protocol": workload_kind(cfg).protocol}
 
 
 def plan_schedule(cfg: RunConfig, cycles_per_worker: int = 40) -> list[dict]:
@@ -102,13 +109,9 @@ def plan_schedule(cfg: RunConfig, cycles_per_worker: int = 40) -> list[dict]:
         for op in simulate(gen, seed=cfg.seed, workers=cfg.workers, time_limit=int(cfg.time_limit * SEC)):
             if op["type"] == "invoke":
                 rows.append({"kind": "nemesis", "time": op["time"], "f": op["f"], "value": op["value"]})
-    ccfg = ClaimsConfig(**cfg.claims)
-    _, world = claims_workload(cfg.seed, ccfg)
-    for t in range(cfg.workers):
-        for c in range(cycles_per_worker):
-            rows.append({"kind": "cycle", "thread": t, "cycle": c,
-                         **plan_cycle(cfg.seed, t, c, len(world.tuples), ccfg)})
-    return rows
+    kind = workload_kind(cfg)
+    _, world = kind.build(cfg)
+    return rows + kind.plan(cfg, world, cycles_per_worker)
 
 
 class Run:
@@ -149,7 +152,10 @@ class Run:
 
     def _faults(self, run: RunDir, target):
         clock_faults, fsync, power = {}, None, None
-        if "fsync" in self.cfg.nemesis and self.cfg.backend != "postgres":  # postgres: the server's own shim
+        from chaos import sut
+
+        abilities = sut.get(self.cfg.backend).abilities(backend_options(self.cfg))
+        if "fsync" in self.cfg.nemesis and abilities.has("fsync", via="workers"):  # else: the server's own shim
             from chaos.faults.failsync import FsyncFault
 
             fsync = FsyncFault(os.path.join(run.tmp, "failsync"))
@@ -211,7 +217,7 @@ class Run:
         with open(os.path.join(run.tmp, ".owner"), "w") as f:
             f.write(str(os.getpid()))
         started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        from chaos.targets import redact_dsn
+        from chaos.sut.base import redact_dsn
 
         run.write_yaml("test.yaml", dict(asdict(cfg), dsn=redact_dsn(cfg.dsn)))
         run.write_jsonl("schedule.jsonl", plan_schedule(cfg))
@@ -223,11 +229,11 @@ class Run:
         target = None
         results = None
         try:
-            ccfg = ClaimsConfig(**cfg.claims)
-            client_gen, world = claims_workload(cfg.seed, ccfg)
-            target = make_target(cfg, run, self._note_pid, self._note_dir)
+            kind = workload_kind(cfg)
+            client_gen, world = kind.build(cfg)
+            target = kind.target(cfg, run, self._note_pid, self._note_dir)
             self.cleanups.append(target.close)
-            target.setup(world.namespaces, world.durable())
+            target.setup(kind.namespaces(world), kind.durable(world))
             spec, capabilities = target.spec, target.capabilities
             clock_faults, fsync, power, env_for = self._faults(run, target)
             t0 = time.monotonic_ns()
@@ -249,7 +255,7 @@ class Run:
             try:
                 process_of = interpret(gen, threads, driver, cfg.seed)
                 if not self.interrupted:
-                    self._final_phase(driver, env, pkgs, history, world, ccfg, threads, process_of)
+                    self._final_phase(driver, env, pkgs, history, world, kind, threads, process_of)
             finally:
                 progress.close()
             final_state = None
@@ -267,7 +273,7 @@ class Run:
             if parked:
                 coverage.took_effect("pause", parked)
             ops = history.snapshot()
-            results = self._results(cfg, run, ops, coverage, capabilities, started, notes, world)
+            results = self._results(cfg, run, ops, coverage, capabilities, started, notes, world, kind)
             results["target"] = target.describe()
         finally:
             self._teardown()
@@ -288,7 +294,7 @@ class Run:
             return 130
         return results["exit_code"]
 
-    def _final_phase(self, driver, env, pkgs, history, world, ccfg, threads, process_of) -> None:
+    def _final_phase(self, driver, env, pkgs, history, world, kind, threads, process_of) -> None:
         # heal every fault; I/O faults first (a server cannot restart while its fsyncs fail)
         for pkg in sorted(pkgs, key=lambda p: HEAL_ORDER.index(p.name) if p.name in HEAL_ORDER else len(HEAL_ORDER)):
             history.append({"process": NEMESIS, "type": "invoke", "f": "heal", "time": driver.now(),
@@ -302,15 +308,11 @@ class Run:
         for slot in self.slots:  # fresh hosts (no armed one-shot faults) for the read-back
             slot.kill()
         # let every lease expire (real time: the backend's clock is the authority)
-        self.stop.wait(ccfg.lease_ms / 1000 + 0.2)
-        op_ids = sorted({(o["value"]["operation_id"], o["value"]["ledger_namespace"], o["value"]["item_id"])
-                         for o in history.snapshot() if o["type"] == "invoke" and o.get("f") == "publish"})
-        reads = [{"f": "read", "value": {"ledger_namespace": ns, "item_id": item}} for ns, item in world.tuples]
-        reads += [{"f": "publication-read", "value": {"operation_id": i, "ledger_namespace": ns, "item_id": item}}
-                  for i, ns, item in op_ids]
+        self.stop.wait(kind.settle_s(self.cfg))
+        reads = kind.final_reads(history.snapshot(), world)
         interpret(clients(reads), threads, driver, self.cfg.seed, process_of=process_of)
 
-    def _results(self, cfg, run, ops, coverage, capabilities, started, notes, world) -> dict:
+    def _results(self, cfg, run, ops, coverage, capabilities, started, notes, world, kind) -> dict:
         client = [o for o in ops if o.get("process") != NEMESIS and o["type"] != "invoke"]
         stats = {"ops": len(client), "ok": sum(o["type"] == "ok" for o in client),
                  "fail": sum(o["type"] == "fail" for o in client), "info": sum(o["type"] == "info" for o in client),
@@ -322,12 +324,8 @@ class Run:
             notes.append("the run was interrupted before the final phase; not checked")
         else:
             try:
-                import checkers
-
-                ctx = {"capabilities": capabilities, "lease_ms": ClaimsConfig(**cfg.claims).lease_ms,
-                       "tuples": [list(t) for t in world.tuples], "initial_durable": world.durable(),
-                       "backend": cfg.backend, "workload": cfg.workload}
-                merged = checkers.run_checkers(ops, ctx)
+                ctx = kind.ctx(cfg, world, capabilities)
+                merged = kind.check(ops, ctx)
                 checker_results = merged.get("checkers", {})
                 v = merged.get("valid")
                 verdict = "valid" if v is True else "invalid" if v is False else "unknown"

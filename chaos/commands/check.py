@@ -60,14 +60,20 @@ def run(args: argparse.Namespace) -> int:
         history = read_history(path)
     except (OSError, ValueError) as e:
         raise UsageError(f"chaos check: {path}: unreadable history ({e})") from None
-    checkers = default_checkers(include_linearizable=not args.no_linearizable)
+    ctx = load_context(run_dir)
+    if ctx.get("protocol") == "issue-lock":  # a --workload issue-lock run: that protocol's checkers
+        import checkers.issuelock as issuelock
+
+        checkers, run_checkers_of = dict(issuelock.ISSUELOCK_CHECKERS), issuelock.run_checkers
+    else:
+        checkers, run_checkers_of = default_checkers(include_linearizable=not args.no_linearizable), run_checkers
     if args.only:
         names = [n.strip() for n in args.only.split(",") if n.strip()]
         unknown = sorted(set(names) - set(checkers))
         if unknown:
             raise UsageError(f"chaos check: unknown checker(s) {', '.join(unknown)}; known: {', '.join(checkers)}")
         checkers = {n: checkers[n] for n in names}
-    result = run_checkers(history, load_context(run_dir), checkers)
+    result = run_checkers_of(history, ctx, checkers)
     if args.json:
         print(json.dumps(_printable(result), indent=2, sort_keys=True))
     else:

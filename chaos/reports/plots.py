@@ -164,3 +164,79 @@ def clocks(series: ClockSeries, windows: list[Window], horizon: float) -> bytes 
     h, _ = ax.get_legend_handles_labels()
     ax.legend(handles=h + handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7, frameon=False)
     return _png(fig)
+
+
+def linearization(spans: dict, prefix: list, stuck: list, first: int | None, state: str,
+                  context: int = 24) -> bytes | None:
+    """Porcupine's partial-linearization view of one non-linearizable partition.
+
+    ``spans`` maps invoke indices to ``OpSpan``s; ``prefix`` is the longest
+    linearizable prefix (invoke indices in order), ``stuck`` the ops none of
+    which the model accepts after it, ``first`` the op that had to go before
+    it returned. As in Porcupine's visualizer, each linearized op gets a
+    linearization point (black tick) no earlier than its call and after the
+    previous point, joined in order; each illegal next try is a red dashed
+    line from the last point to a red cross. Only the last ``context`` prefix
+    ops are drawn (the points of the earlier ones still place the rest).
+    """
+    shown_prefix = [i for i in prefix[-context:] if i in spans]
+    tries = [i for i in stuck if i in spans]
+    if not tries:
+        return None
+    ops = [spans[i] for i in shown_prefix + tries]
+    starts = [s.start for s in ops]
+    ends = [s.end for s in ops if s.end is not None]
+    lo, hi = min(starts), max(ends + starts)
+    width = max(hi - lo, 1e-3)
+    eps = width / 400
+    pad_end = hi + width * 0.08  # where an op that never completed is drawn to
+    rows = {t: r for r, t in enumerate(sorted({s.thread for s in ops}))}
+    points: list[tuple[float, int]] = []
+    x = -float("inf")
+    for i in prefix:  # every prefix op places the points after it, drawn or not
+        span = spans.get(i)
+        if span is None:
+            continue
+        x = max(span.start, x + eps)
+        if span.end is not None:
+            x = min(x, span.end)
+        if i in shown_prefix:
+            points.append((x, rows[span.thread]))
+    fig = Figure(figsize=(11, 1.6 + 0.5 * len(rows)))
+    ax = fig.add_subplot()
+    for s in ops:
+        end = s.end if s.end is not None else pad_end
+        bad = s.invoke_index in tries
+        ax.broken_barh([(s.start, max(end - s.start, eps))], (rows[s.thread] - 0.3, 0.6),
+                       facecolors=OUTCOME_COLORS.get(s.type, "#9e9e9e"), alpha=0.35 if not bad else 0.6,
+                       edgecolors="#c62828" if bad else "#555555", linewidth=2.0 if bad else 0.6,
+                       hatch="//" if s.end is None else None)
+        ax.annotate(f"#{s.invoke_index} {s.f}", (s.start, rows[s.thread] - 0.33), fontsize=7, va="bottom",
+                    color="#c62828" if bad else "#333333")  # the y axis is inverted: row - 0.33 is above
+    if points:
+        ax.plot([p[0] for p in points], [p[1] for p in points], color="black", linewidth=0.8, zorder=4)
+        ax.scatter([p[0] for p in points], [p[1] for p in points], marker="|", s=260, color="black", zorder=5)
+        for k, (px, py) in enumerate(points, start=len(prefix) - len(points) + 1):
+            ax.annotate(str(k), (px, py + 0.36), fontsize=7, ha="center", va="top", color="black")
+    last = points[-1] if points else (lo, None)
+    for i in tries:
+        s = spans[i]
+        tx, ty = max(s.start, last[0] + eps), rows[s.thread]
+        if last[1] is not None:
+            ax.plot([last[0], tx], [last[1], ty], color="#c62828", linestyle="--", linewidth=1.0, zorder=4)
+        ax.scatter([tx], [ty], marker="x", s=70, color="#c62828", zorder=6)
+    handles = [Patch(facecolor="none", edgecolor="black", label="linearization point (in order)"),
+               Patch(facecolor="none", edgecolor="#c62828", label="illegal next op")]
+    ax.set_yticks(list(rows.values()))
+    ax.set_yticklabels([f"worker {t}" for t in rows])
+    ax.set_ylim(-0.7, len(rows) - 0.3)
+    ax.set_xlim(lo - width * 0.03, pad_end + width * 0.02)
+    ax.invert_yaxis()
+    ax.set_xlabel("time since start (s)")
+    ax.set_title(f"longest linearizable prefix: {len(prefix)} ops (last {len(points)} shown); none of the "
+                 f"{len(tries)} op(s) that could come next is legal" + (f"; #{first} returned first" if first is not None else ""),
+                 fontsize=9)
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, frameon=False)
+    fig.text(0.01, -0.04, "model state after the prefix: " + (state if len(state) <= 160 else state[:157] + "..."),
+             fontsize=7, family="monospace", va="top")
+    return _png(fig)
