@@ -47,7 +47,7 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from chaos.driver import FaultEnv, NemesisExecutor, Progress, RealDriver
-from chaos.errors import ExitCode
+from chaos.errors import ExitCode, UsageError
 from chaos.faults import procs
 from chaos.history_store import HistoryWriter
 from chaos.nemesis import Coverage, compose_packages
@@ -55,7 +55,7 @@ from chaos.store import RunDir, clean_stale_tmp
 from chaos.watchdog import start_time
 from chaos.worker import Slot
 from chaos.workload_kinds import workload_kind
-from workloads.generator import NEMESIS, SEC, any_of, clients, deadline, nemesis as on_nemesis
+from workloads.generator import NEMESIS, SEC, any_of, clients, deadline, lift, nemesis as on_nemesis
 from workloads.interpreter import interpret, simulate
 
 
@@ -85,6 +85,9 @@ class RunConfig:
     profile: str | None = None      # external: the profile YAML
     backend_command: str | None = None  # external: the contract CLI command line
     factory: str | None = None      # python: "module:function" of an outside backend class
+    # an explicit fault schedule, replacing the seeded one: [{"time": ns, "f", "value"}, ...] in time
+    # order, heals included (``chaos shrink`` writes reduced ones; the packages still come from ``nemesis``)
+    faults: list | None = None
 
 
 def nemesis_opts(cfg: RunConfig) -> dict:
@@ -100,11 +103,24 @@ def backend_options(cfg: RunConfig) -> dict:
             "protocol": workload_kind(cfg).protocol}
 
 
+def nemesis_plan(cfg: RunConfig):
+    """(nemesis generator, executor table, packages) of a run: the packages of
+    ``cfg.nemesis``, generating their seeded schedule, or exactly ``cfg.faults``."""
+    gen, table, pkgs = compose_packages(cfg.nemesis, nemesis_opts(cfg))
+    if cfg.faults is not None:
+        unknown = sorted({o["f"] for o in cfg.faults} - set(table))
+        if unknown:
+            raise UsageError(f"faults: {', '.join(unknown)} not among the nemeses {cfg.nemesis}")
+        ops = [{"f": o["f"], "value": o["value"], "time": int(o["time"])} for o in cfg.faults]
+        gen = on_nemesis(lift(ops)) if ops else None
+    return gen, table, pkgs
+
+
 def plan_schedule(cfg: RunConfig, cycles_per_worker: int = 40) -> list[dict]:
     """The planned schedule: every nemesis op (time, f, value) and the first
     cycles of each worker (item, work, backoff). A pure function of seed + config."""
     rows = []
-    gen, _, _ = compose_packages(cfg.nemesis, nemesis_opts(cfg))
+    gen, _, _ = nemesis_plan(cfg)
     if gen is not None:
         for op in simulate(gen, seed=cfg.seed, workers=cfg.workers, time_limit=int(cfg.time_limit * SEC)):
             if op["type"] == "invoke":
@@ -244,7 +260,7 @@ class Run:
                                        driver.completions, cfg.op_timeout, self._note_pid))
             env = FaultEnv(self.slots, clock_faults, fsync, coverage, history, t0, target)
             env.power, env.routes = power, routes
-            nem_gen, table, pkgs = compose_packages(cfg.nemesis, nemesis_opts(cfg))
+            nem_gen, table, pkgs = nemesis_plan(cfg)
             driver.nemesis = NemesisExecutor(table, env, driver.completions)
             limit = int(cfg.time_limit * SEC)
             gen = clients(deadline(limit, client_gen))
