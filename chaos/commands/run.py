@@ -32,7 +32,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", default="sqlite", help=f"one of {', '.join(sut.names(runs=True))} (default sqlite)")
     p.add_argument("--factory", default=None,
                    help='python: "module:function" opening your backend class (docs/backend-authors.md); '
-                        "it gets the run's SQLite file path in spec['path']")
+                        "it gets the run's SQLite file path in spec['path'] (with --backend postgres: the "
+                        "run's dsn and schema)")
     p.add_argument("--dsn", default=None,
                    help="postgres: use this server (a fresh schema is created and dropped; the server itself is "
                         "never killed, paused or fsync-faulted). Default: start our own server")
@@ -53,6 +54,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", default="store", help="root of run directories (default ./store)")
     p.add_argument("--name", default=None, help="test name (run dir store/<name>/<timestamp>)")
     p.add_argument("--op-timeout", type=float, default=8.0, help="deadline per operation in seconds (default 8)")
+    p.add_argument("--config", default=None,
+                   help="run exactly this test.yaml (a stored run's, or chaos shrink's minimal one, with its "
+                        "explicit fault list); only --store and --name apply on top")
 
 
 def build_config(args: argparse.Namespace):
@@ -135,10 +139,49 @@ def build_config(args: argparse.Namespace):
                      factory=factory)
 
 
+def config_from_file(args: argparse.Namespace):
+    """A ``RunConfig`` from a ``test.yaml`` (``--config``), checked like the flags are."""
+    from dataclasses import fields
+
+    import yaml
+
+    from chaos import sut
+    from chaos.nemesis import support
+    from chaos.runner import RunConfig, backend_options
+
+    try:
+        with open(args.config) as f:
+            data = yaml.safe_load(f)
+    except (OSError, yaml.YAMLError) as e:
+        raise UsageError(f"--config {args.config}: {e}") from None
+    names = {f.name for f in fields(RunConfig)}
+    if not isinstance(data, dict) or set(data) - names:
+        extra = sorted(set(data) - names) if isinstance(data, dict) else []
+        raise UsageError(f"--config {args.config}: not a test.yaml" + (f" (unknown keys: {', '.join(extra)})"
+                                                                        if extra else ""))
+    cfg = RunConfig(**data)
+    backend = sut.get(cfg.backend, runs=True)
+    opts = dict(backend_options(cfg), protocol="work-claim" if cfg.workload == "claims" else cfg.workload)
+    backend.check(opts)
+    table = support(cfg.backend, dict(opts, **(cfg.nemesis_opts or {})))
+    bad = [f"{n} ({table[n][1]})" for n in cfg.nemesis if not table.get(n, (False, "unknown nemesis"))[0]]
+    if bad:
+        raise UsageError(f"nemesis not available with --backend {cfg.backend} here: {'; '.join(bad)}")
+    if cfg.faults is not None and not (isinstance(cfg.faults, list) and all(
+            isinstance(o, dict) and {"time", "f", "value"} <= set(o) for o in cfg.faults)):
+        raise UsageError(f"--config {args.config}: 'faults' is a list of {{time, f, value}} ops")
+    cfg.store = args.store
+    if args.name:
+        cfg.name = args.name
+    cfg.command = shlex.join(["chaos", "run", "--config", os.path.abspath(args.config), "--store", cfg.store,
+                              "--name", cfg.name])
+    return cfg
+
+
 def run(args: argparse.Namespace) -> int:
     from chaos.runner import run as run_test
 
-    cfg = build_config(args)
+    cfg = config_from_file(args) if getattr(args, "config", None) else build_config(args)
     writable_dir(cfg.store)
     print(f"chaos: {cfg.command}", file=sys.stderr)
     return run_test(cfg)

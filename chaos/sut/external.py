@@ -146,6 +146,8 @@ class ExternalSut(Sut):
             "clock": can("worker + CLI wall clocks (inherited preload): libfaketime", "workers"),
             "fsync": can("CLI fsyncs (inherited preload): EIO shim", "workers"),
             "lost-reply": can("workers: exit(137) after the CLI answered exit 0, before the reply", "exit-after-commit"),
+            "power-loss": can("the ledger directory the CLI writes: un-fsynced changes undone (inherited preload)",
+                              "powerloss-shim"),
             "advisory-setup": can(f"{who}: advisory_setup {xp.advisory_setup}", xp.advisory_setup)
             if xp.advisory_setup else cannot(f"{who} declares no way to set up an advisory (bypass) endpoint"),
             "write-paths": can(f"{who}: provision --write-paths") if xp.provision_write_paths

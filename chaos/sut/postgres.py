@@ -101,6 +101,8 @@ class PostgresTarget(Target):
             backend.close()
         self.spec = {"backend": "postgres", "dsn": worker_dsn, "schema": self.schema,
                      "namespaces": list(namespaces), "deadline_s": 3.0}
+        if self.cfg.factory:   # an outside class over PostgresStore (a variant of the suite's own)
+            self.spec.update(backend="python", factory=self.cfg.factory)
 
     def _tcp_target(self) -> tuple[str, int]:
         if self.server is not None:
@@ -188,7 +190,7 @@ class PostgresSut(Sut):
     summary = "strict fenced: one READ COMMITTED transaction per decision, namespace row lock"
     cli = True
     cli_ledger = False          # --dsn / --schema, not a directory
-    takes = ("dsn",)
+    takes = ("dsn", "factory")   # factory: a class over PostgresStore, opened like the python backend
 
     def declare(self, opts: dict) -> dict:
         no_server = _no_own_server(opts)
@@ -206,6 +208,10 @@ class PostgresSut(Sut):
             "clock": can("worker wall clocks (the service's clock is authoritative): libfaketime", "workers"),
             "fsync": server("the PostgreSQL server: EIO shim preloaded, PANIC, restart at the heal"),
             "lost-reply": can("fault proxy in front of the server: replies dropped for a window", "proxy"),
+            "partition": can("one fault proxy per worker: some lose the server (blackhole or refused), the rest go on",
+                             "worker-proxies"),
+            "power-loss": cannot("the server's durability is PostgreSQL's own WAL and fsync (the fsync and kill "
+                                 "nemeses fault it); the power-loss shim covers file-backed stores"),
             "advisory-setup": can("the real bypass writer (admin.enable_bypass_writer)", "bypass"),
             "write-paths": can("provisioned with the case's inventory (a missing entry stays missing)"),
             "legacy-writes": can("the engine's legacy refusals"),
@@ -223,6 +229,10 @@ class PostgresSut(Sut):
                 conninfo_to_dict(opts["dsn"])
             except ProgrammingError as e:
                 raise UsageError(f"--dsn: not a libpq connection string ({str(e).strip()})") from None
+        if opts.get("factory"):
+            from chaos.conform.adapters.python import check_factory
+
+            check_factory(opts["factory"])  # loadable here, before any run directory is made
         if not opts.get("dsn"):
             from chaos.faults.pgserver import find_bindir
 
