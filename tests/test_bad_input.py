@@ -262,3 +262,31 @@ def test_help_lists_the_exit_codes(capsys):
     with pytest.raises(SystemExit):
         cli.main(["backend", "--help"])
     assert "the contract's exit code" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("members, needle", [
+    ({"time_limit": "abc"}, "time_limit must be"),
+    ({"time_limit": float("nan")}, "--time-limit nan"),
+    ({"workers": 0}, "--workers"),
+    ({"op_timeout": -1}, "--op-timeout"),
+    ({"name": "../x"}, "name"),
+    ({"claims": {"nosuch": 1}}, "claims"),
+    ({"nemesis": [5]}, "nemesis"),
+])
+def test_run_config_file_with_bad_members(capsys, tmp_path, members, needle):
+    doc = {"name": "t", "backend": "sqlite", "workload": "claims", "nemesis": [], "workers": 1, "time_limit": 1,
+           "seed": 1, **members}
+    path = tmp_path / "test.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    line = one_line_254(*chaos(capsys, "run", "--config", path, "--store", tmp_path / "s"))
+    assert needle in line
+    assert not (tmp_path / "s").exists()
+
+
+def test_run_config_file_alias_bomb(capsys, tmp_path):
+    path = tmp_path / "test.yaml"
+    rows = ["claims:", "  a: &a [x, x, x, x, x, x, x, x, x, x]"]
+    for prev, name in zip("abcdefgh", "bcdefghi"):
+        rows.append(f"  {name}: &{name} [{', '.join([f'*{prev}'] * 10)}]")
+    path.write_text("\n".join(rows) + "\n")
+    assert "limit" in one_line_254(*chaos(capsys, "run", "--config", path, "--store", tmp_path / "s"))
