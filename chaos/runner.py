@@ -47,19 +47,21 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from chaos.driver import FaultEnv, NemesisExecutor, Progress, RealDriver
-from chaos.errors import ExitCode
+from backends.api import StoreUnavailable
+from backends.registry import UnknownBackend
+from chaos.errors import ExitCode, SetupFailed, UsageError
 from chaos.faults import procs
 from chaos.history_store import HistoryWriter
 from chaos.nemesis import Coverage, compose_packages
 from chaos.store import RunDir, clean_stale_tmp
-from chaos.watchdog import start_time
+from chaos.watchdog import DSN_ENV, start_time
 from chaos.worker import Slot
 from chaos.workload_kinds import workload_kind
-from workloads.generator import NEMESIS, SEC, any_of, clients, deadline, nemesis as on_nemesis
+from workloads.generator import NEMESIS, SEC, any_of, clients, deadline, lift, nemesis as on_nemesis
 from workloads.interpreter import interpret, simulate
 
 
-HEAL_ORDER = ("fsync", "lost-reply", "pause", "clock", "kill", "restart")
+HEAL_ORDER = ("fsync", "lost-reply", "partition", "pause", "clock", "kill", "restart", "power-loss")
 
 
 @dataclass
@@ -85,6 +87,9 @@ class RunConfig:
     profile: str | None = None      # external: the profile YAML
     backend_command: str | None = None  # external: the contract CLI command line
     factory: str | None = None      # python: "module:function" of an outside backend class
+    # an explicit fault schedule, replacing the seeded one: [{"time": ns, "f", "value"}, ...] in time
+    # order, heals included (``chaos shrink`` writes reduced ones; the packages still come from ``nemesis``)
+    faults: list | None = None
 
 
 def nemesis_opts(cfg: RunConfig) -> dict:
@@ -100,11 +105,24 @@ def backend_options(cfg: RunConfig) -> dict:
             "protocol": workload_kind(cfg).protocol}
 
 
+def nemesis_plan(cfg: RunConfig):
+    """(nemesis generator, executor table, packages) of a run: the packages of
+    ``cfg.nemesis``, generating their seeded schedule, or exactly ``cfg.faults``."""
+    gen, table, pkgs = compose_packages(cfg.nemesis, nemesis_opts(cfg))
+    if cfg.faults is not None:
+        unknown = sorted({o["f"] for o in cfg.faults} - set(table))
+        if unknown:
+            raise UsageError(f"faults: {', '.join(unknown)} not among the nemeses {cfg.nemesis}")
+        ops = [{"f": o["f"], "value": o["value"], "time": int(o["time"])} for o in cfg.faults]
+        gen = on_nemesis(lift(ops)) if ops else None
+    return gen, table, pkgs
+
+
 def plan_schedule(cfg: RunConfig, cycles_per_worker: int = 40) -> list[dict]:
     """The planned schedule: every nemesis op (time, f, value) and the first
     cycles of each worker (item, work, backoff). A pure function of seed + config."""
     rows = []
-    gen, _, _ = compose_packages(cfg.nemesis, nemesis_opts(cfg))
+    gen, _, _ = nemesis_plan(cfg)
     if gen is not None:
         for op in simulate(gen, seed=cfg.seed, workers=cfg.workers, time_limit=int(cfg.time_limit * SEC)):
             if op["type"] == "invoke":
@@ -129,8 +147,9 @@ class Run:
         self.dirsfile = run.file("tmp", "dirs")
         open(self.pidfile, "w").close()
         open(self.dirsfile, "w").close()
+        env = dict(os.environ, **({DSN_ENV: self.cfg.dsn} if self.cfg.dsn else {}))  # a secret stays off disk
         wd = subprocess.Popen([sys.executable, "-m", "chaos.watchdog", self.pidfile, run.tmp, self.dirsfile],
-                              stdin=subprocess.PIPE, start_new_session=True)
+                              stdin=subprocess.PIPE, start_new_session=True, env=env)
         procs.register(wd.pid)
 
         def close():
@@ -150,8 +169,8 @@ class Run:
         with open(self.dirsfile, "a") as f:
             f.write(path + "\n")
 
-    def _faults(self, run: RunDir):
-        clock_faults, fsync = {}, None
+    def _faults(self, run: RunDir, target):
+        clock_faults, fsync, power = {}, None, None
         from chaos import sut
 
         abilities = sut.get(self.cfg.backend).abilities(backend_options(self.cfg))
@@ -165,6 +184,12 @@ class Run:
 
             for t in range(self.cfg.workers):
                 clock_faults[t] = ClockFault(os.path.join(run.tmp, f"clock-{t}"))
+        if "power-loss" in self.cfg.nemesis:
+            from chaos.faults.powerloss import PowerLoss
+            from chaos.nemesis.power import durable_prefix
+
+            power = PowerLoss(os.path.join(run.tmp, "powerloss"), durable_prefix(target))
+            self.cleanups.append(power.cleanup)
 
         def env_for(t: int) -> dict:
             env: dict = {}
@@ -175,10 +200,27 @@ class Run:
             if fsync is not None:
                 env.update(fsync.env())
                 libs.append(fsync.library)
+            if power is not None:  # after failsync: a sync that failsync fails is never marked durable
+                env.update(power.env())
+                libs.append(power.library)
             if libs:
                 env["LD_PRELOAD"] = " ".join(libs)
             return env
-        return clock_faults, fsync, env_for
+        return clock_faults, fsync, power, env_for
+
+    def _routes(self, target):
+        """Per-worker proxies for the partition nemesis (a server reached over TCP)."""
+        if "partition" not in self.cfg.nemesis:
+            return None
+        from chaos.nemesis.partition import Routes
+
+        if target.proxy is not None:       # lost-reply too: worker -> its route -> the reply-dropping proxy
+            upstream = ("127.0.0.1", target.proxy.port)
+        else:
+            upstream = target._tcp_target()
+        routes = Routes(upstream, self.cfg.workers)
+        self.cleanups.append(routes.close)
+        return routes
 
     def _on_signal(self, signum, _frame) -> None:
         self.interrupted = True
@@ -191,6 +233,7 @@ class Run:
         procs.set_child_subreaper()
         clean_stale_tmp(os.path.abspath(cfg.store))
         run = RunDir(cfg.store, cfg.name)
+        self._watchdog(run)  # first: from here on a SIGKILL of this process leaves nothing behind
         with open(os.path.join(run.tmp, ".owner"), "w") as f:
             f.write(str(os.getpid()))
         started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -199,7 +242,6 @@ class Run:
         run.write_yaml("test.yaml", dict(asdict(cfg), dsn=redact_dsn(cfg.dsn)))
         run.write_jsonl("schedule.jsonl", plan_schedule(cfg))
         old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-        self._watchdog(run)
         history = HistoryWriter(run.file("history.jsonl"), fsync=cfg.fsync_history)
         coverage = Coverage(cfg.nemesis)
         notes: list[str] = []
@@ -210,16 +252,21 @@ class Run:
             client_gen, world = kind.build(cfg)
             target = kind.target(cfg, run, self._note_pid, self._note_dir)
             self.cleanups.append(target.close)
-            target.setup(kind.namespaces(world), kind.durable(world))
+            try:
+                target.setup(kind.namespaces(world), kind.durable(world))
+            except (StoreUnavailable, UnknownBackend) as e:  # what the input names cannot be reached or loaded
+                raise SetupFailed(f"--backend {cfg.backend}: {e}") from None
             spec, capabilities = target.spec, target.capabilities
-            clock_faults, fsync, env_for = self._faults(run)
+            clock_faults, fsync, power, env_for = self._faults(run, target)
             t0 = time.monotonic_ns()
             driver = RealDriver(history, self.slots, None, t0, self.stop)
+            routes = self._routes(target)
             for t in range(cfg.workers):
-                self.slots.append(Slot(t, spec, env_for, run.file("logs"), driver.completions, cfg.op_timeout,
-                                       self._note_pid))
+                self.slots.append(Slot(t, routes.spec_for(spec, t) if routes else spec, env_for, run.file("logs"),
+                                       driver.completions, cfg.op_timeout, self._note_pid))
             env = FaultEnv(self.slots, clock_faults, fsync, coverage, history, t0, target)
-            nem_gen, table, pkgs = compose_packages(cfg.nemesis, nemesis_opts(cfg))
+            env.power, env.routes = power, routes
+            nem_gen, table, pkgs = nemesis_plan(cfg)
             driver.nemesis = NemesisExecutor(table, env, driver.completions)
             limit = int(cfg.time_limit * SEC)
             gen = clients(deadline(limit, client_gen))

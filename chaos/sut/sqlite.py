@@ -18,6 +18,9 @@ WORKER_FAULTS = {
     "clock": can("worker wall clocks: libfaketime (backward, forward, strobe)", "workers"),
     "fsync": can("worker fsyncs: EIO shim", "workers"),
     "lost-reply": can("workers: exit(137) right after a commit, before the reply", "exit-after-commit"),
+    "power-loss": can("the store's files: every change no completed fsync covers is undone (preload shim)",
+                      "powerloss-shim"),
+    "partition": cannot("no network between the workers and their store (they share a file)"),
 }
 
 
@@ -32,7 +35,7 @@ class SqliteTarget(Target):
 class SqliteSut(Sut):
     name = "sqlite"
     order = 10
-    summary = "strict fenced: one SQLite file, BEGIN IMMEDIATE, synchronous=FULL"
+    summary = "strict fenced: one SQLite file, BEGIN IMMEDIATE, synchronous=EXTRA"
     cli = True
 
     protocols = ("work-claim", "issue-lock")
