@@ -104,14 +104,17 @@ class LockEngine:
             return None
         return {"username": ident["username"], "profile": ident["profile"]}
 
-    def _begin(self, txn, op: str, key: IssueKey, refuse_unknown: bool = True) -> tuple[dict | None, int]:
-        """The repository (looking it up takes the store's serialization lock)
-        and then the decision time, read after any wait for that lock."""
-        repo = txn.repository(key.repository)
+    def _begin(self, txn, op: str, req: Request, refuse_unknown: bool = True) -> tuple:
+        """``(repository, now, identity, lock)`` of one decision: the repository
+        first (looking it up takes the store's serialization lock), then the
+        decision time, read after any wait for that lock, then the caller's
+        server-resolved identity and the issue's lock (None without one)."""
+        repo = txn.repository(req.key.repository)
         now = self._now()
         if repo is None and refuse_unknown:
             raise _Done(E.refusal(op, C.BINDING_MISMATCH, now, {"field": "repository"}))
-        return repo, now
+        ident = self._identity(txn, req.agent_token)
+        return repo, now, ident, (txn.get_lock(req.key) if repo is not None else None)
 
     @staticmethod
     def _observed(txn, key: IssueKey, repo: dict, branch_name: str | None, worktree_path: str | None) -> dict:
@@ -189,9 +192,7 @@ class LockEngine:
         key = req.key
 
         def body(txn):
-            repo, now = self._begin(txn, "bootstrap", key)
-            ident = self._identity(txn, req.agent_token)
-            lock = txn.get_lock(key)
+            repo, now, ident, lock = self._begin(txn, "bootstrap", req)
             observed = self._observed(txn, key, repo, lock.get("branch_name"), lock.get("worktree_path")) \
                 if lock else None
             refusal = self._gate("bootstrap", lock, ident, now, observed)
@@ -221,9 +222,7 @@ class LockEngine:
         key, branch, worktree = req.key, req.get("branch_name"), req.get("worktree_path")
 
         def body(txn):
-            repo, now = self._begin(txn, "lock", key)
-            ident = self._identity(txn, req.agent_token)
-            lock = txn.get_lock(key)
+            repo, now, ident, lock = self._begin(txn, "lock", req)
             observed = self._observed(txn, key, repo, branch, worktree)
             refusal = self._gate("relock", lock, ident, key, branch, worktree, now, observed)
             if refusal is not None:
@@ -241,9 +240,7 @@ class LockEngine:
         key, session = req.key, req.get("task_session_id")
 
         def body(txn):
-            _, now = self._begin(txn, op, key)
-            ident = self._identity(txn, req.agent_token)
-            lock = txn.get_lock(key)
+            _, now, ident, lock = self._begin(txn, op, req)
             refusal = self._gate("heartbeat" if op == "heartbeat" else "renew", lock, ident, session, now)
             if refusal is not None:
                 return self._refuse(op, refusal, now, lock=R.summary(lock))
@@ -262,9 +259,7 @@ class LockEngine:
         key, session = req.key, req.get("task_session_id")
 
         def body(txn):
-            _, now = self._begin(txn, "commit", key)
-            ident = self._identity(txn, req.agent_token)
-            lock = txn.get_lock(key)
+            _, now, ident, lock = self._begin(txn, "commit", req)
             refusal = self._gate("heartbeat", lock, ident, session, now)  # a fenced write: the heartbeat gate
             if refusal is not None:
                 return self._refuse("commit", refusal, now, lock=R.summary(lock))
@@ -278,9 +273,7 @@ class LockEngine:
         key, session = req.key, req.get("task_session_id")
 
         def body(txn):
-            repo, now = self._begin(txn, "create-pr", key)
-            ident = self._identity(txn, req.agent_token)
-            lock = txn.get_lock(key)
+            repo, now, ident, lock = self._begin(txn, "create-pr", req)
             observed = self._observed(txn, key, repo, (lock or {}).get("branch_name"),
                                       (lock or {}).get("worktree_path"))
             refusal = self._gate("create_pr", lock, ident, session, now, observed)
@@ -300,9 +293,7 @@ class LockEngine:
         key = req.key
 
         def body(txn):
-            repo, now = self._begin(txn, "inspect", key)
-            ident = self._identity(txn, req.agent_token)
-            lock = txn.get_lock(key)
+            repo, now, ident, lock = self._begin(txn, "inspect", req)
             branch = req.get("branch_name") or (lock or {}).get("branch_name")
             worktree = req.get("worktree_path") or (lock or {}).get("worktree_path")
             observed = self._observed(txn, key, repo, branch, worktree)
@@ -317,9 +308,7 @@ class LockEngine:
         branch, worktree, expected = req.get("branch_name"), req.get("worktree_path"), req.get("expected_head")
 
         def body(txn):
-            repo, now = self._begin(txn, "recover", key, refuse_unknown=False)
-            ident = self._identity(txn, req.agent_token)
-            lock = txn.get_lock(key) if repo is not None else None
+            repo, now, ident, lock = self._begin(txn, "recover", req, refuse_unknown=False)
             observed = self._observed(txn, key, repo, branch, worktree) if repo is not None else None
             refusal = self._recovery_refusal(lock, ident, key, branch, worktree, expected, now, observed)
             # the full lock the decision saw: recovery's evidence, re-decided by the checkers
