@@ -44,7 +44,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from chaos.driver import FaultEnv, NemesisExecutor, Progress, RealDriver
 from chaos.errors import ExitCode
@@ -84,11 +84,17 @@ class RunConfig:
     profile: str | None = None      # external: the profile YAML
     backend_command: str | None = None  # external: the contract CLI command line
     factory: str | None = None      # python: "module:function" of an outside backend class
+    scale: float | None = None      # lease/work/deadline scale (None: measured at start, chaos.timing)
+    auto_workers: bool = False      # workers / time_limit / op_timeout were defaults: scaled with the latency
+    auto_time_limit: bool = False
+    auto_op_timeout: bool = False
+    timing: dict = field(default_factory=dict)  # what chaos.timing measured and chose
 
 
 def nemesis_opts(cfg: RunConfig) -> dict:
     """What the nemesis packages are built from (pure data of the config)."""
-    return dict(cfg.nemesis_opts, workers=cfg.workers, backend=cfg.backend, **backend_options(cfg))
+    return dict(cfg.nemesis_opts, workers=cfg.workers, backend=cfg.backend, scale=cfg.scale or 1.0,
+                **backend_options(cfg))
 
 
 def backend_options(cfg: RunConfig) -> dict:
@@ -121,6 +127,8 @@ class Run:
         self.interrupted = False
         self.slots: list[Slot] = []
         self.cleanups: list = []
+        self.final_incomplete: list[str] = []  # why the final durable check could not run (-> unknown)
+        self.known_deviations: list[dict] = []  # acknowledged findings (the profile's known_deviations)
 
     # ------------------------------------------------------------------ setup
 
@@ -213,7 +221,17 @@ class Run:
             target = sut.get(cfg.backend, runs=True).target(cfg, run, self._note_pid, self._note_dir)
             self.cleanups.append(target.close)
             target.setup(world.namespaces, world.durable())
+            adopted = list(getattr(target, "namespaces", None) or world.namespaces)
+            if getattr(target, "commits", False) or adopted != list(world.namespaces):
+                # black box: the namespaces the program minted; a cooperating agent commits
+                ccfg = replace(ccfg, commit=bool(getattr(target, "commits", False)))
+                client_gen, world = claims_workload(cfg.seed, ccfg, namespaces=adopted)
             spec, capabilities = target.spec, target.capabilities
+            ccfg = self._calibrate(target, run, world, ccfg)
+            client_gen, world = claims_workload(cfg.seed, ccfg, namespaces=list(world.namespaces))
+            run.write_yaml("test.yaml", dict(asdict(cfg), dsn=redact_dsn(cfg.dsn)))
+            run.write_jsonl("schedule.jsonl", plan_schedule(cfg))
+            self.known_deviations = list(getattr(target, "known_deviations", None) or [])
             clock_faults, fsync, env_for = self._faults(run)
             t0 = time.monotonic_ns()
             driver = RealDriver(history, self.slots, None, t0, self.stop)
@@ -242,7 +260,7 @@ class Run:
                     history.append({"process": NEMESIS, "type": "info", "f": "final-state",
                                     "time": driver.now(), "value": {"durable": final_state}})
                 except Exception as e:
-                    notes.append(f"final durable export failed: {type(e).__name__}: {e}")
+                    self.final_incomplete.append(f"final durable export failed: {type(e).__name__}: {e}")
             lost = sum(s.exited_after_commit for s in self.slots)
             if lost:
                 coverage.took_effect("lost-reply", lost)
@@ -251,6 +269,9 @@ class Run:
                 coverage.took_effect("pause", parked)
             ops = history.snapshot()
             results = self._results(cfg, run, ops, coverage, capabilities, started, notes, world)
+            landed = kill_landings(ops)
+            if landed and "kill" in results["fault_coverage"]:
+                results["fault_coverage"]["kill"]["during"] = landed
             results["target"] = target.describe()
         finally:
             self._teardown()
@@ -267,9 +288,57 @@ class Run:
         run.link_latest()
         print(f"chaos: {results['verdict']} ({results['stats']['ops']} ops, seed {cfg.seed}) -> {run.path}",
               file=sys.stderr)
+        for line in known_lines(results):
+            print(f"chaos: {line}", file=sys.stderr)
         if self.interrupted:
             return 130
         return results["exit_code"]
+
+    def _calibrate(self, target, run, world, ccfg: ClaimsConfig) -> ClaimsConfig:
+        """Measure the call latency (unless ``--scale`` was given) and scale the
+        run's times to it (``chaos.timing``); updates ``cfg`` and its command."""
+        from chaos import timing
+        from workloads.items import mint_item_id
+        from workloads.random import Stream
+
+        cfg = self.cfg
+        measured = None
+        if cfg.scale is None:
+            item, _ = mint_item_id(Stream(cfg.seed, ("calibration",)))
+            try:
+                measured = timing.measure(target.spec, self._host_env(run), world.namespaces[0], item,
+                                          run.file("logs", "calibration.log"))
+            except Exception as e:  # a backend that cannot even answer: the run itself will say so
+                measured = {"error": f"{type(e).__name__}: {e}"}
+        chosen = timing.choose(measured, cfg.scale, lease_ms=ccfg.lease_ms, workers_default=cfg.workers,
+                               time_limit_default=cfg.time_limit)
+        cfg.scale = chosen["scale"]
+        if cfg.auto_workers:
+            cfg.workers = chosen["workers"]
+        if cfg.auto_time_limit:
+            cfg.time_limit = chosen["time_limit"]
+        if cfg.auto_op_timeout and chosen["op_timeout_min"] > cfg.op_timeout:
+            cfg.op_timeout = chosen["op_timeout_min"]
+        cfg.claims = timing.scaled_claims(cfg.claims, cfg.scale, ccfg)
+        mode = ((((target.capabilities or {}).get("result") or {}).get("operations") or {}).get("work_claim") or {}).get("mode")
+        if mode == "merge-coordinated" and "kill_at" not in cfg.nemesis_opts:
+            # a merge-coordinated publish is several durable steps (intent, item,
+            # final): most kills aim inside one (chaos.nemesis.process)
+            cfg.nemesis_opts = dict(cfg.nemesis_opts, kill_at="publish", kill_publish_share=0.75)
+        ccfg = replace(ccfg, **{k: v for k, v in cfg.claims.items() if k in ("lease_ms", "work_ms", "backoff_ms")})
+        cfg.timing = {"measured": measured, "scale": cfg.scale, "workers": cfg.workers, "time_limit": cfg.time_limit,
+                      "op_timeout": cfg.op_timeout, "lease_ms": ccfg.lease_ms, "work_ms": list(ccfg.work_ms),
+                      "backoff_ms": list(ccfg.backoff_ms)}
+        cfg.command = _with_flags(cfg.command, {"--scale": str(cfg.scale), "--workers": str(cfg.workers),
+                                                "--time-limit": str(cfg.time_limit)})
+        m = measured or {}
+        print(f"chaos: timing: {'measured read %s ms, decision %s ms; ' % (m.get('read_ms'), m.get('decision_ms')) if m and 'error' not in m else ''}"
+              f"scale {cfg.scale} -> lease {ccfg.lease_ms} ms, work {ccfg.work_ms[0]}-{ccfg.work_ms[1]} ms, "
+              f"op deadline {cfg.op_timeout} s, {cfg.workers} workers, {cfg.time_limit} s", file=sys.stderr)
+        return ccfg
+
+    def _host_env(self, run) -> dict:
+        return {}
 
     def _final_phase(self, driver, env, pkgs, history, world, ccfg, threads, process_of) -> None:
         # heal every fault; I/O faults first (a server cannot restart while its fsyncs fail)
@@ -291,7 +360,27 @@ class Run:
         reads = [{"f": "read", "value": {"ledger_namespace": ns, "item_id": item}} for ns, item in world.tuples]
         reads += [{"f": "publication-read", "value": {"operation_id": i, "ledger_namespace": ns, "item_id": item}}
                   for i, ns, item in op_ids]
+        start = len(history.snapshot())
         interpret(clients(reads), threads, driver, self.cfg.seed, process_of=process_of)
+        if ccfg.commit:
+            self._final_git(driver, history, world, threads, process_of)
+        for op in history.snapshot()[start:]:
+            if op.get("process") != NEMESIS and op["type"] == "info":
+                self.final_incomplete.append(f"final read-back {op['f']} ended info: {op.get('error', '')[:160]}")
+
+    def _final_git(self, driver, history, world, threads, process_of) -> None:
+        """Git-backed ledgers, as their users run them: the final agent commits
+        every item file still differing from HEAD, then ``claim-verify`` runs on
+        every ledger; both are client ops in the history (checked by
+        ``checkers.invariants.git_finalization``)."""
+        by_ns: dict = {}
+        for ns, item in world.tuples:
+            by_ns.setdefault(ns, []).append(item)
+        ops = [{"f": "commit", "value": {"ledger_namespace": ns, "all": True, "item_ids": items}}
+               for ns, items in by_ns.items()]
+        interpret(clients(ops), threads, driver, self.cfg.seed, process_of=process_of)
+        verifies = [{"f": "verify", "value": {"ledger_namespace": ns}} for ns in by_ns]
+        interpret(clients(verifies), threads, driver, self.cfg.seed, process_of=process_of)
 
     def _results(self, cfg, run, ops, coverage, capabilities, started, notes, world) -> dict:
         client = [o for o in ops if o.get("process") != NEMESIS and o["type"] != "invoke"]
@@ -300,6 +389,7 @@ class Run:
                  "duration_s": round(ops[-1]["time"] / 1e9, 3) if ops else 0.0}
         checker_results: dict = {}
         ctx: dict = {}
+        known_report: list = []
         verdict = "unknown"
         if self.interrupted:
             notes.append("the run was interrupted before the final phase; not checked")
@@ -310,12 +400,18 @@ class Run:
                 ctx = {"capabilities": capabilities, "lease_ms": ClaimsConfig(**cfg.claims).lease_ms,
                        "tuples": [list(t) for t in world.tuples], "initial_durable": world.durable(),
                        "backend": cfg.backend, "workload": cfg.workload}
+                if self.known_deviations:
+                    ctx["known_deviations"] = self.known_deviations
                 merged = checkers.run_checkers(ops, ctx)
+                known_report = merged.get("known_deviations", [])
                 checker_results = merged.get("checkers", {})
                 v = merged.get("valid")
                 verdict = "valid" if v is True else "invalid" if v is False else "unknown"
             except Exception as e:
                 notes.append(f"checkers unavailable: {type(e).__name__}: {e}")
+        if self.final_incomplete and verdict == "valid":
+            verdict = "unknown"
+            notes += [f"the final durable check could not run: {n}" for n in self.final_incomplete]
         missing = coverage.missing()
         if missing and verdict == "valid":
             verdict = "unknown"
@@ -336,6 +432,8 @@ class Run:
             "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "run_dir": run.path,
             "notes": notes,
+            "known_deviations": known_report,
+            "timing": cfg.timing or None,
         }
 
     def _teardown(self) -> None:
@@ -353,6 +451,42 @@ class Run:
         tmp_dirs = [os.path.dirname(self.pidfile)] if hasattr(self, "pidfile") else []
         for d in tmp_dirs:
             shutil.rmtree(d, ignore_errors=True)
+
+
+def kill_landings(ops: list[dict]) -> dict[str, int]:
+    """Per op kind, how many kills landed while that op was in flight."""
+    out: dict[str, int] = {}
+    for o in ops:
+        if o.get("process") == NEMESIS and o.get("f") == "kill" and o.get("type") == "ok":
+            for k in (o.get("value") or {}).get("killed") or []:
+                if k.get("gone") and k.get("during"):
+                    out[k["during"]] = out.get(k["during"], 0) + 1
+    return out
+
+
+def _with_flags(command: str, flags: dict[str, str]) -> str:
+    """``command`` with each ``--flag value`` set (replaced or appended)."""
+    import shlex
+
+    words = shlex.split(command)
+    for flag, value in flags.items():
+        if flag in words:
+            i = words.index(flag)
+            words[i + 1:i + 2] = [value]
+        else:
+            words += [flag, value]
+    return shlex.join(words)
+
+
+def known_lines(results: dict) -> list[str]:
+    """Console lines for the acknowledged findings (and acknowledgements that matched nothing)."""
+    out = []
+    for d in results.get("known_deviations") or []:
+        if d.get("matched"):
+            out.append(f"known: {d['id']} ({d['anomaly']}) x{d['matched']}: {d.get('reason')}")
+        else:
+            out.append(f"known deviation {d['id']} matched nothing in this run (acknowledgement unused)")
+    return out
 
 
 def run(cfg: RunConfig) -> int:

@@ -48,6 +48,7 @@ class Slot:
         self.armed_exit: str | None = None  # lost-reply armed for this op class (re-armed on a fresh host)
         self.park_publish_ms: int | None = None  # paused-writer: hold the next publish at the barrier
         self.parked = 0                          # evidence: publishes parked and SIGSTOPped
+        self.current: str | None = None          # the ``f`` of the op in flight (what a kill lands inside)
         self._inbox: "queue.Queue[dict | None]" = queue.Queue()
         self._thread = threading.Thread(target=self._loop, daemon=True, name=f"slot-{thread}")
         self._thread.start()
@@ -108,6 +109,13 @@ class Slot:
             self.completions.put(self.run_op(op))
 
     def run_op(self, op: dict) -> dict:
+        self.current = op["f"]
+        try:
+            return self._run_op(op)
+        finally:
+            self.current = None
+
+    def _run_op(self, op: dict) -> dict:
         done = {"process": op["process"], "f": op["f"]}
         try:
             client = self.ensure_started()
@@ -127,7 +135,8 @@ class Slot:
         except Indeterminate as e:
             self._note_exit()
             self.kill()
-            return dict(done, type="info", error=str(e))
+            evidence = getattr(e, "evidence", None)  # ReplyProtocolViolation: a reply-protocol finding
+            return dict(done, type="info", error=str(e), **({"protocol": evidence} if evidence else {}))
         except Exception as e:  # a harness-side failure is indeterminate too
             self.kill()
             return dict(done, type="info", error=f"{type(e).__name__}: {e}")

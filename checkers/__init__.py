@@ -5,7 +5,9 @@ Public facade:
 * ``default_checkers(include_linearizable=True) -> {name: check}``: the eight
   invariants of ``checkers.invariants`` plus ``"linearizable"`` when
   ``checkers.linearizable.check`` is available.
-* ``run_checkers(history, ctx, checkers=None) -> {"valid", "checkers"}``.
+* ``run_checkers(history, ctx, checkers=None) -> {"valid", "checkers"}``; the
+  profile's acknowledged findings (``ctx["known_deviations"]``) are applied by
+  ``checkers.known`` (then ``known_deviations`` reports what each matched).
 * ``compose``, ``check_safe``, ``merge_valid`` (from ``checkers.compose``).
 """
 
@@ -34,8 +36,11 @@ def run_checkers(history: list[dict], ctx: dict | None = None, checkers: dict | 
     """Run ``checkers`` (default: ``default_checkers()``) and merge the verdicts."""
     from checkers.invariants._common import shared_preparation
 
+    from checkers import known
+
     with shared_preparation(history):
-        return compose(checkers if checkers is not None else default_checkers())(history, ctx or {})
+        merged = compose(checkers if checkers is not None else default_checkers())(history, ctx or {})
+    return known.apply(merged, (ctx or {}).get("known_deviations"))
 
 
 __all__ = ["default_checkers", "run_checkers", "compose", "check_safe", "merge_valid"]

@@ -1,4 +1,10 @@
-"""Run one invocation of an external contract CLI and read its one reply."""
+"""Run one invocation of an external contract CLI and read its one reply.
+
+Each invocation runs in its own session (so its own process group); whatever
+it forked into that group is killed when the call ends, and a caller that
+kills the invoking process tree kills the group too: a program cannot leave
+processes behind (``chaos.worker.Slot.kill`` relies on this).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,10 @@ import subprocess
 
 from backends.contract import loads_reply_line
 
+#: the exit codes of the contract (0, and 2-6); anything else is a protocol violation
+CONTRACT_EXITS = frozenset({0, 2, 3, 4, 5, 6})
+EXCERPT = 400
+
 
 class Indeterminate(Exception):
     """The invocation proves nothing: the program crashed (killed by a
@@ -16,19 +26,54 @@ class Indeterminate(Exception):
     Indeterminate``; ``backends`` cannot import ``chaos``)."""
 
 
-def run_cli(argv: list[str], stdin: bytes, env: dict, timeout_s: float) -> tuple[int, dict]:
+class ReplyProtocolError(Indeterminate):
+    """The program exited on its own, but not as the contract says: a
+    non-contract exit code, or stdout that is not exactly one JSON object and
+    LF. Its state effect stays indeterminate; ``evidence`` names the call, the
+    exit and excerpts of stdout and stderr (checkers report it as a
+    ``reply-protocol`` finding)."""
+
+    def __init__(self, message: str, evidence: dict):
+        super().__init__(message)
+        self.evidence = evidence
+
+
+def _excerpt(raw: bytes) -> str:
+    text = raw.decode(errors="replace")
+    return text if len(text) <= EXCERPT else text[:EXCERPT] + f"... ({len(raw)} bytes)"
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)   # our own session: only what this call started
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def run_cli(argv: list[str], stdin: bytes, env: dict, timeout_s: float, op: str = "") -> tuple[int, dict]:
     """``(exit, envelope)`` of one invocation; raises ``Indeterminate``."""
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env={**os.environ, **env}, start_new_session=True)
     try:
         out, err = proc.communicate(stdin, timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)  # our own session: only what we started
+        _kill_group(proc.pid)
         proc.communicate()
         raise Indeterminate(f"timed out after {timeout_s} s: {' '.join(argv)}") from None
+    finally:
+        _kill_group(proc.pid)  # anything the call forked and left running in its group
     if proc.returncode < 0:
         raise Indeterminate(f"killed by signal {-proc.returncode}: {' '.join(argv)}")
-    return proc.returncode, parse_reply(out, err)
+    evidence = {"op": op, "argv": argv, "exit": proc.returncode, "stdout": _excerpt(out), "stderr": _excerpt(err)}
+    try:
+        envelope = loads_reply_line(out)
+    except ValueError as e:
+        raise ReplyProtocolError(f"exit {proc.returncode}, stdout is not one JSON object + LF ({e}); "
+                                 f"stderr: {_excerpt(err)[-200:]!r}", dict(evidence, problem=str(e))) from None
+    if proc.returncode not in CONTRACT_EXITS:
+        raise ReplyProtocolError(f"exit {proc.returncode} is not a contract exit code",
+                                 dict(evidence, problem=f"exit {proc.returncode} is not a contract exit code"))
+    return proc.returncode, envelope
 
 
 def parse_reply(out: bytes, err: bytes = b"") -> dict:

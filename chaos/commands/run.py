@@ -45,7 +45,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scenario", default=None, help="a scenario YAML file or built-in name")
     p.add_argument("--store", default="store", help="root of run directories (default ./store)")
     p.add_argument("--name", default=None, help="test name (run dir store/<name>/<timestamp>)")
-    p.add_argument("--op-timeout", type=float, default=8.0, help="deadline per operation in seconds")
+    p.add_argument("--op-timeout", type=float, default=None,
+                   help="deadline per operation in seconds (default 8, raised for slow backends)")
+    p.add_argument("--scale", type=float, default=None,
+                   help="multiply lease, work and backoff times by this (default: measured from the backend's "
+                        "call latency at start; recorded so a run reproduces)")
 
 
 def build_config(args: argparse.Namespace):
@@ -88,6 +92,10 @@ def build_config(args: argparse.Namespace):
         raise UsageError(f"nemesis not available with --backend {args.backend} here: {'; '.join(bad)}")
     workers = args.workers if args.workers is not None else sc.get("workers", 10)
     time_limit = args.time_limit if args.time_limit is not None else sc.get("time_limit", 30.0)
+    if args.scale is not None and not (0 < args.scale <= 1000):
+        raise UsageError("--scale must be a positive number (at most 1000)")
+    if args.op_timeout is not None and args.op_timeout <= 0:
+        raise UsageError("--op-timeout must be positive")
     if workers < 1 or workers > 200:
         raise UsageError("--workers must be between 1 and 200")
     if time_limit <= 0:
@@ -99,6 +107,8 @@ def build_config(args: argparse.Namespace):
             "--seed", str(seed), "--name", name, "--store", args.store]
     if args.scenario:
         argv += ["--scenario", args.scenario]
+    if args.op_timeout is not None:
+        argv += ["--op-timeout", str(args.op_timeout)]
     if dsn:
         from chaos.sut.base import redact_dsn
 
@@ -110,7 +120,11 @@ def build_config(args: argparse.Namespace):
     if profile:
         argv += ["--profile", profile]
     return RunConfig(name=name, backend=args.backend, workload=args.workload, nemesis=names, workers=workers,
-                     time_limit=float(time_limit), seed=seed, store=args.store, op_timeout=args.op_timeout,
+                     time_limit=float(time_limit), seed=seed, store=args.store,
+                     op_timeout=args.op_timeout if args.op_timeout is not None else 8.0,
+                     scale=args.scale, auto_workers=args.workers is None and "workers" not in sc,
+                     auto_time_limit=args.time_limit is None and "time_limit" not in sc,
+                     auto_op_timeout=args.op_timeout is None,
                      claims=dict(sc.get("claims", {})), nemesis_opts=dict(sc.get("nemesis_opts", {})),
                      scenario=args.scenario, command=shlex.join(argv), dsn=dsn,
                      profile=os.path.abspath(profile) if profile else None, backend_command=command,

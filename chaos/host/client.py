@@ -150,6 +150,10 @@ class HostClient:
             return Reply(msg["exit"], msg["envelope"])
         if msg.get("lost"):
             raise ReplyLostIndeterminate(f"reply lost: {msg.get('error', msg)}")
+        if isinstance(msg.get("protocol"), dict):
+            from chaos.errors import ReplyProtocolViolation
+
+            raise ReplyProtocolViolation(f"reply protocol violated: {msg.get('error', msg)}", msg["protocol"])
         raise Indeterminate(f"no reply: {msg.get('error', msg)}")
 
     # ------------------------------------------------------------------ public API

@@ -112,6 +112,12 @@ class Sut:
         """ability -> ``can(how, via)`` / ``cannot(why)`` (``chaos.sut.abilities``)."""
         return {}
 
+    def api_version(self, opts: dict | None = None) -> int:
+        """The work-claim ``api_version`` it speaks (conformance runs the vectors of that version)."""
+        from backends.contract.capabilities import API_VERSION
+
+        return API_VERSION
+
     # ------------------------------------------------------------------ usage
 
     def check(self, opts: dict) -> None:
