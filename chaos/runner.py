@@ -222,9 +222,13 @@ class Run:
             self.cleanups.append(target.close)
             target.setup(world.namespaces, world.durable())
             adopted = list(getattr(target, "namespaces", None) or world.namespaces)
-            if getattr(target, "commits", False) or adopted != list(world.namespaces):
+            publishes = getattr(target, "publishes", True)
+            if not publishes:
+                notes.append("the backend has no public path to seed ledger items (profile items.path: null): "
+                             "publications are not exercised")
+            if getattr(target, "commits", False) or adopted != list(world.namespaces) or not publishes:
                 # black box: the namespaces the program minted; a cooperating agent commits
-                ccfg = replace(ccfg, commit=bool(getattr(target, "commits", False)))
+                ccfg = replace(ccfg, commit=bool(getattr(target, "commits", False)), publish=ccfg.publish and publishes)
                 client_gen, world = claims_workload(cfg.seed, ccfg, namespaces=adopted)
             spec, capabilities = target.spec, target.capabilities
             ccfg = self._calibrate(target, run, world, ccfg)

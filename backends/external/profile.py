@@ -92,7 +92,7 @@ class Export:
 
 @dataclass
 class Items:
-    path: str = "{item_id}.md"      # item file relative to its ledger directory
+    path: str | None = "{item_id}.md"  # item file relative to its ledger directory (null: items are not files)
     commit: bool = False            # a cooperating agent commits each acknowledged publication
 
 
@@ -254,10 +254,14 @@ def parse_profile(doc, source="<profile>") -> ExternalProfile:
                           unwrap=None if exp.get("unwrap") is None else _pointer(source, "export.unwrap", exp["unwrap"]))
     items = _want(source, "items", doc.get("items") or {}, dict)
     _keys(source, "items", items, Items.__dataclass_fields__)
-    kw["items"] = Items(path=_want(source, "items.path", items.get("path", "{item_id}.md"), str),
+    kw["items"] = Items(path=_want(source, "items.path", items.get("path", "{item_id}.md"), str, null=True),
                         commit=_want(source, "items.commit", items.get("commit", False), bool))
-    if "{item_id}" not in kw["items"].path:
+    if kw["items"].path is not None and "{item_id}" not in kw["items"].path:
         _fail(source, "items.path", "must contain {item_id}")
+    if kw["items"].commit and (kw["items"].path is None or not kw.get("git")):
+        _fail(source, "items.commit", "needs git: true and an items.path")
+    if kw.get("provision_mints_namespace") and kw.get("namespaces_per_ledger") not in (1, "1"):
+        _fail(source, "provision_mints_namespace", "needs namespaces_per_ledger: 1 (one minted namespace per ledger)")
     faults = _want(source, "faults", doc.get("faults") or {}, dict)
     _keys(source, "faults", faults, FAULTS)
     for name, spec in faults.items():

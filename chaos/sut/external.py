@@ -71,7 +71,11 @@ class ExternalTarget(Target):
                 groups = [[ns] for ns in adopted]
             self.namespaces = adopted
             self.groups = groups
-            if self.black_box:
+            self.publishes = True
+            if self.black_box and profile.items.path is None:
+                self.publishes = False   # items are not files: no public path to seed them, nothing to publish
+                self.item_ids = {}
+            elif self.black_box:
                 self._write_items(durable, dict(zip(namespaces, adopted)), root)
             else:
                 raw = compact_json(durable)
@@ -206,7 +210,7 @@ class ExternalSut(Sut):
         who = f"profile {xp.name}"
         floor = xp.faults.get("clock_floor_persist") or {}
         pou = xp.faults.get("publication-outcome-unknown") or {}
-        replay = xp.black_box and bool(xp.namespace_file)
+        replay = xp.black_box and (bool(xp.namespace_file) or not xp.provision_mints_namespace)
         return {
             "seed": can(f"{who}: privileged 'admin seed' command", "admin") if "seed" in admin
             else can(f"{who}: black box: namespace file + item files (+ git commit), claims and floors by public "

@@ -153,8 +153,8 @@ def observed_export(case, call, ledgers: dict[str, str], item_path: str) -> dict
             raise RuntimeError(f"read of {ns}/{item} for the export answered exit {r.exit}: {str(r.envelope)[:200]}")
         claims.append({"ledger_namespace": ns, "item_id": item, "last_epoch": rb.get("last_epoch"),
                        "active": rb.get("active")})
-        path = os.path.join(ledgers[ns], item_path.replace("{item_id}", item))
-        if os.path.exists(path):
+        path = os.path.join(ledgers[ns], item_path.replace("{item_id}", item)) if item_path else None
+        if path and os.path.exists(path):
             with open(path, "rb") as f:
                 data = f.read()
             items.append({"ledger_namespace": ns, "item_id": item, "revision": revision(data),

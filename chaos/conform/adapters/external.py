@@ -94,9 +94,12 @@ class ExternalAdapter:
             if reason:
                 return reason
         if self.black_box:
-            if not xp.namespace_file:
+            if xp.provision_mints_namespace and not xp.namespace_file:
                 return (f"profile {xp.name}: the program mints its own namespace and declares no namespace_file, "
                         "so the vectors' fixed namespaces cannot be bound")
+            if xp.items.path is None and case.initial["durable"]["ledgers"]:
+                return (f"profile {xp.name} declares no item files (items.path: null): seeded ledger items have no "
+                        "public path")
             return blackbox.replay_reason(case)
         # seed, export, fault mechanisms, advisory set-up, write paths, legacy
         # commands: the backend's abilities (chaos.sut.external), asked first
@@ -181,16 +184,19 @@ class ExternalAdapter:
         provisioned = not (self.advisory and xp.advisory_setup == "unprovisioned")
         for group in groups:
             ledger = self.ledgers[group[0]]
-            if provisioned:
+            if provisioned and xp.namespace_file:
                 path = os.path.join(ledger, xp.namespace_file)
                 os.makedirs(os.path.dirname(path), exist_ok=True)
                 with open(path, "w") as f:
                     f.write(group[0] + "\n")
-        blackbox.write_items(case, self.ledgers, xp.items.path, committed=True)
+        if xp.items.path is not None:
+            blackbox.write_items(case, self.ledgers, xp.items.path, committed=True)
         if xp.git:
             git.commit_paths(root, ["."], "claim-chaos: bind the case's namespaces and seed its items")
-        blackbox.write_items(case, self.ledgers, xp.items.path, committed=False)  # uncommitted working bytes
-        unbind = self.advisory and xp.advisory_setup == "unprovisioned" and bool(case.initial["durable"]["claims"])
+        if xp.items.path is not None:
+            blackbox.write_items(case, self.ledgers, xp.items.path, committed=False)  # uncommitted working bytes
+        unbind = self.advisory and xp.advisory_setup == "unprovisioned" and bool(case.initial["durable"]["claims"]) \
+            and bool(xp.namespace_file)
         self.unbound = self.advisory and xp.advisory_setup == "unprovisioned"
         if unbind:  # claims of an advisory endpoint: bound while replayed, then the namespace file goes
             provisioned = True
@@ -202,8 +208,10 @@ class ExternalAdapter:
             if xp.git:
                 git.commit_paths(root, ["."], "claim-chaos: bind the namespace for the replay")
         if provisioned:
+            wp = case.initial["backend"]["write_paths"] if xp.provision_write_paths else None
             for group in groups:
-                out = self.backend.provision(self.ledgers[group[0]], [] if xp.provision_mints_namespace else group)
+                out = self.backend.provision(self.ledgers[group[0]], [] if xp.provision_mints_namespace else group,
+                                             None if xp.provision_mints_namespace else wp)
                 from backends.contract.jsonstrict import pointer_get
 
                 got = pointer_get(out, xp.provision_namespace_pointer, None) if xp.provision_mints_namespace else group[0]
