@@ -325,9 +325,11 @@ class Run:
             cfg.op_timeout = chosen["op_timeout_min"]
         cfg.claims = timing.scaled_claims(cfg.claims, cfg.scale, ccfg)
         mode = ((((target.capabilities or {}).get("result") or {}).get("operations") or {}).get("work_claim") or {}).get("mode")
-        if mode == "merge-coordinated" and "kill_at" not in cfg.nemesis_opts:
-            # a merge-coordinated publish is several durable steps (intent, item,
-            # final): most kills aim inside one (chaos.nemesis.process)
+        if mode == "merge-coordinated" and chosen["slow"] and "kill_at" not in cfg.nemesis_opts:
+            # a merge-coordinated publish is several durable steps (intent, item, final),
+            # each a separate write of a process-per-call program: most kills aim inside
+            # one (chaos.nemesis.process; a fast in-process backend's publish is too short
+            # to aim at without stalling the nemesis thread)
             cfg.nemesis_opts = dict(cfg.nemesis_opts, kill_at="publish", kill_publish_share=0.75)
         ccfg = replace(ccfg, **{k: v for k, v in cfg.claims.items() if k in ("lease_ms", "work_ms", "backoff_ms")})
         cfg.timing = {"measured": measured, "scale": cfg.scale, "workers": cfg.workers, "time_limit": cfg.time_limit,

@@ -12,8 +12,8 @@ end to end. The scratch item is not one of the run's tuples (the checkers
 never see it); its calls are listed in ``timing.calls``.
 
 From the slowest decision (``decision_ms``, the max of the timed decisions,
-not the median, since contention only makes it worse), when it exceeds
-``DECISION_MS``:
+not the median, since contention only makes it worse), when reads show a
+process per call (median read above ``PROCESS_MS``):
 
 * the lease grows by ``LEASE_MARGIN`` decisions (renew -> publish -> release
   must fit in it), ``scale = (lease + LEASE_MARGIN * decision) / lease``, and
@@ -43,7 +43,6 @@ import statistics
 import time
 
 LEASE_MARGIN = 3      # decisions a lease must cover beyond the work: renew, publish, release
-DECISION_MS = 50      # below this a backend is fast: nothing is scaled
 CALLS_PER_CYCLE = 6
 MEAN_WORK_MS = 1050
 DEADLINE_COVERS = 12
@@ -93,9 +92,9 @@ def choose(measured: dict | None, scale: float | None, *, lease_ms: int, workers
     """The scale and what it implies (``scale`` given: no measurement needed)."""
     decision = (measured or {}).get("decision_ms") or 0.0
     read = (measured or {}).get("read_ms") or 0.0
-    if scale is None:
-        scale = max(1.0, round((lease_ms + LEASE_MARGIN * decision) / lease_ms, 2)) if decision > DECISION_MS else 1.0
-    slow = read > PROCESS_MS or scale > 1.0
+    slow = read > PROCESS_MS or (scale is not None and scale > 1.0)
+    if scale is None:  # only a process-per-call backend is scaled: an in-process one stays put under load too
+        scale = max(1.0, round((lease_ms + LEASE_MARGIN * decision) / lease_ms, 2)) if slow else 1.0
     workers = max(3, min(workers_default, 2 * (os.cpu_count() or 1))) if slow else workers_default
     time_limit = time_limit_default
     if slow and measured and decision:
@@ -105,7 +104,7 @@ def choose(measured: dict | None, scale: float | None, *, lease_ms: int, workers
         per_worker_slow = (MEAN_WORK_MS + margin / 2 + CALLS_PER_CYCLE * decision) / workers
         time_limit = min(MAX_TIME_LIMIT_S,
                          max(time_limit_default, round(time_limit_default * per_worker_slow / per_worker_fast)))
-    return {"scale": scale, "workers": workers, "time_limit": float(time_limit),
+    return {"scale": scale, "workers": workers, "time_limit": float(time_limit), "slow": slow,
             "op_timeout_min": round(DEADLINE_COVERS * decision / 1000, 1)}
 
 

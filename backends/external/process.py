@@ -38,9 +38,13 @@ class ReplyProtocolError(Indeterminate):
         self.evidence = evidence
 
 
-def _excerpt(raw: bytes) -> str:
+def _excerpt(raw: bytes, tail: bool = False) -> str:
+    """At most ``EXCERPT`` characters: the head of stdout, the tail of stderr
+    (where a traceback or an error message ends)."""
     text = raw.decode(errors="replace")
-    return text if len(text) <= EXCERPT else text[:EXCERPT] + f"... ({len(raw)} bytes)"
+    if len(text) <= EXCERPT:
+        return text
+    return f"({len(raw)} bytes) ..." + text[-EXCERPT:] if tail else text[:EXCERPT] + f"... ({len(raw)} bytes)"
 
 
 def _kill_group(pgid: int) -> None:
@@ -64,12 +68,13 @@ def run_cli(argv: list[str], stdin: bytes, env: dict, timeout_s: float, op: str 
         _kill_group(proc.pid)  # anything the call forked and left running in its group
     if proc.returncode < 0:
         raise Indeterminate(f"killed by signal {-proc.returncode}: {' '.join(argv)}")
-    evidence = {"op": op, "argv": argv, "exit": proc.returncode, "stdout": _excerpt(out), "stderr": _excerpt(err)}
+    evidence = {"op": op, "argv": argv, "exit": proc.returncode, "stdout": _excerpt(out),
+                "stderr": _excerpt(err, tail=True)}
     try:
         envelope = loads_reply_line(out)
     except ValueError as e:
         raise ReplyProtocolError(f"exit {proc.returncode}, stdout is not one JSON object + LF ({e}); "
-                                 f"stderr: {_excerpt(err)[-200:]!r}", dict(evidence, problem=str(e))) from None
+                                 f"stderr: {_excerpt(err, tail=True)[-200:]!r}", dict(evidence, problem=str(e))) from None
     if proc.returncode not in CONTRACT_EXITS:
         raise ReplyProtocolError(f"exit {proc.returncode} is not a contract exit code",
                                  dict(evidence, problem=f"exit {proc.returncode} is not a contract exit code"))

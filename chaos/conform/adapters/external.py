@@ -48,9 +48,15 @@ DEFAULT_PROFILE = os.path.join(os.path.dirname(__file__), "..", "..", "..", "pro
 
 
 def resolve_command(command: str) -> str:
-    """``chaos ...`` means this suite's own CLI run by this interpreter."""
-    if command.split()[:1] == ["chaos"]:
-        return f"{sys.executable} -m chaos.cli {command.split(None, 1)[1] if ' ' in command else ''}".strip()
+    """``chaos ...`` is this suite's CLI; a leading ``python``/``python3`` is this
+    interpreter (the venv that has the suite's dependencies)."""
+    import shlex
+
+    words = shlex.split(command)
+    if words[:1] == ["chaos"]:
+        return shlex.join([sys.executable, "-m", "chaos.cli", *words[1:]])
+    if words[:1] in (["python"], ["python3"]):
+        return shlex.join([sys.executable, *words[1:]])
     return command
 
 
