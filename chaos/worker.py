@@ -29,6 +29,21 @@ from chaos.host import HostClient
 SETUP_BACKOFF_S = 0.5  # after a worker host failed to open its backend
 
 
+def _groups(pids: list[int]) -> set[int]:
+    """The process groups of ``pids`` other than the host's and ours (each CLI
+    call of an external backend runs in its own session)."""
+    mine = os.getpgid(0)
+    out = set()
+    for pid in pids[1:]:
+        try:
+            g = os.getpgid(pid)
+        except ProcessLookupError:
+            continue
+        if g != mine and g != pids[0]:
+            out.add(g)
+    return out
+
+
 class Slot:
     """One client thread's worker process and its op thread."""
 
@@ -80,7 +95,14 @@ class Slot:
             return None
         popen = getattr(client, "proc", None)
         if popen is not None and popen.poll() is None:
-            procs.ProcessTree(client.pid, popen=popen).kill()
+            tree = procs.ProcessTree(client.pid, popen=popen)
+            groups = _groups(tree.pids())
+            tree.kill()
+            for pgid in groups:  # a CLI's own session: whatever it forked and detached from the tree too
+                try:
+                    os.killpg(pgid, 9)
+                except (ProcessLookupError, PermissionError):
+                    pass
         client.kill()
         return client.pid
 

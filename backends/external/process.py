@@ -54,18 +54,57 @@ def _kill_group(pgid: int) -> None:
         pass
 
 
+def _pump(proc, stdin: bytes) -> tuple[list, list, list]:
+    """Feed stdin and drain stdout/stderr in threads (so neither side can block
+    the other); returns the buffers and the threads."""
+    import threading
+
+    out: list[bytes] = []
+    err: list[bytes] = []
+
+    def feed() -> None:
+        try:
+            proc.stdin.write(stdin)
+        except (BrokenPipeError, OSError):
+            pass
+        finally:
+            try:
+                proc.stdin.close()
+            except OSError:
+                pass
+
+    threads = [threading.Thread(target=feed, daemon=True),
+               threading.Thread(target=lambda: out.append(proc.stdout.read()), daemon=True),
+               threading.Thread(target=lambda: err.append(proc.stderr.read()), daemon=True)]
+    for t in threads:
+        t.start()
+    return out, err, threads
+
+
 def run_cli(argv: list[str], stdin: bytes, env: dict, timeout_s: float, op: str = "") -> tuple[int, dict]:
-    """``(exit, envelope)`` of one invocation; raises ``Indeterminate``."""
+    """``(exit, envelope)`` of one invocation; raises ``Indeterminate``.
+
+    The call is over when the program exits: then its process group is killed
+    (a child it left running, even one holding our pipes, cannot keep the call
+    open or outlive it) and the output read so far is its reply."""
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env={**os.environ, **env}, start_new_session=True)
+    out_buf, err_buf, threads = _pump(proc, stdin)
+    timed_out = False
     try:
-        out, err = proc.communicate(stdin, timeout=timeout_s)
+        proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        _kill_group(proc.pid)
-        proc.communicate()
-        raise Indeterminate(f"timed out after {timeout_s} s: {' '.join(argv)}") from None
+        timed_out = True
     finally:
         _kill_group(proc.pid)  # anything the call forked and left running in its group
+        proc.wait()
+        for t in threads:
+            t.join(timeout=10)
+        for stream in (proc.stdout, proc.stderr):
+            stream.close()
+    if timed_out:
+        raise Indeterminate(f"timed out after {timeout_s} s: {' '.join(argv)}")
+    out, err = b"".join(out_buf), b"".join(err_buf)
     if proc.returncode < 0:
         raise Indeterminate(f"killed by signal {-proc.returncode}: {' '.join(argv)}")
     evidence = {"op": op, "argv": argv, "exit": proc.returncode, "stdout": _excerpt(out),
