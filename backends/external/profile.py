@@ -45,7 +45,7 @@ import copy
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
+from backends import safeload
 
 CONVENTION_ARGV: dict[str, list[str]] = {
     "provision": ["provision", "--ledger", "{ledger}", "{namespaces}", "--json"],
@@ -209,7 +209,10 @@ def parse_profile(doc, source="<profile>") -> ExternalProfile:
     if not isinstance(doc, dict):
         raise ProfileError(f"profile {source}: a mapping with a 'name' is required")
     doc = copy.deepcopy(doc)
-    _keys(source, "top level", doc, ExternalProfile.__dataclass_fields__)
+    if doc.get("protocol", "work-claim") != "work-claim":   # an issue-lock profile has its own loader
+        raise ProfileError(f"profile {source}: protocol {doc.get('protocol')!r} is not a work-claim profile")
+    doc.pop("protocol", None)
+    _keys(source, "top level", doc, (*ExternalProfile.__dataclass_fields__, "protocol"))
     if not isinstance(doc.get("name"), str) or not doc["name"]:
         raise ProfileError(f"profile {source}: 'name' (a non-empty string) is required")
     kw: dict = {"name": doc["name"]}
@@ -304,13 +307,7 @@ def load_profile(source: str | Path | dict) -> ExternalProfile:
     if isinstance(source, dict):
         return parse_profile(source)
     try:
-        text = Path(source).read_text()
-    except OSError as e:
-        raise ProfileError(f"cannot read profile {source}: {e.strerror or e}") from None
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark is not None else ""
-        raise ProfileError(f"profile {source}: not valid YAML{where}: {getattr(e, 'problem', e)}") from None
+        doc = safeload.yaml_file(source, what="profile")   # bounded, one-line errors (issue 13)
+    except safeload.LoadError as e:
+        raise ProfileError(str(e)) from None
     return parse_profile(doc, source)
