@@ -126,3 +126,17 @@ def test_a_non_contract_exit_is_a_protocol_violation_with_evidence(tmp_path):
     cmd = _script(tmp_path, 'print(\'{"ok": true}\'); raise SystemExit(7)\n')
     with pytest.raises(ReplyProtocolError, match="not a contract exit code"):
         ExternalBackend({"command": cmd, "ledger": str(tmp_path)}).call("read", {})
+
+
+def test_an_export_printed_inside_an_envelope_is_unwrapped(tmp_path):
+    durable = {"clock_floors": [], "claims": [], "ledgers": [], "publication_outcomes": []}
+    cmd = _script(tmp_path, f"import json; print(json.dumps({{'ok': True, 'result': {{'durable': {durable!r}}}}}))\n")
+    profile = {"name": "wrapped", "admin": {"seed": ["s"], "export": ["admin", "export"]},
+               "export": {"unwrap": "/result/durable", "requests": False}}
+    b = ExternalBackend({"command": cmd, "ledger": str(tmp_path), "profile": profile})
+    assert b.admin("export", str(tmp_path)) == durable
+    assert b.profile.export.requests is False
+    bad = ExternalBackend({"command": cmd, "ledger": str(tmp_path),
+                           "profile": dict(profile, export={"unwrap": "/result/nothing"})})
+    with pytest.raises(RuntimeError, match="has no /result/nothing"):
+        bad.admin("export", str(tmp_path))

@@ -15,6 +15,19 @@ from chaos.errors import SetupFailed, UsageError
 from chaos.sut.abilities import can, cannot
 from chaos.sut.base import SimpleSession, Sut, Target
 
+def resolve_command(command: str) -> str:
+    """``chaos ...`` is this suite's CLI; a leading ``python``/``python3`` is this
+    interpreter (the venv that has the suite's dependencies)."""
+    import shlex
+
+    words = shlex.split(command)
+    if words[:1] == ["chaos"]:
+        return shlex.join([sys.executable, "-m", "chaos.cli", *words[1:]])
+    if words[:1] in (["python"], ["python3"]):
+        return shlex.join([sys.executable, *words[1:]])
+    return command
+
+
 class ExternalTarget(Target):
     """Privileged mode (the profile has ``admin seed``/``export``): provision,
     seed and export through those commands. Black-box mode (no ``admin seed``):
@@ -37,8 +50,6 @@ class ExternalTarget(Target):
         self.black_box = profile.black_box
         if not self.black_box and "export" not in profile.admin:
             raise UsageError(f"profile {profile.name} has 'admin seed' but no 'admin export'")
-        from chaos.conform.adapters.external import resolve_command
-
         command = resolve_command(self.cfg.backend_command)
         root = self.run.file("ledgers")
         os.makedirs(root, exist_ok=True)

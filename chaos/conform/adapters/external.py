@@ -32,7 +32,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -43,21 +42,9 @@ from backends.external import ExternalBackend, Indeterminate, load_profile
 from chaos.conform.adapters.base import AdapterError, Parked, Profile
 from chaos.conform.adapters.gitjournal import adjust_for_profile, not_applicable_for_profile
 from chaos.errors import UsageError
+from chaos.sut.external import resolve_command
 
 DEFAULT_PROFILE = os.path.join(os.path.dirname(__file__), "..", "..", "..", "profiles", "chaos-sqlite.yaml")
-
-
-def resolve_command(command: str) -> str:
-    """``chaos ...`` is this suite's CLI; a leading ``python``/``python3`` is this
-    interpreter (the venv that has the suite's dependencies)."""
-    import shlex
-
-    words = shlex.split(command)
-    if words[:1] == ["chaos"]:
-        return shlex.join([sys.executable, "-m", "chaos.cli", *words[1:]])
-    if words[:1] in (["python"], ["python3"]):
-        return shlex.join([sys.executable, *words[1:]])
-    return command
 
 
 def _has_fault(case, name: str) -> bool:
