@@ -316,15 +316,15 @@ class Run:
             progress = Progress(driver, coverage, cfg.time_limit, self.stop)
             try:
                 process_of = interpret(gen, threads, driver, cfg.seed)
+                last = max((o["time"] for o in history.snapshot() if o["type"] == "invoke" and o["process"] != NEMESIS),
+                           default=0)
+                if last > limit and not self.interrupted:
+                    notes.append(f"the workload started ops until {(last - limit) / SEC:.1f} s past its time limit "
+                                 f"so that armed faults could take effect (at most {grace_ns(cfg) / SEC:.0f} s)")
                 if not self.interrupted:
                     self._final_phase(driver, env, pkgs, history, world, kind, threads, process_of)
             finally:
                 progress.close()
-            last = max((o["time"] for o in history.snapshot() if o["type"] == "invoke" and o["process"] != NEMESIS),
-                       default=0)
-            if last > limit and not self.interrupted:
-                notes.append(f"the workload started ops until {(last - limit) / SEC:.1f} s past its time limit so "
-                             f"that armed faults could take effect (at most {grace_ns(cfg) / SEC:.0f} s)")
             final_state = None
             if not self.interrupted:
                 try:
