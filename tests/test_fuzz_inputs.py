@@ -354,6 +354,7 @@ HISTORY_TAILS = st.one_of(
                          st.just("[" * 50_000)),
        test_text=yaml_texts(["name", "backend", "seed", "command", "nemesis"], {"name": "r"}),
        history=HISTORY_TAILS, write=st.sampled_from([False, False, False, True]))  # --write renders plots: slow
+@pytest.mark.slow
 def test_fuzz_check_a_stored_run(sandbox, results, test_text, history, write):
     d = sandbox()
     run_dir = _run_dir(d, results, test_text, history)
