@@ -141,8 +141,9 @@ class Budget:
     ``seconds``: wall time spent searching this partition (its own slices,
     not the others'); ``configurations``: memo entries; ``memo_bytes``: the
     memo's size, counted the same way for both engines as ``configurations
-    x (16 + 8 * ceil(ops / 64))`` bytes (a key, a state id, the op set as a
-    bitset), so both engines stop at the same configuration. ``None`` = no
+    x config_bytes(ops)``: what the compiled core holds per configuration
+    (its hash, state id and op bitset, and up to four 8-byte table slots), so
+    both engines stop at the same configuration. ``None`` = no
     limit. The defaults let a realistic history's partitions finish (most
     need a few hundred configurations) and stop a pathological one within
     seconds and a few hundred MB.
@@ -155,7 +156,7 @@ class Budget:
     def max_configurations(self, n_ops: int) -> int:
         cap = 2**62 if self.configurations is None else self.configurations
         if self.memo_bytes is not None:
-            cap = min(cap, self.memo_bytes // (16 + 8 * ((n_ops + 63) // 64)))
+            cap = min(cap, self.memo_bytes // config_bytes(n_ops))
         return max(1, cap)
 
     @classmethod
@@ -179,6 +180,11 @@ class Budget:
                 f"{self.max_configurations(n_ops):,} configurations" if (self.configurations is not None
                                                                          or self.memo_bytes is not None) else ""]
         return " / ".join(b for b in bits if b) or "unlimited"
+
+
+def config_bytes(n_ops: int) -> int:
+    """Memo bytes a configuration costs in the compiled core: (hash, sid, bitset) + slots at 25-50% load."""
+    return 8 * (2 + (n_ops + 63) // 64) + 32
 
 
 DEFAULT_BUDGET = Budget()
@@ -618,7 +624,7 @@ def check_operations(model: Model, ops: Sequence[Operation], timeout: float | No
             res.result = OK
             continue
         part = list(part)
-        max_conf = cap if memo_bytes is None else max(1, min(cap, memo_bytes // (16 + 8 * ((len(part) + 63) >> 6))))
+        max_conf = cap if memo_bytes is None else max(1, min(cap, memo_bytes // config_bytes(len(part))))
         search = search_with(model, part, _twins(part) if symmetry else None, verbose, max_conf)
         found = search.slice()
         if found is None:
