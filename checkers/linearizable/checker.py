@@ -14,11 +14,12 @@ returns, so ops that share an endpoint are concurrent.
 
 Two engines run that one search in the same order, so they agree on verdicts,
 memo sizes, prefixes and budgets: ``_search_python`` below (the reference) and
-``_search_compiled``, the C core of ``_search.c`` (built by ``pip install``).
-Both see only integers: model states are interned to small ints (``sid``) by
-``_States``, whose ``step(op, sid) -> sid'`` (``-1`` = illegal) runs the
-model's own ``step``; each engine memoizes it per (op, sid), so the model is
-asked once per distinct pair and stays a plain Python ``Model``.
+``_CompiledSearch``, the C core of ``_search.c`` (built by ``pip install``).
+Both see only integers: model states are interned to small ints (``sid``,
+``_States``), and each engine memoizes ``(op, sid) -> sid'`` (``-1`` =
+illegal), so the model's own Python ``step`` is asked once per distinct pair
+(the core calls it directly, or not at all for an op the model's ``effect``
+describes) and a model stays a plain Python ``Model``.
 
 One reduction beyond Porcupine, exact for verdicts: ops that never returned
 (``return_time == INF``) with identical input and output are interchangeable,
@@ -292,10 +293,11 @@ class _Keyed:
 class _States:
     """The model seen through interned states: ``step(op, sid) -> sid'`` or -1 if illegal.
 
-    ``states`` (sid -> state; sid 0 is ``init()``) and ``interned`` (state ->
-    sid) are plain so the compiled core can call the model's own ``step`` and
-    intern into them itself (``direct``: states compare by ``==``/``hash``);
-    a model with its own ``equal``/``hash`` goes through ``step``.
+    ``states``: sid -> state (sid 0 is ``init()``); ``interned``: state (or,
+    for a model with its own ``equal``/``hash``, a ``_Keyed`` wrapper) ->
+    sid. The reference engine steps through it, and so does the compiled core
+    for a model with its own ``equal``/``hash``; for any other model the core
+    keeps a plain list and dict of the same shape and interns into them itself.
     """
 
     def __init__(self, model: Model, ops: Sequence[Operation]):
