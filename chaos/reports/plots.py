@@ -269,55 +269,51 @@ def linearization(spans: dict, prefix: list, stuck: list, first: int | None, sta
     ``spans`` maps invoke indices to ``OpSpan``s; ``prefix`` is the longest
     linearizable prefix (invoke indices in order), ``stuck`` the ops none of
     which the model accepts after it, ``first`` the op that had to go before
-    it returned. As in Porcupine's visualizer, each linearized op gets a
-    linearization point (black tick) no earlier than its call and after the
-    previous point, joined in order; each illegal next try is a red dashed
-    line from the last point to a red cross. Only the last ``context`` prefix
-    ops are drawn (the points of the earlier ones still place the rest).
+    it returned. As in Porcupine's visualizer, time is compressed to the
+    order of the events (each distinct call or return time one step), each
+    linearized op gets a linearization point (black tick) no earlier than its
+    call and after the previous point, joined in order, and each illegal next
+    try is a red dashed line from the last point to a red cross. Only the
+    last ``context`` prefix ops are drawn.
     """
     shown_prefix = [i for i in prefix[-context:] if i in spans]
     tries = [i for i in stuck if i in spans]
     if not tries:
         return None
     ops = [spans[i] for i in shown_prefix + tries]
-    starts = [s.start for s in ops]
-    ends = [s.end for s in ops if s.end is not None]
-    lo, hi = min(starts), max(ends + starts)
-    width = max(hi - lo, 1e-3)
-    eps = width / 400
-    pad_end = hi + width * 0.08  # where an op that never completed is drawn to
+    instants = sorted({s.start for s in ops} | {s.end for s in ops if s.end is not None})
+    slot = {t: k for k, t in enumerate(instants)}
+    never = len(instants)  # where an op that never completed ends
+    eps = 0.2
     rows = {t: r for r, t in enumerate(sorted({s.thread for s in ops}))}
     points: list[tuple[float, int]] = []
-    x = -float("inf")
-    for i in prefix:  # every prefix op places the points after it, drawn or not
-        span = spans.get(i)
-        if span is None:
-            continue
-        x = max(span.start, x + eps)
+    x = -1.0
+    for i in shown_prefix:
+        span = spans[i]
+        x = max(slot[span.start], x + eps)
         if span.end is not None:
-            x = min(x, span.end)
-        if i in shown_prefix:
-            points.append((x, rows[span.thread]))
+            x = min(x, slot[span.end])
+        points.append((x, rows[span.thread]))
     fig = Figure(figsize=(11, 1.6 + 0.5 * len(rows)))
     ax = fig.add_subplot()
     for s in ops:
-        end = s.end if s.end is not None else pad_end
+        lo, hi = slot[s.start], never if s.end is None else slot[s.end]
         bad = s.invoke_index in tries
-        ax.broken_barh([(s.start, max(end - s.start, eps))], (rows[s.thread] - 0.3, 0.6),
+        ax.broken_barh([(lo, max(hi - lo, 0.3))], (rows[s.thread] - 0.3, 0.6),
                        facecolors=OUTCOME_COLORS.get(s.type, "#9e9e9e"), alpha=0.35 if not bad else 0.6,
                        edgecolors="#c62828" if bad else "#555555", linewidth=2.0 if bad else 0.6,
                        hatch="//" if s.end is None else None)
-        ax.annotate(f"#{s.invoke_index} {s.f}", (s.start, rows[s.thread] - 0.33), fontsize=7, va="bottom",
+        ax.annotate(f"#{s.invoke_index} {s.f}", (lo, rows[s.thread] - 0.33), fontsize=7, va="bottom",
                     color="#c62828" if bad else "#333333")  # the y axis is inverted: row - 0.33 is above
     if points:
         ax.plot([p[0] for p in points], [p[1] for p in points], color="black", linewidth=0.8, zorder=4)
         ax.scatter([p[0] for p in points], [p[1] for p in points], marker="|", s=260, color="black", zorder=5)
         for k, (px, py) in enumerate(points, start=len(prefix) - len(points) + 1):
             ax.annotate(str(k), (px, py + 0.36), fontsize=7, ha="center", va="top", color="black")
-    last = points[-1] if points else (lo, None)
+    last = points[-1] if points else (-1.0, None)
     for i in tries:
         s = spans[i]
-        tx, ty = max(s.start, last[0] + eps), rows[s.thread]
+        tx, ty = max(slot[s.start], last[0] + eps), rows[s.thread]
         if last[1] is not None:
             ax.plot([last[0], tx], [last[1], ty], color="#c62828", linestyle="--", linewidth=1.0, zorder=4)
         ax.scatter([tx], [ty], marker="x", s=70, color="#c62828", zorder=6)
@@ -326,9 +322,12 @@ def linearization(spans: dict, prefix: list, stuck: list, first: int | None, sta
     ax.set_yticks(list(rows.values()))
     ax.set_yticklabels([f"worker {t}" for t in rows])
     ax.set_ylim(-0.7, len(rows) - 0.3)
-    ax.set_xlim(lo - width * 0.03, pad_end + width * 0.02)
+    ax.set_xlim(-0.5, never + 0.5)
+    ticks = list(range(0, len(instants), max(1, len(instants) // 8)))
+    ax.set_xticks(ticks)
+    ax.set_xticklabels([f"{instants[k]:.3f}" for k in ticks], fontsize=7)
     ax.invert_yaxis()
-    ax.set_xlabel("time since start (s)")
+    ax.set_xlabel("time since start (s), compressed to the order of calls and returns")
     ax.set_title(f"longest linearizable prefix: {len(prefix)} ops (last {len(points)} shown); none of the "
                  f"{len(tries)} op(s) that could come next is legal" + (f"; #{first} returned first" if first is not None else ""),
                  fontsize=9)
