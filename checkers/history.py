@@ -15,30 +15,37 @@ from typing import Iterable, Iterator
 INVOKE, OK, FAIL, INFO = "invoke", "ok", "fail", "info"
 COMPLETIONS = (OK, FAIL, INFO)
 
-#: exit-6 codes whose reply proves nothing about durable state
-_UNCERTAIN_EXIT6 = frozenset(
-    {"clock-floor-persistence-failed", "publication-outcome-unknown", "claim-store-unavailable"}
+#: How a reply is recorded, by the contract's own words (§4, §5, §6, §8). The
+#: first matching row wins; this table is the rule, ``classify`` applies it, and
+#: docs/architecture.md ("Classification") prints it.
+CLASSIFICATION = (
+    ("exit 0, ok true, state committed (or no state: capabilities)", OK),
+    ("exit != 0, ok false, state unchanged: every semantic refusal, also exit 6 "
+     "clock-floor-persistence-failed, claim-store-unavailable and epoch-exhausted "
+     "(the reply says nothing changed)", FAIL),
+    ("state unknown: publication-outcome-unknown, claim-verify findings "
+     "(the reply says the outcome is unknown)", INFO),
+    ("no reply: crash, timeout, lost reply, unparseable output, not an object", INFO),
+    ("anything else: a reply contradicting itself (e.g. exit 0 with ok false, "
+     "exit 4 with state committed) proves nothing; the envelopes checker reports it", INFO),
 )
 
 
 def classify(exit_code: int | None, envelope: dict | None) -> str:
-    """``ok`` / ``fail`` / ``info`` for one reply, as design.md defines them.
+    """``ok`` / ``fail`` / ``info`` for one reply, by ``CLASSIFICATION``.
 
-    ``fail`` only when the reply proves nothing changed; anything uncertain is
-    ``info``. ``None`` for either argument (no reply at all) is ``info``.
+    ``fail`` means the reply itself says nothing changed (``state:
+    "unchanged"``): a definite answer, which a checker may hold the backend
+    to. ``info`` only when the reply says the outcome is unknown, or there is
+    no (coherent) reply at all. ``None`` for either argument is no reply.
     """
-    if exit_code is None or not isinstance(envelope, dict):
+    if not isinstance(exit_code, int) or isinstance(exit_code, bool) or not isinstance(envelope, dict):
         return INFO
-    state = envelope.get("state")
+    state, ok = envelope.get("state"), envelope.get("ok")
     if exit_code == 0:
-        return OK if envelope.get("ok") is True else INFO
-    code = (envelope.get("error") or {}).get("code") if isinstance(envelope.get("error"), dict) else None
-    if exit_code in (2, 3, 4, 5) and state == "unchanged":
+        return OK if ok is True and state in ("committed", None) else INFO
+    if ok is False and state == "unchanged":
         return FAIL
-    if exit_code == 6 and state == "unchanged" and code == "epoch-exhausted":
-        return FAIL
-    if exit_code == 6 and code in _UNCERTAIN_EXIT6:
-        return INFO
     return INFO
 
 
