@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from backends.contract.values import format_instant  # noqa: E402
 from checkers.invariants import INVARIANTS  # noqa: E402
-from checkers.invariants._common import prepare, shared_preparation  # noqa: E402
+from checkers.history import History  # noqa: E402
 
 NS = ["wbns_" + "1" * 32, "wbns_" + "2" * 32]
 ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
@@ -169,12 +169,12 @@ def main() -> int:
         tracemalloc.start()
     total = 0.0
     failed = []
-    with shared_preparation(history):
+    if True:
         t = time.perf_counter()
-        prepare(history)
+        history = History.of(history)
         dt = time.perf_counter() - t
         total += dt
-        print(f"{'prepare (shared pass)':<24} {dt:7.2f}s")
+        print(f"{'History.of (one pass)':<24} {dt:7.2f}s")
         for name, check in INVARIANTS.items():
             t = time.perf_counter()
             r = check(history, ctx)

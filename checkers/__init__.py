@@ -30,12 +30,14 @@ def default_checkers(include_linearizable: bool = True) -> dict:
     return out
 
 
-def run_checkers(history: list[dict], ctx: dict | None = None, checkers: dict | None = None) -> dict:
-    """Run ``checkers`` (default: ``default_checkers()``) and merge the verdicts."""
-    from checkers.invariants._common import shared_preparation
+def run_checkers(history, ctx: dict | None = None, checkers: dict | None = None) -> dict:
+    """Run ``checkers`` (default: ``default_checkers()``) over ``history`` (a
+    ``checkers.history.History`` or the records, read once here) and merge the
+    verdicts."""
+    from checkers.history import History
 
-    with shared_preparation(history):
-        return compose(checkers if checkers is not None else default_checkers())(history, ctx or {})
+    h = History.of(history)
+    return compose(checkers if checkers is not None else default_checkers())(h, ctx or {})
 
 
 __all__ = ["default_checkers", "run_checkers", "compose", "check_safe", "merge_valid"]

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from backends.contract import codes as C
 
-from ._common import Findings, Op, epoch_int, instant_ms, obj, prepare
+from checkers.history import epoch_int, instant_ms
+
+from ._common import Findings, obj, prepare
 
 SURFACE = {
     "capabilities": ("work-claim", "capabilities"),
@@ -62,27 +64,28 @@ OPERATION_ID_OPTIONAL = frozenset((C.Code.INVALID_REQUEST, C.Code.CAPABILITY_UNA
                                    C.Code.CANDIDATE_DIGEST_MISMATCH))
 
 
-def check(history: list[dict], ctx: dict | None = None) -> dict:
-    prep = prepare(history)
+def check(history, ctx: dict | None = None) -> dict:
+    """The shape of every reply was judged once, while the history was read
+    (``History.envelope_problems``); this reports it."""
+    h = prepare(history)
     out = Findings()
-    checked = 0
-    for op in prep.ops:
-        if op.env is None or op.f not in SURFACE:
-            continue
-        checked += 1
-        for problem in envelope_problems(op):
+    for op, problems in h.envelope_problems:
+        for problem in problems:
             out.add(
                 "malformed-envelope",
                 f"{op.f} reply (exit {op.exit}) by process {op.process}: {problem}. Envelope members, codes, "
                 "messages, exit and state are exact in version 1 (contract §8; vectors.md §9).",
                 op.indices, f=op.f, exit=op.exit, problem=problem,
             )
+    checked = sum(1 for op in h.ops if op.exit is not None and op.f in SURFACE)
     return out.result({"envelopes_checked": checked})
 
 
-def envelope_problems(op: Op) -> list[str]:
-    """Every way ``op``'s reply deviates from the contract's envelope shape."""
-    env, f, ex = op.env or {}, op.f, op.exit
+def envelope_problems(f, ex, env, req: dict) -> list[str]:
+    """Every way the reply ``env`` (exit ``ex``) to the request ``req`` of op
+    ``f`` deviates from the contract's envelope shape (the raw records)."""
+    if f not in SURFACE or not isinstance(env, dict):
+        return []
     ns, cmd = SURFACE[f]
     p: list[str] = []
     if env.get("namespace") != ns or env.get("command") != cmd:
@@ -100,7 +103,7 @@ def envelope_problems(op: Op) -> list[str]:
         _exact(p, "envelope", env, members)
         if f != "capabilities" and env.get("state") != "committed":
             p.append(f"success state is {env.get('state')!r}, not 'committed'")
-        if want_oid and env.get("operation_id") != op.req.get("operation_id"):
+        if want_oid and env.get("operation_id") != req.get("operation_id"):
             p.append("top-level operation_id does not echo the request")
         _result(p, f, obj(env.get("result")))
         return p
@@ -112,7 +115,7 @@ def envelope_problems(op: Op) -> list[str]:
     code = err.get("code") if isinstance(err, dict) else None
     if want_oid and ("operation_id" in env or code not in OPERATION_ID_OPTIONAL):
         members.add("operation_id")
-        if env.get("operation_id") != op.req.get("operation_id") and f == "publish":
+        if env.get("operation_id") != req.get("operation_id") and f == "publish":
             p.append("top-level operation_id does not echo the request")
     _exact(p, "error envelope", env, members)
     if not isinstance(err, dict):

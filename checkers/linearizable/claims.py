@@ -3,9 +3,12 @@
 State of one register (a hashable tuple):
 ``(last_epoch, active, revision, floor, outcomes)``
 
-* ``active``: ``(owner_id, epoch, issued_at, expires_at)`` or ``None``; a time
-  is ``None`` when the op that set it ended ``info`` (its decision time was
-  never seen) and is bound by the first reply that shows it.
+* ``active``: ``(owner_id, epoch, issued_at, expires_at)`` or ``None``. Times
+  are ints (ms) once a reply showed them. An op that ended ``info`` took
+  effect at an instant no reply showed, so what it set is ``Pending(lease,
+  lo, hi)``: the expiry is ``t + lease`` for the unseen decision time ``t``
+  in ``[lo, hi)`` (and an acquire's ``issued_at`` is ``t`` itself, ``None``
+  until bound). The first reply that shows the claim binds it, and must fit.
 * ``revision``: the ledger revision, or ``UNBOUND`` until a reply reveals it
   (the seeded bytes are not known to the checker unless ``ctx`` says).
 * ``floor``: the latest decision time linearized on this item. Time is the
@@ -15,22 +18,28 @@ State of one register (a hashable tuple):
   Decisions on other items of the namespace can only raise the real floor,
   so this is a sound lower bound.
 * ``outcomes``: stored publication outcomes, sorted ``(operation_id, digest,
-  succeeded, envelope | None)``; ``None`` = stored by an ``info`` publish,
-  bound by the first replay or ``publication-read``.
+  spec, env_id | None)``: ``spec`` is what was decided (see
+  ``claim_ops``), ``env_id`` the stored envelope's identity, ``None`` while
+  it was stored by an ``info`` publish and no replay or ``publication-read``
+  has shown it yet.
 
-The model is nondeterministic (``NondeterministicModel``, power set): an
-``info`` op (or an uncertain exit 6) may have had any of its possible effects
-at an unknown time, and is never rejected; a ``ledger-revision-conflict`` may
-be the unstored validation-time refusal or the stored commit-time one. So a
-correct backend's history is always linearizable, while e.g. a publish
-accepted under a fence whose epoch is not the active one (or after expiry),
-or two unexpired owners, has no linearization.
+The model is exact about indeterminate operations (``NondeterministicModel``,
+power set): an ``info`` op took effect exactly once, at some instant between
+its invoke and the end of the run, or never. Its effect, and any outcome it
+stores, is the one the contract prescribes for the register's state at that
+instant (§5, §6): a publish stores a fence rejection with the reason and the
+active owner/epoch of that state, a revision conflict whose details are the
+request's expected revision and the revision of that state, or a success
+writing its candidate. A stored outcome that no such instant produces - say a
+``ledger-revision-conflict`` naming the candidate as expected and the
+request's own expected revision as actual - has no linearization. A definite
+refusal (``state: "unchanged"``) is taken at its word: it changed nothing.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from backends.api import EPOCH_MAX
 from backends.contract import format_instant
@@ -40,21 +49,38 @@ from .claim_ops import active_tuple, history_to_operations, instant_ms
 from .model import UNKNOWN, NondeterministicModel, Operation
 
 UNBOUND = "<unbound>"
+ANY = "<any>"  # a detail of a prescribed outcome the history has not revealed
+NEVER = 1 << 62  # no upper bound on an unseen decision time
 State = tuple
+
+
+class Pending(NamedTuple):
+    """An expiry set at an unseen decision time ``t`` in ``[lo, hi)``: ``t + lease``."""
+
+    lease: int
+    lo: int
+    hi: int
 
 
 # --------------------------------------------------------------------------- binding what a reply shows
 
 
 def _bind_active(act: tuple | None, shown: tuple | None) -> tuple | None | bool:
-    """``act`` with its unknown times taken from ``shown``; False if they disagree."""
+    """``act`` with its unseen times taken from ``shown``; False if they cannot be."""
     if act is None or shown is None:
         return act if act is shown else False
     if act[0] != shown[0] or act[1] != shown[1]:
         return False
-    if (act[2] is not None and act[2] != shown[2]) or (act[3] is not None and act[3] != shown[3]):
+    issued, exp = act[2], act[3]
+    if type(exp) is Pending:
+        t = shown[3] - exp.lease
+        if not exp.lo <= t < exp.hi:
+            return False
+        if issued is None:
+            return shown if shown[2] == t else False
+    elif exp != shown[3]:
         return False
-    return shown
+    return shown if issued == shown[2] else False
 
 
 def _bind(le: int, act: tuple | None, shown: tuple | None) -> tuple | None | bool:
@@ -66,8 +92,29 @@ def _bind(le: int, act: tuple | None, shown: tuple | None) -> tuple | None | boo
     return _bind_active(act, shown[1])
 
 
+def _bind_expiry(act: tuple, x: int) -> tuple | bool:
+    """``act`` whose expiry is said to be ``x`` (a CAS tuple's expected expiry); False if it cannot be."""
+    issued, exp = act[2], act[3]
+    if type(exp) is Pending:
+        t = x - exp.lease
+        if not exp.lo <= t < exp.hi:
+            return False
+        return (act[0], act[1], t if issued is None else issued, x)
+    return act if exp == x else False
+
+
+def _expired(act: tuple, t: int) -> bool | None:
+    """Is ``act`` expired at time ``t`` (True / False / None: unknown)?"""
+    exp = act[3]
+    if type(exp) is Pending:
+        if t >= exp.hi - 1 + exp.lease:
+            return True
+        return False if t < exp.lo + exp.lease else None
+    return t >= exp
+
+
 def _with_outcome(outs: tuple, entry: tuple) -> tuple:
-    return tuple(sorted([o for o in outs if o[0] != entry[0]] + [entry], key=lambda o: (o[0], o[1])))
+    return tuple(sorted([o for o in outs if o[0] != entry[0]] + [entry], key=lambda o: o[0]))
 
 
 def _stored(outs: tuple, op_id: str) -> tuple | None:
@@ -75,6 +122,12 @@ def _stored(outs: tuple, op_id: str) -> tuple | None:
         if o[0] == op_id:
             return o
     return None
+
+
+def _fits(prescribed: tuple, shown: tuple | None) -> bool:
+    """A revealed outcome spec matches the one an ``info`` publish stored."""
+    return shown is not None and len(shown) == len(prescribed) and all(
+        p == ANY or p == v for p, v in zip(prescribed, shown))
 
 
 # --------------------------------------------------------------------------- claim ops
@@ -100,38 +153,40 @@ def _claim_ok(s: State, inp: tuple, out: tuple) -> list[State]:
     kind = inp[0]
     if kind == "acquire":
         witness = _bind(le, act, (inp[3], inp[4])) if inp[3] == le else False
-        if witness is False or (act is not None and witness[3] is not None and t < witness[3]) or le >= EPOCH_MAX:
+        if witness is False or (witness is not None and t < witness[3]) or le >= EPOCH_MAX:
             return []
         new = (inp[1], le + 1, t, t + inp[2])
         return [(le + 1, new, rev, t, outs)] if claim == new and rec == (le + 1, new) else []
     _, owner, epoch, expected_expires, lease = inp
-    if act is None or act[0] != owner or act[1] != epoch or act[3] not in (None, expected_expires):
+    if act is None or act[0] != owner or act[1] != epoch:
         return []
-    if t >= expected_expires:
+    bound = _bind_expiry(act, expected_expires)
+    if bound is False or t >= expected_expires:
         return []
     if kind == "renew":
-        issued = act[2] if act[2] is not None else claim[2]
-        new = (owner, epoch, issued, t + lease)
+        new = (owner, epoch, bound[2], t + lease)
         return [(le, new, rev, t, outs)] if claim == new and rec == (le, new) else []
-    released = _bind_active((owner, epoch, act[2], expected_expires), claim)
-    return [(le, None, rev, t, outs)] if released and rec == (le, None) else []
+    return [(le, None, rev, t, outs)] if claim == bound and rec == (le, None) else []
 
 
 def _claim_info(s: State, inp: tuple) -> list[State]:
-    """Any effect the op could have had at an unknown time >= floor (or none)."""
+    """Every effect the op could have had at an unseen instant (or none)."""
     le, act, rev, floor, outs = s
     kind = inp[0]
     if kind == "acquire":
-        if inp[3] != le or _bind_active(act, inp[4]) is False or le >= EPOCH_MAX:
+        bound = _bind(le, act, (inp[3], inp[4])) if inp[3] == le else False
+        if bound is False or le >= EPOCH_MAX:
             return [s]
-        return [s, (le + 1, (inp[1], le + 1, None, None), rev, floor, outs)]
-    _, owner, epoch, expected_expires, _ = inp
-    if act is None or act[0] != owner or act[1] != epoch or act[3] not in (None, expected_expires):
+        lo = floor if bound is None else max(floor, bound[3])  # a takeover decides at or after the expiry
+        return [s, (le + 1, (inp[1], le + 1, None, Pending(inp[2], lo, NEVER)), rev, floor, outs)]
+    _, owner, epoch, expected_expires, lease = inp
+    if act is None or act[0] != owner or act[1] != epoch or floor >= expected_expires:
+        return [s]  # a CAS mismatch, or already expired at any time it could have been decided
+    bound = _bind_expiry(act, expected_expires)
+    if bound is False:
         return [s]
-    if floor >= expected_expires:
-        return [s]  # already expired at any time it could have been decided
     if kind == "renew":
-        return [s, (le, (owner, epoch, act[2], None), rev, floor, outs)]
+        return [s, (le, (owner, epoch, bound[2], Pending(lease, floor, expected_expires)), rev, floor, outs)]
     return [s, (le, None, rev, floor, outs)]
 
 
@@ -139,19 +194,47 @@ def _claim_info(s: State, inp: tuple) -> list[State]:
 
 
 def _fence_reason(inp: tuple, act: tuple | None, t: int | None) -> str | None:
-    """The engine's fence verdict; ``None`` = passes. ``t=None``: time unknown."""
-    _, _, _, _, _, fence_here, owner, epoch = inp
-    if not fence_here:
-        return "fence-elsewhere"  # namespace or item mismatch; the exact reason is checked by shape checkers
+    """The engine's fence verdict at ``t`` (None: passes); ``t=None`` or an
+    unseen expiry: the expiry is not judged."""
+    static, owner, epoch = inp[5], inp[6], inp[7]
+    if static is not None:
+        return static
     if act is None:
         return "no-active-claim"
     if act[0] != owner:
         return "owner-mismatch"
     if act[1] != epoch:
         return "epoch-mismatch"
-    if t is not None and act[3] is not None and t >= act[3]:
+    if t is not None and _expired(act, t) is True:
         return "claim-expired"
     return None
+
+
+def _owner_epoch(act: tuple | None) -> tuple:
+    return (None, None) if act is None else (act[0], act[1])
+
+
+def _info_publish(s: State, inp: tuple) -> list[State]:
+    """What an unseen publish decision could have stored, by the state it met (§6 steps 7-9)."""
+    le, act, rev, floor, outs = s
+    op_id, dg, expected_rev, candidate = inp[1], inp[2], inp[3], inp[4]
+    states = [s]  # it never ran, or was refused before the commit boundary (nothing stored)
+
+    def store(spec: tuple, new_rev: str = rev) -> None:
+        states.append((le, act, new_rev, floor, _with_outcome(outs, (op_id, dg, spec, None))))
+
+    reason = _fence_reason(inp, act, None)
+    if reason is not None:
+        store(("claim-fence-rejected", reason, *_owner_epoch(act)))
+        return states
+    store(("claim-fence-rejected", "claim-expired", act[0], act[1]))  # decided once the lease had run out
+    if _expired(act, floor) is True:
+        return states
+    if rev in (UNBOUND, expected_rev):
+        store(("ok", candidate, le, act[0], act[1]), candidate)
+    if rev != expected_rev:
+        store(("ledger-revision-conflict", expected_rev, ANY if rev == UNBOUND else rev))
+    return states
 
 
 def _publish(s: State, inp: tuple, out: Any) -> list[State]:
@@ -159,49 +242,50 @@ def _publish(s: State, inp: tuple, out: Any) -> list[State]:
     op_id, dg, expected_rev, candidate = inp[1], inp[2], inp[3], inp[4]
     stored = _stored(outs, op_id)
     if out is UNKNOWN:
-        if stored is not None:
-            return [s]
-        states = [s, (le, act, rev, floor, _with_outcome(outs, (op_id, dg, False, None)))]
-        definitely_expired = act is not None and act[3] is not None and floor >= act[3]
-        if _fence_reason(inp, act, None) is None and not definitely_expired and rev in (UNBOUND, expected_rev):
-            states.append((le, act, candidate, floor, _with_outcome(outs, (op_id, dg, True, None))))
-        return states
+        return [s] if stored is not None else _info_publish(s, inp)
     code, t, rec, payload = out
-    envelope = payload[-1]
     if code == "idempotency-conflict":
         return [s] if stored is not None and stored[1] != dg and payload[0] == stored[1] else []
+    if code == "ok":
+        committed, env_id, spec, fence_echo = payload
+    elif code == "claim-fence-rejected":
+        reason, a_owner, a_epoch, env_id, s_owner, s_epoch = payload
+        spec = (code, reason, a_owner, a_epoch)
+    else:  # ledger-revision-conflict
+        actual, env_id, d_expected = payload
+        spec = (code, d_expected, actual)
     if stored is not None:  # a replay: the stored envelope verbatim, old observed_at and all
-        if stored[1] != dg or stored[2] != (code == "ok"):
+        if stored[1] != dg:
             return []
         if stored[3] is None:
-            return [(le, act, rev, floor, _with_outcome(outs, (op_id, dg, stored[2], envelope)))]
-        return [s] if stored[3] == envelope else []
+            return [(le, act, rev, floor, _with_outcome(outs, (op_id, dg, spec, env_id)))] \
+                if _fits(stored[2], spec) else []
+        return [s] if stored[3] == env_id else []
     if code == "ledger-revision-conflict":
-        actual = payload[0]
-        if actual == expected_rev or rev not in (UNBOUND, actual):
+        # details name the request's expected revision and the durable one, which differ (§6 step 8)
+        if d_expected != expected_rev or actual is None or actual == expected_rev or rev not in (UNBOUND, actual):
             return []
-        return [(le, act, actual, floor, outs),  # validation-time refusal, not stored
-                (le, act, actual, floor, _with_outcome(outs, (op_id, dg, False, envelope)))]
+        states = [(le, act, actual, floor, outs)]  # validation-time refusal, not stored
+        if _fence_reason(inp, act, None) is None and _expired(act, floor) is not True:
+            states.append((le, act, actual, floor, _with_outcome(outs, (op_id, dg, spec, env_id))))
+        return states
     if t < floor:
         return []
     if code == "claim-fence-rejected":
-        reason, active_owner, active_epoch, _ = payload
-        if (active_owner, active_epoch) != ((act[0], act[1]) if act else (None, None)):
+        if (a_owner, a_epoch) != _owner_epoch(act) or (s_owner, s_epoch) != (inp[6], inp[7]):
             return []
         expected_reason = _fence_reason(inp, act, t)
-        unknown_expiry = act is not None and act[3] is None and expected_reason is None
-        if not (reason == expected_reason or (expected_reason == "fence-elsewhere"
-                                               and reason in ("ledger-namespace-mismatch", "item-id-mismatch"))
-                or (unknown_expiry and reason == "claim-expired")):
+        unseen_expiry = expected_reason is None and act is not None and _expired(act, t) is None
+        if not (reason == expected_reason or (unseen_expiry and reason == "claim-expired")):
             return []
-        return [(le, act, rev, t, _with_outcome(outs, (op_id, dg, False, envelope)))]
+        return [(le, act, rev, t, _with_outcome(outs, (op_id, dg, spec, env_id)))]
     # fresh success
     bound = _bind(le, act, rec)
     if bound is False or _fence_reason(inp, bound, t) is not None or rev not in (UNBOUND, expected_rev):
         return []
-    if payload[0] != candidate:
+    if committed != candidate or not fence_echo:
         return []
-    return [(le, bound, candidate, t, _with_outcome(outs, (op_id, dg, True, envelope)))]
+    return [(le, bound, candidate, t, _with_outcome(outs, (op_id, dg, spec, env_id)))]
 
 
 def _publication_read(s: State, inp: tuple, out: tuple) -> list[State]:
@@ -209,12 +293,14 @@ def _publication_read(s: State, inp: tuple, out: tuple) -> list[State]:
     stored = _stored(outs, inp[1])
     if out[0] == "operation-not-found":
         return [s] if stored is None else []
-    dg, succeeded, envelope = out[3]
-    if stored is None or stored[1] != dg or stored[2] != succeeded:
+    dg, _succeeded, env_id, spec = out[3]
+    if stored is None or stored[1] != dg:
         return []
     if stored[3] is None:
-        return [(le, act, rev, floor, _with_outcome(outs, (stored[0], dg, succeeded, envelope)))]
-    return [s] if stored[3] == envelope else []
+        if not _fits(stored[2], spec):
+            return []
+        return [(le, act, rev, floor, _with_outcome(outs, (stored[0], dg, spec, env_id)))]
+    return [s] if stored[3] == env_id else []
 
 
 # --------------------------------------------------------------------------- the step
@@ -231,7 +317,7 @@ def claim_step(s: State, inp: tuple, out: Any) -> list[State]:
         return _publication_read(s, inp, out)
     le, act, rev, floor, outs = s
     code, t, rec, _ = out
-    if t is not None and t < floor:
+    if t < floor:
         return []  # decision time went back past a persisted decision
     if kind == "read":
         bound = _bind(le, act, rec)
@@ -253,6 +339,8 @@ def _describe_state(s: State) -> str:
 
 def _instant(ms) -> str:
     """Backend times as the contract writes them (ms since the epoch otherwise unreadable)."""
+    if type(ms) is Pending:
+        return f"t+{ms.lease}ms, t in [{_instant(ms.lo)}, {'...' if ms.hi >= NEVER else _instant(ms.hi)})"
     return format_instant(ms) if isinstance(ms, int) and ms > 0 else str(ms)
 
 
@@ -294,7 +382,7 @@ def initial_states(durable: dict | None) -> dict:
 # --------------------------------------------------------------------------- the checker
 
 
-def check(history: list[dict], ctx: dict) -> dict:
+def check(history, ctx: dict) -> dict:
     """Linearizability of a claim-chaos history, one register per (namespace, item).
 
     ``ctx`` may hold ``timeout`` (seconds, default 60), ``initial_durable``
