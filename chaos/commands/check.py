@@ -1,7 +1,8 @@
 """``chaos check RUN_DIR``: re-check a stored run without running anything.
 
-Reads ``RUN_DIR/history.jsonl`` (and ``test.yaml`` / ``results.json`` for the
-checker context when present), runs the standard checkers, prints one line per
+Reads ``RUN_DIR/history.jsonl`` once, streaming (``checkers.history.History``;
+``test.yaml`` / ``results.json`` give the checker context when present), runs
+the standard checkers over that one history, prints one line per
 checker and every anomaly's explanation, and exits 0 valid / 1 invalid /
 2 unknown. ``--write`` stores the ``checkers`` section and the new verdict back
 into ``results.json`` (a run whose requested faults never took effect stays
@@ -17,7 +18,7 @@ import os
 
 from chaos.errors import ExitCode, UsageError
 from checkers import default_checkers, run_checkers
-from checkers.history import read_history
+from checkers.history import History
 
 _VERDICT_EXIT = {True: ExitCode.VALID, False: ExitCode.INVALID, "unknown": ExitCode.UNKNOWN}
 
@@ -57,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     if not os.path.isfile(path):
         raise UsageError(f"chaos check: {run_dir}: no history.jsonl in this directory")
     try:
-        history = read_history(path)
+        history = History.read(path)
     except (OSError, ValueError) as e:
         raise UsageError(f"chaos check: {path}: unreadable history ({e})") from None
     checkers = default_checkers(include_linearizable=not args.no_linearizable)

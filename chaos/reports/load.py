@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from checkers.history import History
+
 VERDICTS = ("valid", "invalid", "unknown")
 
 
@@ -21,7 +23,7 @@ VERDICTS = ("valid", "invalid", "unknown")
 class RunData:
     run_dir: str
     results: dict = field(default_factory=dict)
-    history: list = field(default_factory=list)
+    history: History = field(default_factory=History)
     test: dict = field(default_factory=dict)
     problems: list = field(default_factory=list)
 
@@ -97,26 +99,16 @@ def _yaml(path: str, problems: list):
         return None
 
 
-def _history(path: str, problems: list) -> list[dict]:
-    """Every parseable line; a torn tail or a corrupt line is reported, not fatal."""
-    ops: list[dict] = []
+def _history(path: str, problems: list) -> History:
+    """The history read once (``History.read``, tolerant): a torn tail or a
+    corrupt line is reported, not fatal."""
     try:
-        f = open(path, "rb")
+        h = History.read(path, tolerant=True)
     except FileNotFoundError:
         problems.append("no history.jsonl")
-        return ops
-    with f:
-        for n, raw in enumerate(f, 1):
-            if not raw.endswith(b"\n"):
-                problems.append(f"history.jsonl: torn last line {n} skipped (the run was killed mid-write)")
-                break
-            if not raw.strip():
-                continue
-            try:
-                op = json.loads(raw)
-            except ValueError:
-                problems.append(f"history.jsonl: line {n} is not JSON, skipped")
-                continue
-            if isinstance(op, dict):
-                ops.append(op)
-    return ops
+        return History()
+    except OSError as e:
+        problems.append(f"history.jsonl unreadable: {e}")
+        return History()
+    problems.extend(h.problems)
+    return h
