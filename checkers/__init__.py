@@ -2,7 +2,7 @@
 
 Public facade:
 
-* ``default_checkers(include_linearizable=True) -> {name: check}``: the eight
+* ``default_checkers(include_linearizable=True) -> {name: check}``: the
   invariants of ``checkers.invariants`` plus ``"linearizable"`` when
   ``checkers.linearizable.check`` is available.
 * ``run_checkers(history, ctx, checkers=None) -> {"valid", "checkers"}``.

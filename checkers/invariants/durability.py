@@ -16,15 +16,17 @@ by operation id), §8 (``state: "unchanged"``). Checks:
    acknowledged decision time; the final revision is the last accepted
    candidate (unless an uncertain publish or legacy write may have followed);
    every acknowledged stored outcome is present;
-4. a failed acquire (``state: "unchanged"``) did not install its owner (no
-   generation shows that owner issued at that decision time), and epochs were
-   not consumed beyond what successful and uncertain acquires account for.
+4. a reply that says ``state: "unchanged"`` changed nothing (``unchanged``:
+   a refused acquire installed no generation, a refused release freed
+   nothing, a refused publish stored no outcome; epochs are not consumed
+   beyond what successful and uncertain acquires account for).
 """
 
 from __future__ import annotations
 
 from . import leases as _leases
-from ._common import BAD, Findings, Op, at, epoch_int, fmt_tuple, instant_ms, obj, prepare, realtime_regressions
+from . import unchanged
+from ._common import BAD, Findings, Op, at, fmt_tuple, prepare, realtime_regressions
 from .floors import decision_time, fresh_publishes
 from .idempotence import is_stored_kind
 
@@ -72,67 +74,9 @@ def check(history, ctx: dict | None = None) -> dict:
         )
 
     lease_map = _leases.build(prep)
-    _check_unchanged(out, prep, lease_map)
+    unchanged.check_unchanged(out, prep, lease_map, ctx or {})
     final = _check_final(out, prep, fresh)
     return out.result({"final_state": final})
-
-
-def _check_unchanged(out: Findings, prep, lease_map) -> None:
-    explained: set[tuple] = set()  # (tuple, owner, issued_at) of ok acquires
-    uncertain_owner: set[tuple] = set()
-    uncertain_count: dict[tuple, int] = {}
-    failed: list[Op] = []
-    low: dict[tuple, int] = {}
-    high: dict[tuple, tuple[int, Op]] = {}
-    for op in prep.ops:
-        key = op.key
-        if key is None or op.f not in CLAIM_FS:
-            continue
-        if op.f == "acquire":
-            if op.uncertain:
-                uncertain_owner.add((key, op.owner))
-                uncertain_count[key] = uncertain_count.get(key, 0) + 1
-            elif op.type == "ok":
-                explained.add((key, op.owner, op.claim[2] if op.claim not in (None, BAD) else None))
-                if op.w_le is not None:
-                    low[key] = min(low.get(key, op.w_le), op.w_le)
-            elif op.type == "fail" and op.t is not None:
-                failed.append(op)
-        le = op.le if op.definite and op.le is not None and op.le >= 0 else None
-        if le is not None:
-            low[key] = min(low.get(key, le), le)
-            if key not in high or le > high[key][0]:
-                high[key] = (le, op)
-
-    for op in failed:
-        key, owner, t = op.key, op.owner, op.t
-        if (key, owner, t) in explained or (key, owner) in uncertain_owner:
-            continue
-        for e, g in lease_map.get(key, {}).items():
-            if g.owner == owner and g.issued_ms == t:
-                out.add(
-                    "failed-acquire-took-effect",
-                    f"Tuple {fmt_tuple(key)}: acquire by {owner!r} was refused at {at(t)} with "
-                    f"{op.code} (state unchanged), yet epoch {e} shows that owner issued at that very "
-                    "decision time. A rejection commits only the floor; claim and epoch stay unchanged "
-                    "(contract §4, §8).",
-                    [*op.indices, *g.first_op.indices], tuple=list(key), epoch=str(e), owner=owner,
-                )
-
-    for key, (hi, hi_op) in high.items():
-        lo = low.get(key, hi)
-        seen = sum(1 for e, g in lease_map.get(key, {}).items() if lo < e <= hi and g.owner)
-        missing = (hi - lo) - seen
-        if missing > uncertain_count.get(key, 0):
-            out.add(
-                "epoch-consumed-silently",
-                f"Tuple {fmt_tuple(key)}: last_epoch rose from {lo} to {hi}, but only {seen} of those epochs were "
-                f"ever shown as a claim and only {uncertain_count.get(key, 0)} acquire(s) had an unknown outcome. "
-                f"{missing - uncertain_count.get(key, 0)} epoch(s) were allocated by operations that reported "
-                "no change. Only a successful acquire allocates an epoch (contract §5 Acquire, §8).",
-                hi_op.indices, tuple=list(key), low=str(lo), high=str(hi), shown=seen,
-                uncertain_acquires=uncertain_count.get(key, 0),
-            )
 
 
 def _check_final(out: Findings, prep, fresh: set[int]) -> str:

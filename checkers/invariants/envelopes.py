@@ -64,6 +64,10 @@ OPERATION_ID_OPTIONAL = frozenset((C.Code.INVALID_REQUEST, C.Code.CAPABILITY_UNA
                                    C.Code.CANDIDATE_DIGEST_MISMATCH))
 
 
+#: a problem that is the §2 rule, not a shape rule: it gets its own anomaly type
+OTHER_TUPLE = "the reply names another tuple"
+
+
 def check(history, ctx: dict | None = None) -> dict:
     """The shape of every reply was judged once, while the history was read
     (``History.envelope_problems``); this reports it."""
@@ -71,6 +75,15 @@ def check(history, ctx: dict | None = None) -> dict:
     out = Findings()
     for op, problems in h.envelope_problems:
         for problem in problems:
+            if problem.startswith(OTHER_TUPLE):
+                out.add(
+                    "reply-for-another-tuple",
+                    f"{op.f} reply by process {op.process}: {problem}. Every claim key is the immutable tuple "
+                    "(ledger_namespace, item_id); a wrong ledger or item never falls through to another record "
+                    "(contract §2, §6 step 7).",
+                    op.indices, f=op.f, problem=problem,
+                )
+                continue
             out.add(
                 "malformed-envelope",
                 f"{op.f} reply (exit {op.exit}) by process {op.process}: {problem}. Envelope members, codes, "
@@ -92,6 +105,7 @@ def envelope_problems(f, ex, env, req: dict) -> list[str]:
         p.append(f"namespace/command are {env.get('namespace')!r}/{env.get('command')!r}, expected {ns!r}/{cmd!r}")
     if env.get("contract_version") != 1 or isinstance(env.get("contract_version"), bool):
         p.append(f"contract_version is {env.get('contract_version')!r}, not 1")
+    _same_tuple(p, env, req)
     want_oid = f in PUBLICATION_FS
     ok = env.get("ok")
     if ok is True:
@@ -152,6 +166,19 @@ def envelope_problems(f, ex, env, req: dict) -> list[str]:
     if code == C.Code.CLAIM_STORE_UNAVAILABLE and not isinstance(obj(details).get("reason"), str):
         p.append("claim-store-unavailable details carry no reason")
     return p
+
+
+def _same_tuple(p: list[str], env: dict, req: dict) -> None:
+    """Every tuple a reply names (read-backs, details, result) is the request's."""
+    want = (req.get("ledger_namespace"), req.get("item_id"))
+    if not isinstance(want[0], str) or not isinstance(want[1], str):
+        return
+    r, d = obj(env.get("result")), obj(obj(env.get("error")).get("details"))
+    for where, part in (("result.read_back", r.get("read_back")), ("result.claim_read_back", r.get("claim_read_back")),
+                        ("result", r if "item_id" in r else None), ("error.details", d if "item_id" in d else None)):
+        if isinstance(part, dict) and (part.get("ledger_namespace"), part.get("item_id")) != want:
+            p.append(f"{OTHER_TUPLE}: {where} is ({part.get('ledger_namespace')}, {part.get('item_id')}), "
+                     f"the request's is ({want[0]}, {want[1]})")
 
 
 def _exact(p: list[str], what: str, value: dict, members) -> None:

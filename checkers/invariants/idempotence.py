@@ -23,7 +23,7 @@ Checks:
 
 from __future__ import annotations
 
-from ._common import Findings, Op, obj, prepare
+from ._common import Findings, Op, prepare
 
 #: rejections that are always stored. A revision conflict is stored when found
 #: inside the commit boundary but not when found at validation time (vectors.md

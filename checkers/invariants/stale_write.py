@@ -33,27 +33,27 @@ from __future__ import annotations
 import bisect
 
 from . import leases as _leases
-from ._common import BAD, Findings, History, Op, at, fmt_tuple, initial_revisions, obj, prepare
+from ._common import BAD, Findings, History, Op, at, fmt_tuple, initial_revisions, prepare
 
 
-def revealed_outcomes(h: History) -> dict[str, tuple[tuple, Op | None]]:
-    """``operation_id -> (outcome spec, op that shows it)`` for every stored
+def revealed_outcomes(h: History) -> dict[str, tuple[tuple, Op | None, str | None]]:
+    """``operation_id -> (outcome spec, op that shows it, operation_digest)`` for every stored
     publication outcome a ``publication-read`` or the final durable state
     shows (``op`` None: the final state); ``checkers.history.outcome_spec``
     says what a spec holds. Cached on the history."""
     got = h.derived.get("revealed_outcomes")
     if got is not None:
         return got
-    out: dict[str, tuple[tuple, Op | None]] = {}
+    out: dict[str, tuple[tuple, Op | None, str | None]] = {}
     for op in h.ops:
         if op.f == "publication-read" and op.type == "ok":
-            oid, _dg, _ex, _env, spec = op.outcome
+            oid, dg, _ex, _env, spec = op.outcome
             if oid is not None and spec is not None and oid not in out:
-                out[oid] = (spec, op)
+                out[oid] = (spec, op, dg)
     if h.final is not None:
-        for oid, _ns, _item, _dg, _ex, _env, spec in h.final.outcomes:
+        for oid, _ns, _item, dg, _ex, _env, spec in h.final.outcomes:
             if isinstance(oid, str) and spec is not None and oid not in out:
-                out[oid] = (spec, None)
+                out[oid] = (spec, None, dg)
     h.derived["revealed_outcomes"] = out
     return out
 
@@ -96,10 +96,11 @@ def check(history, ctx: dict | None = None) -> dict:
             possible.setdefault(key, set()).add(cand)
             uncertain.append(op)
     for op in uncertain:  # lost replies: a later read may show what was stored
-        spec, proof = revealed.get(op.oid, (None, None))
+        spec, proof, digest = revealed.get(op.oid, (None, None, None))
         if spec is None:
             maybe.setdefault(op.key, set()).add(op.cand)
-        elif spec[0] == "ok" and spec[1] == op.cand and spec[3] is not None and op.oid not in seen_oids:
+        elif spec[0] == "ok" and digest == op.digest and spec[1] == op.cand and spec[3] is not None \
+                and op.oid not in seen_oids:
             seen_oids.add(op.oid)
             accepted.setdefault(op.key, []).append((spec[3], op, proof))
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from checkers.history import BAD, FAIL, INFO, OK, History, Op, instant_ms  # noqa: F401 - instant_ms re-exported
+from checkers.history import BAD, FAIL, OK, History, Op, instant_ms  # noqa: F401 - instant_ms re-exported
 
 from .model import INF, UNKNOWN, Operation
 
