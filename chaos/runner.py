@@ -23,12 +23,11 @@ run the checkers and write ``results.json``.
      "stats": {"ops", "ok", "fail", "info", "duration_s"},
      "started_at", "finished_at" (UTC ISO-8601), "run_dir",
      "notes": [plain-language reasons for an unknown verdict, ...],
-     "target": {"backend", "spec", ...: the system under test (chaos.targets),
+     "target": {"backend", "spec", ...: the system under test (chaos.sut),
                 for postgres also "schema", "own_server", "through_proxy",
                 "server_dir", "postmaster_pids"}}
 
-The system under test comes from ``chaos.targets`` (sqlite, postgres,
-gitjournal, external). Every client completion in the history carries
+The system under test comes from its backend object (``chaos.sut.get(cfg.backend)``). Every client completion in the history carries
 ``wall_ms``: the worker's own ``time.time()`` at its reply.
 
 A requested fault that never took effect makes an otherwise valid run
@@ -53,7 +52,6 @@ from chaos.faults import procs
 from chaos.history_store import HistoryWriter
 from chaos.nemesis import Coverage, compose_packages
 from chaos.store import RunDir, clean_stale_tmp
-from chaos.targets import make_target
 from chaos.watchdog import start_time
 from chaos.worker import Slot
 from checkers.history import final_state_records
@@ -91,7 +89,12 @@ class RunConfig:
 
 def nemesis_opts(cfg: RunConfig) -> dict:
     """What the nemesis packages are built from (pure data of the config)."""
-    return dict(cfg.nemesis_opts, workers=cfg.workers, backend=cfg.backend)
+    return dict(cfg.nemesis_opts, workers=cfg.workers, backend=cfg.backend, **backend_options(cfg))
+
+
+def backend_options(cfg: RunConfig) -> dict:
+    """The backend's own options (``chaos.sut.base.OPTIONS``) of a run."""
+    return {"dsn": cfg.dsn, "command": cfg.backend_command, "profile": cfg.profile, "factory": cfg.factory}
 
 
 def plan_schedule(cfg: RunConfig, cycles_per_worker: int = 40) -> list[dict]:
@@ -150,7 +153,10 @@ class Run:
 
     def _faults(self, run: RunDir):
         clock_faults, fsync = {}, None
-        if "fsync" in self.cfg.nemesis and self.cfg.backend != "postgres":  # postgres: the server's own shim
+        from chaos import sut
+
+        abilities = sut.get(self.cfg.backend).abilities(backend_options(self.cfg))
+        if "fsync" in self.cfg.nemesis and abilities.has("fsync", via="workers"):  # else: the server's own shim
             from chaos.faults.failsync import FsyncFault
 
             fsync = FsyncFault(os.path.join(run.tmp, "failsync"))
@@ -189,7 +195,7 @@ class Run:
         with open(os.path.join(run.tmp, ".owner"), "w") as f:
             f.write(str(os.getpid()))
         started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        from chaos.targets import redact_dsn
+        from chaos.sut.base import redact_dsn
 
         run.write_yaml("test.yaml", dict(asdict(cfg), dsn=redact_dsn(cfg.dsn)))
         run.write_jsonl("schedule.jsonl", plan_schedule(cfg))
@@ -203,7 +209,9 @@ class Run:
         try:
             ccfg = ClaimsConfig(**cfg.claims)
             client_gen, world = claims_workload(cfg.seed, ccfg)
-            target = make_target(cfg, run, self._note_pid, self._note_dir)
+            from chaos import sut
+
+            target = sut.get(cfg.backend, runs=True).target(cfg, run, self._note_pid, self._note_dir)
             self.cleanups.append(target.close)
             target.setup(world.namespaces, world.durable())
             spec, capabilities = target.spec, target.capabilities

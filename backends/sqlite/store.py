@@ -77,7 +77,11 @@ def connect(path: str, create: bool = False, timeout: float = BUSY_TIMEOUT_S) ->
 
 
 class SqliteStore:
-    """Durable storage in one SQLite file (see the module docstring)."""
+    """Durable storage in one SQLite file (see the module docstring).
+    ``txn_class`` is what a transaction yields (the issue-lock store reuses
+    the connection pool and the commit-failure mapping with its own rows)."""
+
+    txn_class = SqliteTxn
 
     def __init__(self, path: str, busy_timeout_s: float = BUSY_TIMEOUT_S):
         self.path = os.path.abspath(path)
@@ -152,7 +156,7 @@ class SqliteStore:
                     raise StoreUnavailable("database-locked", f"BEGIN: {e}") from e
                 raise StoreUnavailable("database-unopenable", f"BEGIN: {e}") from e
             try:
-                yield SqliteTxn(conn, write)
+                yield self.txn_class(conn, write)
             except BaseException:
                 self._rollback(conn)
                 raise

@@ -36,7 +36,6 @@ from backends.api import FileClock, Hooks, Reply, SystemClock
 from backends.contract import REQUEST_MAX_BYTES, compact_json
 from chaos.errors import UsageError
 
-BACKENDS = ("reference", "sqlite", "postgres", "gitjournal")
 CLAIM_OPS = {"capabilities": "capabilities", "read": "read", "acquire": "acquire", "renew": "renew",
              "release": "release", "verify": "publication-read"}
 LEGACY_OPS = {"transition-v1": "legacy-transition", "create-v1": "legacy-create"}
@@ -45,7 +44,9 @@ ACTIONS = ("provision", "claim", "publish-claimed", "claim-verify", "legacy", "a
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("name", choices=BACKENDS, help="backend")
+    from chaos import sut
+
+    parser.add_argument("name", choices=sut.names(cli=True), help="backend")
     parser.add_argument("action", choices=ACTIONS)
     parser.add_argument("sub", nargs="?", default=None, help="claim / legacy / admin operation")
     parser.add_argument("--ledger", default=None, help="ledger directory (gitjournal, sqlite, reference)")
@@ -125,18 +126,16 @@ def _ledger(args) -> str:
 
 
 def spec_for(args) -> dict:
-    if args.name == "gitjournal":
-        spec = {"backend": "gitjournal", "ledger": _ledger(args)}
-        if args.lock_wait_ms is not None:
-            spec["lock_wait_ms"] = args.lock_wait_ms
-        return spec
-    if args.name == "sqlite":
-        return {"backend": "sqlite", "path": os.path.join(_ledger(args), "claims.db")}
-    if args.name == "postgres":
-        if not args.dsn:
-            raise UsageError("chaos backend postgres: --dsn is required")
-        return {"backend": "postgres", "dsn": args.dsn, **({"schema": args.schema} if args.schema else {})}
-    return {"backend": "reference", "path": os.path.join(_ledger(args), "reference.json")}
+    from chaos import sut
+
+    return sut.get(args.name).cli_spec(_where(args), args)
+
+
+def _where(args) -> str:
+    """The ledger directory of a backend that stores in one (else ``--ledger`` as given)."""
+    from chaos import sut
+
+    return _ledger(args) if sut.get(args.name).cli_ledger else (args.ledger or "")
 
 
 @contextlib.contextmanager
@@ -179,32 +178,11 @@ def provision(args) -> dict:
     """Provision the endpoint; returns ``{backend, ledger, namespaces}``."""
     from backends.gitjournal.ledger import new_namespace
 
+    from chaos import sut
+
     namespaces = args.namespace or [new_namespace()]
     paths = json.loads(args.write_paths) if args.write_paths else None
-    if args.name == "gitjournal":
-        from backends.gitjournal import ledger as gl
-
-        if len(namespaces) != 1:
-            raise UsageError("chaos backend gitjournal: a Git ledger binds exactly one namespace")
-        try:
-            gl.provision(_ledger(args), namespaces[0])
-        except (gl.AlreadyProvisioned, gl.NotAGitLedger) as e:
-            raise UsageError(f"chaos backend gitjournal provision: {e}") from None
-    elif args.name == "sqlite":
-        from backends.sqlite import admin
-
-        admin.provision(spec_for(args)["path"], namespaces, write_paths=paths)
-    elif args.name == "postgres":
-        from backends.registry import open_backend
-
-        spec = {**spec_for(args), "namespaces": namespaces, **({"write_paths": paths} if paths else {})}
-        open_backend(spec, clock(), Hooks()).close()
-    else:
-        os.makedirs(_ledger(args), exist_ok=True)
-        path = spec_for(args)["path"]
-        config = {"namespaces": namespaces, **({"write_paths": paths} if paths else {})}
-        with open(path, "x") as f:
-            json.dump({"config": config, "durable": {}}, f)
+    sut.get(args.name).cli_provision(_where(args), namespaces, paths, args)
     return {"backend": args.name, "ledger": args.ledger, "namespaces": namespaces}
 
 
@@ -309,7 +287,9 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "admin":
         return admin(args)
     op = operation(args)
-    if op == "verify" and args.name != "gitjournal":
+    from chaos import sut
+
+    if op == "verify" and not sut.get(args.name).abilities()["claim-verify"].ok:
         raise UsageError(f"chaos backend {args.name}: claim-verify is a merge-coordinated (gitjournal) operation")
     with opened(args) as backend:
         if op == "publish" and args.name == "gitjournal" and not backend.provisioned:

@@ -22,7 +22,6 @@ import os
 import sys
 from pathlib import Path
 
-from backends.registry import KNOWN
 from chaos.conform.suite import Report, run_conformance
 from chaos.errors import UsageError
 
@@ -30,7 +29,10 @@ VECTORS_REL = Path("..") / "shared" / "vectors" / "work-claims"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--backend", required=True, choices=KNOWN, help="backend to replay the vectors against")
+    from chaos import sut
+
+    parser.add_argument("--backend", required=True, choices=sut.names(conforms=True),
+                        help="backend to replay the vectors against")
     parser.add_argument("--vectors", type=Path, default=None,
                         help="vectors directory (default: ../shared/vectors/work-claims, else $CHAOS_VECTORS)")
     parser.add_argument("--case", action="append", default=None, metavar="NAME",
@@ -59,12 +61,16 @@ def default_vectors() -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
+    from chaos import sut
+
     if args.factory is not None and args.backend != "python":
         raise UsageError("--factory is only for --backend python")
     if args.backend == "python":
         from chaos.conform.adapters.python import check_factory
 
         check_factory(args.factory)
+    sut.get(args.backend, conforms=True).check({"command": args.external_command, "factory": args.factory,
+                                                "profile": str(args.profile) if args.profile else None})
     vectors = args.vectors if args.vectors is not None else default_vectors()
     options = {"command": args.external_command, "profile": str(args.profile) if args.profile else None,
                "factory": args.factory}
@@ -88,7 +94,7 @@ def _print_row(result) -> None:
     print(f"{result.case:<36} {result.status:<20} {result.seconds:>7.2f}s", flush=True)
     if result.status == "not-applicable":
         for note in result.notes[:1]:
-            print(f"    reason: {note}")
+            print(f"    not applicable: {note}")
 
 
 def _print_summary(report: Report) -> None:

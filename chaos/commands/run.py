@@ -22,7 +22,9 @@ from chaos.errors import UsageError
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--backend", default="sqlite", help="sqlite (default), postgres, gitjournal, external or python")
+    from chaos import sut
+
+    p.add_argument("--backend", default="sqlite", help=f"one of {', '.join(sut.names(runs=True))} (default sqlite)")
     p.add_argument("--factory", default=None,
                    help='python: "module:function" opening your backend class (docs/backend-authors.md); '
                         "it gets the run's SQLite file path in spec['path']")
@@ -47,40 +49,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def build_config(args: argparse.Namespace):
-    from chaos.nemesis import NEMESES, supported
+    from chaos.nemesis import NEMESES, support, supported
     from chaos.random import fresh_seed
     from chaos.runner import RunConfig
     from workloads import scenario as scenarios
 
     if args.workload != "claims":
         raise UsageError(f"unknown workload {args.workload!r} (known: claims)")
-    from chaos.nemesis import support
-    from chaos.targets import BACKENDS
+    from chaos import sut
 
-    if args.backend not in BACKENDS:
-        raise UsageError(f"unknown backend {args.backend!r} for chaos run (known: {', '.join(BACKENDS)})")
+    backend = sut.get(args.backend, runs=True)
     dsn = getattr(args, "dsn", None)
     command = getattr(args, "backend_command", None)
     factory = getattr(args, "factory", None)
-    if (args.backend == "python") != bool(factory):
-        raise UsageError('--backend python and --factory "module:function" go together')
-    if factory and (":" not in factory or not all(factory.partition(":")[::2])):
-        raise UsageError(f'--factory {factory!r}: expected "module:function"')
     profile = getattr(args, "profile", None)
-    if dsn and args.backend != "postgres":
-        raise UsageError("--dsn is for --backend postgres")
-    if args.backend == "external" and not command:
-        raise UsageError("--backend external needs --command '...'")
-    if (command or profile) and args.backend != "external":
-        raise UsageError("--command/--profile are for --backend external")
+    opts = {"dsn": dsn, "command": command, "profile": profile, "factory": factory}
+    backend.check(opts)
     if profile and not os.path.isfile(profile):
         raise UsageError(f"--profile {profile}: no such file")
-    if args.backend == "postgres" and not dsn:
-        from chaos.faults.pgserver import find_bindir
-
-        if find_bindir() is None:
-            raise UsageError("--backend postgres: no PostgreSQL server binaries found (set CLAIM_CHAOS_PG_BINDIR "
-                             "or give --dsn)")
     sc: dict = {}
     if args.scenario:
         try:
@@ -92,11 +78,11 @@ def build_config(args: argparse.Namespace):
     elif "nemesis" in sc:
         names = sc["nemesis"]
     else:
-        names = supported(args.backend, own_server=not dsn)
+        names = supported(args.backend, dict(opts, **sc.get("nemesis_opts", {})))
     unknown = [n for n in names if n not in NEMESES.keys()]
     if unknown:
         raise UsageError(f"unknown nemesis {', '.join(unknown)} (known: {', '.join(sorted(NEMESES.keys()))})")
-    table = support(args.backend, own_server=not dsn)
+    table = support(args.backend, dict(opts, **sc.get("nemesis_opts", {})))
     bad = [f"{n} ({table[n][1]})" for n in names if not table[n][0]]
     if bad:
         raise UsageError(f"nemesis not available with --backend {args.backend} here: {'; '.join(bad)}")
@@ -114,7 +100,7 @@ def build_config(args: argparse.Namespace):
     if args.scenario:
         argv += ["--scenario", args.scenario]
     if dsn:
-        from chaos.targets import redact_dsn
+        from chaos.sut.base import redact_dsn
 
         argv += ["--dsn", redact_dsn(dsn)]  # never record a password; supply it again to reproduce
     if command:

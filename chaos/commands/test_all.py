@@ -172,7 +172,9 @@ def load_matrix(path: str) -> dict:
 
 def expand(matrix: dict, path: str = "matrix", store: str | None = None) -> list[RunRequest]:
     """Every combination backends x workloads x nemeses x seeds, as run requests."""
-    from chaos.targets import BACKENDS as KNOWN  # what chaos run can run
+    from chaos import sut
+
+    KNOWN = sut.names(runs=True)  # what chaos run can run
 
     backends = _list(matrix, "backends", path)
     workloads = matrix.get("workloads") or [matrix.get("workload", "claims")]
