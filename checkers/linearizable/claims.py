@@ -17,11 +17,14 @@ State of one register (a hashable tuple):
   back along the linearization (reads report it but persist nothing).
   Decisions on other items of the namespace can only raise the real floor,
   so this is a sound lower bound.
-* ``outcomes``: stored publication outcomes, sorted ``(operation_id, digest,
-  spec, env_id | None)``: ``spec`` is what was decided (see
-  ``claim_ops``), ``env_id`` the stored envelope's identity, ``None`` while
-  it was stored by an ``info`` publish and no replay or ``publication-read``
-  has shown it yet.
+* ``outcomes``: what may be stored per publication ``operation_id``, sorted
+  ``(operation_id, alternatives)``: each alternative is ``ABSENT`` (nothing
+  stored) or ``(digest, spec, env_id | None)``: ``spec`` is what was decided
+  (see ``claim_ops``), ``env_id`` the stored envelope's identity, ``None``
+  while an ``info`` publish stored it and no replay or ``publication-read``
+  has shown it yet. One entry holds every alternative the history has not
+  decided between (a revision conflict may or may not have been stored), so
+  outcomes nobody reads back never multiply the states.
 
 The model is exact about indeterminate operations (``NondeterministicModel``,
 power set): an ``info`` op took effect exactly once, at some instant between
@@ -113,15 +116,35 @@ def _expired(act: tuple, t: int) -> bool | None:
     return t >= exp
 
 
-def _with_outcome(outs: tuple, entry: tuple) -> tuple:
-    return tuple(sorted([o for o in outs if o[0] != entry[0]] + [entry], key=lambda o: o[0]))
+ABSENT = "<absent>"  # the alternative "nothing is stored under this operation_id"
+NOTHING = frozenset((ABSENT,))
 
 
-def _stored(outs: tuple, op_id: str) -> tuple | None:
+def _alts(outs: tuple, op_id: str) -> frozenset:
+    """What may be stored under ``op_id``: ``ABSENT`` and/or ``(digest, spec, env_id)``."""
     for o in outs:
         if o[0] == op_id:
-            return o
-    return None
+            return o[1]
+    return NOTHING
+
+
+def _put(outs: tuple, op_id: str, alts: frozenset) -> tuple:
+    rest = [o for o in outs if o[0] != op_id]
+    if alts != NOTHING:
+        rest.append((op_id, alts))
+    return tuple(sorted(rest, key=lambda o: o[0]))
+
+
+def _merged(s: State, op_id: str, results: list) -> list[State]:
+    """Successor states from per-alternative results ``(le, act, rev, floor, alts)``:
+    states that differ only in what ``op_id`` may have stored become one state
+    whose entry holds every alternative (exact: the outcome of one operation id
+    is a fact of its own), so unresolved outcomes never multiply the states."""
+    outs = s[4]
+    by_rest: dict = {}
+    for le, act, rev, floor, alts in results:
+        by_rest.setdefault((le, act, rev, floor), set()).update(alts)
+    return [(le, act, rev, floor, _put(outs, op_id, frozenset(alts))) for (le, act, rev, floor), alts in by_rest.items()]
 
 
 def _fits(prescribed: tuple, shown: tuple | None) -> bool:
@@ -214,38 +237,34 @@ def _owner_epoch(act: tuple | None) -> tuple:
     return (None, None) if act is None else (act[0], act[1])
 
 
-def _info_publish(s: State, inp: tuple) -> list[State]:
-    """What an unseen publish decision could have stored, by the state it met (§6 steps 7-9)."""
-    le, act, rev, floor, outs = s
-    op_id, dg, expected_rev, candidate = inp[1], inp[2], inp[3], inp[4]
-    states = [s]  # it never ran, or was refused before the commit boundary (nothing stored)
-
-    def store(spec: tuple, new_rev: str = rev) -> None:
-        states.append((le, act, new_rev, floor, _with_outcome(outs, (op_id, dg, spec, None))))
-
+def _info_publish(le: int, act, rev: str, floor: int, inp: tuple) -> list[tuple]:
+    """What an unseen publish decision could have done, by the state it met (§6 steps 7-9)."""
+    dg, expected_rev, candidate = inp[2], inp[3], inp[4]
+    unchanged = {ABSENT}  # it never ran, or was refused before the commit boundary (nothing stored)
     reason = _fence_reason(inp, act, None)
     if reason is not None:
-        store(("claim-fence-rejected", reason, *_owner_epoch(act)))
-        return states
-    store(("claim-fence-rejected", "claim-expired", act[0], act[1]))  # decided once the lease had run out
+        unchanged.add((dg, ("claim-fence-rejected", reason, *_owner_epoch(act)), None))
+        return [(le, act, rev, floor, unchanged)]
+    unchanged.add((dg, ("claim-fence-rejected", "claim-expired", act[0], act[1]), None))  # the lease ran out first
     if _expired(act, floor) is True:
-        return states
+        return [(le, act, rev, floor, unchanged)]
+    out = []
     if rev in (UNBOUND, expected_rev):
-        store(("ok", candidate, le, act[0], act[1]), candidate)
+        out.append((le, act, candidate, floor, {(dg, ("ok", candidate, le, act[0], act[1]), None)}))
     if rev != expected_rev:
-        store(("ledger-revision-conflict", expected_rev, ANY if rev == UNBOUND else rev))
-    return states
+        unchanged.add((dg, ("ledger-revision-conflict", expected_rev, ANY if rev == UNBOUND else rev), None))
+    out.append((le, act, rev, floor, unchanged))
+    return out
 
 
-def _publish(s: State, inp: tuple, out: Any) -> list[State]:
-    le, act, rev, floor, outs = s
-    op_id, dg, expected_rev, candidate = inp[1], inp[2], inp[3], inp[4]
-    stored = _stored(outs, op_id)
+def _publish_given(le: int, act, rev: str, floor: int, inp: tuple, out: Any, alt) -> list[tuple]:
+    """The publish, given what was stored under its operation_id before (``alt``)."""
+    dg, expected_rev, candidate = inp[2], inp[3], inp[4]
     if out is UNKNOWN:
-        return [s] if stored is not None else _info_publish(s, inp)
+        return [(le, act, rev, floor, {alt})] if alt is not ABSENT else _info_publish(le, act, rev, floor, inp)
     code, t, rec, payload = out
     if code == "idempotency-conflict":
-        return [s] if stored is not None and stored[1] != dg and payload[0] == stored[1] else []
+        return [(le, act, rev, floor, {alt})] if alt is not ABSENT and alt[0] != dg and payload[0] == alt[0] else []
     if code == "ok":
         committed, env_id, spec, fence_echo = payload
     elif code == "claim-fence-rejected":
@@ -254,21 +273,21 @@ def _publish(s: State, inp: tuple, out: Any) -> list[State]:
     else:  # ledger-revision-conflict
         actual, env_id, d_expected = payload
         spec = (code, d_expected, actual)
-    if stored is not None:  # a replay: the stored envelope verbatim, old observed_at and all
-        if stored[1] != dg:
-            return []
-        if stored[3] is None:
-            return [(le, act, rev, floor, _with_outcome(outs, (op_id, dg, spec, env_id)))] \
-                if _fits(stored[2], spec) else []
-        return [s] if stored[3] == env_id else []
+    if alt is not ABSENT:  # a replay: the stored envelope verbatim, old observed_at and all
+        stored_dg, stored_spec, stored_env = alt
+        if stored_dg != dg:
+            return []  # a different request under a stored id gets idempotency-conflict
+        if stored_env is None:
+            return [(le, act, rev, floor, {(dg, spec, env_id)})] if _fits(stored_spec, spec) else []
+        return [(le, act, rev, floor, {alt})] if stored_env == env_id else []
+    stored = (dg, spec, env_id)
     if code == "ledger-revision-conflict":
         # details name the request's expected revision and the durable one, which differ (§6 step 8)
         if d_expected != expected_rev or actual is None or actual == expected_rev or rev not in (UNBOUND, actual):
             return []
-        states = [(le, act, actual, floor, outs)]  # validation-time refusal, not stored
-        if _fence_reason(inp, act, None) is None and _expired(act, floor) is not True:
-            states.append((le, act, actual, floor, _with_outcome(outs, (op_id, dg, spec, env_id))))
-        return states
+        # refused at validation time (not stored), or inside the commit boundary (stored)
+        may_store = _fence_reason(inp, act, None) is None and _expired(act, floor) is not True
+        return [(le, act, actual, floor, {ABSENT, stored} if may_store else {ABSENT})]
     if t < floor:
         return []
     if code == "claim-fence-rejected":
@@ -278,29 +297,34 @@ def _publish(s: State, inp: tuple, out: Any) -> list[State]:
         unseen_expiry = expected_reason is None and act is not None and _expired(act, t) is None
         if not (reason == expected_reason or (unseen_expiry and reason == "claim-expired")):
             return []
-        return [(le, act, rev, t, _with_outcome(outs, (op_id, dg, spec, env_id)))]
+        return [(le, act, rev, t, {stored})]
     # fresh success
     bound = _bind(le, act, rec)
     if bound is False or _fence_reason(inp, bound, t) is not None or rev not in (UNBOUND, expected_rev):
         return []
     if committed != candidate or not fence_echo:
         return []
-    return [(le, bound, candidate, t, _with_outcome(outs, (op_id, dg, spec, env_id)))]
+    return [(le, bound, candidate, t, {stored})]
+
+
+def _publish(s: State, inp: tuple, out: Any) -> list[State]:
+    le, act, rev, floor, outs = s
+    results = []
+    for alt in _alts(outs, inp[1]):
+        results += _publish_given(le, act, rev, floor, inp, out, alt)
+    return _merged(s, inp[1], results)
 
 
 def _publication_read(s: State, inp: tuple, out: tuple) -> list[State]:
     le, act, rev, floor, outs = s
-    stored = _stored(outs, inp[1])
+    alts = _alts(outs, inp[1])
     if out[0] == "operation-not-found":
-        return [s] if stored is None else []
+        return [(le, act, rev, floor, _put(outs, inp[1], NOTHING))] if ABSENT in alts else []
     dg, _succeeded, env_id, spec = out[3]
-    if stored is None or stored[1] != dg:
-        return []
-    if stored[3] is None:
-        if not _fits(stored[2], spec):
-            return []
-        return [(le, act, rev, floor, _with_outcome(outs, (stored[0], dg, spec, env_id)))]
-    return [s] if stored[3] == env_id else []
+    for alt in alts:
+        if alt is not ABSENT and alt[0] == dg and (alt[2] == env_id if alt[2] is not None else _fits(alt[1], spec)):
+            return [(le, act, rev, floor, _put(outs, inp[1], frozenset(((dg, spec, env_id),))))]
+    return []
 
 
 # --------------------------------------------------------------------------- the step
@@ -334,7 +358,7 @@ def _describe_state(s: State) -> str:
     le, act, rev, floor, outs = s
     claim = "none" if act is None else f"{act[0]}@{act[1]} [{_instant(act[2])}, {_instant(act[3])})"
     return (f"last_epoch={le} active={claim} revision={rev[:19]} floor={_instant(floor)} "
-            f"outcomes={len(outs)}")
+            f"outcomes={sum(1 for _, alts in outs if ABSENT not in alts)}")
 
 
 def _instant(ms) -> str:
