@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import gc
 import hashlib
 import json
 from array import array
@@ -114,11 +115,25 @@ def _instant_ms(value: Any) -> int | None:
     return base + int(sec) * 1000 + int(milli)
 
 
+_seen_epochs: dict[str, int | None] = {}
+
+
 def epoch_int(value: Any) -> int | None:
     """A canonical decimal epoch string -> int; ``None`` otherwise."""
-    if isinstance(value, str) and value.isdigit() and value.isascii() and (value == "0" or value[0] != "0"):
-        return int(value)
-    return None
+    try:
+        return _seen_epochs[value]
+    except (KeyError, TypeError):
+        pass
+    if type(value) is not str:
+        return None
+    e = int(value) if value.isdigit() and value.isascii() and (value == "0" or value[0] != "0") else None
+    if len(_seen_epochs) > 100_000:
+        _seen_epochs.clear()
+    _seen_epochs[value] = e
+    return e
+
+
+_decode = json.JSONDecoder().decode
 
 
 def canonical(value: Any) -> str:
@@ -184,7 +199,7 @@ class Op:
                  "f", "key", "type", "exit", "state", "code",
                  "owner", "lease", "w_le", "w_active", "epoch", "exp_expires",
                  "oid", "digest", "exp_rev", "cand", "fence_key",
-                 "t", "le", "active", "claim", "committed", "fence_echo", "det", "env_id")
+                 "t", "le", "active", "claim", "committed", "fence_echo", "det", "env_id", "definite")
 
     def __init__(self, ip: int, i: int, t0: Any, process: Any, f: Any):
         self.ip = ip
@@ -200,17 +215,13 @@ class Op:
         self.oid = self.digest = self.exp_rev = self.cand = self.fence_key = None
         self.t = self.le = self.active = self.claim = self.committed = self.fence_echo = None
         self.det = self.env_id = None
+        self.definite = False  # the reply proves what happened (ok or fail, with an envelope)
 
     # ------------------------------------------------------------------ status
 
     @property
     def indices(self) -> list[int]:
         return [self.i] if self.c is None else [self.i, self.c]
-
-    @property
-    def definite(self) -> bool:
-        """The reply proves what happened (``ok`` or ``fail`` with an envelope)."""
-        return (self.type == OK or self.type == FAIL) and self.exit is not None
 
     @property
     def uncertain(self) -> bool:
@@ -382,7 +393,8 @@ class History:
 
     def __init__(self) -> None:
         self.ops: list[Op] = []
-        self.events = array("q")
+        self._events: array | None = None
+        self._done = array("q")  # op numbers in completion order
         self.nemesis: list[dict] = []
         self.final: FinalState | None = None
         self.capabilities: list[tuple[Op, dict]] = []
@@ -409,23 +421,39 @@ class History:
         mid-write) is skipped; a line that is not JSON raises ``ValueError``
         unless ``tolerant`` (the reports), which records it in ``problems``."""
         b = _Builder(cls())
-        with open(path, "rb") as f:
-            for n, raw in enumerate(f, 1):
-                if not raw.endswith(b"\n"):
-                    b.h.problems.append(f"history.jsonl: torn last line {n} skipped (the run was killed mid-write)")
-                    break
-                if not raw.strip():
-                    continue
+        feed, decode = b.feed, _decode
+        # millions of small allocations and no cycles: the cyclic collector only costs time here
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            b.h = cls._read(b, path, tolerant, feed, decode)
+        finally:
+            if collecting:
+                gc.enable()
+        b.h.source = path
+        return b.h
+
+    @staticmethod
+    def _read(b: "_Builder", path: str, tolerant: bool, feed, decode) -> "History":
+        with open(path, encoding="utf-8", errors="surrogateescape", newline="\n") as f:
+            for n, line in enumerate(f, 1):
                 try:
-                    rec = json.loads(raw)
+                    rec = decode(line)
                 except ValueError as e:
+                    if not line.endswith("\n"):
+                        b.h.problems.append(f"history.jsonl: torn last line {n} skipped (the run was killed mid-write)")
+                        break
+                    if not line.strip():
+                        continue
                     if not tolerant:
                         raise ValueError(f"line {n} is not JSON: {e}") from None
                     b.h.problems.append(f"history.jsonl: line {n} is not JSON, skipped")
                     continue
-                if isinstance(rec, dict):
-                    b.feed(rec)
-        b.h.source = path
+                if not line.endswith("\n"):
+                    b.h.problems.append(f"history.jsonl: torn last line {n} skipped (the run was killed mid-write)")
+                    break
+                if type(rec) is dict:
+                    feed(rec)
         return b.h
 
     # ------------------------------------------------------------------ reading
@@ -436,6 +464,26 @@ class History:
     @property
     def final_index(self) -> int | None:
         return None if self.final is None else self.final.index
+
+    @property
+    def events(self) -> array:
+        """Real-time order of the client lines: ``op_number << 1 | is_completion``
+        (built on first use from the positions: invokes are in op order, and
+        completions sorted by position merge in)."""
+        if self._events is None:
+            ev = array("q")
+            ops, done = self.ops, self._done  # completions are recorded in file order
+            j, m = 0, len(done)
+            for n, op in enumerate(ops):
+                ip = op.ip
+                while j < m and ops[done[j]].cp < ip:
+                    ev.append(done[j] << 1 | 1)
+                    j += 1
+                ev.append(n << 1)
+            for n in done[j:]:
+                ev.append(n << 1 | 1)
+            self._events = ev
+        return self._events
 
     def in_order(self) -> Iterator[tuple[bool, Op]]:
         """``(is_completion, op)`` for every client history line, in real-time order."""
@@ -519,15 +567,14 @@ class _Builder:
                     self.intern(rec.get("f")))
             req = rec.get("value")
             self._request(op, req)
-            n = len(h.ops)
-            self.open[proc] = (op, req, n)
-            h.events.append(n << 1)
+            self.open[proc] = (op, req, len(h.ops))
             h.ops.append(op)
         elif typ in COMPLETIONS:
             got = self.open.pop(proc, None)
             if got is None:
                 return
             op, req, n = got
+            h._done.append(n)
             op.cp, op.c, op.t1 = pos, rec.get("index", pos), rec.get("time")
             op.type = self.intern(typ)
             op.wall_ms = rec.get("wall_ms")
@@ -536,7 +583,7 @@ class _Builder:
             v = rec.get("value")
             if isinstance(v, dict) and "envelope" in v:
                 self._reply(op, _int(v.get("exit")), v.get("envelope"), _obj(req))
-            h.events.append(n << 1 | 1)
+                op.definite = (typ == OK or typ == FAIL) and op.exit is not None
 
     # ------------------------------------------------------------------ parsing
 

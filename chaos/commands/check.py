@@ -29,6 +29,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--write", action="store_true", help="write the checkers section back into results.json")
     parser.add_argument("--no-linearizable", action="store_true", help="skip the linearizability checker")
     parser.add_argument("--only", metavar="NAMES", help="comma-separated checker names to run")
+    parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), metavar="N",
+                        help="processes to check in (1 or 2; default: 2 when there are 2 cores)")
 
 
 def load_context(run_dir: str) -> dict:
@@ -68,7 +70,9 @@ def run(args: argparse.Namespace) -> int:
         if unknown:
             raise UsageError(f"chaos check: unknown checker(s) {', '.join(unknown)}; known: {', '.join(checkers)}")
         checkers = {n: checkers[n] for n in names}
-    result = run_checkers(history, load_context(run_dir), checkers)
+    if args.jobs < 1:
+        raise UsageError(f"chaos check: --jobs must be at least 1, got {args.jobs}")
+    result = run_checkers(history, load_context(run_dir), checkers, jobs=args.jobs)
     if args.json:
         print(json.dumps(_printable(result), indent=2, sort_keys=True))
     else:
@@ -108,6 +112,8 @@ def _printable(result: dict) -> dict:
     out = {"valid": result["valid"], "checkers": {}}
     for name, r in result["checkers"].items():
         out["checkers"][name] = {k: v for k, v in r.items() if k != "traceback"}
+    if "processes" in result:  # --jobs 2: which checkers ran in the second process, and its resources
+        out["processes"] = result["processes"]
     return out
 
 

@@ -69,30 +69,47 @@ def realtime_regressions(
     A with the same key that *completed before B was invoked*.
 
     Returns ``(B, observed, source_value, A)``. One pass over the events with
-    a running maximum per key: O(n).
+    a running maximum per key: O(n); ``key_of`` is asked once per op, the
+    others once per completion.
     """
+    ops = prep.ops
+    keys = [key_of(op) for op in ops]
     completed_max: dict[Any, tuple[Any, Op]] = {}
     snapshot: dict[int, tuple[Any, Op]] = {}
     out: list[tuple[Op, Any, Any, Op]] = []
-    for is_comp, op in prep.in_order():
-        k = key_of(op)
+    get = completed_max.get
+    for v in prep.events:
+        n = v >> 1
+        k = keys[n]
         if k is None:
             continue
-        if not is_comp:
-            m = completed_max.get(k)
+        if not v & 1:
+            m = get(k)
             if m is not None:
-                snapshot[op.ip] = m
+                snapshot[n] = m
             continue
-        s = snapshot.pop(op.ip, None)
-        obs = observe_of(op)
-        if s is not None and obs is not None and obs < s[0]:
-            out.append((op, obs, s[0], s[1]))
+        op = ops[n]
+        s = snapshot.pop(n, None)
+        if s is not None:
+            obs = observe_of(op)
+            if obs is not None and obs < s[0]:
+                out.append((op, obs, s[0], s[1]))
         src = source_of(op)
         if src is not None:
-            m = completed_max.get(k)
+            m = get(k)
             if m is None or src > m[0]:
                 completed_max[k] = (src, op)
     return out
+
+
+def once(h: History, name: str, checker: Callable, ctx: dict) -> dict:
+    """``checker(h, ctx)``, computed once per history and context (a checker
+    that builds on another's verdict asks through this)."""
+    key = ("result", name, id(ctx))
+    got = h.derived.get(key)
+    if got is None or got[0] is not ctx:
+        got = h.derived[key] = (ctx, checker(h, ctx))
+    return got[1]
 
 
 # --------------------------------------------------------------------------- results

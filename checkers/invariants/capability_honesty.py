@@ -22,7 +22,7 @@ from __future__ import annotations
 from backends.contract.capabilities import FENCED_SCOPE, REQUIRED_WRITE_PATHS
 
 from . import dual_ownership, stale_write
-from ._common import Findings, obj, prepare
+from ._common import Findings, obj, once, prepare
 
 PUBLISH_REFUSAL = "capability-unavailable"
 PRE_CAPABILITY_CODES = frozenset(("invalid-request", "ledger-namespace-unbound"))
@@ -66,7 +66,7 @@ def check(history, ctx: dict | None = None) -> dict:
     if mode == "fenced" or safe is True:
         _check_fenced_profile(out, wc, backend, prep, first_ops)
         for name, checker in (("stale_write", stale_write.check), ("dual_ownership", dual_ownership.check)):
-            r = checker(prep, ctx)
+            r = once(prep, name, checker, ctx)
             if r["valid"] is False:
                 a = r["anomalies"][0]
                 out.add("fenced-but-unsafe",

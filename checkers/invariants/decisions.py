@@ -30,6 +30,8 @@ at a time, exactly, without guessing an order:
 
 from __future__ import annotations
 
+import bisect
+
 from backends.api import EPOCH_MAX
 
 from ._common import BAD, Findings, History, Op, active_text, at, fmt_tuple, initial_revisions, prepare
@@ -249,27 +251,33 @@ def _writes(h: History) -> dict[tuple, list[tuple[int, float, str, Op]]]:
 
 def _conflicts_against_known_revision(out: Findings, h: History, seeds: dict) -> int:
     """A fresh revision conflict decided while the item provably had the very
-    revision the request expected: the last writes completed before the
-    conflicting publish was invoked all wrote it (or there were none: the
-    seed), and no write could have happened while it ran."""
+    revision the request expected: the last write completed before the
+    conflicting publish was invoked wrote it (or there was none: the seed),
+    no earlier write may have come after that one, and no write could have
+    happened while the publish ran. Where writes overlap, it says nothing."""
     fresh = fresh_publishes(h)
     legacy = {op.key for op in h.ops if op.f in ("legacy-create", "legacy-transition") and op.type != "fail"}
-    writes = _writes(h)
+    lanes: dict = {}
+    for key, ws in _writes(h).items():
+        ws.sort(key=lambda w: w[0])
+        peak, top = [], -1.0
+        for w in ws:
+            top = max(top, w[1])
+            peak.append(top)  # the latest end among the writes started so far
+        lanes[key] = ([w[0] for w in ws], peak, ws)
     n = 0
     for c in h.ops:
         if c.f != "publish" or c.code != "ledger-revision-conflict" or c.ip not in fresh or c.key in legacy:
             continue
-        ws = writes.get(c.key, [])
-        if any(start <= c.cp and until >= c.ip for start, until, _c, _o in ws):
+        starts, peak, ws = lanes.get(c.key, ([], [], []))
+        j = bisect.bisect_right(starts, c.cp)  # writes started before the conflict completed
+        if j and peak[j - 1] >= c.ip:
             continue  # a write may have happened while it ran
-        before = [w for w in ws if w[1] < c.ip]
-        if before:
-            last_start = max(w[0] for w in before)
-            maximal = [w for w in before if w[1] > last_start or w[0] == last_start]
-            if {w[2] for w in maximal} != {c.exp_rev}:
-                continue
-            why = "the last publication before it wrote exactly that"
-            proof = [i for w in maximal for i in w[3].indices]
+        if j:
+            last = ws[j - 1]
+            if (j > 1 and peak[j - 2] >= last[0]) or last[2] != c.exp_rev:
+                continue  # the latest writes overlap, or the last one wrote something else
+            why, proof = f"the last publication before it ({last[3].oid}) wrote exactly that", last[3].indices
         elif seeds.get(c.key) == c.exp_rev:
             why, proof = "it is the seeded revision and nothing was published before", []
         else:

@@ -23,10 +23,15 @@ names one owner generation. Checks:
 from __future__ import annotations
 
 from . import leases as _leases
-from ._common import BAD, Findings, Op, active_text, at, fmt_tuple, prepare
+from ._common import BAD, Findings, Op, active_text, at, fmt_tuple, once, prepare
 
 
 def check(history, ctx: dict | None = None) -> dict:
+    """(computed once per history and context: ``capability_honesty`` builds on it)"""
+    return once(prepare(history), "dual_ownership", _check, ctx if ctx is not None else {})
+
+
+def _check(history, ctx: dict) -> dict:
     h = prepare(history)
     lease_map = _leases.build(h)
     out = Findings()

@@ -33,7 +33,7 @@ from __future__ import annotations
 import bisect
 
 from . import leases as _leases
-from ._common import BAD, Findings, History, Op, at, fmt_tuple, initial_revisions, prepare
+from ._common import BAD, Findings, History, Op, at, fmt_tuple, initial_revisions, once, prepare
 
 
 def revealed_outcomes(h: History) -> dict[str, tuple[tuple, Op | None, str | None]]:
@@ -59,6 +59,11 @@ def revealed_outcomes(h: History) -> dict[str, tuple[tuple, Op | None, str | Non
 
 
 def check(history, ctx: dict | None = None) -> dict:
+    """(computed once per history and context: ``capability_honesty`` builds on it)"""
+    return once(prepare(history), "stale_write", _check, ctx if ctx is not None else {})
+
+
+def _check(history, ctx: dict) -> dict:
     ctx = ctx or {}
     h = prepare(history)
     out = Findings()

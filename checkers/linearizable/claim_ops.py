@@ -156,30 +156,43 @@ def parse_output(op: Op) -> tuple | None:
     return None  # invalid request, ledger-invalid, capability, unchanged store failures: no change
 
 
-def history_to_operations(history) -> tuple[list[Operation], list[int]]:
-    """Client ops on registers -> (operations, history index of each op's invoke).
+def to_operation(op: Op) -> Operation | None:
+    """One client op as a register operation; ``None`` when it can neither
+    change nor reveal a register (see the module docstring)."""
+    f = op.f
+    if (f not in CLAIM_OPS and f not in PUBLISH_OPS) or op.key is None:
+        return None
+    inp = parse_input(op)
+    if inp is None:
+        return None  # a malformed request is refused before any decision
+    output: Any = UNKNOWN
+    ret = INF
+    if op.type == OK or op.type == FAIL:
+        output = parse_output(op) if op.exit is not None else UNKNOWN
+        if output is None:
+            return None
+        ret = op.cp
+    elif f == "read" or f == "publication-read":
+        return None  # an info read proves nothing and changes nothing
+    client = op.process
+    return Operation(client if isinstance(client, int) else -1, inp, op.ip, output, ret, (op.i, op.c, op.key))
 
-    ``Operation.metadata`` is ``(invoke index, completion index | None, key)``.
-    """
-    h = History.of(history)
-    ops: list[Operation] = []
-    for op in h.ops:
-        f = op.f
-        if (f not in CLAIM_OPS and f not in PUBLISH_OPS) or op.key is None:
-            continue
-        inp = parse_input(op)
-        if inp is None:
-            continue  # a malformed request is refused before any decision
-        output: Any = UNKNOWN
-        ret = INF
-        if op.type == OK or op.type == FAIL:
-            output = parse_output(op) if op.exit is not None else UNKNOWN
-            if output is None:
-                continue
-            ret = op.cp
-        elif f == "read" or f == "publication-read":
-            continue  # an info read proves nothing and changes nothing
-        client = op.process
-        ops.append(Operation(client if isinstance(client, int) else -1, inp, op.ip, output, ret,
-                             (op.i, op.c, op.key)))
+
+def register_operations(history):
+    """``(key, [Operation])`` per register, built one register at a time (in
+    order of each register's first op). ``Operation.metadata`` is ``(invoke
+    index, completion index | None, key)``."""
+    by_key: dict = {}
+    for op in History.of(history).ops:
+        if op.key is not None:
+            by_key.setdefault(op.key, []).append(op)
+    for key, ops in by_key.items():
+        part = [o for o in map(to_operation, ops) if o is not None]
+        if part:
+            yield key, part
+
+
+def history_to_operations(history) -> tuple[list[Operation], list[int]]:
+    """Every register operation of the history -> (operations, history index of each op's invoke)."""
+    ops = [o for o in map(to_operation, History.of(history).ops) if o is not None]
     return ops, [o.metadata[0] for o in ops]

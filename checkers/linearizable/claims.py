@@ -48,7 +48,7 @@ from backends.api import EPOCH_MAX
 from backends.contract import format_instant
 
 from .checker import ILLEGAL, OK, check_operations
-from .claim_ops import active_tuple, history_to_operations, instant_ms
+from .claim_ops import active_tuple, instant_ms, register_operations
 from .model import UNKNOWN, NondeterministicModel, Operation
 
 UNBOUND = "<unbound>"
@@ -414,36 +414,39 @@ def check(history, ctx: dict) -> dict:
     is accepted too) and
     ``initial_revisions`` (``{"ns/item": revision}``). Without them every tuple
     starts fresh with its ledger revision unbound (learnt from the replies).
+
+    One register at a time: its operations are built, searched and dropped,
+    so memory holds one partition's search, not the whole history's. A
+    partition is searched without recording partial linearizations; only an
+    illegal one is searched again with them, for its explanation.
     """
-    ops, _ = history_to_operations(history)
     starts = initial_states(ctx.get("initial_durable") or ctx.get("durable"))
     for name, rev in (ctx.get("initial_revisions") or {}).items():
         key = tuple(name.split("/", 1))
         le, act, _, floor, outs = starts.get(key, (0, None, UNBOUND, 0, ()))
         starts[key] = (le, act, rev, floor, outs)
-    nd = claim_model()
-    base = nd.to_model()
+    base = claim_model().to_model()
     fresh: State = (0, None, UNBOUND, 0, ())
-    results = []
-    verdict = OK
-    for part in nd.partition(ops) if ops else []:
-        key = part[0].metadata[2]
+    summaries, anomalies = [], []
+    verdict, op_count = OK, 0
+    for key, part in register_operations(history):
+        op_count += len(part)
         start = starts.get(key, fresh)
         model = replace(base, init=lambda start=start: frozenset([start]), partition=None)
-        res = check_operations(model, part, timeout=ctx.get("timeout", 60), verbose=True)
-        results.append((key, part, res, model))
+        res = check_operations(model, part, timeout=ctx.get("timeout", 60))
         if res.result == ILLEGAL:
             verdict = ILLEGAL
+            res = check_operations(model, part, timeout=ctx.get("timeout", 60), verbose=True)
+            anomalies.append(_anomaly(key, part, res, model))
         elif res.result != OK and verdict == OK:
             verdict = "unknown"
-    anomalies = [_anomaly(key, part, res, model) for key, part, res, model in results if res.result == ILLEGAL]
+        summaries.append({"ledger_namespace": key[0], "item_id": key[1], "ops": len(part), "result": res.result,
+                          "configurations": res.partitions[0].configurations if res.partitions else 0})
     return {
         "valid": {OK: True, ILLEGAL: False}.get(verdict, "unknown"),
         "model": "work-claim-register",
-        "op_count": len(ops),
-        "partitions": [{"ledger_namespace": k[0], "item_id": k[1], "ops": len(p), "result": r.result,
-                        "configurations": r.partitions[0].configurations if r.partitions else 0}
-                       for k, p, r, _ in results],
+        "op_count": op_count,
+        "partitions": summaries,
         "anomalies": anomalies,
     }
 
