@@ -9,9 +9,9 @@ Every figure is measured in a fresh subprocess, so each process's peak RSS
 is its own (``os.wait4``'s ``ru_maxrss``; CPU is user + system, including
 the forked second process of ``--jobs 2``, which ``chaos check`` reaps):
 
-* ``chaos check`` itself (the Done-when figure), with the peak RSS of its
-  two processes and their sum (the sum counts pages they share
-  copy-on-write twice: an upper bound);
+* ``chaos check`` itself (the Done-when figure): the peak RSS of its largest
+  process (``wait4``), of each of its two processes, and the peak summed PSS
+  of both (sampled from /proc: pages they share copy-on-write counted once);
 * ``read``: ``History.read`` alone (the one pass over the file);
 * one row per checker: ``chaos check --only NAME --jobs 1``, i.e. read plus
   that checker; ``+cpu`` / ``+rss`` are what it adds to ``read``.
@@ -30,6 +30,7 @@ import os
 import selectors
 import subprocess
 import sys
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -47,6 +48,7 @@ def measured(argv: list[str]) -> dict:
     included) and peak RSS, from ``os.wait4`` of exactly this child."""
     t = time.perf_counter()
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    sampler = PssSampler(p.pid)
     # read both pipes to EOF before waiting, so a large output cannot block the child
     sel = selectors.DefaultSelector()
     sel.register(p.stdout, selectors.EVENT_READ, "out")
@@ -59,11 +61,45 @@ def measured(argv: list[str]) -> dict:
                 sel.unregister(key.fileobj)
             else:
                 chunks[key.data].append(data)
+    sampler.stop()
     _, status, usage = os.wait4(p.pid, 0)
     p.returncode = os.waitstatus_to_exitcode(status)
     out, err = b"".join(chunks["out"]), b"".join(chunks["err"])
     return {"wall": time.perf_counter() - t, "cpu": usage.ru_utime + usage.ru_stime, "rss_mb": usage.ru_maxrss / 1024,
+            "pss_mb": sampler.peak_kb / 1024,
             "out": out.decode(), "err": err.decode()[-400:], "rc": p.returncode}
+
+
+class PssSampler:
+    """Peak of the summed proportional set size (``Pss``, /proc/PID/smaps_rollup)
+    of a process and its children, sampled every 0.2 s: memory of a process
+    tree that shares pages copy-on-write, each shared page counted once."""
+
+    def __init__(self, pid: int):
+        self.pid, self.peak_kb, self._stop = pid, 0, threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _pss_kb(self, pid: int) -> int:
+        try:
+            with open(f"/proc/{pid}/smaps_rollup") as f:
+                kb = next((int(line.split()[1]) for line in f if line.startswith("Pss:")), 0)
+            kids = []
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{task}/children") as f:
+                    kids += [int(c) for c in f.read().split()]
+        except (OSError, ValueError):
+            return 0
+        return kb + sum(self._pss_kb(k) for k in kids)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak_kb = max(self.peak_kb, self._pss_kb(self.pid))
+            self._stop.wait(0.2)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 def history(size: str, seed: int, root: str) -> tuple[str, dict]:
@@ -87,46 +123,50 @@ def main() -> int:
     ap.add_argument("--sizes", default="100k,300k,1m")
     ap.add_argument("--per-checker", default="100k,300k,1m", help="sizes to measure each checker at ('' = none)")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--jobs", default="1,2", help="chaos check --jobs values to measure")
     ap.add_argument("--dir", default="/tmp/claim-chaos-scale")
     args = ap.parse_args()
     sizes = [s for s in args.sizes.split(",") if s]
+    args.jobs = [int(j) for j in args.jobs.split(",") if j]
     per = {s for s in args.per_checker.split(",") if s}
     py = sys.executable
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
     print(f"  {'':<22} {'wall':>10} {'cpu':>10} {'peak RSS':>12} {'cpu/op':>12}")
-    per_op: dict[str, float] = {}
+    per_op: dict[int, dict[str, float]] = {}
     for size in sizes:
         d, info = history(size, args.seed, args.dir)
         ops = info["ops"]
         print(f"{size}: {ops:,} ops, {info['entries']:,} history entries, {info['bytes'] / 2**20:,.0f} MiB "
               f"(generated in {info['seconds']} s; {d})")
-        whole = measured([py, "-m", "chaos.cli", "check", d, "--json", "--jobs", str(args.jobs)])
-        procs = {}
-        try:
-            result = json.loads(whole["out"])
-            procs = result.get("processes") or {}
-            verdict = {True: "valid", False: "INVALID"}.get(result["valid"], "unknown")
-        except ValueError:
-            verdict = f"crashed (rc {whole['rc']}): {whole['err']}"
-        split = ""
-        if procs:
-            parent, child = procs["parent_max_rss_kb"] / 1024, procs["child_max_rss_kb"] / 1024
-            split = f"processes {parent:.0f} + {child:.0f} = {parent + child:.0f} MB (sum: upper bound)"
-        print(row(f"chaos check --jobs {args.jobs}", whole, ops, f"{verdict}; {split}"))
-        per_op[size] = whole["cpu"] / ops
+        for jobs in args.jobs:
+            whole = measured([py, "-m", "chaos.cli", "check", d, "--json", "--jobs", str(jobs)])
+            procs = {}
+            try:
+                result = json.loads(whole["out"])
+                procs = result.get("processes") or {}
+                verdict = {True: "valid", False: "INVALID"}.get(result["valid"], "unknown")
+            except ValueError:
+                verdict = f"crashed (rc {whole['rc']}): {whole['err']}"
+            split = f"peak PSS {whole['pss_mb']:.0f} MB"
+            if procs:
+                parent, child = procs["parent_max_rss_kb"] / 1024, procs["child_max_rss_kb"] / 1024
+                split = (f"peak RSS per process {parent:.0f} + {child:.0f} MB; peak PSS of both "
+                         f"{whole['pss_mb']:.0f} MB")
+            print(row(f"chaos check --jobs {jobs}", whole, ops, f"{verdict}; {split}"), flush=True)
+            per_op.setdefault(jobs, {})[size] = whole["cpu"] / ops
         if size not in per:
             continue
         read = measured([py, "-c", READ_ONLY, os.path.join(d, "history.jsonl")])
-        print(row("read (History.read)", read, ops))
+        print(row("read (History.read)", read, ops), flush=True)
         for name in default_checkers():
             m = measured([py, "-m", "chaos.cli", "check", d, "--only", name, "--jobs", "1"])
             word = m["out"].strip().splitlines()[-1] if m["out"].strip() else f"rc {m['rc']}"
             print(row(name, m, ops, f"+cpu {m['cpu'] - read['cpu']:6.1f} s  +rss {m['rss_mb'] - read['rss_mb']:5.0f} MB"
-                      f"  {word}"))
+                      f"  {word}"), flush=True)
     base = sizes[0]
-    print("linearity (chaos check CPU per op, against " + base + "): "
-          + ", ".join(f"{s} {per_op[s] / per_op[base]:.2f}" for s in sizes))
+    for jobs, costs in per_op.items():
+        print(f"linearity (chaos check --jobs {jobs}: CPU per op, against {base}): "
+              + ", ".join(f"{s} {costs[s] / costs[base]:.2f}" for s in sizes))
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
 

@@ -31,7 +31,7 @@ def default_checkers(include_linearizable: bool = True) -> dict:
 
 
 #: run in the forked second process when ``jobs > 1`` (about half the checking time)
-SECOND_PROCESS = ("linearizable", "epochs")
+SECOND_PROCESS = ("linearizable", "epochs", "floors")
 
 
 def run_checkers(history, ctx: dict | None = None, checkers: dict | None = None, jobs: int = 1) -> dict:
@@ -45,9 +45,20 @@ def run_checkers(history, ctx: dict | None = None, checkers: dict | None = None,
     leaves its checkers ``unknown`` with the reason. Only for single-threaded
     callers (``chaos check``): forking a threaded process is not safe.
     """
+    import gc
+
     from checkers.history import History
 
-    h = History.of(history)
+    collecting = gc.isenabled()
+    gc.disable()  # the history is millions of long-lived objects: collections would walk them again and again
+    try:
+        return _run(History.of(history), ctx, checkers, jobs)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _run(h, ctx: dict | None, checkers: dict | None, jobs: int) -> dict:
     checkers = checkers if checkers is not None else default_checkers()
     ctx = ctx or {}
     second = {n: c for n, c in checkers.items() if n in SECOND_PROCESS} if jobs > 1 else {}

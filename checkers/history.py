@@ -72,7 +72,8 @@ def classify(exit_code: int | None, envelope: dict | None) -> str:
 #: an ``active`` member that is neither ``null`` nor an object (the envelopes checker reports it)
 BAD = ("<malformed>",)
 
-_minute_ms: dict[str, int] = {}
+_minute_ms: dict[str, int | None] = {}
+_UNSEEN = object()
 _seen_instants: dict[str, int | None] = {}
 
 
@@ -100,17 +101,17 @@ def _instant_ms(value: Any) -> int | None:
     if type(value) is not str or len(value) != 24 or value[16] != ":" or value[19] != "." or value[23] != "Z":
         return None
     minute = value[:16]
-    base = _minute_ms.get(minute)
-    if base is None:
+    base = _minute_ms.get(minute, _UNSEEN)
+    if base is _UNSEEN:
         try:
             base = parse_instant(minute + ":00.000Z")
         except (ValueError, TypeError):
-            base = -1
+            base = None
         if len(_minute_ms) > 100_000:
             _minute_ms.clear()
         _minute_ms[minute] = base
     sec, milli = value[17:19], value[20:23]
-    if base < 0 or not (sec.isdigit() and milli.isdigit() and sec.isascii() and milli.isascii()) or sec > "59":
+    if base is None or not (sec.isdigit() and milli.isdigit() and sec.isascii() and milli.isascii()) or sec > "59":
         return None
     return base + int(sec) * 1000 + int(milli)
 
@@ -134,6 +135,7 @@ def epoch_int(value: Any) -> int | None:
 
 
 _decode = json.JSONDecoder().decode
+_NAN = float("nan")
 
 
 def canonical(value: Any) -> str:
@@ -177,7 +179,8 @@ class Op:
     """One client operation: its invocation and (maybe) its completion, parsed.
 
     Where: ``ip``/``cp`` positions in the history (real-time order), ``i``/``c``
-    the ``index`` members anomalies cite, ``t0``/``t1`` the runner's ns.
+    the ``index`` members anomalies cite (the runner's ns and the worker's
+    wall clock are columns of the ``History``: ``History.times(n)``).
     What: ``f``, ``key`` = ``(ledger_namespace, item_id)``, ``type`` (``info``
     while never completed), ``exit``, ``state``, ``code``.
 
@@ -195,19 +198,18 @@ class Op:
     malformed member; ``BAD`` when ``active`` is not an object or null.
     """
 
-    __slots__ = ("i", "c", "ip", "cp", "t0", "t1", "process", "wall_ms", "error",
+    __slots__ = ("i", "c", "ip", "cp", "process", "error",
                  "f", "key", "type", "exit", "state", "code",
                  "owner", "lease", "w_le", "w_active", "epoch", "exp_expires",
                  "oid", "digest", "exp_rev", "cand", "fence_key",
                  "t", "le", "active", "claim", "committed", "fence_echo", "det", "env_id", "definite")
 
-    def __init__(self, ip: int, i: int, t0: Any, process: Any, f: Any):
+    def __init__(self, ip: int, i: Any, process: Any, f: Any):
         self.ip = ip
-        self.i = i
-        self.t0 = t0
+        self.i = ip if i == ip else i  # one int object when they agree (they do in the runner's files)
         self.process = process
         self.f = f
-        self.c = self.cp = self.t1 = self.wall_ms = self.error = None
+        self.c = self.cp = self.error = None
         self.key = None
         self.type = INFO
         self.exit = self.state = self.code = None
@@ -395,6 +397,9 @@ class History:
         self.ops: list[Op] = []
         self._events: array | None = None
         self._done = array("q")  # op numbers in completion order
+        # per op (by its number in ``ops``): the runner's ns at invoke and completion,
+        # the worker's wall clock (ms) at completion; NaN when the record has none
+        self.t_invoke, self.t_done, self.wall = array("d"), array("d"), array("d")
         self.nemesis: list[dict] = []
         self.final: FinalState | None = None
         self.capabilities: list[tuple[Op, dict]] = []
@@ -485,6 +490,10 @@ class History:
             self._events = ev
         return self._events
 
+    def times(self, n: int) -> tuple[float | None, float | None, float | None]:
+        """Op number ``n``'s ``(invoke ns, completion ns, worker wall ms)``, ``None`` where unknown."""
+        return tuple(None if x != x else x for x in (self.t_invoke[n], self.t_done[n], self.wall[n]))
+
     def in_order(self) -> Iterator[tuple[bool, Op]]:
         """``(is_completion, op)`` for every client history line, in real-time order."""
         ops = self.ops
@@ -563,21 +572,30 @@ class _Builder:
             return
         typ = rec.get("type")
         if typ == INVOKE:
-            op = Op(pos, rec.get("index", pos), rec.get("time"), self.intern(proc) if isinstance(proc, int) else proc,
+            op = Op(pos, rec.get("index", pos), self.intern(proc) if isinstance(proc, int) else proc,
                     self.intern(rec.get("f")))
             req = rec.get("value")
             self._request(op, req)
             self.open[proc] = (op, req, len(h.ops))
             h.ops.append(op)
+            t = rec.get("time")
+            h.t_invoke.append(t if type(t) is int or type(t) is float else _NAN)
+            h.t_done.append(_NAN)
+            h.wall.append(_NAN)
         elif typ in COMPLETIONS:
             got = self.open.pop(proc, None)
             if got is None:
                 return
             op, req, n = got
             h._done.append(n)
-            op.cp, op.c, op.t1 = pos, rec.get("index", pos), rec.get("time")
+            c = rec.get("index", pos)
+            op.cp, op.c = pos, pos if c == pos else c
             op.type = self.intern(typ)
-            op.wall_ms = rec.get("wall_ms")
+            t, wall = rec.get("time"), rec.get("wall_ms")
+            if type(t) is int or type(t) is float:
+                h.t_done[n] = t
+            if type(wall) is int or type(wall) is float:
+                h.wall[n] = wall
             if rec.get("error") is not None:
                 op.error = str(rec["error"])
             v = rec.get("value")

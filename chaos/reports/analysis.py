@@ -70,7 +70,7 @@ def _ns_s(t) -> float | None:
 def end_time(history) -> float:
     h = History.of(history)
     ends = [seconds(op) for op in h.nemesis]
-    ends += [t for op in h.ops for t in (_ns_s(op.t0), _ns_s(op.t1)) if t is not None]
+    ends += [t / NS for col in (h.t_invoke, h.t_done) for t in col if t == t]
     return max(ends, default=0.0)
 
 
@@ -85,15 +85,16 @@ def infer_workers(history, declared=None) -> int:
 def op_spans(history, workers: int) -> list[OpSpan]:
     """Each client operation as a span (``History`` paired it: same process, next completion)."""
     spans: list[OpSpan] = []
-    for op in History.of(history).ops:
+    h = History.of(history)
+    for n, op in enumerate(h.ops):
         p = op.process
         if p is None:
             continue
+        t0, t1, wall = h.times(n)
         thread = p % workers if isinstance(p, int) else 0
-        spans.append(OpSpan(p, thread, str(op.f), _ns_s(op.t0) or 0.0,
-                            None if op.cp is None else (_ns_s(op.t1) or 0.0),
-                            "open" if op.cp is None else op.type, op.i, op.c,
-                            op.wall_ms if isinstance(op.wall_ms, (int, float)) else None,
+        spans.append(OpSpan(p, thread, str(op.f), _ns_s(t0) or 0.0,
+                            None if op.cp is None else (_ns_s(t1) or 0.0),
+                            "open" if op.cp is None else op.type, op.i, op.c, wall,
                             op.t, op.key[0] if op.key else None))
     return spans
 

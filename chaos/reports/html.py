@@ -71,7 +71,7 @@ def render(run: RunData) -> str:
         "nemesis set; crosses: the offset the target worker itself reported (its own clock); black: the "
         "backend's decision time (<code>observed_at</code>), which must never go back while a worker's clock "
         "does: that is the durable floor.</p>",
-        "" if any(op.wall_ms is not None for op in run.history.ops) else
+        "" if any(w == w for w in run.history.wall) else
         "<p class=\"noplot\">This history carries no <code>wall_ms</code>: worker clocks are shown as the "
         "nemesis set and measured them, not as each worker saw them.</p>",
         _img("plot-clock", "Wall-clock offset of each worker and the backend's decision time (floor)",

@@ -178,6 +178,19 @@ def to_operation(op: Op) -> Operation | None:
     return Operation(client if isinstance(client, int) else -1, inp, op.ip, output, ret, (op.i, op.c, op.key))
 
 
+def _count_references(part: list[Operation]) -> list[Operation]:
+    """Publication inputs end with how many ops of the register name their
+    operation id (the model drops an outcome nobody can ask about any more)."""
+    refs: dict = {}
+    for o in part:
+        if o.input[0] in ("publish", "pread"):
+            refs[o.input[1]] = refs.get(o.input[1], 0) + 1
+    for o in part:
+        if o.input[0] in ("publish", "pread"):
+            o.input = (*o.input, refs[o.input[1]])
+    return part
+
+
 def register_operations(history):
     """``(key, [Operation])`` per register, built one register at a time (in
     order of each register's first op). ``Operation.metadata`` is ``(invoke
@@ -189,10 +202,10 @@ def register_operations(history):
     for key, ops in by_key.items():
         part = [o for o in map(to_operation, ops) if o is not None]
         if part:
-            yield key, part
+            yield key, _count_references(part)
 
 
 def history_to_operations(history) -> tuple[list[Operation], list[int]]:
     """Every register operation of the history -> (operations, history index of each op's invoke)."""
-    ops = [o for o in map(to_operation, History.of(history).ops) if o is not None]
+    ops = [o for _key, part in register_operations(history) for o in part]
     return ops, [o.metadata[0] for o in ops]

@@ -18,7 +18,9 @@ State of one register (a hashable tuple):
   Decisions on other items of the namespace can only raise the real floor,
   so this is a sound lower bound.
 * ``outcomes``: what may be stored per publication ``operation_id``, sorted
-  ``(operation_id, alternatives)``: each alternative is ``ABSENT`` (nothing
+  ``(operation_id, alternatives, seen)``: ``seen`` counts the partition's ops
+  naming that id linearized so far (the entry goes once all are, since no
+  later op can ask); each alternative is ``ABSENT`` (nothing
   stored) or ``(digest, spec, env_id | None)``: ``spec`` is what was decided
   (see ``claim_ops``), ``env_id`` the stored envelope's identity, ``None``
   while an ``info`` publish stored it and no replay or ``publication-read``
@@ -120,31 +122,38 @@ ABSENT = "<absent>"  # the alternative "nothing is stored under this operation_i
 NOTHING = frozenset((ABSENT,))
 
 
-def _alts(outs: tuple, op_id: str) -> frozenset:
-    """What may be stored under ``op_id``: ``ABSENT`` and/or ``(digest, spec, env_id)``."""
+def _alts(outs: tuple, op_id: str) -> tuple[frozenset, int]:
+    """What may be stored under ``op_id`` (``ABSENT`` and/or ``(digest, spec,
+    env_id)``), and how many of the partition's ops naming it are linearized."""
     for o in outs:
         if o[0] == op_id:
-            return o[1]
-    return NOTHING
+            return o[1], o[2]
+    return NOTHING, 0
 
 
-def _put(outs: tuple, op_id: str, alts: frozenset) -> tuple:
+def _put(outs: tuple, op_id: str, alts: frozenset, seen: int, refs: int) -> tuple:
+    """``outs`` after one more op naming ``op_id``. Once every op of the
+    partition naming it is linearized, no later op can ask: the entry goes
+    (exact, and it keeps states small in long histories)."""
     rest = [o for o in outs if o[0] != op_id]
-    if alts != NOTHING:
-        rest.append((op_id, alts))
+    if seen + 1 < refs:
+        rest.append((op_id, alts, seen + 1))
     return tuple(sorted(rest, key=lambda o: o[0]))
 
 
-def _merged(s: State, op_id: str, results: list) -> list[State]:
+def _merged(s: State, inp: tuple, results: list) -> list[State]:
     """Successor states from per-alternative results ``(le, act, rev, floor, alts)``:
     states that differ only in what ``op_id`` may have stored become one state
     whose entry holds every alternative (exact: the outcome of one operation id
     is a fact of its own), so unresolved outcomes never multiply the states."""
     outs = s[4]
+    op_id, refs = inp[1], inp[-1]
+    _, seen = _alts(outs, op_id)
     by_rest: dict = {}
     for le, act, rev, floor, alts in results:
         by_rest.setdefault((le, act, rev, floor), set()).update(alts)
-    return [(le, act, rev, floor, _put(outs, op_id, frozenset(alts))) for (le, act, rev, floor), alts in by_rest.items()]
+    return [(le, act, rev, floor, _put(outs, op_id, frozenset(alts), seen, refs))
+            for (le, act, rev, floor), alts in by_rest.items()]
 
 
 def _fits(prescribed: tuple, shown: tuple | None) -> bool:
@@ -310,20 +319,20 @@ def _publish_given(le: int, act, rev: str, floor: int, inp: tuple, out: Any, alt
 def _publish(s: State, inp: tuple, out: Any) -> list[State]:
     le, act, rev, floor, outs = s
     results = []
-    for alt in _alts(outs, inp[1]):
+    for alt in _alts(outs, inp[1])[0]:
         results += _publish_given(le, act, rev, floor, inp, out, alt)
-    return _merged(s, inp[1], results)
+    return _merged(s, inp, results)
 
 
 def _publication_read(s: State, inp: tuple, out: tuple) -> list[State]:
     le, act, rev, floor, outs = s
-    alts = _alts(outs, inp[1])
+    alts, seen = _alts(outs, inp[1])
     if out[0] == "operation-not-found":
-        return [(le, act, rev, floor, _put(outs, inp[1], NOTHING))] if ABSENT in alts else []
+        return [(le, act, rev, floor, _put(outs, inp[1], NOTHING, seen, inp[-1]))] if ABSENT in alts else []
     dg, _succeeded, env_id, spec = out[3]
     for alt in alts:
         if alt is not ABSENT and alt[0] == dg and (alt[2] == env_id if alt[2] is not None else _fits(alt[1], spec)):
-            return [(le, act, rev, floor, _put(outs, inp[1], frozenset(((dg, spec, env_id),))))]
+            return [(le, act, rev, floor, _put(outs, inp[1], frozenset(((dg, spec, env_id),)), seen, inp[-1]))]
     return []
 
 
@@ -358,7 +367,7 @@ def _describe_state(s: State) -> str:
     le, act, rev, floor, outs = s
     claim = "none" if act is None else f"{act[0]}@{act[1]} [{_instant(act[2])}, {_instant(act[3])})"
     return (f"last_epoch={le} active={claim} revision={rev[:19]} floor={_instant(floor)} "
-            f"outcomes={sum(1 for _, alts in outs if ABSENT not in alts)}")
+            f"outcomes={sum(1 for _, alts, _seen in outs if ABSENT not in alts)}")
 
 
 def _instant(ms) -> str:
