@@ -41,6 +41,8 @@ RULES: tuple[Rule, ...] = (
     Rule("merge-not-exclusive", "§1, §3, §7", "merge-coordinated reports safe_exclusive_dispatch false",
          {"capability_honesty": ("merge-coordinated-claims-exclusive",)}),
     Rule("active-epoch", "§4", "active.epoch equals last_epoch", {"epochs": ("epoch-readback-mismatch",)}),
+    Rule("read-back-exact", "§4, §5", "a reply shows the exact durable record: an active claim's expiry is one a "
+         "successful acquire or renew of that generation set", {"epochs": ("read-back-not-durable",)}),
     Rule("lease-active-while", "§4", "a lease is active exactly while effective_now < expires_at; two owners "
          "never hold a tuple at once", {"dual_ownership": ("overlapping-leases",)}),
     Rule("floor-monotonic", "§4", "effective_now = max(physical, durable floor): decision time never goes back, "

@@ -19,7 +19,7 @@ allocate a greater epoch, preventing ABA even across restart"). Checks:
 from __future__ import annotations
 
 from . import leases as _leases
-from ._common import BAD, Findings, Op, fmt_tuple, prepare, realtime_regressions
+from ._common import BAD, Findings, Op, at, fmt_tuple, prepare, realtime_regressions
 
 
 def check(history, ctx: dict | None = None) -> dict:
@@ -82,6 +82,10 @@ def check(history, ctx: dict | None = None) -> dict:
             [*a.indices, *b.indices], tuple=list(b.key), epochs=[str(e1), str(e2)],
         )
 
+    lost_acquires: dict[tuple, set] = {}  # (tuple, owner, witness last_epoch) -> leases of unknown-outcome acquires
+    for op in h.ops:
+        if op.f == "acquire" and op.uncertain and op.lease is not None and op.w_le is not None:
+            lost_acquires.setdefault((op.key, op.owner, op.w_le), set()).add(op.lease)
     for key, gens in _leases.build(h).items():
         for e, g in gens.items():
             for owner, issued, op in g.conflicts:
@@ -93,5 +97,28 @@ def check(history, ctx: dict | None = None) -> dict:
                     [*g.first_op.indices, *op.indices], tuple=list(key), epoch=str(e),
                     generations=[[g.owner, g.issued], [owner, issued]],
                 )
+
+        for e, g in gens.items():
+            if g.uncertain_renew or not g.unset_shown or g.issued_ms is None:
+                continue  # a renew no reply shows may have set any expiry
+            expiries = set(g.set_expiries)
+            if not g.acquired:  # made by an acquire whose reply was lost: issued_at + its lease
+                leases = lost_acquires.get((key, g.owner, e - 1), ())
+                if len(leases) != 1:
+                    continue
+                expiries |= {g.issued_ms + lease for lease in leases}
+            for x, op in g.unset_shown:
+                if x in expiries:
+                    continue
+                out.add(
+                    "read-back-not-durable",
+                    f"Tuple {fmt_tuple(key)}: {op.f} (op {op.i}) shows epoch {e} of {g.owner!r} expiring at {at(x)}, "
+                    "but no acquire or renew of that generation set that expiry (they set "
+                    + ", ".join(at(v) for v in sorted(expiries)) + "). A reply shows the exact durable "
+                    "record (contract §4, §5: the normalized read-back).",
+                    [*g.first_op.indices, *op.indices], tuple=list(key), epoch=str(e), shown=at(x),
+                    set=[at(v) for v in sorted(expiries)],
+                )
+                break
 
     return out.result({"ok_acquires": acquires, "tuples": len(by_tuple)})

@@ -26,7 +26,8 @@ from ._common import BAD, History, Op, at
 
 class Generation:
     __slots__ = ("owner", "issued", "issued_ms", "first_op", "live_ms", "live_op",
-                 "exp_at_ms", "exp_ms", "exp_hi_ms", "exp_op", "release_ms", "release_op", "uncertain_end", "conflicts")
+                 "exp_at_ms", "exp_ms", "exp_hi_ms", "exp_op", "release_ms", "release_op", "uncertain_end", "conflicts",
+                 "set_expiries", "unset_shown", "acquired", "uncertain_renew")
 
     def __init__(self, owner: str, issued_ms: int | None, op: Op):
         self.owner = owner
@@ -43,6 +44,10 @@ class Generation:
         self.release_op: Op | None = None
         self.uncertain_end = False
         self.conflicts: list[tuple[str, str, Op]] = []  # (owner, issued_at text, op) disagreeing with the first
+        self.set_expiries: set[int] = set()  # expiries a successful acquire or renew of it set
+        self.unset_shown: list[tuple[int, Op]] = []  # expiries shown before any decision was seen setting them
+        self.acquired = False  # a successful acquire's own reply shows it (its first expiry is known)
+        self.uncertain_renew = False  # a renew of unknown outcome may have set an expiry no reply shows
 
     def held_interval(self) -> tuple[int, int, Op] | None:
         """``(start_ms, end_ms_exclusive, op proving the end)``, or ``None``."""
@@ -67,7 +72,7 @@ Leases = dict[tuple[str, str], dict[int, Generation]]
 
 
 def _see(gens: dict[int, Generation], active: tuple | None, t_ms: int | None, op: Op, *, is_release: bool = False,
-         sets_expiry: bool = True) -> None:
+         sets_expiry: bool = True, decided: bool = False) -> None:
     if active is None or active is BAD:
         return
     owner, e, issued, x_ms = active
@@ -81,6 +86,12 @@ def _see(gens: dict[int, Generation], active: tuple | None, t_ms: int | None, op
     elif owner != g.owner or issued != g.issued_ms:
         g.conflicts.append((owner, at(issued), op))
         return
+    if x_ms is not None:
+        if decided:  # the claim a successful acquire / renew returned: it set this expiry
+            g.set_expiries.add(x_ms)
+            g.acquired = g.acquired or op.f == "acquire"
+        elif x_ms not in g.set_expiries and len(g.unset_shown) < 64:
+            g.unset_shown.append((x_ms, op))
     if t_ms is None:
         return
     if is_release:
@@ -124,6 +135,7 @@ def build(h: History) -> Leases:
                     # remember it even before any reply shows the epoch
                     g = gens[op.epoch] = Generation("", None, op)
                 g.uncertain_end = True
+                g.uncertain_renew = g.uncertain_renew or f == "renew"
             continue
         if op.exit is None:
             continue
@@ -132,7 +144,7 @@ def build(h: History) -> Leases:
         if op.type == "ok" and f == "release":
             _see(gens, op.claim, t_ms, op, is_release=True)
         if op.type == "ok" and (f == "acquire" or f == "renew"):
-            _see(gens, op.claim, t_ms, op)
+            _see(gens, op.claim, t_ms, op, decided=True)
         if op.le is not None and op.active is not None:
             # A read does not persist its time (vectors.md §5.1 rule 3): after a backward
             # clock step later decisions may carry *earlier* times, so a read's time is
