@@ -46,7 +46,7 @@ def open_backend(spec: dict, clock: Clock | None = None, hooks: Hooks | None = N
     if spec.get("protocol") == "issue-lock":  # the second protocol's stores (backends.issuelock)
         from backends import issuelock
 
-        return issuelock.open_backend(spec, clock or clock_for(spec), hooks or Hooks())
+        return issuelock.open_store(spec, clock or clock_for(spec), hooks or Hooks())
     name = spec.get("backend")
     if name == "python":
         factory = _load_factory(spec.get("factory"))

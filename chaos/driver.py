@@ -30,6 +30,9 @@ class FaultEnv:
         self.clock_faults = clock_faults
         self.fsync = fsync
         self.fsync_armed_at: int | None = None
+        self.power = None               # chaos.faults.powerloss.PowerLoss when the power-loss nemesis runs
+        self.routes = None              # chaos.nemesis.partition.Routes: one proxy per worker (partition)
+        self.partition_base: dict = {}  # evidence counters at the cut, per cut group
         self.paused: dict[int, int] = {}
         self.coverage = coverage
         self.history = history

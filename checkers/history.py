@@ -23,10 +23,13 @@ import base64
 import binascii
 import gc
 import hashlib
+import io
 import json
+import os
 from array import array
 from typing import Any, Iterable, Iterator
 
+from backends import safeload
 from backends.contract.digests import operation_digest
 from backends.contract.values import parse_instant
 
@@ -440,10 +443,20 @@ class History:
 
     @staticmethod
     def _read(b: "_Builder", path: str, tolerant: bool, feed, decode) -> "History":
-        with open(path, encoding="utf-8", errors="surrogateescape", newline="\n") as f:
+        # the one bounded loader's rules: a regular file (never a FIFO), within the history size limit
+        with safeload.open_regular(path, "history") as raw:
+            limit = safeload.HISTORY.max_bytes
+            if os.fstat(raw.fileno()).st_size > limit:
+                raise safeload.LoadError(f"history {path}: larger than the {safeload.HISTORY.describe_bytes()} limit")
+            f = io.TextIOWrapper(raw, encoding="utf-8", errors="surrogateescape", newline="\n")
             for n, line in enumerate(f, 1):
                 try:
                     rec = decode(line)
+                except RecursionError:
+                    if not tolerant:
+                        raise safeload.LoadError(f"history {path}: line {n} is nested too deeply") from None
+                    b.h.problems.append(f"history.jsonl: line {n} is nested too deeply, skipped")
+                    continue
                 except ValueError as e:
                     if not line.endswith("\n"):
                         b.h.problems.append(f"history.jsonl: torn last line {n} skipped (the run was killed mid-write)")
@@ -451,7 +464,7 @@ class History:
                     if not line.strip():
                         continue
                     if not tolerant:
-                        raise ValueError(f"line {n} is not JSON: {e}") from None
+                        raise safeload.LoadError(f"history {path}: line {n} is not JSON ({e})") from None
                     b.h.problems.append(f"history.jsonl: line {n} is not JSON, skipped")
                     continue
                 if not line.endswith("\n"):
@@ -688,13 +701,15 @@ def read_history(path: str) -> list[dict]:
     """Load ``history.jsonl`` as raw records (tools that want dicts). A torn
     last line (the run was killed mid-write) is skipped."""
     ops: list[dict] = []
-    with open(path, "rb") as f:
-        for raw in f:
-            if not raw.endswith(b"\n"):
-                break  # torn tail of a crashed run
-            raw = raw.strip()
-            if raw:
-                ops.append(json.loads(raw))
+    for n, raw in safeload.json_lines(path):
+        if not raw.endswith(b"\n"):
+            break  # torn tail of a crashed run
+        raw = raw.strip()
+        if raw:
+            try:
+                ops.append(safeload.json_line(raw))
+            except ValueError as e:
+                raise safeload.LoadError(f"history {path}: line {n} is not JSON ({e})") from None
     return ops
 
 

@@ -7,7 +7,7 @@
   ``external.py``: any program speaking the issue-lock CLI, driven per its profile.
 * ``seed.py``: the privileged seed every store shares.
 
-``open_backend(spec, clock, hooks)`` opens the store named by ``spec["backend"]``
+``open_store(spec, clock, hooks)`` opens the store named by ``spec["backend"]``
 (``sqlite``, ``gitfile``, ``external``, or ``python`` with ``factory``); the
 registry sends a spec with ``"protocol": "issue-lock"`` here.
 """
@@ -20,7 +20,7 @@ STORES = {"sqlite": "backends.issuelock.sqlite", "gitfile": "backends.issuelock.
           "external": "backends.issuelock.external"}
 
 
-def open_backend(spec: dict, clock, hooks):
+def open_store(spec: dict, clock, hooks):
     name = spec.get("backend")
     if name == "python":
         from backends.registry import _load_factory

@@ -316,11 +316,12 @@ class LockEngine:
             lock = txn.get_lock(key) if repo is not None else None
             observed = self._observed(txn, key, repo, branch, worktree) if repo is not None else None
             refusal = self._recovery_refusal(lock, ident, key, branch, worktree, expected, now, observed)
+            # the full lock the decision saw: recovery's evidence, re-decided by the checkers
             if refusal is not None:
-                return self._refuse("recover", refusal, now, dry_run=dry, lock=R.summary(lock), binding=observed)
+                return self._refuse("recover", refusal, now, dry_run=dry, lock=lock, binding=observed)
             if dry:
-                return E.success("recover", now, False, dry_run=True, decision="would_recover",
-                                 lock=R.summary(lock), binding=observed)
+                return E.success("recover", now, False, dry_run=True, decision="would_recover", lock=lock,
+                                 binding=observed)
             new = B.build_recovered_lock(lock, ident, txn.ttl_ms(), now, observed["branch_head"])
             txn.put_lock(key, new)
             back = txn.get_lock(key)
@@ -329,6 +330,6 @@ class LockEngine:
             if missing:
                 return E.failed_after_write("recover", C.INCOMPLETE, now, {"missing_fields": missing}, lock=back)
             return E.success("recover", now, True, dry_run=False, decision="recovered", lock=back,
-                             task_session_id=R.task_session_id(back), prior=R.summary(lock),
+                             task_session_id=R.task_session_id(back), prior=R.summary(lock), prior_lock=lock,
                              head_after=after["head"] if after else None, binding=observed)
         return self._run(not dry, body)

@@ -29,6 +29,9 @@ from backends.issuelock.contract import reader as R
 from backends.issuelock.contract.fields import IssueKey
 from backends.sqlite.store import SqliteStore, connect
 
+#: a decision waits this long for the write lock (a paused holder), then answers store_unavailable
+BUSY_TIMEOUT_S = 5.0
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS config (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS identities (token TEXT PRIMARY KEY, username TEXT, profile TEXT);
@@ -222,4 +225,5 @@ class SqliteSeeder:
 def open_backend(spec: dict, clock, hooks):
     from backends.issuelock.engine import LockEngine
 
-    return LockEngine(SqliteLockStore(spec["path"]), clock, hooks, name="issuelock-sqlite")
+    store = SqliteLockStore(spec["path"], busy_timeout_s=float(spec.get("busy_timeout_s", BUSY_TIMEOUT_S)))
+    return LockEngine(store, clock, hooks, name="issuelock-sqlite")

@@ -16,9 +16,10 @@ import argparse
 import json
 import os
 
+from backends import safeload
 from chaos.errors import ExitCode, UsageError
 from checkers import default_checkers, run_checkers
-from checkers.history import History
+from checkers.history import History, read_history
 
 _VERDICT_EXIT = {True: ExitCode.VALID, False: ExitCode.INVALID, "unknown": ExitCode.UNKNOWN}
 
@@ -61,11 +62,19 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"chaos check: {run_dir}: no such run directory")
     if not os.path.isfile(path):
         raise UsageError(f"chaos check: {run_dir}: no history.jsonl in this directory")
+    ctx = load_context(run_dir)
+    if ctx.get("protocol") == "issue-lock":  # a --workload issue-lock run: that protocol's checkers
+        import checkers.issuelock as issuelock
+
+        checkers, run_checkers_of = dict(issuelock.ISSUELOCK_CHECKERS), issuelock.run_checkers
+        reader = read_history  # that protocol pairs the raw records itself
+    else:
+        checkers, run_checkers_of = default_checkers(include_linearizable=not args.no_linearizable), run_checkers
+        reader = History.read  # the one history type, read once, streaming
     try:
-        history = History.read(path)
+        history = reader(path)
     except (OSError, ValueError) as e:
         raise UsageError(f"chaos check: {path}: unreadable history ({e})") from None
-    checkers = default_checkers(include_linearizable=not args.no_linearizable)
     if args.only:
         names = [n.strip() for n in args.only.split(",") if n.strip()]
         unknown = sorted(set(names) - set(checkers))
@@ -74,7 +83,10 @@ def run(args: argparse.Namespace) -> int:
         checkers = {n: checkers[n] for n in names}
     if args.jobs < 1:
         raise UsageError(f"chaos check: --jobs must be at least 1, got {args.jobs}")
-    result = run_checkers(history, load_context(run_dir), checkers, jobs=args.jobs)
+    if run_checkers_of is run_checkers:
+        result = run_checkers(history, ctx, checkers, jobs=args.jobs)
+    else:
+        result = run_checkers_of(history, ctx, checkers)
     if args.json:
         print(json.dumps(_printable(result), indent=2, sort_keys=True))
     else:
@@ -141,22 +153,18 @@ def _write_back(path: str, result: dict) -> None:
 
 
 def _read_json(path: str):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except FileNotFoundError:
+    if not os.path.lexists(path):
         return None
-    except (OSError, ValueError) as e:
-        raise UsageError(f"chaos check: {path}: not valid JSON ({e})") from None
+    try:
+        return safeload.json_file(path, safeload.RESULTS, "results")
+    except safeload.LoadError as e:
+        raise UsageError(f"chaos check: {e}") from None
 
 
 def _read_yaml(path: str):
-    if not os.path.isfile(path):
+    if not os.path.lexists(path):
         return None
-    import yaml
-
     try:
-        with open(path) as f:
-            return yaml.safe_load(f)
-    except (OSError, yaml.YAMLError) as e:
-        raise UsageError(f"chaos check: {path}: not valid YAML ({e})") from None
+        return safeload.yaml_file(path, safeload.CONFIG, "test config")
+    except safeload.LoadError as e:
+        raise UsageError(f"chaos check: {e}") from None

@@ -39,6 +39,8 @@ from workloads.generator import Gen, any_of, fill_op, nemesis as on_nemesis, PEN
 from workloads.random import Stream
 
 DEFAULT_ORDER = ("kill", "pause", "clock", "fsync", "lost-reply", "restart")
+#: faults that exist but run only when asked for by name (never in the default selection)
+OPT_IN = ("power-loss", "partition")
 
 
 @dataclass(frozen=True)
@@ -162,7 +164,7 @@ class Coverage:
 
 def _registry() -> dict:
     """nemesis -> {mechanism (the ability's ``via``) -> ``package(opts)``}."""
-    from chaos.nemesis import clock, io, process, server
+    from chaos.nemesis import clock, io, partition, power, process, server
 
     return {
         "kill": {"workers": process.kill_package, "server": server.kill_package},
@@ -171,6 +173,8 @@ def _registry() -> dict:
         "clock": {"workers": clock.package},
         "fsync": {"workers": io.fsync_package, "server": server.fsync_package},
         "lost-reply": {"exit-after-commit": io.lost_reply_package, "proxy": server.lost_reply_package},
+        "power-loss": {"powerloss-shim": power.package},
+        "partition": {"worker-proxies": partition.package},
     }
 
 
@@ -188,7 +192,8 @@ def sut_options(opts: dict) -> dict:
     """The backend options inside nemesis opts (dsn, command, profile, factory)."""
     from chaos.sut.base import OPTIONS
 
-    return {k: opts.get(k) for k in OPTIONS}
+    # the protocol under test (work-claim by default) decides some abilities (issue-lock has no lost-reply)
+    return {**{k: opts.get(k) for k in OPTIONS}, "protocol": opts.get("protocol") or "work-claim"}
 
 
 def build(name: str, opts: dict) -> Package:
@@ -249,6 +254,12 @@ def mechanisms() -> dict:
         out["failsync"] = (True, failsync.build())
     except Exception as e:
         out["failsync"] = (False, f"{type(e).__name__}: {e}")
+    try:
+        from chaos.faults import powerloss
+
+        out["powerloss"] = (True, powerloss.build())
+    except Exception as e:
+        out["powerloss"] = (False, f"{type(e).__name__}: {e}")
     return out
 
 
@@ -257,7 +268,7 @@ def support(backend: str, opts: dict | None = None) -> dict[str, tuple[bool, str
     backend options (dsn, command, profile, factory) and nemesis opts."""
     have = mechanisms()
     out = {}
-    for name in DEFAULT_ORDER:
+    for name in DEFAULT_ORDER + OPT_IN:
         try:
             pkg = build(name, {"workers": 1, **dict(opts or {}), "backend": backend})
         except NemesisRefused as e:
@@ -273,7 +284,7 @@ def support(backend: str, opts: dict | None = None) -> dict[str, tuple[bool, str
 
 def supported(backend: str, opts: dict | None = None) -> list[str]:
     """The nemeses that work for ``backend`` on this machine (default selection)."""
-    return [name for name, (ok, _) in support(backend, opts).items() if ok]
+    return [name for name, (ok, _) in support(backend, opts).items() if ok and name in DEFAULT_ORDER]
 
 
 def compose_packages(names, opts: dict) -> tuple[Gen | None, dict, list[Package]]:

@@ -33,6 +33,8 @@ ABILITIES: dict[str, str] = {
     "clock": "skew the wall clock of the process that decides",
     "fsync": "make fsync fail with EIO where decisions become durable",
     "lost-reply": "lose the reply of a call that committed",
+    "power-loss": "cut the power: every write no completed fsync covers is lost (or torn), then restart",
+    "partition": "cut some workers off from the store they reach over the network while the rest go on",
     "advisory-setup": "set up an advisory endpoint (a real uncoordinated writer)",
     "write-paths": "provision a custom write-path inventory",
     "legacy-writes": "the legacy write commands (transition-v1, create-v1)",

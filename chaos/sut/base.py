@@ -102,6 +102,7 @@ class Sut:
     cli_ledger = True           # ``chaos backend NAME`` stores in the ``--ledger`` directory
     takes: tuple[str, ...] = () # which of ``OPTIONS`` it accepts
     requires: tuple[str, ...] = ()  # which of them it needs
+    protocols: tuple[str, ...] = ("work-claim",)  # the contracts it serves (``chaos run --workload``)
 
     # ------------------------------------------------------------------ abilities
 
@@ -134,6 +135,10 @@ class Sut:
 
     def conform_session(self, options: dict):
         raise UsageError(f"backend {self.name!r} has no conformance adapter")
+
+    def issue_lock_target(self, cfg, run, note_pid=None, note_dir=None):
+        """The issue-lock store this backend serves (``chaos.issuelock.targets``)."""
+        raise UsageError(f"backend {self.name!r} does not serve the issue-lock protocol")
 
     # ------------------------------------------------------------------ chaos backend NAME
 

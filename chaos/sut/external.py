@@ -108,7 +108,23 @@ class ExternalSut(Sut):
     def usage_hint(self, key: str) -> str:
         return "'...' (the contract CLI command line)"
 
+    def check(self, opts: dict) -> None:
+        super().check(opts)
+        if opts.get("protocol") != "issue-lock":
+            profile_of(opts)  # a broken profile is a config error up front, not a failure of every case
+
+    protocols = ("work-claim", "issue-lock")
+
+    def issue_lock_target(self, cfg, run, note_pid=None, note_dir=None):
+        from chaos.issuelock.targets import ExternalLockTarget
+
+        return ExternalLockTarget(cfg, run, note_pid, note_dir)
+
     def declare(self, opts: dict) -> dict:
+        if opts.get("protocol") == "issue-lock":
+            from chaos.issuelock.targets import lock_abilities
+
+            return lock_abilities(self.name, opts)
         xp = profile_of(opts)
         admin = xp.admin
         who = f"profile {xp.name}"
@@ -130,6 +146,8 @@ class ExternalSut(Sut):
             "clock": can("worker + CLI wall clocks (inherited preload): libfaketime", "workers"),
             "fsync": can("CLI fsyncs (inherited preload): EIO shim", "workers"),
             "lost-reply": can("workers: exit(137) after the CLI answered exit 0, before the reply", "exit-after-commit"),
+            "power-loss": can("the ledger directory the CLI writes: un-fsynced changes undone (inherited preload)",
+                              "powerloss-shim"),
             "advisory-setup": can(f"{who}: advisory_setup {xp.advisory_setup}", xp.advisory_setup)
             if xp.advisory_setup else cannot(f"{who} declares no way to set up an advisory (bypass) endpoint"),
             "write-paths": can(f"{who}: provision --write-paths") if xp.provision_write_paths

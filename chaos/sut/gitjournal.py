@@ -48,6 +48,8 @@ class GitJournalSut(Sut):
             "kill": can("worker processes: SIGKILL + reap (a held journal lock is recovered from its dead owner)",
                         "workers"),
             "pause": can("worker processes: SIGSTOP/SIGCONT (a held lock makes others wait, then busy)", "workers"),
+            "power-loss": can("the repository (journals, item files, locks, git objects and refs): un-fsynced "
+                              "changes undone (preload shim, inherited by git)", "powerloss-shim"),
             "fsync": can("worker fsyncs (journal appends, item files): EIO shim", "workers"),
             "restart": can("worker processes: drop state, re-read the ledgers", "workers"),
             "seed": can("GitJournalStore.seed writes the journal before any worker serves", "store"),

@@ -85,8 +85,14 @@ class PostgresTarget(Target):
             from psycopg.conninfo import make_conninfo
 
             worker_dsn = make_conninfo(self.admin_dsn, host="127.0.0.1", port=str(self.proxy.port))
-        backend = open_pg({"backend": "postgres", "dsn": self.admin_dsn, "namespaces": list(namespaces)},
-                          SystemClock(), Hooks())
+        spec = {"backend": "postgres", "dsn": self.admin_dsn, "namespaces": list(namespaces)}
+        if self.cfg.dsn:  # the user's database: name the schema to the watchdog before creating it
+            from backends.postgres.schema import random_schema_name
+            from chaos.watchdog import note_schema
+
+            spec["schema"] = random_schema_name()
+            note_schema(self.run.tmp, spec["schema"])
+        backend = open_pg(spec, SystemClock(), Hooks())
         try:
             self.schema = backend.store.schema
             backend.store.seed(durable)
@@ -95,6 +101,8 @@ class PostgresTarget(Target):
             backend.close()
         self.spec = {"backend": "postgres", "dsn": worker_dsn, "schema": self.schema,
                      "namespaces": list(namespaces), "deadline_s": 3.0}
+        if self.cfg.factory:   # an outside class over PostgresStore (a variant of the suite's own)
+            self.spec.update(backend="python", factory=self.cfg.factory)
 
     def _tcp_target(self) -> tuple[str, int]:
         if self.server is not None:
@@ -147,11 +155,13 @@ class PostgresTarget(Target):
 
     def _drop_schema(self) -> None:
         """The user's server: drop only the schema this run created."""
-        from backends.postgres.store import PostgresStore
+        from backends.postgres.admin import drop_created_schema
+        from chaos.watchdog import forget_schema
 
         try:
-            PostgresStore(self.admin_dsn, self.schema).drop_created()
-        except Exception as e:
+            drop_created_schema(self.admin_dsn, self.schema)
+            forget_schema(self.run.tmp, self.schema)
+        except Exception as e:  # the watchdog tries again when the run ends
             print(f"chaos: could not drop schema {self.schema}: {type(e).__name__}: {e}", file=sys.stderr)
 
 
@@ -180,7 +190,7 @@ class PostgresSut(Sut):
     summary = "strict fenced: one READ COMMITTED transaction per decision, namespace row lock"
     cli = True
     cli_ledger = False          # --dsn / --schema, not a directory
-    takes = ("dsn",)
+    takes = ("dsn", "factory")   # factory: a class over PostgresStore, opened like the python backend
 
     def declare(self, opts: dict) -> dict:
         no_server = _no_own_server(opts)
@@ -198,6 +208,10 @@ class PostgresSut(Sut):
             "clock": can("worker wall clocks (the service's clock is authoritative): libfaketime", "workers"),
             "fsync": server("the PostgreSQL server: EIO shim preloaded, PANIC, restart at the heal"),
             "lost-reply": can("fault proxy in front of the server: replies dropped for a window", "proxy"),
+            "partition": can("one fault proxy per worker: some lose the server (blackhole or refused), the rest go on",
+                             "worker-proxies"),
+            "power-loss": cannot("the server's durability is PostgreSQL's own WAL and fsync (the fsync and kill "
+                                 "nemeses fault it); the power-loss shim covers file-backed stores"),
             "advisory-setup": can("the real bypass writer (admin.enable_bypass_writer)", "bypass"),
             "write-paths": can("provisioned with the case's inventory (a missing entry stays missing)"),
             "legacy-writes": can("the engine's legacy refusals"),
@@ -207,6 +221,18 @@ class PostgresSut(Sut):
 
     def check(self, opts: dict) -> None:
         super().check(opts)
+        if opts.get("dsn"):
+            from psycopg import ProgrammingError
+            from psycopg.conninfo import conninfo_to_dict
+
+            try:
+                conninfo_to_dict(opts["dsn"])
+            except ProgrammingError as e:
+                raise UsageError(f"--dsn: not a libpq connection string ({str(e).strip()})") from None
+        if opts.get("factory"):
+            from chaos.conform.adapters.python import check_factory
+
+            check_factory(opts["factory"])  # loadable here, before any run directory is made
         if not opts.get("dsn"):
             from chaos.faults.pgserver import find_bindir
 

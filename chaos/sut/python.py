@@ -3,7 +3,6 @@ entry, ``--factory MOD:FN``), served inside the worker hosts like sqlite."""
 
 from __future__ import annotations
 
-from chaos.errors import UsageError
 from chaos.sut.abilities import can
 from chaos.sut.base import Sut, Target
 from chaos.sut.sqlite import SqliteSut
@@ -35,11 +34,22 @@ class PythonSut(Sut):
 
     def check(self, opts: dict) -> None:
         super().check(opts)
-        factory = opts["factory"]
-        if ":" not in factory or not all(factory.partition(":")[::2]):
-            raise UsageError(f'--factory {factory!r}: expected "module:function"')
+        from chaos.conform.adapters.python import check_factory
+
+        check_factory(opts["factory"])  # loadable here, before any run directory is made
+
+    protocols = ("work-claim", "issue-lock")
+
+    def issue_lock_target(self, cfg, run, note_pid=None, note_dir=None):
+        from chaos.issuelock.targets import PythonLockTarget
+
+        return PythonLockTarget(cfg, run, note_pid, note_dir)
 
     def declare(self, opts: dict) -> dict:
+        if opts.get("protocol") == "issue-lock":
+            from chaos.issuelock.targets import lock_abilities
+
+            return lock_abilities(self.name, opts)
         rows = SqliteSut().declare(opts)  # today: the factory is given the SQLite file and its mechanisms
         rows["seed"] = can("the factory's store.seed, over the SQLite file it is given", "store")
         rows["export"] = can("the factory's store.export_durable", "store")

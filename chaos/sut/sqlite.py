@@ -18,6 +18,9 @@ WORKER_FAULTS = {
     "clock": can("worker wall clocks: libfaketime (backward, forward, strobe)", "workers"),
     "fsync": can("worker fsyncs: EIO shim", "workers"),
     "lost-reply": can("workers: exit(137) right after a commit, before the reply", "exit-after-commit"),
+    "power-loss": can("the store's files: every change no completed fsync covers is undone (preload shim)",
+                      "powerloss-shim"),
+    "partition": cannot("no network between the workers and their store (they share a file)"),
 }
 
 
@@ -32,10 +35,21 @@ class SqliteTarget(Target):
 class SqliteSut(Sut):
     name = "sqlite"
     order = 10
-    summary = "strict fenced: one SQLite file, BEGIN IMMEDIATE, synchronous=FULL"
+    summary = "strict fenced: one SQLite file, BEGIN IMMEDIATE, synchronous=EXTRA"
     cli = True
 
+    protocols = ("work-claim", "issue-lock")
+
+    def issue_lock_target(self, cfg, run, note_pid=None, note_dir=None):
+        from chaos.issuelock.targets import SqliteLockTarget
+
+        return SqliteLockTarget(cfg, run, note_pid, note_dir)
+
     def declare(self, opts: dict) -> dict:
+        if opts.get("protocol") == "issue-lock":
+            from chaos.issuelock.targets import lock_abilities
+
+            return lock_abilities(self.name, opts)
         return {
             **WORKER_FAULTS,
             "seed": can("SqliteStore.seed into claims.db before any worker serves", "store"),

@@ -49,7 +49,7 @@ from typing import Any, NamedTuple
 from backends.api import EPOCH_MAX
 from backends.contract import format_instant
 
-from .checker import ILLEGAL, OK, check_operations
+from .checker import ILLEGAL, OK, Budget, check_operations
 from .claim_ops import active_tuple, instant_ms, register_operations
 from .model import UNKNOWN, NondeterministicModel, Operation
 
@@ -423,65 +423,62 @@ def check(history, ctx: dict) -> dict:
     is accepted too) and
     ``initial_revisions`` (``{"ns/item": revision}``). Without them every tuple
     starts fresh with its ledger revision unbound (learnt from the replies).
+    ``linearizable_budget`` (``Budget.from_mapping``) bounds each tuple's
+    search; a tuple over it is ``unknown`` with the reason.
 
     One register at a time: its operations are built, searched and dropped,
-    so memory holds one partition's search, not the whole history's. A
-    partition is searched without recording partial linearizations; only an
-    illegal one is searched again with them, for its explanation.
+    so memory holds one partition's search, not the whole history's.
     """
     starts = initial_states(ctx.get("initial_durable") or ctx.get("durable"))
     for name, rev in (ctx.get("initial_revisions") or {}).items():
         key = tuple(name.split("/", 1))
         le, act, _, floor, outs = starts.get(key, (0, None, UNBOUND, 0, ()))
         starts[key] = (le, act, rev, floor, outs)
+    budget = Budget.from_mapping(ctx.get("linearizable_budget"))  # per (namespace, item)
     base = claim_model().to_model()
     fresh: State = (0, None, UNBOUND, 0, ())
-    summaries, anomalies = [], []
+    summaries, anomalies, unknown = [], [], []
     verdict, op_count = OK, 0
     for key, part in register_operations(history):
         op_count += len(part)
         start = starts.get(key, fresh)
         model = replace(base, init=lambda start=start: frozenset([start]), partition=None)
-        res = check_operations(model, part, timeout=ctx.get("timeout", 60))
+        res = check_operations(model, part, timeout=ctx.get("timeout", 60), budget=budget)
         if res.result == ILLEGAL:
             verdict = ILLEGAL
-            res = check_operations(model, part, timeout=ctx.get("timeout", 60), verbose=True)
-            anomalies.append(_anomaly(key, part, res, model))
+            anomalies.append(_anomaly(key, part, res))
         elif res.result != OK and verdict == OK:
             verdict = "unknown"
+        unknown += [f"{key[0]}/{key[1]}: {reason}" for reason in res.reasons]
+        p = res.partitions[0] if res.partitions else None
         summaries.append({"ledger_namespace": key[0], "item_id": key[1], "ops": len(part), "result": res.result,
-                          "configurations": res.partitions[0].configurations if res.partitions else 0})
+                          "configurations": p.configurations if p else 0,
+                          **({"reason": p.reason} if p and p.reason else {})})
     return {
         "valid": {OK: True, ILLEGAL: False}.get(verdict, "unknown"),
         "model": "work-claim-register",
         "op_count": op_count,
         "partitions": summaries,
         "anomalies": anomalies,
+        **({"unknown_reasons": unknown[:20]} if unknown else {}),
     }
 
 
-def _anomaly(key: tuple, part: list[Operation], res: Any, model: Any) -> dict:
-    """Plain-words explanation: the longest legal prefix, and the ops none of which can follow it."""
-    partials = res.partitions[0].partial_linearizations
-    longest = max(partials, key=len) if partials else []
-    state = model.init()
-    for i in longest:
-        _, state = model.step(state, part[i].input, part[i].output)
-    rest = [i for i in range(len(part)) if i not in set(longest)]
-    done = [part[i].metadata for i in longest]
-    stuck = [part[i].metadata for i in rest]
-    describe = model.describe_state
+def _anomaly(key: tuple, part: list[Operation], res: Any) -> dict:
+    """The minimal explanation: the longest legal prefix, and the ops none of which can follow it."""
+    ex = res.partitions[0].explanation
+    invoke = [op.metadata[0] for op in part]
+    named = ex.stuck + ([ex.first_return] if ex.first_return is not None else [])
     return {
         "type": "nonlinearizable",
-        "explanation": (
-            f"No order of the {len(part)} ops on {key[0]}/{key[1]} is consistent with their replies and "
-            f"real-time order. The longest legal prefix has {len(longest)} ops and leaves the register at "
-            f"[{describe(state)}]; none of the remaining {len(rest)} ops can be the next one."),
-        "ops": sorted({m[0] for m in done + stuck} | {m[1] for m in done + stuck if m[1] is not None}),
+        "explanation": (f"No order of the {len(part)} ops on {key[0]}/{key[1]} is consistent with their replies "
+                        f"and real-time order: " + ex.text(lambda i: f"#{invoke[i]}") + "."),
+        "ops": sorted({m for i in named for m in part[i].metadata[:2] if m is not None}),
         "data": {
             "ledger_namespace": key[0], "item_id": key[1],
-            "longest_linearization": [m[0] for m in done],
-            "not_linearizable_after_it": [m[0] for m in stuck],
-            "partial_linearizations": [[part[i].metadata[0] for i in seq] for seq in partials],
+            "longest_linearization": [invoke[i] for i in ex.prefix],
+            "state_after_it": ex.state_text,
+            "not_linearizable_after_it": [invoke[i] for i in ex.stuck],
+            "first_to_return": None if ex.first_return is None else invoke[ex.first_return],
         },
     }
