@@ -326,6 +326,8 @@ def final_state_records(durable: dict, chunk: int = FINAL_CHUNK) -> list[dict]:
     """The runner's ``final-state`` history records for a durable export
     (manifest-shaped): the first holds the claims, floors and ledgers, each
     holds at most ``chunk`` publication outcomes; a reader merges them in order."""
+    if "publication_outcomes" not in durable:  # another protocol's export: one record, as it is
+        return [{"process": "nemesis", "type": "info", "f": "final-state", "value": {"durable": durable}}]
     outcomes = list(durable.get("publication_outcomes") or [])
     head = {k: v for k, v in durable.items() if k != "publication_outcomes"}
     parts = [outcomes[i:i + chunk] for i in range(0, len(outcomes), chunk)] or [[]]
