@@ -104,6 +104,13 @@ def acquired(s: Scenario, owner: str = "agent-a", at_ms: int = 1_000, lease: int
     return rec, claim_of(rec)
 
 
+def published(s: Scenario) -> tuple[dict, dict]:
+    """agent-a holds the item and publishes over the seed at +2 s: (request, completion)."""
+    acquired(s)
+    req = s.publish("pub_a_1", "agent-a", "1", s.seed_rev(), "a one")
+    return req, s.call(1, "publish", req, 2_000)
+
+
 def test_false_claim_held():
     s = Scenario()
     a, claim = acquired(s)
@@ -234,9 +241,7 @@ def test_unchanged_lie_on_release():
 
 def test_unchanged_lie_on_publish():
     s = Scenario()
-    a, claim = acquired(s)
-    req = s.publish("pub_a_1", "agent-a", "1", s.seed_rev(), "a one")
-    p = s.call(1, "publish", req, 2_000)
+    req, p = published(s)
     pread = s.call(2, "publication-read", {"operation_id": "pub_a_1", **s.key()}, 3_000)
     all_valid(s)
     reply(p, publication_error(Code.CLOCK_FLOOR_PERSISTENCE_FAILED, s.key(), operation_id="pub_a_1"))
@@ -248,9 +253,7 @@ def test_unchanged_lie_on_publish():
 
 def test_false_fence_rejection():
     s = Scenario()
-    a, claim = acquired(s)
-    req = s.publish("pub_a_1", "agent-a", "1", s.seed_rev(), "a one")
-    p = s.call(1, "publish", req, 2_000)
+    req, p = published(s)
     all_valid(s)
     reply(p, publication_error(Code.CLAIM_FENCE_REJECTED, {
         **s.key(), "observed_at": at(2_000), "reason": "owner-mismatch", "supplied_owner_id": "agent-a",
@@ -269,9 +272,7 @@ def _swapped_conflict(req: dict):
 
 def test_false_revision_conflict_returned():
     s = Scenario()
-    a, claim = acquired(s)
-    req = s.publish("pub_a_1", "agent-a", "1", s.seed_rev(), "a one")
-    p = s.call(1, "publish", req, 2_000)
+    req, p = published(s)
     all_valid(s)
     reply(p, _swapped_conflict(req))
     named(s, "decisions", "false-revision-conflict", idx(p))
@@ -280,9 +281,7 @@ def test_false_revision_conflict_returned():
 def test_false_revision_conflict_against_the_known_revision():
     """The details look fine, but the item provably had the expected revision."""
     s = Scenario()
-    a, claim = acquired(s)
-    req = s.publish("pub_a_1", "agent-a", "1", s.seed_rev(), "a one")
-    p = s.call(1, "publish", req, 2_000)
+    req, p = published(s)
     all_valid(s)
     other = "sha256:" + "e" * 64
     reply(p, publication_error(Code.LEDGER_REVISION_CONFLICT, {
