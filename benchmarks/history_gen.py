@@ -36,6 +36,7 @@ other step is the backend's own.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -283,8 +284,10 @@ class Generator:
             self.emit(rec)
 
 
-def _reuse_candidate_verdicts() -> None:
-    """Validate one candidate per item, reuse the verdict (see the module docstring)."""
+@contextlib.contextmanager
+def _reuse_candidate_verdicts():
+    """While generating: validate one candidate per item, reuse the verdict
+    (see the module docstring); the engine is restored afterwards."""
     original = _engine.ledger_invalid_details
     verdicts: dict = {}
 
@@ -295,15 +298,18 @@ def _reuse_candidate_verdicts() -> None:
         return verdicts[key]
 
     _engine.ledger_invalid_details = cached
+    try:
+        yield
+    finally:
+        _engine.ledger_invalid_details = original
 
 
 def generate(cfg: GenConfig, out_dir: str) -> dict:
     """Write ``out_dir/history.jsonl`` and ``results.json``; returns a summary."""
     os.makedirs(out_dir, exist_ok=True)
-    _reuse_candidate_verdicts()
     t = time.perf_counter()
     path = os.path.join(out_dir, "history.jsonl")
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
+    with open(path + ".tmp", "w", encoding="utf-8") as f, _reuse_candidate_verdicts():
         g = Generator(cfg, f)
         g.run()
     os.replace(path + ".tmp", path)

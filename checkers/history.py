@@ -40,7 +40,8 @@ COMPLETIONS = (OK, FAIL, INFO)
 #: first matching row wins; this table is the rule, ``classify`` applies it, and
 #: docs/architecture.md ("Classification") prints it.
 CLASSIFICATION = (
-    ("exit 0, ok true, state committed (or no state: capabilities)", OK),
+    ("exit 0, ok true, any state but unknown (committed; none for capabilities; the issue lock's "
+     "changed / unchanged)", OK),
     ("exit != 0, ok false, state unchanged: every semantic refusal, also exit 6 "
      "clock-floor-persistence-failed, claim-store-unavailable and epoch-exhausted "
      "(the reply says nothing changed)", FAIL),
@@ -64,7 +65,7 @@ def classify(exit_code: int | None, envelope: dict | None) -> str:
         return INFO
     state, ok = envelope.get("state"), envelope.get("ok")
     if exit_code == 0:
-        return OK if ok is True and state in ("committed", None) else INFO
+        return OK if ok is True and state != "unknown" else INFO
     if ok is False and state == "unchanged":
         return FAIL
     return INFO

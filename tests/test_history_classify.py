@@ -52,7 +52,7 @@ def test_the_real_engine_replies_classify_as_the_table_says():
     (None, None), (0, None), (6, "text"), (True, {"ok": True, "state": "committed"}),
     (0, {"ok": False, "state": "unchanged"}),        # contradicts itself
     (4, {"ok": False, "state": "committed"}),        # contradicts itself
-    (0, {"ok": True, "state": "unknown"}),
+    (0, {"ok": True, "state": "unknown"}),           # a success whose outcome is unknown: contradicts itself
     (6, {"ok": False, "state": "unknown", "error": {"code": "publication-outcome-unknown"}}),
     (4, {"ok": False, "error": {"code": "claim-held"}}),  # no state: says nothing
 ])
