@@ -27,34 +27,38 @@ from __future__ import annotations
 from ._common import Findings, obj, prepare
 
 
-def check(history: list[dict], ctx: dict | None = None) -> dict:
-    prep = prepare(history)
-    out = Findings()
-    verifies: dict[str, object] = {}
-    committed: list = []       # commit ops that put a publication's bytes into HEAD
-    acked: list = []           # publish ops answered exit 0
-    for op in prep.ops:
-        if op.f == "verify":
-            ns = op.req.get("ledger_namespace")
-            if isinstance(ns, str):
-                verifies[ns] = op   # the last one wins (invoke order)
-        elif op.f == "commit" and op.type == "ok" and not op.req.get("all"):
-            if obj(op.result()).get("committed") is True:
-                committed.append(op)
-        elif op.f == "publish" and op.type == "ok" and op.exit == 0:
-            acked.append(op)
-    if not verifies:
-        return out.result({"verified_namespaces": 0, "note": "no claim-verify in this history"})
+def _result(rec) -> dict:
+    return obj(obj(obj(obj(rec).get("value")).get("envelope")).get("result"))
 
-    git_items = obj(obj(prep.final_durable).get("git")).get("items") or []
-    at_commit = {(g.get("ledger_namespace"), g.get("item_id"), g.get("commit")): g.get("revision")
-                 for g in map(obj, git_items)}
+
+def check(history, ctx: dict | None = None) -> dict:
+    h = prepare(history)
+    out = Findings()
+    verify_ops = [op for op in h.ops if op.f == "verify"]
+    if not verify_ops:
+        return out.result({"verified_namespaces": 0, "note": "no claim-verify in this history"})
+    commit_ops = [op for op in h.ops if op.f == "commit" and op.type == "ok"]
+    acked = [op for op in h.ops if op.f == "publish" and op.type == "ok" and op.exit == 0]
+    # the few ops whose requests and replies this checker reads in full
+    raw = h.raw([i for op in (*verify_ops, *commit_ops) for i in op.indices])
+    verifies: dict[str, object] = {}
+    for op in verify_ops:
+        ns = obj(obj(raw.get(op.i)).get("value")).get("ledger_namespace")
+        if isinstance(ns, str):
+            verifies[ns] = op   # the last one wins (invoke order)
+    committed = []             # (op, request) of commits that put a publication's bytes into HEAD
+    for op in commit_ops:
+        req = obj(obj(raw.get(op.i)).get("value"))
+        if not req.get("all") and _result(raw.get(op.c)).get("committed") is True:
+            committed.append((op, req))
+    at_commit = h.final.git_items if h.final is not None else {}
+
     listed: dict[str, dict] = {}
     for ns, v in verifies.items():
         if not v.definite or v.exit != 0:
             out.unknown(f"final claim-verify of {ns} did not answer exit 0 ({v.type}, exit {v.exit})")
             continue
-        result = v.result()
+        result = _result(raw.get(v.c))
         for finding in result.get("findings") or []:
             f = obj(finding)
             out.add("claim-verify-finding",
@@ -66,39 +70,42 @@ def check(history: list[dict], ctx: dict | None = None) -> dict:
             if isinstance(p.get("operation_id"), str):
                 listed[p["operation_id"]] = dict(p, _verify=v)
 
+    def verified(ns) -> bool:
+        v = verifies.get(ns)
+        return v is not None and v.definite and v.exit == 0
+
     for op in acked:
-        ns = op.req.get("ledger_namespace")
-        if ns not in verifies or not verifies[ns].definite or verifies[ns].exit != 0:
+        ns = op.key[0] if op.key else None
+        if not verified(ns):
             continue
-        oid = op.req.get("operation_id")
-        rev = op.result().get("committed_revision")
-        p = listed.get(oid)
+        p = listed.get(op.oid)
         if p is None:
             out.add("acknowledged-publication-unlisted",
-                    f"Operation {oid}: publish-claimed answered exit 0 (committed {rev}), but the final "
+                    f"Operation {op.oid}: publish-claimed answered exit 0 (committed {op.committed}), but the final "
                     f"claim-verify of {ns} does not list it among its publications.",
-                    [*op.indices, *verifies[ns].indices], operation_id=oid, namespace=ns)
-        elif p.get("committed_revision") != rev:
+                    [*op.indices, *verifies[ns].indices], operation_id=op.oid, namespace=ns)
+        elif p.get("committed_revision") != op.committed:
             out.add("publication-revision-differs",
-                    f"Operation {oid}: acknowledged with committed_revision {rev}, listed by claim-verify with "
-                    f"{p.get('committed_revision')}.", [*op.indices, *p["_verify"].indices], operation_id=oid)
+                    f"Operation {op.oid}: acknowledged with committed_revision {op.committed}, listed by "
+                    f"claim-verify with {p.get('committed_revision')}.", [*op.indices, *p["_verify"].indices],
+                    operation_id=op.oid)
 
-    for c in committed:
-        oid = c.req.get("operation_id")
+    for c, req in committed:
+        oid, ns = req.get("operation_id"), req.get("ledger_namespace")
         p = listed.get(oid)
-        v = verifies.get(c.req.get("ledger_namespace"))
-        if p is None or v is None:
+        if p is None or not verified(ns):
             continue
+        v = verifies[ns]
         if p.get("git_finalized") is not True:
             out.add("publication-not-finalized",
-                    f"Operation {oid}: its agent committed exactly its bytes ({c.req.get('committed_revision')}) "
-                    f"in {c.result().get('git_commit')}, yet the final claim-verify reports git_finalized "
-                    f"{p.get('git_finalized')!r}.", [*c.indices, *v.indices], operation_id=oid)
+                    f"Operation {oid}: its agent committed exactly its bytes ({req.get('committed_revision')}), yet "
+                    f"the final claim-verify reports git_finalized {p.get('git_finalized')!r}.",
+                    [*c.indices, *v.indices], operation_id=oid)
             continue
-        key = (c.req.get("ledger_namespace"), c.req.get("item_id"), p.get("git_commit"))
-        if key in at_commit and at_commit[key] != c.req.get("committed_revision"):
+        key = (ns, req.get("item_id"), p.get("git_commit"))
+        if key in at_commit and at_commit[key] != req.get("committed_revision"):
             out.add("finalized-bytes-differ",
                     f"Operation {oid}: claim-verify finalized it at commit {p.get('git_commit')}, but that commit "
-                    f"holds revision {at_commit[key]} of the item, not {c.req.get('committed_revision')}.",
+                    f"holds revision {at_commit[key]} of the item, not {req.get('committed_revision')}.",
                     [*c.indices, *v.indices], operation_id=oid, commit=p.get("git_commit"))
     return out.result({"verified_namespaces": len(verifies), "acknowledged": len(acked), "committed": len(committed)})

@@ -16,23 +16,24 @@ from __future__ import annotations
 from ._common import Findings, obj, prepare
 
 
-def check(history: list[dict], ctx: dict | None = None) -> dict:
-    prep = prepare(history)
+def check(history, ctx: dict | None = None) -> dict:
+    h = prepare(history)
     out = Findings()
+    # the parsed ops keep no evidence: it is read back from the raw records of the info ops
+    suspects = [op for op in h.ops if op.c is not None and op.type == "info" and op.error]
+    raw = h.raw(op.c for op in suspects)
     seen = 0
-    for op in prep.ops:
-        if op.cp is None:
-            continue
-        evidence = obj(history[op.cp].get("protocol"))
+    for op in suspects:
+        evidence = obj(obj(raw.get(op.c)).get("protocol"))
         if not evidence:
             continue
         seen += 1
         out.add(
             "reply-protocol",
             f"{op.f} by process {op.process} exited {evidence.get('exit')} on its own without a contract reply "
-            f"({evidence.get('problem', 'not one JSON object + LF')}); stdout {evidence.get('stdout', '')[:120]!r}, "
-            f"stderr {evidence.get('stderr', '')[:200]!r}. Every call must answer with a contract exit code and "
-            "exactly one JSON object + LF; its state effect is unknown.",
+            f"({evidence.get('problem', 'not one JSON object + LF')}); stdout {str(evidence.get('stdout', ''))[:120]!r}, "
+            f"stderr {str(evidence.get('stderr', ''))[-200:]!r}. Every call must answer with a contract exit code "
+            "and exactly one JSON object + LF; its state effect is unknown.",
             op.indices, f=op.f, exit=evidence.get("exit"), problem=evidence.get("problem"),
             stdout=evidence.get("stdout"), stderr=evidence.get("stderr"), argv=evidence.get("argv"),
         )
