@@ -49,6 +49,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", default="store", help="root of run directories (default ./store)")
     p.add_argument("--name", default=None, help="test name (run dir store/<name>/<timestamp>)")
     p.add_argument("--op-timeout", type=float, default=8.0, help="deadline per operation in seconds")
+    p.add_argument("--nodes", choices=("local", "docker"), default="local",
+                   help="docker: the PostgreSQL server and every worker in containers of a Docker daemon "
+                        "($DOCKER_HOST or --docker-host; docs/faults.md); kill, pause, restart through its API")
+    p.add_argument("--docker-host", default=None, help="the Docker daemon for --nodes docker (default $DOCKER_HOST)")
+    p.add_argument("--node-memory", default=None, help="--nodes docker: memory limit of every container (e.g. 512m)")
+    p.add_argument("--node-cpus", type=float, default=None, help="--nodes docker: CPU limit of every container")
     p.add_argument("--config", default=None,
                    help="run exactly this test.yaml (a stored run's, or chaos shrink's minimal one, with its "
                         "explicit fault list); only --store and --name apply on top")
@@ -72,8 +78,18 @@ def build_config(args: argparse.Namespace):
     command = getattr(args, "backend_command", None)
     factory = getattr(args, "factory", None)
     profile = getattr(args, "profile", None)
-    opts = {"dsn": dsn, "command": command, "profile": profile, "factory": factory, "protocol": kind.protocol}
+    nodes = getattr(args, "nodes", "local") or "local"
+    opts = {"dsn": dsn, "command": command, "profile": profile, "factory": factory, "protocol": kind.protocol,
+            "nodes": None if nodes == "local" else nodes}
     backend.check(opts)
+    if nodes == "docker":
+        from chaos.nodes.docker import reachable
+
+        ok, why = reachable(getattr(args, "docker_host", None))
+        if not ok:
+            raise UsageError(f"--nodes docker: {why}")
+    elif getattr(args, "docker_host", None) or getattr(args, "node_memory", None) or getattr(args, "node_cpus", None):
+        raise UsageError("--docker-host, --node-memory and --node-cpus are for --nodes docker")
     if profile and not os.path.isfile(profile):
         raise UsageError(f"--profile {profile}: no such file")
     sc: dict = {}
@@ -118,13 +134,21 @@ def build_config(args: argparse.Namespace):
         argv += ["--factory", factory]
     if profile:
         argv += ["--profile", profile]
+    if nodes != "local":
+        argv += ["--nodes", nodes]
+        for flag, value in (("--docker-host", getattr(args, "docker_host", None)),
+                            ("--node-memory", getattr(args, "node_memory", None)),
+                            ("--node-cpus", getattr(args, "node_cpus", None))):
+            if value is not None:
+                argv += [flag, str(value)]
     return RunConfig(name=name, backend=args.backend, workload=args.workload, nemesis=names, workers=workers,
                      time_limit=float(time_limit), seed=seed, store=args.store, op_timeout=args.op_timeout,
                      claims=dict(sc.get("claims", {})), nemesis_opts=dict(sc.get("nemesis_opts", {})),
                      issuelock=dict(sc.get("issuelock", {})),
                      scenario=args.scenario, command=shlex.join(argv), dsn=dsn,
                      profile=os.path.abspath(profile) if profile else None, backend_command=command,
-                     factory=factory)
+                     factory=factory, nodes=nodes, docker_host=getattr(args, "docker_host", None),
+                     node_memory=getattr(args, "node_memory", None), node_cpus=getattr(args, "node_cpus", None))
 
 
 def config_from_file(args: argparse.Namespace):
