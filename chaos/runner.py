@@ -47,12 +47,14 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from chaos.driver import FaultEnv, NemesisExecutor, Progress, RealDriver
-from chaos.errors import ExitCode, UsageError
+from backends.api import StoreUnavailable
+from backends.registry import UnknownBackend
+from chaos.errors import ExitCode, SetupFailed, UsageError
 from chaos.faults import procs
 from chaos.history_store import HistoryWriter
 from chaos.nemesis import Coverage, compose_packages
 from chaos.store import RunDir, clean_stale_tmp
-from chaos.watchdog import start_time
+from chaos.watchdog import DSN_ENV, start_time
 from chaos.worker import Slot
 from chaos.workload_kinds import workload_kind
 from workloads.generator import NEMESIS, SEC, any_of, clients, deadline, lift, nemesis as on_nemesis
@@ -149,8 +151,9 @@ class Run:
         self.dirsfile = run.file("tmp", "dirs")
         open(self.pidfile, "w").close()
         open(self.dirsfile, "w").close()
+        env = dict(os.environ, **({DSN_ENV: self.cfg.dsn} if self.cfg.dsn else {}))  # a secret stays off disk
         wd = subprocess.Popen([sys.executable, "-m", "chaos.watchdog", self.pidfile, run.tmp, self.dirsfile],
-                              stdin=subprocess.PIPE, start_new_session=True)
+                              stdin=subprocess.PIPE, start_new_session=True, env=env)
         procs.register(wd.pid)
 
         def close():
@@ -234,6 +237,7 @@ class Run:
         procs.set_child_subreaper()
         clean_stale_tmp(os.path.abspath(cfg.store))
         run = RunDir(cfg.store, cfg.name)
+        self._watchdog(run)  # first: from here on a SIGKILL of this process leaves nothing behind
         with open(os.path.join(run.tmp, ".owner"), "w") as f:
             f.write(str(os.getpid()))
         started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -242,7 +246,6 @@ class Run:
         run.write_yaml("test.yaml", dict(asdict(cfg), dsn=redact_dsn(cfg.dsn)))
         run.write_jsonl("schedule.jsonl", plan_schedule(cfg))
         old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-        self._watchdog(run)
         history = HistoryWriter(run.file("history.jsonl"), fsync=cfg.fsync_history)
         coverage = Coverage(cfg.nemesis)
         notes: list[str] = []
@@ -253,7 +256,10 @@ class Run:
             client_gen, world = kind.build(cfg)
             target = kind.target(cfg, run, self._note_pid, self._note_dir)
             self.cleanups.append(target.close)
-            target.setup(kind.namespaces(world), kind.durable(world))
+            try:
+                target.setup(kind.namespaces(world), kind.durable(world))
+            except (StoreUnavailable, UnknownBackend) as e:  # what the input names cannot be reached or loaded
+                raise SetupFailed(f"--backend {cfg.backend}: {e}") from None
             spec, capabilities = target.spec, target.capabilities
             clock_faults, fsync, power, env_for = self._faults(run, target)
             t0 = time.monotonic_ns()

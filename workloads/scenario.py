@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import os
 
-import yaml
-
+from backends import safeload
 from workloads.claims import ClaimsConfig
 
 KEYS = {"name", "description", "workers", "time_limit", "nemesis", "claims", "nemesis_opts"}
@@ -39,11 +38,7 @@ def builtin() -> list[str]:
 
 def load(name_or_path: str) -> dict:
     path = resolve(name_or_path)
-    try:
-        with open(path) as f:
-            data = yaml.safe_load(f)
-    except (OSError, yaml.YAMLError) as e:
-        raise ValueError(f"scenario {path}: not readable YAML ({str(e).splitlines()[0]})") from None
+    data = safeload.yaml_file(path, what="scenario")  # LoadError is a ValueError
     if not isinstance(data, dict):
         raise ValueError(f"scenario {path}: must be a mapping")
     unknown = set(data) - KEYS
@@ -52,9 +47,10 @@ def load(name_or_path: str) -> dict:
     for key in ("name", "description"):
         if not isinstance(data.get(key), str):
             raise ValueError(f"scenario {path}: {key!r} must be a string")
-    if "workers" in data and (not isinstance(data["workers"], int) or data["workers"] < 1):
+    if "workers" in data and (isinstance(data["workers"], bool) or not isinstance(data["workers"], int) or data["workers"] < 1):
         raise ValueError(f"scenario {path}: 'workers' must be a positive integer")
-    if "time_limit" in data and (not isinstance(data["time_limit"], (int, float)) or data["time_limit"] <= 0):
+    if "time_limit" in data and (isinstance(data["time_limit"], bool) or not isinstance(data["time_limit"], (int, float))
+                                 or not 0 < data["time_limit"] < float("inf")):
         raise ValueError(f"scenario {path}: 'time_limit' must be a positive number")
     if "nemesis" in data and (not isinstance(data["nemesis"], list) or not all(isinstance(x, str) for x in data["nemesis"])):
         raise ValueError(f"scenario {path}: 'nemesis' must be a list of names")

@@ -34,13 +34,20 @@ import sys
 
 from backends.api import FileClock, Hooks, Reply, SystemClock
 from backends.contract import REQUEST_MAX_BYTES, compact_json
+from backends import safeload
 from chaos.errors import UsageError
+from chaos.store import writable_dir
 
 CLAIM_OPS = {"capabilities": "capabilities", "read": "read", "acquire": "acquire", "renew": "renew",
              "release": "release", "verify": "publication-read"}
 LEGACY_OPS = {"transition-v1": "legacy-transition", "create-v1": "legacy-create"}
 ADMIN = ("seed", "export", "arm-floor-fault", "enable-bypass")
 ACTIONS = ("provision", "claim", "publish-claimed", "claim-verify", "legacy", "admin")
+
+EXIT_CODES = """exit codes:
+  0-6  the contract's exit code of the reply printed on stdout (work-claim-contract.md)
+  254  bad arguments or a ledger that cannot be used: one line on stderr
+  255  the suite itself crashed: a traceback on stderr (please report it)"""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -158,8 +165,7 @@ def opened(args):
     fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        with open(path) as f:
-            saved = json.load(f)
+        saved = safeload.json_file(path, safeload.RESULTS, "reference store")
         backend = open_backend({**saved["config"], "backend": "reference", "durable": saved["durable"]},
                                clock(), EnvBarrierHooks())
         yield backend
@@ -181,7 +187,14 @@ def provision(args) -> dict:
     from chaos import sut
 
     namespaces = args.namespace or [new_namespace()]
-    paths = json.loads(args.write_paths) if args.write_paths else None
+    paths = None
+    if args.write_paths:
+        try:
+            paths = safeload.json_text(args.write_paths, where="--write-paths")
+        except safeload.LoadError as e:
+            raise UsageError(str(e)) from None
+    if sut.get(args.name).cli_ledger:
+        writable_dir(_ledger(args), "--ledger")
     sut.get(args.name).cli_provision(_where(args), namespaces, paths, args)
     return {"backend": args.name, "ledger": args.ledger, "namespaces": namespaces}
 
@@ -198,12 +211,23 @@ def admin(args) -> int:
         return _gitjournal_admin(args)
     with opened(args) as backend:
         if args.sub == "seed":
-            backend.store.seed(json.loads(read_input(args)))
+            backend.store.seed(_seed_input(args))
             out = {"seeded": True}
         else:
             out = backend.store.export_durable()
     sys.stdout.buffer.write(compact_json(out) + b"\n")
     return 0
+
+
+def _seed_input(args) -> dict:
+    """The ``admin seed`` input: a manifest's ``durable`` object (one line on stderr if it is not one)."""
+    try:
+        doc = safeload.json_text(read_input(args, safeload.RESULTS.max_bytes), safeload.RESULTS, "admin seed input")
+    except safeload.LoadError as e:
+        raise UsageError(str(e)) from None
+    if not isinstance(doc, dict):
+        raise UsageError("admin seed input: expected a JSON object (a manifest's durable state)")
+    return doc
 
 
 def _gitjournal_admin(args) -> int:
@@ -221,7 +245,7 @@ def _gitjournal_admin(args) -> int:
         raise UsageError("chaos backend gitjournal admin: unprovisioned ledger; give --namespace")
     store = GitJournalStore(Ledger(found.path, found.top, found.common, ns))
     if args.sub == "seed":
-        store.seed(json.loads(read_input(args)))
+        store.seed(_seed_input(args))
         out = {"seeded": True}
     elif args.sub == "export":
         out = store.export_durable()

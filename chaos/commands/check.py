@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 
+from backends import safeload
 from chaos.errors import ExitCode, UsageError
 from checkers import default_checkers, run_checkers
 from checkers.history import read_history
@@ -138,22 +139,18 @@ def _write_back(path: str, result: dict) -> None:
 
 
 def _read_json(path: str):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except FileNotFoundError:
+    if not os.path.lexists(path):
         return None
-    except (OSError, ValueError) as e:
-        raise UsageError(f"chaos check: {path}: not valid JSON ({e})") from None
+    try:
+        return safeload.json_file(path, safeload.RESULTS, "results")
+    except safeload.LoadError as e:
+        raise UsageError(f"chaos check: {e}") from None
 
 
 def _read_yaml(path: str):
-    if not os.path.isfile(path):
+    if not os.path.lexists(path):
         return None
-    import yaml
-
     try:
-        with open(path) as f:
-            return yaml.safe_load(f)
-    except (OSError, yaml.YAMLError) as e:
-        raise UsageError(f"chaos check: {path}: not valid YAML ({e})") from None
+        return safeload.yaml_file(path, safeload.CONFIG, "test config")
+    except safeload.LoadError as e:
+        raise UsageError(f"chaos check: {e}") from None

@@ -32,6 +32,12 @@ from chaos.errors import UsageError
 
 VECTORS_REL = Path("..") / "shared" / "vectors" / "work-claims"
 
+EXIT_CODES = """exit codes:
+  0    every applicable case passed
+  1    at least one case failed (its mismatches are printed)
+  254  bad arguments, a bad manifest or profile, or a backend that cannot be set up: one line on stderr
+  255  the suite itself crashed: a traceback on stderr (please report it)"""
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from chaos import sut

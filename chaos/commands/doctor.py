@@ -17,6 +17,12 @@ import subprocess
 import sys
 
 
+EXIT_CODES = """exit codes:
+  0    done
+  254  bad arguments: one line on stderr
+  255  the suite itself crashed: a traceback on stderr (please report it)"""
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the findings as JSON")
     p.add_argument("--backend", default=None, help="print this backend's capability matrix")

@@ -14,11 +14,17 @@ nemeses hit what, per backend: ``chaos doctor``. Same ``--seed`` -> the same ope
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import shlex
 import sys
 
+from backends import safeload
 from chaos.errors import UsageError
+from chaos.store import check_name, writable_dir
+
+#: the longest --time-limit / --op-timeout accepted (a week; more is a typo)
+MAX_SECONDS = 7 * 24 * 3600
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -48,7 +54,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scenario", default=None, help="a scenario YAML file or built-in name")
     p.add_argument("--store", default="store", help="root of run directories (default ./store)")
     p.add_argument("--name", default=None, help="test name (run dir store/<name>/<timestamp>)")
-    p.add_argument("--op-timeout", type=float, default=8.0, help="deadline per operation in seconds")
+    p.add_argument("--op-timeout", type=float, default=8.0, help="deadline per operation in seconds (default 8)")
     p.add_argument("--nodes", choices=("local", "docker"), default="local",
                    help="docker: the PostgreSQL server and every worker in containers of a Docker daemon "
                         "($DOCKER_HOST or --docker-host; docs/faults.md); kill, pause, restart through its API")
@@ -113,15 +119,17 @@ def build_config(args: argparse.Namespace):
         raise UsageError(f"nemesis not available with --backend {args.backend} here: {'; '.join(bad)}")
     workers = args.workers if args.workers is not None else sc.get("workers", 10)
     time_limit = args.time_limit if args.time_limit is not None else sc.get("time_limit", 30.0)
-    if workers < 1 or workers > 200:
-        raise UsageError("--workers must be between 1 and 200")
-    if time_limit <= 0:
-        raise UsageError("--time-limit must be positive")
+    op_timeout = args.op_timeout
+    check_limits(workers, time_limit, op_timeout)
     seed = args.seed if args.seed is not None else fresh_seed()
-    name = args.name or sc.get("name") or f"{args.workload}-{args.backend}"
+    if args.name is not None:
+        name = check_name(args.name, "--name")
+    else:
+        name = check_name(sc.get("name") or f"{args.workload}-{args.backend}",
+                          "scenario name" if sc.get("name") else "test name")
     argv = ["chaos", "run", "--backend", args.backend, "--workload", args.workload,
             "--nemesis", ",".join(names) or "none", "--workers", str(workers), "--time-limit", str(time_limit),
-            "--seed", str(seed), "--name", name, "--store", args.store]
+            "--seed", str(seed), "--op-timeout", f"{op_timeout:g}", "--name", name, "--store", args.store]
     if args.scenario:
         argv += ["--scenario", args.scenario]
     if dsn:
@@ -142,7 +150,7 @@ def build_config(args: argparse.Namespace):
             if value is not None:
                 argv += [flag, str(value)]
     return RunConfig(name=name, backend=args.backend, workload=args.workload, nemesis=names, workers=workers,
-                     time_limit=float(time_limit), seed=seed, store=args.store, op_timeout=args.op_timeout,
+                     time_limit=float(time_limit), seed=seed, store=args.store, op_timeout=float(op_timeout),
                      claims=dict(sc.get("claims", {})), nemesis_opts=dict(sc.get("nemesis_opts", {})),
                      issuelock=dict(sc.get("issuelock", {})),
                      scenario=args.scenario, command=shlex.join(argv), dsn=dsn,
@@ -151,27 +159,67 @@ def build_config(args: argparse.Namespace):
                      node_memory=getattr(args, "node_memory", None), node_cpus=getattr(args, "node_cpus", None))
 
 
+def check_limits(workers, time_limit, op_timeout, where: str = "") -> None:
+    """The numbers of a run, from flags, a scenario or a test.yaml (``UsageError``, one line)."""
+    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= 200:
+        raise UsageError(f"{where}--workers must be an integer between 1 and 200")
+    for flag, value, low_ok in (("--time-limit", time_limit, False), ("--op-timeout", op_timeout, True)):
+        if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+                or not (0 <= value if low_ok else 0 < value) or value > MAX_SECONDS):
+            shown = f"{value:g}" if isinstance(value, float) else repr(value)
+            raise UsageError(f"{where}{flag} {shown}: must be a number of seconds in "
+                             f"{'[' if low_ok else '('}0, {MAX_SECONDS}]")
+
+
+#: test.yaml member -> the types it may hold (``--config``)
+CONFIG_TYPES = {"name": (str,), "backend": (str,), "workload": (str,), "nemesis": (list,), "workers": (int,),
+                "time_limit": (int, float), "seed": (int,), "store": (str,), "op_timeout": (int, float),
+                "claims": (dict,), "issuelock": (dict,), "nemesis_opts": (dict,), "scenario": (str, type(None)),
+                "command": (str,), "fsync_history": (bool,), "dsn": (str, type(None)), "profile": (str, type(None)),
+                "backend_command": (str, type(None)), "factory": (str, type(None)), "faults": (list, type(None)),
+                "nodes": (str,), "docker_host": (str, type(None)), "node_memory": (str, type(None)),
+                "node_cpus": (int, float, type(None))}
+
+
+def _check_config_types(data: dict, where: str) -> None:
+    for key, value in data.items():
+        types = CONFIG_TYPES.get(key)
+        if types and (not isinstance(value, types) or (isinstance(value, bool) and bool not in types)):
+            raise UsageError(f"{where}{key} must be {' or '.join('null' if t is type(None) else t.__name__ for t in types)}, "
+                             f"not {type(value).__name__}")
+    if not all(isinstance(n, str) for n in data.get("nemesis", [])):
+        raise UsageError(f"{where}nemesis must be a list of fault names")
+
+
 def config_from_file(args: argparse.Namespace):
     """A ``RunConfig`` from a ``test.yaml`` (``--config``), checked like the flags are."""
     from dataclasses import fields
-
-    import yaml
 
     from chaos import sut
     from chaos.nemesis import support
     from chaos.runner import RunConfig, backend_options
 
     try:
-        with open(args.config) as f:
-            data = yaml.safe_load(f)
-    except (OSError, yaml.YAMLError) as e:
-        raise UsageError(f"--config {args.config}: {e}") from None
+        data = safeload.yaml_file(args.config, what="--config")
+    except safeload.LoadError as e:
+        raise UsageError(str(e)) from None
     names = {f.name for f in fields(RunConfig)}
     if not isinstance(data, dict) or set(data) - names:
         extra = sorted(set(data) - names) if isinstance(data, dict) else []
         raise UsageError(f"--config {args.config}: not a test.yaml" + (f" (unknown keys: {', '.join(extra)})"
                                                                         if extra else ""))
+    where = f"--config {args.config}: "
+    _check_config_types(data, where)
     cfg = RunConfig(**data)
+    check_limits(cfg.workers, cfg.time_limit, cfg.op_timeout, where)
+    check_name(args.name if args.name else cfg.name, "--name" if args.name else f"{where}name")
+    if cfg.workload == "claims":
+        from workloads.claims import ClaimsConfig
+
+        try:
+            ClaimsConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in cfg.claims.items()})
+        except TypeError as e:
+            raise UsageError(f"{where}claims: {e}") from None
     backend = sut.get(cfg.backend, runs=True)
     opts = dict(backend_options(cfg), protocol="work-claim" if cfg.workload == "claims" else cfg.workload)
     backend.check(opts)
@@ -194,7 +242,6 @@ def run(args: argparse.Namespace) -> int:
     from chaos.runner import run as run_test
 
     cfg = config_from_file(args) if getattr(args, "config", None) else build_config(args)
-    if not os.access(os.path.dirname(os.path.abspath(cfg.store)) or ".", os.W_OK):
-        raise UsageError(f"--store {cfg.store}: parent directory is not writable")
+    writable_dir(cfg.store)
     print(f"chaos: {cfg.command}", file=sys.stderr)
     return run_test(cfg)

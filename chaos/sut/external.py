@@ -108,6 +108,11 @@ class ExternalSut(Sut):
     def usage_hint(self, key: str) -> str:
         return "'...' (the contract CLI command line)"
 
+    def check(self, opts: dict) -> None:
+        super().check(opts)
+        if opts.get("protocol") != "issue-lock":
+            profile_of(opts)  # a broken profile is a config error up front, not a failure of every case
+
     protocols = ("work-claim", "issue-lock")
 
     def issue_lock_target(self, cfg, run, note_pid=None, note_dir=None):

@@ -88,8 +88,14 @@ class PostgresTarget(Target):
             from psycopg.conninfo import make_conninfo
 
             worker_dsn = make_conninfo(self.admin_dsn, host="127.0.0.1", port=str(self.proxy.port))
-        backend = open_pg({"backend": "postgres", "dsn": self.admin_dsn, "namespaces": list(namespaces)},
-                          SystemClock(), Hooks())
+        spec = {"backend": "postgres", "dsn": self.admin_dsn, "namespaces": list(namespaces)}
+        if self.cfg.dsn:  # the user's database: name the schema to the watchdog before creating it
+            from backends.postgres.schema import random_schema_name
+            from chaos.watchdog import note_schema
+
+            spec["schema"] = random_schema_name()
+            note_schema(self.run.tmp, spec["schema"])
+        backend = open_pg(spec, SystemClock(), Hooks())
         try:
             self.schema = backend.store.schema
             backend.store.seed(durable)
@@ -176,11 +182,13 @@ class PostgresTarget(Target):
 
     def _drop_schema(self) -> None:
         """The user's server: drop only the schema this run created."""
-        from backends.postgres.store import PostgresStore
+        from backends.postgres.admin import drop_created_schema
+        from chaos.watchdog import forget_schema
 
         try:
-            PostgresStore(self.admin_dsn, self.schema).drop_created()
-        except Exception as e:
+            drop_created_schema(self.admin_dsn, self.schema)
+            forget_schema(self.run.tmp, self.schema)
+        except Exception as e:  # the watchdog tries again when the run ends
             print(f"chaos: could not drop schema {self.schema}: {type(e).__name__}: {e}", file=sys.stderr)
 
 
@@ -269,9 +277,18 @@ class PostgresSut(Sut):
 
     def check(self, opts: dict) -> None:
         super().check(opts)
-        factory = opts.get("factory")
-        if factory and (":" not in factory or not all(factory.partition(":")[::2])):
-            raise UsageError(f'--factory {factory!r}: expected "module:function"')
+        if opts.get("dsn"):
+            from psycopg import ProgrammingError
+            from psycopg.conninfo import conninfo_to_dict
+
+            try:
+                conninfo_to_dict(opts["dsn"])
+            except ProgrammingError as e:
+                raise UsageError(f"--dsn: not a libpq connection string ({str(e).strip()})") from None
+        if opts.get("factory"):
+            from chaos.conform.adapters.python import check_factory
+
+            check_factory(opts["factory"])  # loadable here, before any run directory is made
         if not opts.get("dsn"):
             from chaos.faults.pgserver import find_bindir
 

@@ -3,7 +3,6 @@ entry, ``--factory MOD:FN``), served inside the worker hosts like sqlite."""
 
 from __future__ import annotations
 
-from chaos.errors import UsageError
 from chaos.sut.abilities import can
 from chaos.sut.base import Sut, Target
 from chaos.sut.sqlite import SqliteSut
@@ -35,9 +34,9 @@ class PythonSut(Sut):
 
     def check(self, opts: dict) -> None:
         super().check(opts)
-        factory = opts["factory"]
-        if ":" not in factory or not all(factory.partition(":")[::2]):
-            raise UsageError(f'--factory {factory!r}: expected "module:function"')
+        from chaos.conform.adapters.python import check_factory
+
+        check_factory(opts["factory"])  # loadable here, before any run directory is made
 
     protocols = ("work-claim", "issue-lock")
 
