@@ -84,12 +84,15 @@ def load_run(run_dir: str) -> tuple[dict, dict, list[dict]]:
     return cfg, results, [{"time": r["time"], "f": r["f"], "value": r["value"]} for r in rows]
 
 
+def failing_invariants(results: dict) -> list[str]:
+    """Every invalid checker, in ``PREFERENCE`` order (unknown names last)."""
+    bad = [n for n, r in (results.get("checkers") or {}).items() if isinstance(r, dict) and r.get("valid") is False]
+    return [n for n in PREFERENCE if n in bad] + [n for n in bad if n not in PREFERENCE]
+
+
 def failing_invariant(results: dict) -> str | None:
     """The checker to keep failing: the first invalid one in ``PREFERENCE`` order."""
-    bad = [n for n, r in (results.get("checkers") or {}).items() if isinstance(r, dict) and r.get("valid") is False]
-    for name in PREFERENCE:
-        if name in bad:
-            return name
+    bad = failing_invariants(results)
     return bad[0] if bad else None
 
 
@@ -170,7 +173,10 @@ class Shrinker:
                  log: Callable[[str], None] | None = None):
         self.run_dir = os.path.abspath(run_dir)
         self.cfg, self.results, ops = load_run(self.run_dir)
-        self.invariant = invariant or failing_invariant(self.results)
+        # without --invariant: the run's failing checkers in preference order; one that does not fail
+        # again in the original's replays (an incidental finding) gives way to the next
+        self.candidates = [invariant] if invariant else failing_invariants(self.results)
+        self.invariant = self.candidates[0] if self.candidates else None
         if self.invariant is None:
             raise ValueError(f"{run_dir}: no checker failed in this run (verdict {self.results.get('verdict')}); "
                              "nothing to shrink")
@@ -261,9 +267,13 @@ class Shrinker:
         units = self.units
         exhausted = False
         try:
-            if not self.fails(cfg, "the original (explicit schedule)"):
-                raise ValueError(f"the original run does not fail {self.invariant} again in a majority of "
-                                 f"{self.replays} replays: nothing to shrink")
+            for inv in self.candidates:
+                self.invariant = inv
+                if self.fails(cfg, f"the original (explicit schedule), {inv}"):
+                    break
+            else:
+                raise ValueError(f"the original run does not fail {' or '.join(self.candidates)} again in a "
+                                 f"majority of {self.replays} replays: nothing to shrink")
             changed = True
             while changed:
                 changed = False

@@ -136,3 +136,18 @@ def test_a_minimal_config_that_fails_only_by_luck_falls_back_to_a_stable_larger_
 
     out = Shrinker(run, replay=Lucky(set()), log=lambda _: None).shrink()
     assert out.config["workers"] == 2 and out.confirmed >= 4
+
+
+def test_an_incidental_failing_checker_gives_way_to_the_next_that_reproduces(tmp_path):
+    run = _stored_run(tmp_path)          # stale_write (preferred) and linearizable failed
+
+    class OnlyLinearizable(Oracle):
+        def __call__(self, cfg, name):
+            self.calls += 1
+            return Replay("invalid", self.sh.invariant == "linearizable", None, 0.0)
+
+    oracle = OnlyLinearizable(set())
+    sh = Shrinker(run, replay=oracle, log=lambda _: None)
+    oracle.sh = sh
+    out = sh.shrink()
+    assert sh.invariant == "linearizable" and out.confirmed == 5
