@@ -18,8 +18,11 @@ timings). How the two are measured, the same way on both sides:
 
 A family's figure is the sum of its files' medians. Ours is measured with the
 symmetry reduction off (Porcupine's search order, step for step; the "Done
-when" figure) and on (our default). Verdicts must match Go's and the expected
-ones (exit 1 otherwise). Without Go on PATH it says so and prints ours only.
+when" figure) and on (our default), and once more off with the anchor models'
+``effect`` shortcut removed ("step only": every transition through the
+model's Python ``step``, as a model without the shortcut, e.g. the claim
+model, runs). Verdicts must match Go's and the expected ones (exit 1
+otherwise). Without Go on PATH it says so and prints ours only.
 
     .venv/bin/python benchmarks/porcupine_anchor.py [--files] [--gomaxprocs N] [--skip-nopart]
 """
@@ -36,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -154,37 +158,43 @@ def main() -> int:
         for r in csv.DictReader(f, delimiter="\t"):
             expected[(r["file"], r["model"])] = r["expected"] == "yes"
     if args.files:
-        print(f"\n{'file':<22}{'model':<22}{'go cpu':>9}{'ours off':>10}{'ratio':>7}{'ours on':>9}{'ratio':>7}  verdict")
+        print(f"\n{'file':<22}{'model':<22}{'go cpu':>9}{'ours off':>10}{'ratio':>7}{'ours on':>9}{'ratio':>7}"
+              f"{'step only':>10}{'ratio':>7}  verdict")
     for file, model_name, model, ops in anchor_jobs(args.skip_nopart):
         figures = {}
         for sym in (False, True):
             figures[sym] = measure(lambda: check_operations(model, ops, symmetry=sym).ok)
+        plain = replace(model, effect=None)
+        figures["step"] = measure(lambda: check_operations(plain, ops, symmetry=False).ok)
         go = go_rows.get((file, model_name))
-        verdicts = {figures[False][2], figures[True][2]} | ({go[0]} if go else set())
+        verdicts = {f[2] for f in figures.values()} | ({go[0]} if go else set())
         want = expected.get((file, model_name))
         if len(verdicts) != 1 or (want is not None and verdicts != {want}):
             mismatches.append(f"{file} [{model_name}]: ours off={figures[False][2]} on={figures[True][2]} "
-                              f"go={go[0] if go else '-'} expected={want}")
+                              f"step-only={figures['step'][2]} go={go[0] if go else '-'} expected={want}")
         for k in families(file, model_name):
-            acc = fam.setdefault(k, [0.0] * 5)
+            acc = fam.setdefault(k, [0.0] * 6)
             acc[0] += go[2] if go else 0.0
             acc[1] += figures[False][1]
             acc[2] += figures[True][1]
-            acc[3] += go[1] if go else 0.0
-            acc[4] += figures[False][0]
+            acc[3] += figures["step"][1]
+            acc[4] += go[1] if go else 0.0
+            acc[5] += figures[False][0]
         if args.files:
             gc = go[2] if go else None
             print(f"{file:<22}{model_name[:21]:<22}{_ms(gc):>9}{_ms(figures[False][1]):>10}"
                   f"{_ratio(figures[False][1], gc):>7}{_ms(figures[True][1]):>9}{_ratio(figures[True][1], gc):>7}"
+                  f"{_ms(figures['step'][1]):>10}{_ratio(figures['step'][1], gc):>7}"
                   f"  {'linearizable' if figures[False][2] else 'not linearizable'}")
-    print(f"\nCPU ms per family (sum of per-file medians); ratio = ours / Go; "
-          f"symmetry off = Porcupine's search order; load average now {os.getloadavg()[0]:.2f}")
+    print(f"\nCPU ms per family (sum of per-file medians); ratio = ours / Go; off/on = symmetry reduction "
+          f"(off = Porcupine's search order); step only = off, no effect shortcut; wall = off; "
+          f"load average now {os.getloadavg()[0]:.2f}")
     print(f"{'family':<32}{'go cpu':>9}{'ours off':>10}{'ratio':>7}{'ours on':>9}{'ratio':>7}"
-          f"{'go wall':>9}{'ours wall':>10}")
-    for k, (gc, off, on, gw, ow) in fam.items():
+          f"{'step only':>10}{'ratio':>7}{'go wall':>9}{'ours wall':>10}")
+    for k, (gc, off, on, step, gw, ow) in fam.items():
         gc_ = gc if go_rows else None
         print(f"{k:<32}{_ms(gc_):>9}{_ms(off):>10}{_ratio(off, gc_):>7}{_ms(on):>9}{_ratio(on, gc_):>7}"
-              f"{_ms(gw if go_rows else None):>9}{_ms(ow):>10}")
+              f"{_ms(step):>10}{_ratio(step, gc_):>7}{_ms(gw if go_rows else None):>9}{_ms(ow):>10}")
     print(f"\nverdict mismatches: {len(mismatches)}")
     for m in mismatches:
         print("  " + m)

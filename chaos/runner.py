@@ -44,7 +44,8 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Callable
 
 from chaos.driver import FaultEnv, NemesisExecutor, Progress, RealDriver
 from backends.api import StoreUnavailable
@@ -57,8 +58,42 @@ from chaos.store import RunDir, clean_stale_tmp
 from chaos.watchdog import DSN_ENV, start_time
 from chaos.worker import Slot
 from chaos.workload_kinds import workload_kind
-from workloads.generator import NEMESIS, SEC, any_of, clients, deadline, lift, nemesis as on_nemesis
+from workloads.generator import (NEMESIS, PENDING, SEC, Gen, any_of, clients, deadline, lift, nemesis as on_nemesis,
+                                 op_of, update_of)
 from workloads.interpreter import interpret, simulate
+
+
+def grace_ns(cfg) -> int:
+    """How long the workload may go on past its time limit for an armed fault to
+    take effect: as long again as the run, 5 s at least, 60 s at most."""
+    return int(min(max(cfg.time_limit, 5.0), 60.0) * SEC)
+
+
+@dataclass(frozen=True)
+class UntilProven(Gen):
+    """The client ops of ``gen`` before ``limit``; past it, only while
+    ``unproven()`` names a requested fault that fired, is armed and has not
+    taken effect yet (a lost reply waits for the armed worker's next commit),
+    and never past ``limit + grace``. The nemesis stops at ``limit``: no new
+    fault starts in the extension, so it only lets what fired happen."""
+
+    gen: Any
+    limit: int
+    grace: int
+    unproven: Callable
+
+    def op(self, ctx):
+        if ctx.time >= self.limit + self.grace or (ctx.time >= self.limit and not self.unproven()):
+            return None
+        res = op_of(self.gen, ctx)
+        if res is None or res is PENDING:
+            return res
+        if res[0]["time"] >= self.limit + self.grace:
+            return None
+        return res[0], replace(self, gen=res[1])
+
+    def update(self, ctx, event):
+        return replace(self, gen=update_of(self.gen, ctx, event))
 
 
 HEAL_ORDER = ("fsync", "lost-reply", "partition", "pause", "clock", "kill", "restart", "power-loss")
@@ -275,13 +310,23 @@ class Run:
             nem_gen, table, pkgs = nemesis_plan(cfg)
             driver.nemesis = NemesisExecutor(table, env, driver.completions)
             limit = int(cfg.time_limit * SEC)
-            gen = clients(deadline(limit, client_gen))
+            waiting = [p for p in pkgs if p.waiting is not None]
+
+            def unproven() -> list[str]:  # faults armed whose evidence is still to come
+                missing = coverage.missing()
+                return [p.name for p in waiting if p.name in missing and p.waiting(env)]
+            gen = clients(UntilProven(client_gen, limit, grace_ns(cfg), unproven))
             if nem_gen is not None:
                 gen = any_of(gen, on_nemesis(deadline(limit, nem_gen)))
             threads = list(range(cfg.workers)) + [NEMESIS]
             progress = Progress(driver, coverage, cfg.time_limit, self.stop)
             try:
                 process_of = interpret(gen, threads, driver, cfg.seed)
+                last = max((o["time"] for o in history.snapshot() if o["type"] == "invoke" and o["process"] != NEMESIS),
+                           default=0)
+                if last > limit and not self.interrupted:
+                    notes.append(f"the workload started ops until {(last - limit) / SEC:.1f} s past its time limit "
+                                 f"so that armed faults could take effect (at most {grace_ns(cfg) / SEC:.0f} s)")
                 if not self.interrupted:
                     self._final_phase(driver, env, pkgs, history, world, kind, threads, process_of)
             finally:

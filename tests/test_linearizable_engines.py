@@ -192,3 +192,23 @@ def test_big_integer_times_keep_their_order() -> None:
         ops[1].call = t + 1  # now concurrent (closed intervals)
         assert check_operations(etcd_model, ops, engine=engine).result == "ok"
         ops[1].call = t + 2
+
+
+def test_a_model_effect_is_what_the_core_steps_by() -> None:
+    """The core trusts ``effect``; the reference calls ``step``: a wrong declaration shows as a difference."""
+    from checkers.linearizable import KEEPS, READS, WRITES
+
+    ops = [Operation(0, (WRITE, 1), 0, None, 1), Operation(1, (READ,), 2, 1, 3)]
+    honest = Model(init=lambda: None, step=etcd_model.step, effect=etcd_model.effect)
+    assert check_operations(honest, ops, engine="compiled").result == "ok"
+    lying = Model(init=lambda: None, step=etcd_model.step, effect=lambda i, o: (WRITES, 7) if i[0] == WRITE else None)
+    assert check_operations(lying, ops, engine="compiled").result == "illegal"
+    assert check_operations(lying, ops, engine="python").result == "ok"
+    keeps = Model(init=lambda: None, step=etcd_model.step, effect=lambda i, o: (KEEPS,) if i[0] == READ else None)
+    assert check_operations(keeps, [Operation(1, (READ,), 2, 5, 3)], engine="compiled").result == "ok"
+    reads = Model(init=lambda: None, step=etcd_model.step, effect=lambda i, o: (READS, o) if i[0] == READ else None)
+    assert check_operations(reads, [Operation(1, (READ,), 2, 5, 3)], engine="compiled").result == "illegal"
+    for bad in (("reads",), ("sets", 1), "reads", ("keeps", 1)):
+        with pytest.raises(ValueError, match="effect"):
+            check_operations(Model(init=lambda: None, step=etcd_model.step, effect=lambda i, o, b=bad: b),
+                             ops, engine="compiled")

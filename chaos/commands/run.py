@@ -213,13 +213,14 @@ def config_from_file(args: argparse.Namespace):
     cfg = RunConfig(**data)
     check_limits(cfg.workers, cfg.time_limit, cfg.op_timeout, where)
     check_name(args.name if args.name else cfg.name, "--name" if args.name else f"{where}name")
-    if cfg.workload == "claims":
-        from workloads.claims import ClaimsConfig
+    from workloads.scenario import check_claims, check_nemesis_opts
 
-        try:
-            ClaimsConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in cfg.claims.items()})
-        except TypeError as e:
-            raise UsageError(f"{where}claims: {e}") from None
+    try:
+        cfg.claims = check_claims(cfg.claims, where)
+        cfg.nemesis_opts = check_nemesis_opts({k: list(v) if isinstance(v, tuple) else v
+                                               for k, v in cfg.nemesis_opts.items()}, where)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     backend = sut.get(cfg.backend, runs=True)
     opts = dict(backend_options(cfg), protocol="work-claim" if cfg.workload == "claims" else cfg.workload)
     backend.check(opts)

@@ -53,6 +53,9 @@ class Package:
     requires: tuple = ()   # machine mechanisms (faketime, failsync): ``mechanisms()``
     heals: tuple = ()   # the ``f`` of this package's heal ops
     needs: tuple = ()   # further backend abilities ("barrier", "barrier=hook"): ``Abilities.missing``
+    # env -> True while a fault that fired is armed and its evidence has not come yet: the
+    # runner lets the workload go on past its time limit (bounded) so it can take effect
+    waiting: Callable | None = None
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,9 @@ removes it. Evidence: at the heal, the number of ops that ended exit 6 or
 successful commit of the drawn class is followed by ``os._exit(137)`` before
 any reply; for an external CLI the host does it once the CLI answered exit 0). Evidence: the worker's next op ended ``info`` with exit status
 137, counted by the slot (resolved at the end of the run). A stopped
-(paused) target is skipped, and the op's value says so.
+(paused) target is skipped, and the op's value says so. While an armed
+worker has not committed yet (``waiting``), the run's workload goes on past
+its time limit, bounded, so a slow machine still sees the fault happen.
 """
 
 from __future__ import annotations
@@ -73,5 +75,8 @@ def lost_reply_package(opts: dict) -> Package:
         cls, s = s.choice(("publish", "claim"))
         return {"targets": targets, "op_class": cls}, s
 
+    def waiting(env) -> bool:  # armed, and no armed worker has died after a commit yet
+        return any(s.armed_exit for s in env.slots) and not any(s.exited_after_commit for s in env.slots)
+
     gen = FaultCycle("lost-reply", draw, opts.get("workers", 1), gap_ms=opts.get("lost_gap_ms", (2000, 6000)))
-    return Package("lost-reply", gen, execute, lambda env: {"took_effect": True}, "workers")
+    return Package("lost-reply", gen, execute, lambda env: {"took_effect": True}, "workers", waiting=waiting)

@@ -48,7 +48,7 @@ class RunData:
         if v in VERDICTS:
             return v
         legacy = self.results.get("valid")
-        return {True: "valid", False: "invalid"}.get(legacy, "unknown")
+        return {True: "valid", False: "invalid"}[legacy] if isinstance(legacy, bool) else "unknown"
 
     @property
     def command(self) -> str:

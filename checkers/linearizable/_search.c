@@ -23,6 +23,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <float.h>
+#include <structmember.h>
 #include <string.h>
 
 enum { RUNNING = 0, FOUND_OK = 1, FOUND_ILLEGAL = 2, OVER_BUDGET = 3 };
@@ -30,9 +31,11 @@ enum { RUNNING = 0, FOUND_OK = 1, FOUND_ILLEGAL = 2, OVER_BUDGET = 3 };
 
 /* The transitions from one state: a short list of (op id, sid') pairs, scanned (the search asks
  * about the current state, so its row is hot), or once it holds DENSE_AT pairs an array over
- * all op ids (cap < 0; UNSEEN = not asked yet) */
-typedef struct { int32_t len, cap, *pairs; } Row;
+ * all op ids (cap < 0; UNSEEN = not asked yet). The first pairs live in the row itself. */
+#define INLINE_PAIRS 4
+typedef struct { int32_t len, cap, *pairs, inline_pairs[2 * INLINE_PAIRS]; } Row; /* cap <= INLINE_PAIRS: inline */
 #define DENSE_AT 16
+enum { UNASKED = 0, BY_STEP, READS, WRITES, KEEPS }; /* an op's kind, from the model's effect() */
 #define DENSE_MAX_OPS 65536
 #define UNSEEN (-2)
 
@@ -42,6 +45,7 @@ typedef struct { uint32_t tag, idx1; } CSlot; /* tag = the hash's high half; idx
 typedef struct {
     PyObject_HEAD
     /* the entry list: positions 0 (head) .. tail, Porcupine's linked list as arrays */
+    void *block; /* one allocation holding every array whose size is fixed by n */
     int32_t n, size, tail, nwords;
     int32_t *nxt, *prv, *match, *opid, *twin;
     uint64_t *zobrist; /* op id -> random word; the xor over linearized ops hashes the set */
@@ -49,6 +53,11 @@ typedef struct {
      * model's own step(state, input, output) -> (legal, state') called directly, interning into
      * the caller's states list and interned dict (state -> sid) here */
     PyObject *step, *model_step, *states, *interned, **inputs, **outputs;
+    /* the model's optional effect(input, output): an op whose effect is a fixed shape is stepped
+     * here, never in Python; asked once per op (kind UNASKED until then) */
+    PyObject *effect;
+    int8_t *kind;
+    int32_t *target; /* the sid the op reads (READS) or writes (WRITES) */
     /* the search state */
     uint64_t *bits, hash;
     int32_t sid, e, depth, *calls, *saved;
@@ -102,6 +111,50 @@ static int32_t *int_array(PyObject *seq, Py_ssize_t want, const char *what) {
 
 /* ------------------------------------------------------------------ transitions */
 
+/* the sid of state, a new one if it is new; -2 on a Python error */
+static long intern_state(Search *s, PyObject *state) {
+    PyObject *known = PyDict_GetItemWithError(s->interned, state);
+    if (known) return PyLong_AsLong(known);
+    if (PyErr_Occurred()) return -2;
+    Py_ssize_t next = PyList_GET_SIZE(s->states);
+    PyObject *id = next <= INT32_MAX ? PyLong_FromSsize_t(next) : NULL;
+    long ns = (!id || PyDict_SetItem(s->interned, state, id) < 0 || PyList_Append(s->states, state) < 0) ? -2 : next;
+    Py_XDECREF(id);
+    return ns;
+}
+
+/* ask the model's effect() what kind of op this is; -1 on a Python error */
+static int learn_kind(Search *s, int32_t op) {
+    PyObject *args[2] = {s->inputs[op], s->outputs[op]};
+    PyObject *r = PyObject_Vectorcall(s->effect, args, 2, NULL);
+    if (!r) return -1;
+    int kind = BY_STEP;
+    long target = 0;
+    if (r != Py_None) {
+        PyObject *name = PyTuple_Check(r) && PyTuple_GET_SIZE(r) >= 1 ? PyTuple_GET_ITEM(r, 0) : NULL;
+        Py_ssize_t size = PyTuple_Check(r) ? PyTuple_GET_SIZE(r) : -1;
+        if (name && PyUnicode_Check(name) && size == 2 && !PyUnicode_CompareWithASCIIString(name, "reads"))
+            kind = READS;
+        else if (name && PyUnicode_Check(name) && size == 2 && !PyUnicode_CompareWithASCIIString(name, "writes"))
+            kind = WRITES;
+        else if (name && PyUnicode_Check(name) && size == 1 && !PyUnicode_CompareWithASCIIString(name, "keeps"))
+            kind = KEEPS;
+        else {
+            Py_DECREF(r);
+            PyErr_SetString(PyExc_ValueError, "a model's effect() must return None, (\"reads\", state), "
+                                              "(\"writes\", state) or (\"keeps\",)");
+            return -1;
+        }
+        if (kind != KEEPS && (target = intern_state(s, PyTuple_GET_ITEM(r, 1))) < 0) {
+            Py_DECREF(r);
+            return -1;
+        }
+    }
+    Py_DECREF(r);
+    s->kind[op] = (int8_t)kind, s->target[op] = (int32_t)target;
+    return 0;
+}
+
 /* ask the model: sid' or -1, -2 on a Python error */
 static long model_step(Search *s, int32_t op, int32_t sid) {
     if (!s->model_step) {
@@ -124,22 +177,9 @@ static long model_step(Search *s, int32_t op, int32_t sid) {
         PyErr_SetString(PyExc_TypeError, "a model's step must return a (legal, state) tuple");
         return -2;
     }
-    int legal = PyObject_IsTrue(PyTuple_GET_ITEM(r, 0));
-    long ns = -1;
-    if (legal < 0) ns = -2;
-    else if (legal) {
-        PyObject *state = PyTuple_GET_ITEM(r, 1);
-        PyObject *known = PyDict_GetItemWithError(s->interned, state);
-        if (known) ns = PyLong_AsLong(known);
-        else if (PyErr_Occurred()) ns = -2;
-        else {
-            Py_ssize_t next = PyList_GET_SIZE(s->states);
-            PyObject *id = next <= INT32_MAX ? PyLong_FromSsize_t(next) : NULL;
-            if (!id || PyDict_SetItem(s->interned, state, id) < 0 || PyList_Append(s->states, state) < 0) ns = -2;
-            else ns = (long)next;
-            Py_XDECREF(id);
-        }
-    }
+    PyObject *ok = PyTuple_GET_ITEM(r, 0), *state = PyTuple_GET_ITEM(r, 1);
+    int legal = ok == Py_True ? 1 : ok == Py_False ? 0 : PyObject_IsTrue(ok);
+    long ns = legal < 0 ? -2 : !legal ? -1 : state == args[0] ? sid : intern_state(s, state);
     Py_DECREF(r);
     return ns;
 }
@@ -147,7 +187,7 @@ static long model_step(Search *s, int32_t op, int32_t sid) {
 /* remember sid -> op -> ns; -1 out of memory */
 static int remember_step(Search *s, int32_t op, int32_t sid, int32_t ns) {
     if ((size_t)sid >= s->nrows) {
-        size_t cap = s->nrows ? s->nrows : 64;
+        size_t cap = s->nrows ? s->nrows : 8;
         while (cap <= (size_t)sid) cap *= 2;
         Row *rows = PyMem_Realloc(s->rows, cap * sizeof(Row));
         if (!rows) { PyErr_NoMemory(); return -1; }
@@ -157,36 +197,53 @@ static int remember_step(Search *s, int32_t op, int32_t sid, int32_t ns) {
     Row *r = &s->rows[sid];
     s->tcount++;
     if (r->cap < 0) { r->pairs[op] = ns; return 0; }
+    if (r->cap == 0) r->cap = INLINE_PAIRS;
+    int32_t *pairs = r->cap <= INLINE_PAIRS ? r->inline_pairs : r->pairs;
     if (r->len == r->cap) {
         if (r->len >= DENSE_AT && s->n <= DENSE_MAX_OPS) { /* a busy state: index by op id */
             int32_t *dense = PyMem_Malloc(s->n * sizeof(int32_t));
             if (!dense) { PyErr_NoMemory(); return -1; }
             for (int32_t i = 0; i < s->n; i++) dense[i] = UNSEEN;
-            for (int32_t k = 0; k < r->len; k++) dense[r->pairs[2 * k]] = r->pairs[2 * k + 1];
+            for (int32_t k = 0; k < r->len; k++) dense[pairs[2 * k]] = pairs[2 * k + 1];
             dense[op] = ns;
             PyMem_Free(r->pairs);
             r->pairs = dense, r->cap = -1;
             return 0;
         }
-        int32_t cap = r->cap ? 2 * r->cap : 4;
-        int32_t *pairs = PyMem_Realloc(r->pairs, 2 * (size_t)cap * sizeof(int32_t));
-        if (!pairs) { PyErr_NoMemory(); return -1; }
-        r->pairs = pairs, r->cap = cap;
+        int32_t cap = 2 * r->cap;
+        int32_t *grown = PyMem_Malloc(2 * (size_t)cap * sizeof(int32_t));
+        if (!grown) { PyErr_NoMemory(); return -1; }
+        memcpy(grown, pairs, 2 * (size_t)r->len * sizeof(int32_t));
+        PyMem_Free(r->pairs);
+        r->pairs = pairs = grown, r->cap = cap;
     }
-    r->pairs[2 * r->len] = op, r->pairs[2 * r->len + 1] = ns;
+    pairs[2 * r->len] = op, pairs[2 * r->len + 1] = ns;
     r->len++;
     return 0;
 }
 
 /* sid' for (op, sid), asking the model on a miss; -1 illegal, -2 a Python error */
 static inline int32_t transition(Search *s, int32_t op, int32_t sid, long *work) {
+    int kind = s->kind[op];
+    if (kind != BY_STEP) {
+        if (kind == UNASKED) {
+            *work += MISS_COST;
+            if (!s->effect) s->kind[op] = BY_STEP;
+            else if (learn_kind(s, op) < 0) return -2;
+            kind = s->kind[op];
+        }
+        if (kind == READS) return sid == s->target[op] ? sid : -1;
+        if (kind == WRITES) return s->target[op];
+        if (kind == KEEPS) return sid;
+    }
     if ((size_t)sid < s->nrows) {
         Row *r = &s->rows[sid];
         if (r->cap < 0) {
             if (r->pairs[op] != UNSEEN) return r->pairs[op];
         } else {
+            const int32_t *pairs = r->cap <= INLINE_PAIRS ? r->inline_pairs : r->pairs;
             for (int32_t k = 0; k < r->len; k++)
-                if (r->pairs[2 * k] == op) return r->pairs[2 * k + 1];
+                if (pairs[2 * k] == op) return pairs[2 * k + 1];
         }
     }
     *work += MISS_COST;
@@ -362,17 +419,13 @@ static PyObject *Search_run(Search *s, PyObject *args) {
 /* ------------------------------------------------------------------ the Python type */
 
 static void Search_dealloc(Search *s) {
-    PyMem_Free(s->nxt); PyMem_Free(s->prv); PyMem_Free(s->match); PyMem_Free(s->opid); PyMem_Free(s->twin);
-    PyMem_Free(s->zobrist); PyMem_Free(s->bits); PyMem_Free(s->calls); PyMem_Free(s->saved);
     for (size_t i = 0; i < s->nrows; i++) PyMem_Free(s->rows[i].pairs);
-    PyMem_Free(s->rows); PyMem_Free(s->slot); PyMem_Free(s->centry);
-    PyMem_Free(s->best); PyMem_Free(s->lng_off); PyMem_Free(s->lng_len); PyMem_Free(s->pool);
+    PyMem_Free(s->rows); PyMem_Free(s->slot); PyMem_Free(s->centry); PyMem_Free(s->pool);
     Py_XDECREF(s->step); Py_XDECREF(s->model_step); Py_XDECREF(s->states); Py_XDECREF(s->interned);
-    for (int32_t i = 0; i < s->n; i++) {
-        if (s->inputs) Py_XDECREF(s->inputs[i]);
-        if (s->outputs) Py_XDECREF(s->outputs[i]);
-    }
-    PyMem_Free(s->inputs); PyMem_Free(s->outputs);
+    Py_XDECREF(s->effect);
+    if (s->block)
+        for (int32_t i = 0; i < s->n; i++) Py_XDECREF(s->inputs[i]), Py_XDECREF(s->outputs[i]);
+    PyMem_Free(s->block);
     Py_TYPE(s)->tp_free((PyObject *)s);
 }
 
@@ -417,6 +470,37 @@ static int time_key(PyObject *o, long double *out) {
 
 static PyObject *ATTR_CALL, *ATTR_RETURN, *ATTR_INPUT, *ATTR_OUTPUT;
 
+/* An Operation is a slots dataclass: its fields are member descriptors at fixed offsets, read
+ * directly once the type is known (anything else goes through getattr) */
+static PyTypeObject *fast_type;
+static Py_ssize_t fast_offset[4];
+
+static int learn_offsets(PyTypeObject *type) {
+    PyObject *names[4] = {ATTR_CALL, ATTR_RETURN, ATTR_INPUT, ATTR_OUTPUT};
+    Py_ssize_t off[4];
+    for (int k = 0; k < 4; k++) {
+        PyObject *d = _PyType_Lookup(type, names[k]);
+        if (!d || !Py_IS_TYPE(d, &PyMemberDescr_Type) || ((PyMemberDescrObject *)d)->d_member->type != T_OBJECT_EX)
+            return 0;
+        off[k] = ((PyMemberDescrObject *)d)->d_member->offset;
+    }
+    memcpy(fast_offset, off, sizeof off);
+    fast_type = type;
+    return 1;
+}
+
+/* a new reference to field k (0 call, 1 return_time, 2 input, 3 output) of op */
+static PyObject *field(PyObject *op, int k) {
+    static PyObject **names[4] = {&ATTR_CALL, &ATTR_RETURN, &ATTR_INPUT, &ATTR_OUTPUT};
+    if (Py_TYPE(op) == fast_type || learn_offsets(Py_TYPE(op))) {
+        if (Py_TYPE(op) == fast_type) {
+            PyObject *v = *(PyObject **)((char *)op + fast_offset[k]);
+            if (v) return Py_NewRef(v);
+        }
+    }
+    return PyObject_GetAttr(op, *names[k]);
+}
+
 /* Porcupine's makeEntries: read each op, sort the 2n calls and returns into positions 1..2n */
 static int make_entries(Search *s, PyObject *ops, PyObject *twins) {
     int32_t n = s->n;
@@ -427,10 +511,9 @@ static int make_entries(Search *s, PyObject *ops, PyObject *twins) {
     int rc = -1;
     for (int32_t i = 0; i < n; i++) {
         PyObject *op = PyList_GET_ITEM(ops, i), *call = NULL, *ret = NULL;
-        int bad = !(call = PyObject_GetAttr(op, ATTR_CALL)) || !(ret = PyObject_GetAttr(op, ATTR_RETURN))
-                  || time_key(call, &ev[2 * i].t) < 0 || time_key(ret, &ev[2 * i + 1].t) < 0
-                  || !(s->inputs[i] = PyObject_GetAttr(op, ATTR_INPUT))
-                  || !(s->outputs[i] = PyObject_GetAttr(op, ATTR_OUTPUT));
+        int bad = !(call = field(op, 0)) || !(ret = field(op, 1)) || time_key(call, &ev[2 * i].t) < 0
+                  || time_key(ret, &ev[2 * i + 1].t) < 0 || !(s->inputs[i] = field(op, 2))
+                  || !(s->outputs[i] = field(op, 3));
         Py_XDECREF(call);
         Py_XDECREF(ret);
         if (bad) goto done;
@@ -440,7 +523,16 @@ static int make_entries(Search *s, PyObject *ops, PyObject *twins) {
         }
         ev[2 * i].kind = 0, ev[2 * i].op = i, ev[2 * i + 1].kind = 1, ev[2 * i + 1].op = i;
     }
-    qsort(ev, 2 * (size_t)n, sizeof(Event), by_time);
+    if (n <= 32) { /* insertion sort: small partitions are the common case, and qsort allocates */
+        for (int32_t i = 1; i < 2 * n; i++) {
+            Event x = ev[i];
+            int32_t j = i - 1;
+            for (; j >= 0 && by_time(&ev[j], &x) > 0; j--) ev[j + 1] = ev[j];
+            ev[j + 1] = x;
+        }
+    } else {
+        qsort(ev, 2 * (size_t)n, sizeof(Event), by_time);
+    }
     for (int32_t pos = 1; pos <= 2 * n; pos++) {
         Event *x = &ev[pos - 1];
         if (x->kind == 0) s->opid[pos] = x->op, call_pos[x->op] = pos;
@@ -467,17 +559,18 @@ done:
     return rc;
 }
 
-/* Search(ops, twins, track, step=None, model_step=None, states=None, interned=None): ops are
+/* Search(ops, twins, track, step=None, model_step=None, states=None, interned=None, effect=None): ops are
  * Operations (call, return_time = INF if it never returned, input, output), twins each op's
  * earlier twin or -1 (or None); the model is either the callback step(op id, sid) or
  * model_step(state, input, output) with the states list (sid -> state, sid 0 = the initial
- * state) and the interned dict (state -> sid) */
+ * state) and the interned dict (state -> sid), and then optionally the model's effect() */
 static int Search_init(Search *s, PyObject *args, PyObject *kw) {
-    static char *names[] = {"ops", "twins", "track", "step", "model_step", "states", "interned", NULL};
+    static char *names[] = {"ops", "twins", "track", "step", "model_step", "states", "interned", "effect", NULL};
     int track;
-    PyObject *ops, *twins, *step = Py_None, *mstep = Py_None, *states = Py_None, *interned = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!Op|OOOO", names, &PyList_Type, &ops, &twins, &track, &step,
-                                     &mstep, &states, &interned))
+    PyObject *ops, *twins, *step = Py_None, *mstep = Py_None, *states = Py_None, *interned = Py_None,
+             *effect = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!Op|OOOOO", names, &PyList_Type, &ops, &twins, &track, &step,
+                                     &mstep, &states, &interned, &effect))
         return -1;
     Py_ssize_t n = PyList_GET_SIZE(ops);
     if (n < 1 || n > INT32_MAX / 4) {
@@ -492,6 +585,14 @@ static int Search_init(Search *s, PyObject *args, PyObject *kw) {
         }
         Py_INCREF(mstep), Py_INCREF(states), Py_INCREF(interned);
         s->model_step = mstep, s->states = states, s->interned = interned;
+        if (effect != Py_None) {
+            if (!PyCallable_Check(effect)) {
+                PyErr_SetString(PyExc_ValueError, "effect must be callable or None");
+                return -1;
+            }
+            Py_INCREF(effect);
+            s->effect = effect;
+        }
     } else if (PyCallable_Check(step)) {
         Py_INCREF(step);
         s->step = step;
@@ -501,25 +602,30 @@ static int Search_init(Search *s, PyObject *args, PyObject *kw) {
     }
     s->n = (int32_t)n, s->size = 2 * s->n + 2, s->tail = s->size - 1, s->nwords = (s->n + 63) / 64;
     s->track = track;
-    s->match = PyMem_Calloc(s->size, sizeof(int32_t));
-    s->opid = PyMem_Calloc(s->size, sizeof(int32_t));
-    s->twin = PyMem_Calloc(s->size, sizeof(int32_t));
-    s->nxt = PyMem_Malloc(s->size * sizeof(int32_t));
-    s->prv = PyMem_Malloc(s->size * sizeof(int32_t));
-    s->zobrist = PyMem_Malloc(n * sizeof(uint64_t));
-    s->bits = PyMem_Calloc(s->nwords, sizeof(uint64_t));
-    s->calls = PyMem_Malloc(n * sizeof(int32_t));
-    s->saved = PyMem_Malloc(n * sizeof(int32_t));
-    s->best = PyMem_Malloc(n * sizeof(int32_t));
-    s->lng_off = PyMem_Malloc(n * sizeof(int64_t));
-    s->lng_len = PyMem_Calloc(n, sizeof(int32_t));
-    s->inputs = PyMem_Calloc(n, sizeof(PyObject *));
-    s->outputs = PyMem_Calloc(n, sizeof(PyObject *));
-    if (!s->inputs || !s->outputs || !s->match || !s->opid || !s->twin || !s->nxt || !s->prv || !s->zobrist || !s->bits || !s->calls
-        || !s->saved || !s->best || !s->lng_off || !s->lng_len) {
+    size_t sz = (size_t)s->size, nn = (size_t)n;
+    size_t bytes = (2 * nn + s->nwords) * sizeof(uint64_t) + 2 * nn * sizeof(PyObject *)
+                   + (5 * sz + 5 * nn) * sizeof(int32_t) + nn * sizeof(int8_t);
+    char *b = s->block = PyMem_Calloc(1, bytes);
+    if (!b) {
         PyErr_NoMemory();
         return -1;
     }
+    s->zobrist = (uint64_t *)b, b += nn * sizeof(uint64_t);
+    s->lng_off = (int64_t *)b, b += nn * sizeof(int64_t);
+    s->bits = (uint64_t *)b, b += s->nwords * sizeof(uint64_t);
+    s->inputs = (PyObject **)b, b += nn * sizeof(PyObject *);
+    s->outputs = (PyObject **)b, b += nn * sizeof(PyObject *);
+    s->match = (int32_t *)b, b += sz * sizeof(int32_t);
+    s->opid = (int32_t *)b, b += sz * sizeof(int32_t);
+    s->twin = (int32_t *)b, b += sz * sizeof(int32_t);
+    s->nxt = (int32_t *)b, b += sz * sizeof(int32_t);
+    s->prv = (int32_t *)b, b += sz * sizeof(int32_t);
+    s->calls = (int32_t *)b, b += nn * sizeof(int32_t);
+    s->saved = (int32_t *)b, b += nn * sizeof(int32_t);
+    s->best = (int32_t *)b, b += nn * sizeof(int32_t);
+    s->target = (int32_t *)b, b += nn * sizeof(int32_t);
+    s->lng_len = (int32_t *)b, b += nn * sizeof(int32_t);
+    s->kind = (int8_t *)b;
     if (make_entries(s, ops, twins) < 0) return -1;
     for (int32_t i = 0; i < s->size; i++) s->nxt[i] = i + 1, s->prv[i] = i - 1;
     s->nxt[s->tail] = s->tail, s->prv[0] = 0;
@@ -643,7 +749,59 @@ static PyTypeObject SearchType = {
     .tp_getset = Search_getset,
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_search", "The compiled linearizability search.", -1};
+/* positions(ops, parts) -> for each part, the index in ops of each of its ops (by identity) */
+static PyObject *positions(PyObject *self, PyObject *args) {
+    PyObject *ops, *parts;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyList_Type, &ops, &PyList_Type, &parts)) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(ops);
+    size_t cap = 16;
+    while (cap < 2 * (size_t)n) cap *= 2;
+    PyObject **key = PyMem_Calloc(cap, sizeof(PyObject *));
+    Py_ssize_t *val = PyMem_Malloc(cap * sizeof(Py_ssize_t));
+    PyObject *out = PyList_New(PyList_GET_SIZE(parts));
+    if (!key || !val || !out) {
+        PyMem_Free(key), PyMem_Free(val), Py_XDECREF(out);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *k = PyList_GET_ITEM(ops, i);
+        size_t j = splitmix((uint64_t)(uintptr_t)k) & (cap - 1);
+        while (key[j] && key[j] != k) j = (j + 1) & (cap - 1);
+        key[j] = k, val[j] = i;
+    }
+    for (Py_ssize_t p = 0; p < PyList_GET_SIZE(parts); p++) {
+        PyObject *part = PySequence_Fast(PyList_GET_ITEM(parts, p), "a partition must be a sequence of ops");
+        PyObject *idx = part ? PyList_New(PySequence_Fast_GET_SIZE(part)) : NULL;
+        if (!idx) { Py_XDECREF(part); goto fail; }
+        PyList_SET_ITEM(out, p, idx);
+        for (Py_ssize_t q = 0; q < PySequence_Fast_GET_SIZE(part); q++) {
+            PyObject *k = PySequence_Fast_ITEMS(part)[q];
+            size_t j = splitmix((uint64_t)(uintptr_t)k) & (cap - 1);
+            while (key[j] && key[j] != k) j = (j + 1) & (cap - 1);
+            PyObject *v = key[j] ? PyLong_FromSsize_t(val[j]) : NULL;
+            if (!v) {
+                if (!key[j]) PyErr_SetString(PyExc_KeyError, "a partition holds an op that is not in the history");
+                Py_DECREF(part);
+                goto fail;
+            }
+            PyList_SET_ITEM(idx, q, v);
+        }
+        Py_DECREF(part);
+    }
+    PyMem_Free(key), PyMem_Free(val);
+    return out;
+fail:
+    PyMem_Free(key), PyMem_Free(val), Py_DECREF(out);
+    return NULL;
+}
+
+static PyMethodDef module_methods[] = {
+    {"positions", positions, METH_VARARGS, "positions(ops, parts) -> each part's op indices in ops, by identity"},
+    {NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_search", "The compiled linearizability search.", -1,
+                                    module_methods};
 
 PyMODINIT_FUNC PyInit__search(void) {
     if (PyType_Ready(&SearchType) < 0) return NULL;

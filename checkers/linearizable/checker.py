@@ -14,11 +14,12 @@ returns, so ops that share an endpoint are concurrent.
 
 Two engines run that one search in the same order, so they agree on verdicts,
 memo sizes, prefixes and budgets: ``_search_python`` below (the reference) and
-``_search_compiled``, the C core of ``_search.c`` (built by ``pip install``).
-Both see only integers: model states are interned to small ints (``sid``) by
-``_States``, whose ``step(op, sid) -> sid'`` (``-1`` = illegal) runs the
-model's own ``step``; each engine memoizes it per (op, sid), so the model is
-asked once per distinct pair and stays a plain Python ``Model``.
+``_CompiledSearch``, the C core of ``_search.c`` (built by ``pip install``).
+Both see only integers: model states are interned to small ints (``sid``,
+``_States``), and each engine memoizes ``(op, sid) -> sid'`` (``-1`` =
+illegal), so the model's own Python ``step`` is asked once per distinct pair
+(the core calls it directly, or not at all for an op the model's ``effect``
+describes) and a model stays a plain Python ``Model``.
 
 One reduction beyond Porcupine, exact for verdicts: ops that never returned
 (``return_time == INF``) with identical input and output are interchangeable,
@@ -91,7 +92,7 @@ class Explanation:
                        + "; ".join(op(i) for i in self.stuck))
 
 
-@dataclass
+@dataclass(slots=True)
 class PartitionResult:
     """The verdict of one independent sub-history.
 
@@ -141,8 +142,9 @@ class Budget:
     ``seconds``: wall time spent searching this partition (its own slices,
     not the others'); ``configurations``: memo entries; ``memo_bytes``: the
     memo's size, counted the same way for both engines as ``configurations
-    x (16 + 8 * ceil(ops / 64))`` bytes (a key, a state id, the op set as a
-    bitset), so both engines stop at the same configuration. ``None`` = no
+    x config_bytes(ops)``: what the compiled core holds per configuration
+    (its hash, state id and op bitset, and up to four 8-byte table slots), so
+    both engines stop at the same configuration. ``None`` = no
     limit. The defaults let a realistic history's partitions finish (most
     need a few hundred configurations) and stop a pathological one within
     seconds and a few hundred MB.
@@ -155,7 +157,7 @@ class Budget:
     def max_configurations(self, n_ops: int) -> int:
         cap = 2**62 if self.configurations is None else self.configurations
         if self.memo_bytes is not None:
-            cap = min(cap, self.memo_bytes // (16 + 8 * ((n_ops + 63) // 64)))
+            cap = min(cap, self.memo_bytes // config_bytes(n_ops))
         return max(1, cap)
 
     @classmethod
@@ -181,6 +183,11 @@ class Budget:
         return " / ".join(b for b in bits if b) or "unlimited"
 
 
+def config_bytes(n_ops: int) -> int:
+    """Memo bytes a configuration costs in the compiled core: (hash, sid, bitset) + slots at 25-50% load."""
+    return 8 * (2 + (n_ops + 63) // 64) + 32
+
+
 DEFAULT_BUDGET = Budget()
 UNLIMITED = Budget(None, None, None)
 
@@ -188,13 +195,11 @@ UNLIMITED = Budget(None, None, None)
 # --------------------------------------------------------------------------- entries
 
 
-def _twins(ops: Sequence[Operation], symmetry: bool) -> list[int] | None:
+def _twins(ops: Sequence[Operation]) -> list[int] | None:
     """Each never-returned op's earlier twin (same input and output, called before it), or -1.
 
-    ``None`` when there are none (or ``symmetry`` is off): the plain search.
+    ``None`` when there are none: the plain search.
     """
-    if not symmetry:
-        return None
     pending = sorted((op.call, i) for i, op in enumerate(ops) if op.return_time == INF)
     if len(pending) < 2:
         return None
@@ -288,21 +293,23 @@ class _Keyed:
 class _States:
     """The model seen through interned states: ``step(op, sid) -> sid'`` or -1 if illegal.
 
-    ``states`` (sid -> state; sid 0 is ``init()``) and ``interned`` (state ->
-    sid) are plain so the compiled core can call the model's own ``step`` and
-    intern into them itself (``direct``: states compare by ``==``/``hash``);
-    a model with its own ``equal``/``hash`` goes through ``step``.
+    ``states``: sid -> state (sid 0 is ``init()``); ``interned``: state (or,
+    for a model with its own ``equal``/``hash``, a ``_Keyed`` wrapper) ->
+    sid. The reference engine steps through it, and so does the compiled core
+    for a model with its own ``equal``/``hash``; for any other model the core
+    keeps a plain list and dict of the same shape and interns into them itself.
     """
 
     def __init__(self, model: Model, ops: Sequence[Operation]):
-        self.direct = model.hash is None and model.equal is _default_equal
+        self.direct = model.hash is None and model.equal in (None, _default_equal)
         self.model, self.ops = model, ops
         init = model.init()
         self.states: list[Any] = [init]
         self.interned: dict[Any, int] = {init if self.direct else self._key(init): 0}
 
     def _key(self, state: Any) -> Any:
-        return state if self.direct else _Keyed(state, self.model.hash or (lambda _s: 0), self.model.equal)
+        return state if self.direct else _Keyed(state, self.model.hash or (lambda _s: 0),
+                                                self.model.equal or _default_equal)
 
     @property
     def step(self):
@@ -340,7 +347,7 @@ class _Found(NamedTuple):
     first_return: int = -1  # ... and the first op to return (-1: none)
 
 
-Search = Generator[None, None, _Found]
+Search = Generator[None, None, _Found]  # the reference engine; each yield ends a slice
 
 
 def _search_python(ops: Sequence[Operation], twins: list[int] | None, states: _States, track: bool,
@@ -462,28 +469,69 @@ def _partials(longest: list, opid: list[int]) -> list[list[int]]:
     return list(seen.values())
 
 
-def _search_compiled(ops: Sequence[Operation], twins: list[int] | None, states: _States, track: bool,
-                     max_configurations: int) -> Search:
-    """The same search in C (``_search.c``); yields every ``_WORK`` loop iterations."""
-    if states.direct:  # the core calls model.step itself and interns into states / interned
-        core = _compiled.Search(ops, twins, track, model_step=states.model.step, states=states.states,
-                                interned=states.interned)
-    else:
-        core = _compiled.Search(ops, twins, track, step=states.step)
-    while True:
-        status = core.run(_WORK, max_configurations)
-        if status:
-            break
-        yield
-    prefix, sid = core.longest()
-    verdict = (OK, ILLEGAL, UNKNOWN_RESULT)[status - 1]
-    partials = core.partials() if track and verdict != UNKNOWN_RESULT else []
-    if verdict == ILLEGAL:
-        return _Found(verdict, prefix, sid, partials, core.configurations, *core.next_after_longest())
-    return _Found(verdict, prefix, sid, partials, core.configurations)
+_new = tuple.__new__  # builds a _Found without a Python-level __new__ (the core's hot path is per partition)
 
 
-ENGINES = {"python": _search_python, "compiled": _search_compiled}
+class _CompiledSearch:
+    """The same search in C (``_search.c``): ``slice()`` runs ``_WORK`` loop iterations.
+
+    A model whose states compare by ``==`` is called by the core directly,
+    interning into ``states`` and a dict; any other goes through ``_States.step``.
+    """
+
+    __slots__ = ("core", "states", "track", "max_configurations")
+
+    def __init__(self, model: Model, ops: list[Operation], twins: list[int] | None, track: bool,
+                 max_configurations: int):
+        if model.hash is None and model.equal in (None, _default_equal):
+            init = model.init()
+            self.states = [init]
+            self.core = _compiled.Search(ops, twins, track, None, model.step, self.states, {init: 0}, model.effect)
+        else:
+            states = _States(model, ops)
+            self.states = states.states
+            self.core = _compiled.Search(ops, twins, track, states.step)
+        self.track, self.max_configurations = track, max_configurations
+
+    def slice(self) -> _Found | None:
+        """``None`` while the search goes on, then what it found."""
+        core = self.core
+        status = core.run(_WORK, self.max_configurations)
+        if not status:
+            return None
+        prefix, sid = core.longest()
+        verdict = (OK, ILLEGAL, UNKNOWN_RESULT)[status - 1]
+        partials = core.partials() if self.track and verdict != UNKNOWN_RESULT else []
+        next_ops, first = core.next_after_longest() if verdict == ILLEGAL else ([], -1)
+        return _new(_Found, (verdict, prefix, sid, partials, core.configurations, next_ops, first))
+
+    def close(self) -> None:
+        self.core = None
+
+
+class _PythonSearch:
+    """The reference engine: the generator ``_search_python`` driven one slice at a time."""
+
+    __slots__ = ("search", "states")
+
+    def __init__(self, model: Model, ops: list[Operation], twins: list[int] | None, track: bool,
+                 max_configurations: int):
+        states = _States(model, ops)
+        self.states = states.states
+        self.search = _search_python(ops, twins, states, track, max_configurations)
+
+    def slice(self) -> _Found | None:
+        try:
+            next(self.search)
+        except StopIteration as done:
+            return done.value
+        return None
+
+    def close(self) -> None:
+        self.search.close()
+
+
+ENGINES = {"python": _PythonSearch, "compiled": _CompiledSearch}
 
 
 def _engine(name: str) -> str:
@@ -526,10 +574,11 @@ def _explain(model: Model, ops: Sequence[Operation], found: _Found, state: Any, 
 class _Running:
     """A partition whose search is under way."""
 
-    __slots__ = ("result", "ops", "states", "search", "spent")
+    __slots__ = ("result", "ops", "search", "spent")
 
-    def __init__(self, result: PartitionResult, ops: list[Operation], states: _States, search: Search):
-        self.result, self.ops, self.states, self.search, self.spent = result, ops, states, search, 0.0
+    def __init__(self, result: PartitionResult, ops: list[Operation], search: _CompiledSearch | _PythonSearch,
+                 spent: float):
+        self.result, self.ops, self.search, self.spent = result, ops, search, spent
 
 
 def check_operations(model: Model, ops: Sequence[Operation], timeout: float | None = None,
@@ -546,53 +595,62 @@ def check_operations(model: Model, ops: Sequence[Operation], timeout: float | No
     ``engine``: ``"compiled"`` (the C core), ``"python"`` (the reference) or
     ``"auto"`` (compiled if built, else Python with a warning).
     """
-    model = fill_defaults(model)
     search_with = ENGINES[_engine(engine)]
     budget = budget or UNLIMITED
     ops = list(ops)
     if model.partition:
         parts = model.partition(ops)
-        index_of = dict(zip(map(id, ops), range(len(ops))))
-        indices = [[index_of[x] for x in map(id, part)] for part in parts]
+        if _compiled is not None:
+            indices = _compiled.positions(ops, parts if isinstance(parts, list) else list(parts))
+        else:
+            index_of = dict(zip(map(id, ops), range(len(ops))))
+            indices = [[index_of[x] for x in map(id, part)] for part in parts]
     else:
         parts, indices = [ops], [list(range(len(ops)))]
-    deadline = time.monotonic() + timeout if timeout else INF
+    clock = time.monotonic
+    deadline = clock() + timeout if timeout else INF
     results = [PartitionResult(idx, UNKNOWN_RESULT) for idx in indices]
-    max_configurations = budget.max_configurations
-    # each partition's first slice runs as it is set up (most finish there); the rest take turns
-    pending = deque(range(len(parts)))
+    seconds = budget.seconds
+    cap = 2**62 if budget.configurations is None else budget.configurations  # budget.max_configurations, inlined
+    memo_bytes = budget.memo_bytes
     running: deque[_Running] = deque()
     illegal = False
-    while (pending or running) and not (illegal and not verbose):
-        now = time.monotonic()
+    # each partition's first slice runs as it is set up (most finish there); the rest take turns
+    for part, res in zip(parts, results):
+        if illegal and not verbose:
+            break
+        now = clock()
         if now > deadline:
             break
-        if pending:
-            i = pending.popleft()
-            part = parts[i]
-            if not part:
-                results[i].result = OK
-                continue
-            states = _States(model, part)
-            search = search_with(part, _twins(part, symmetry), states, verbose, max_configurations(len(part)))
-            run = _Running(results[i], part, states, search)
-        else:
-            run = running.popleft()
-        try:
-            next(run.search)
-        except StopIteration as done:
-            run.spent += time.monotonic() - now
-            _finish(model, run, done.value, budget)
-            illegal = illegal or run.result.result == ILLEGAL
+        if not part:
+            res.result = OK
             continue
-        run.spent += time.monotonic() - now
-        if budget.seconds is not None and run.spent > budget.seconds:
+        part = list(part)
+        max_conf = cap if memo_bytes is None else max(1, min(cap, memo_bytes // config_bytes(len(part))))
+        search = search_with(model, part, _twins(part) if symmetry else None, verbose, max_conf)
+        found = search.slice()
+        if found is None:
+            running.append(_Running(res, part, search, clock() - now))
+        else:
+            _finish(model, res, part, search.states, found, clock() - now, budget)
+            illegal = illegal or found.verdict == ILLEGAL
+    while running and not (illegal and not verbose):
+        now = clock()
+        if now > deadline:
+            break
+        run = running.popleft()
+        found = run.search.slice()
+        run.spent += clock() - now
+        if found is not None:
+            _finish(model, run.result, run.ops, run.search.states, found, run.spent, budget)
+            illegal = illegal or found.verdict == ILLEGAL
+        elif seconds is not None and run.spent > seconds:
             run.search.close()
-            run.result.reason = (f"search budget of {budget.seconds:g} s used up "
+            run.result.reason = (f"search budget of {seconds:g} s used up "
                                  f"({len(run.ops)} ops); the verdict for this partition is unknown")
             run.result.seconds = run.spent
-            continue
-        running.append(run)
+        else:
+            running.append(run)
     for run in running:
         run.search.close()
         run.result.seconds = run.spent
@@ -606,21 +664,21 @@ def check_operations(model: Model, ops: Sequence[Operation], timeout: float | No
         verdict = OK
     else:
         verdict = UNKNOWN_RESULT
-    return LinearizabilityResult(verdict, results, search_with.__name__.removeprefix("_search_"))
+    return LinearizabilityResult(verdict, results, "python" if search_with is _PythonSearch else "compiled")
 
 
-def _finish(model: Model, run: _Running, found: _Found, budget: Budget) -> None:
+def _finish(model: Model, res: PartitionResult, ops: list[Operation], states: list, found: _Found, spent: float,
+            budget: Budget) -> None:
     """A finished search -> its partition's result, in indices of the checked list."""
-    res = run.result
     idx = res.op_indices
-    res.result, res.configurations, res.seconds = found.verdict, found.configurations, run.spent
+    res.result, res.configurations, res.seconds = found.verdict, found.configurations, spent
     if found.partials:
         res.partial_linearizations = [[idx[o] for o in seq] for seq in found.partials]
     if found.verdict == UNKNOWN_RESULT:
-        res.reason = (f"search budget of {budget.describe(len(run.ops))} used up ({len(run.ops)} ops, "
+        res.reason = (f"search budget of {budget.describe(len(ops))} used up ({len(ops)} ops, "
                       f"{found.configurations:,} configurations); the verdict for this partition is unknown")
     elif found.verdict == ILLEGAL:
-        res.explanation = _explain(model, run.ops, found, run.states.states[found.sid], idx)
+        res.explanation = _explain(fill_defaults(model), ops, found, states[found.sid], idx)
 
 
 # --------------------------------------------------------------------------- adapters
