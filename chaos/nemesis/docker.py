@@ -7,7 +7,7 @@
 * ``pause`` / ``resume``: ``container.pause()`` / ``unpause()`` (the daemon's
   cgroup freezer: every server process, later forks too). Evidence: the
   daemon reports ``State.Paused``.
-* ``restart``: ``container.restart()`` (SIGTERM, a clean shutdown, start).
+* ``restart``: ``container.restart()`` (SIGINT, PostgreSQL's fast shutdown, then start).
   Evidence: a new ``StartedAt`` and the server accepting connections again.
 """
 

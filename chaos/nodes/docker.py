@@ -10,7 +10,8 @@ worker host in containers of a Docker daemon, faults through the Docker API.
   seeds and exports through ``<dir>/s``, the workers through ``/srv/s``.
   ``kill`` is ``container.kill()`` (SIGKILL) then ``container.start()`` (crash
   recovery), ``pause`` is ``container.pause()`` (the daemon's cgroup freezer),
-  ``restart`` is ``container.restart()`` (SIGTERM, a clean shutdown, start).
+  ``restart`` is ``container.restart()`` (its stop signal is SIGINT, PostgreSQL's
+  fast shutdown: sessions are cut, a clean checkpoint, then start).
 * The workers: each host process is a container (``python3.11 -m chaos.host``)
   whose stdin/stdout are the daemon's attach stream, relayed by a local
   ``python -m chaos.nodes.relay`` process (``HostClient(launcher=...)``), so
@@ -150,6 +151,9 @@ class DockerPgServer:
                                                      ">> /srv/postgres.log 2>&1"],
                 user=f"{POSTGRES_UID}:{POSTGRES_GID}", volumes=self._volumes(), network_mode="none", detach=True,
                 name=f"chaos-pg-{self.nodes.token}", labels=self.nodes.labels("server"),
+                # docker stop/restart send this: PostgreSQL's fast shutdown (SIGTERM is its "smart" one,
+                # which waits for every client session to end: the workers hold theirs open)
+                stop_signal="SIGINT",
                 environment={"HOME": "/srv"}, **self.nodes.limits)
         else:
             self.container.start()

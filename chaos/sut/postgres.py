@@ -209,7 +209,7 @@ def _docker_abilities(opts: dict) -> dict:
         "export": can("a fresh PostgresStore reads the schema through the same socket", "store"),
         "barrier": can("the engine's before_commit hook in the worker host (in its container)", "hook"),
         "floor-fault": can("a trigger raising on the floor table", "trigger"),
-        "restart": can("the server container: container.restart() through the Docker API (SIGTERM, start)",
+        "restart": can("the server container: container.restart() through the Docker API (SIGINT: fast shutdown, start)",
                        "docker-api"),
         "kill": can("the server container: container.kill() (SIGKILL) and start through the Docker API, "
                     "crash recovery", "docker-api"),
