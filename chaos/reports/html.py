@@ -71,7 +71,7 @@ def render(run: RunData) -> str:
         "nemesis set; crosses: the offset the target worker itself reported (its own clock); black: the "
         "backend's decision time (<code>observed_at</code>), which must never go back while a worker's clock "
         "does: that is the durable floor.</p>",
-        "" if any(op.get("wall_ms") is not None for op in run.history) else
+        "" if any(w == w for w in run.history.wall) else
         "<p class=\"noplot\">This history carries no <code>wall_ms</code>: worker clocks are shown as the "
         "nemesis set and measured them, not as each worker saw them.</p>",
         _img("plot-clock", "Wall-clock offset of each worker and the backend's decision time (floor)",
@@ -189,7 +189,14 @@ def _anomalies(run: RunData, spans: list) -> str:
         by_index[s.invoke_index] = s
         if s.completion_index is not None:
             by_index[s.completion_index] = s
-    raw = {op.get("index"): op for op in run.history}
+    wanted = {i for r in run.checkers.values() if isinstance(r, dict)
+              for a in (r.get("anomalies") or [])[:MAX_ANOMALIES] if isinstance(a, dict)
+              for i in (a.get("ops") or [])[:MAX_OPS_PER_ANOMALY] if isinstance(i, int)}
+    for i in list(wanted):  # show each op whole: its invoke and its completion
+        span = by_index.get(i)
+        if span is not None:
+            wanted.update(x for x in (span.invoke_index, span.completion_index) if x is not None)
+    raw = run.history.raw(wanted)  # the original records, read back for these few ops only
     out = ['<h2 id="anomalies">Anomalies</h2>']
     count = 0
     for name, r in run.checkers.items():
@@ -240,8 +247,8 @@ def _ops_table(indices: list, by_index: dict, raw: dict) -> str:
         rows.append(f'<tr class="op-{span.type}"><td>#{span.invoke_index}{"" if span.completion_index is None else f"/#{span.completion_index}"}</td>'
                     f"<td>process {_e(span.process)}<br>{span.start:.3f}s"
                     f"{'' if span.end is None else f'..{span.end:.3f}s'}</td><td>{_e(span.f)}</td>"
-                    f"<td><pre>{_e(_short(span.invoke.get('value')))}</pre></td>"
-                    f"<td><pre>{_e(_reply_summary(span.completion))}</pre></td></tr>")
+                    f"<td><pre>{_e(_short((raw.get(span.invoke_index) or {}).get('value')))}</pre></td>"
+                    f"<td><pre>{_e(_reply_summary(raw.get(span.completion_index)))}</pre></td></tr>")
     more = len(indices) - MAX_OPS_PER_ANOMALY
     tail = f"<tr><td colspan=5>... {more} more ops</td></tr>" if more > 0 else ""
     return ("<table class=\"ops\"><tr><th>op</th><th>who / when</th><th>f</th><th>request</th><th>reply</th></tr>"
