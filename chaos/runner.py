@@ -131,6 +131,10 @@ class RunConfig:
     auto_time_limit: bool = False
     auto_op_timeout: bool = False
     timing: dict = field(default_factory=dict)  # what chaos.timing measured and chose
+    nodes: str = "local"            # "docker": server and workers in containers (chaos.nodes.docker)
+    docker_host: str | None = None  # the daemon (default: $DOCKER_HOST, else the local socket)
+    node_memory: str | None = None  # docker resource limits on every container ("256m")
+    node_cpus: float | None = None
 
 
 def nemesis_opts(cfg: RunConfig) -> dict:
@@ -144,7 +148,7 @@ def backend_options(cfg: RunConfig) -> dict:
     from chaos.workload_kinds import workload_kind
 
     return {"dsn": cfg.dsn, "command": cfg.backend_command, "profile": cfg.profile, "factory": cfg.factory,
-            "protocol": workload_kind(cfg).protocol}
+            "nodes": None if cfg.nodes == "local" else cfg.nodes, "protocol": workload_kind(cfg).protocol}
 
 
 def nemesis_plan(cfg: RunConfig):
@@ -315,6 +319,8 @@ class Run:
             for t in range(cfg.workers):
                 self.slots.append(Slot(t, routes.spec_for(spec, t) if routes else spec, env_for, run.file("logs"),
                                        driver.completions, cfg.op_timeout, self._note_pid))
+                if getattr(target, "nodes", None) is not None:   # --nodes docker: each host in a container
+                    self.slots[-1].launcher = target.worker_launcher(t)
             env = FaultEnv(self.slots, clock_faults, fsync, coverage, history, t0, target)
             env.power, env.routes = power, routes
             nem_gen, table, pkgs = nemesis_plan(cfg)

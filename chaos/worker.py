@@ -66,6 +66,7 @@ class Slot:
         self.current: str | None = None          # the ``f`` of the op in flight (what a kill lands inside)
         self.powered = threading.Event()         # cleared while the power-loss nemesis has the machine off
         self.indeterminate = 0                   # ops of this slot that ended info (partition evidence)
+        self.launcher = None                     # callable(generation) -> argv prefix: hosts in containers
         self.powered.set()
         self._inbox: "queue.Queue[dict | None]" = queue.Queue()
         self._thread = threading.Thread(target=self._loop, daemon=True, name=f"slot-{thread}")
@@ -92,7 +93,8 @@ class Slot:
             self.generation += 1
             log = os.path.join(self.log_dir, f"worker-{self.thread}-{self.generation}.log")
             cls = HostClient
-            self.client = cls(self.spec, env=self.env_for(self.thread), log_path=log)
+            launcher = self.launcher(self.generation) if self.launcher else None
+            self.client = cls(self.spec, env=self.env_for(self.thread), log_path=log, launcher=launcher)
             self.on_start(self.client.pid)
             if self.armed_exit:  # the fault is "this slot's next commit", whatever host serves it
                 self.client.exit_after_commit(self.armed_exit)

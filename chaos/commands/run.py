@@ -59,6 +59,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scale", type=float, default=None,
                    help="multiply lease, work and backoff times by this (default: measured from the backend's "
                         "call latency at start; recorded so a run reproduces)")
+    p.add_argument("--nodes", choices=("local", "docker"), default="local",
+                   help="docker: the PostgreSQL server and every worker in containers of a Docker daemon "
+                        "($DOCKER_HOST or --docker-host; docs/faults.md); kill, pause, restart through its API")
+    p.add_argument("--docker-host", default=None, help="the Docker daemon for --nodes docker (default $DOCKER_HOST)")
+    p.add_argument("--node-memory", default=None, help="--nodes docker: memory limit of every container (e.g. 512m)")
+    p.add_argument("--node-cpus", type=float, default=None, help="--nodes docker: CPU limit of every container")
     p.add_argument("--config", default=None,
                    help="run exactly this test.yaml (a stored run's, or chaos shrink's minimal one, with its "
                         "explicit fault list); only --store and --name apply on top")
@@ -82,8 +88,18 @@ def build_config(args: argparse.Namespace):
     command = getattr(args, "backend_command", None)
     factory = getattr(args, "factory", None)
     profile = getattr(args, "profile", None)
-    opts = {"dsn": dsn, "command": command, "profile": profile, "factory": factory, "protocol": kind.protocol}
+    nodes = getattr(args, "nodes", "local") or "local"
+    opts = {"dsn": dsn, "command": command, "profile": profile, "factory": factory, "protocol": kind.protocol,
+            "nodes": None if nodes == "local" else nodes}
     backend.check(opts)
+    if nodes == "docker":
+        from chaos.nodes.docker import reachable
+
+        ok, why = reachable(getattr(args, "docker_host", None))
+        if not ok:
+            raise UsageError(f"--nodes docker: {why}")
+    elif getattr(args, "docker_host", None) or getattr(args, "node_memory", None) or getattr(args, "node_cpus", None):
+        raise UsageError("--docker-host, --node-memory and --node-cpus are for --nodes docker")
     if profile and not os.path.isfile(profile):
         raise UsageError(f"--profile {profile}: no such file")
     sc: dict = {}
@@ -132,6 +148,13 @@ def build_config(args: argparse.Namespace):
         argv += ["--factory", factory]
     if profile:
         argv += ["--profile", profile]
+    if nodes != "local":
+        argv += ["--nodes", nodes]
+        for flag, value in (("--docker-host", getattr(args, "docker_host", None)),
+                            ("--node-memory", getattr(args, "node_memory", None)),
+                            ("--node-cpus", getattr(args, "node_cpus", None))):
+            if value is not None:
+                argv += [flag, str(value)]
     return RunConfig(name=name, backend=args.backend, workload=args.workload, nemesis=names, workers=workers,
                      time_limit=float(time_limit), seed=seed, store=args.store, op_timeout=float(op_timeout),
                      scale=args.scale, auto_workers=args.workers is None and "workers" not in sc,
@@ -141,7 +164,8 @@ def build_config(args: argparse.Namespace):
                      issuelock=dict(sc.get("issuelock", {})),
                      scenario=args.scenario, command=shlex.join(argv), dsn=dsn,
                      profile=os.path.abspath(profile) if profile else None, backend_command=command,
-                     factory=factory)
+                     factory=factory, nodes=nodes, docker_host=getattr(args, "docker_host", None),
+                     node_memory=getattr(args, "node_memory", None), node_cpus=getattr(args, "node_cpus", None))
 
 
 def check_limits(workers, time_limit, op_timeout, where: str = "") -> None:
@@ -163,7 +187,9 @@ CONFIG_TYPES = {"name": (str,), "backend": (str,), "workload": (str,), "nemesis"
                 "command": (str,), "fsync_history": (bool,), "dsn": (str, type(None)), "profile": (str, type(None)),
                 "backend_command": (str, type(None)), "factory": (str, type(None)), "faults": (list, type(None)),
                 "scale": (int, float, type(None)), "auto_workers": (bool,), "auto_time_limit": (bool,),
-                "auto_op_timeout": (bool,), "timing": (dict,)}
+                "auto_op_timeout": (bool,), "timing": (dict,),
+                "nodes": (str,), "docker_host": (str, type(None)), "node_memory": (str, type(None)),
+                "node_cpus": (int, float, type(None))}
 
 
 def _check_config_types(data: dict, where: str) -> None:

@@ -167,12 +167,13 @@ class Coverage:
 
 def _registry() -> dict:
     """nemesis -> {mechanism (the ability's ``via``) -> ``package(opts)``}."""
-    from chaos.nemesis import clock, io, partition, power, process, server
+    from chaos.nemesis import clock, docker, io, partition, power, process, server
 
     return {
-        "kill": {"workers": process.kill_package, "server": server.kill_package},
-        "pause": {"workers": process.pause_package, "server": server.pause_package},
-        "restart": {"workers": process.restart_package},
+        "kill": {"workers": process.kill_package, "server": server.kill_package, "docker-api": docker.kill_package},
+        "pause": {"workers": process.pause_package, "server": server.pause_package,
+                  "docker-api": docker.pause_package},
+        "restart": {"workers": process.restart_package, "docker-api": docker.restart_package},
         "clock": {"workers": clock.package},
         "fsync": {"workers": io.fsync_package, "server": server.fsync_package},
         "lost-reply": {"exit-after-commit": io.lost_reply_package, "proxy": server.lost_reply_package},

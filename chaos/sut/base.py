@@ -23,7 +23,8 @@ from chaos.errors import UsageError
 from chaos.sut.abilities import Abilities
 
 #: the backend-specific options of run / conform / doctor, and their flags
-OPTIONS = {"dsn": "--dsn", "command": "--command", "profile": "--profile", "factory": "--factory"}
+OPTIONS = {"dsn": "--dsn", "command": "--command", "profile": "--profile", "factory": "--factory",
+           "nodes": "--nodes"}   # nodes: "docker" (containers, chaos.nodes.docker); local is the default
 
 
 def open_spec(spec: dict):
