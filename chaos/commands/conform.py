@@ -12,11 +12,13 @@ of this project, written from ../shared/spec/issue-lock-contract.md) through
 class (registry signature ``open_backend(spec, clock, hooks)``) built over the
 SQLite store it is given (``chaos.conform.adapters.python``).
 
-Prints one row per case (status pass / fail / not-applicable /
+Prints one row per case (status pass / fail / error / not-applicable /
 profile-substituted, and time) and, for each failing case, the mismatches
-with their JSON paths. ``--json`` prints one object instead. Exit 0 only when
-every applicable case passes, 1 otherwise; a bad manifest or argument is one
-line on stderr and exit 254.
+with their JSON paths; an ``error`` case failed at set-up or export, so
+nothing was compared. ``--json`` prints one object instead. Exit 0 only when
+every applicable case passes; 1 when a comparison failed; 2 when nothing was
+compared (no applicable case, or every one an error) or some case is an
+error; a bad manifest or argument is one line on stderr and exit 254.
 """
 
 from __future__ import annotations
@@ -150,6 +152,11 @@ def _print_summary(report: Report) -> None:
         for note in r.notes:
             if "harness failure" in note:
                 print(f"    note: {note}")
-    print(f"\n{report.count('pass')} passed, {report.count('fail')} failed, "
+    for r in report.results:
+        if r.status == "error":
+            print(f"\n--- {r.case}: error (nothing compared): {r.notes[0] if r.notes else ''}")
+    print(f"\n{report.count('pass')} passed, {report.count('fail')} failed, {report.count('error')} errors, "
           f"{report.count('not-applicable')} not applicable, "
           f"{report.count('profile-substituted')} profile-substituted")
+    if report.vacuous:
+        print(f"chaos conform: {report.vacuous} (exit 2)")

@@ -4,7 +4,7 @@
 ``chaos.nemesis.server``): every worker is exec'd with the fsync shim preloaded and one shared
 control file (``tmp/failsync``); the op creates it (every fsync/fdatasync of
 every worker fails with EIO: SQLite answers "disk I/O error", the engine maps
-it to exit 6 and the history records ``info``), the heal op ``fsync-heal``
+it to exit 6 or to no reply (an ambiguous claim commit): ``fail`` or ``info``), the heal op ``fsync-heal``
 removes it. Evidence: at the heal, the number of ops that ended exit 6 or
 ``info`` while the file existed (the heal's value carries it).
 
