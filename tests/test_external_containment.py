@@ -19,9 +19,11 @@ from pg_fixtures import processes_with_env
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MARK = "CHAOS_TEST_CONTAIN_MARK"
 
-# the contract CLI of our own SQLite backend, behind a wrapper that leaves a child behind in a
-# session of its own (setsid: out of the call's process group, its stdio closed like a daemon's)
+# the contract CLI of our own SQLite backend, behind a wrapper that leaves children behind on
+# every call: one in the call's process group holding its pipes, and one in a session of its
+# own (setsid: out of the call's process group, its stdio closed like a daemon's)
 WRAPPER = """#!/bin/sh
+sleep 600 &
 setsid sleep 600 < /dev/null > /dev/null 2>&1 &
 exec {python} -m chaos.cli backend sqlite "$@"
 """
