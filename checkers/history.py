@@ -681,6 +681,8 @@ class _Builder:
                 op.le = -1  # shown, but not a canonical epoch (the envelopes checker says so)
         elif "observed_at" in d:
             op.t = instant_ms(d.get("observed_at"))
+        elif "decided_at" in env:  # an issue-lock reply: the store's own decision time
+            op.t = instant_ms(env.get("decided_at"))
         claim = r.get("claim") if "claim" in r else r.get("released_claim")
         if claim is not None or "claim" in r or "released_claim" in r:
             op.claim = _active_of(claim)

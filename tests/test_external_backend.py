@@ -18,9 +18,13 @@ CLI = f"{sys.executable} -m chaos.cli backend"
 
 
 def test_every_shipped_profile_loads():
-    names = {load_profile(os.path.join(PROFILES, f)).name for f in os.listdir(PROFILES)
-             if f.endswith(".yaml") and not f.startswith("issuelock-")}
-    assert {"chaos-sqlite", "chaos-gitjournal", "wowbagger-0.1.0-alpha.7"} <= names
+    from backends.issuelock.external import load_lock_profile
+
+    def load(path):  # each profile through the loader of its protocol
+        return load_lock_profile(path) if "protocol: issue-lock" in open(path).read() else load_profile(path)
+    names = {load(os.path.join(PROFILES, f)).name for f in os.listdir(PROFILES) if f.endswith(".yaml")}
+    assert {"chaos-sqlite", "chaos-gitjournal", "wowbagger-0.1.0-alpha.7", "issuelock-chaos-sqlite",
+            "issuelock-chaos-gitfile"} <= names
     wow = load_profile(os.path.join(PROFILES, "wowbagger-0.1.0-alpha.7.yaml"))
     assert wow.black_box and wow.api_version == 2 and wow.provision_mints_namespace
     assert (wow.busy.exit, wow.busy.code, wow.busy.reason) == (6, "claim-store-unavailable", "claim-store-locked")

@@ -100,12 +100,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"{'case':<36} {'status':<20} {'time':>8}")
 
     report = run_conformance(args.backend, vectors, args.case, options, on_result=printer, on_loaded=header)
-    if args.json:
-        json.dump(report.to_json(), sys.stdout, indent=2)
-        sys.stdout.write("\n")
-    else:
-        _print_summary(report)
-    return report.exit_code
+    return _finish(args, report)
 
 
 def _run_issue_lock(args: argparse.Namespace) -> int:
@@ -120,13 +115,17 @@ def _run_issue_lock(args: argparse.Namespace) -> int:
     def header(_cases) -> None:
         if not args.json:
             print(f"chaos conform --protocol issue-lock --backend {args.backend}  vectors: {vectors}")
-            print(f"{'case':<44} {'status':<12} {'time':>8}")
+            print(f"{'case':<52} {'status':<8} {'time':>8}")
 
     def row(result) -> None:
-        print(f"{result.case:<44} {result.status:<12} {result.seconds:>7.2f}s", flush=True)
+        print(f"{result.case:<52} {result.status:<8} {result.seconds:>7.2f}s", flush=True)
 
     report = run_issue_lock_conformance(args.backend, vectors, args.case, options,
                                         on_result=None if args.json else row, on_loaded=header)
+    return _finish(args, report)
+
+
+def _finish(args: argparse.Namespace, report: Report) -> int:
     if args.json:
         json.dump(report.to_json(), sys.stdout, indent=2)
         sys.stdout.write("\n")

@@ -208,6 +208,14 @@ class ExternalSut(Sut):
         super().check(opts)
         if opts.get("protocol") != "issue-lock":
             profile_of(opts)  # a broken profile is a config error up front, not a failure of every case
+        else:
+            from backends.issuelock.external import LockProfileError, load_lock_profile
+            from chaos.issuelock.targets import DEFAULT_PROFILE
+
+            try:
+                load_lock_profile(opts.get("profile") or DEFAULT_PROFILE)
+            except LockProfileError as e:
+                raise UsageError(str(e)) from None
 
     protocols = ("work-claim", "issue-lock")
 
