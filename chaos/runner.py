@@ -440,6 +440,8 @@ class Run:
             cfg.claims = dict(cfg.claims, commit=True)
         if not getattr(target, "publishes", True):
             cfg.claims = dict(cfg.claims, publish=False)
+            if "lost_reply_classes" not in cfg.nemesis_opts:  # an armed publish-class lost reply could never fire
+                cfg.nemesis_opts = dict(cfg.nemesis_opts, lost_reply_classes=["claim"])
             notes.append("the backend has no public path to seed ledger items (profile items.path: null): "
                          "publications are not exercised")
         return kind.build(cfg)
@@ -480,6 +482,10 @@ class Run:
             # one (chaos.nemesis.process; a fast in-process backend's publish is too short
             # to aim at without stalling the nemesis thread)
             cfg.nemesis_opts = dict(cfg.nemesis_opts, kill_at="publish", kill_publish_share=0.75)
+        if chosen["slow"] and "clock_forward_s" not in cfg.nemesis_opts:
+            # forward skews the run outlives: a frozen floor strands every dead holder's claim
+            cfg.nemesis_opts = dict(cfg.nemesis_opts,
+                                    clock_forward_s=timing.clock_offsets(ccfg.lease_ms, cfg.time_limit))
         cfg.timing = {"measured": measured, "scale": cfg.scale, "workers": cfg.workers, "time_limit": cfg.time_limit,
                       "op_timeout": cfg.op_timeout, "lease_ms": ccfg.lease_ms, "work_ms": list(ccfg.work_ms),
                       "backoff_ms": list(ccfg.backoff_ms)}
@@ -491,7 +497,9 @@ class Run:
         seen = (f"measured read {m.get('read_ms')} ms, decision {m.get('decision_ms')} ms; "
                 if m and "error" not in m else "")
         print(f"chaos: timing: {seen}scale {cfg.scale} -> lease {ccfg.lease_ms} ms, work {ccfg.work_ms[0]}-"
-              f"{ccfg.work_ms[1]} ms, op deadline {cfg.op_timeout} s, {cfg.workers} workers, {cfg.time_limit} s",
+              f"{ccfg.work_ms[1]} ms, op deadline {cfg.op_timeout} s, {cfg.workers} workers, {cfg.time_limit} s"
+              + (f", forward skews {cfg.nemesis_opts['clock_forward_s']} s" if "clock_forward_s" in cfg.nemesis_opts
+                 else ""),
               file=sys.stderr)
 
     def _results(self, cfg, run, ops, coverage, capabilities, started, notes, world, kind) -> dict:
