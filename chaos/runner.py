@@ -57,6 +57,8 @@ from chaos.targets import make_target
 from chaos.watchdog import start_time
 from chaos.worker import Slot
 from workloads.claims import ClaimsConfig, claims_workload, plan_cycle
+from workloads.races import episode_of
+from workloads.coverage import coverage as workload_coverage, format_table, missing as missing_paths, plan_for
 from workloads.generator import NEMESIS, SEC, any_of, clients, deadline, nemesis as on_nemesis
 from workloads.interpreter import interpret, simulate
 
@@ -107,7 +109,12 @@ def plan_schedule(cfg: RunConfig, cycles_per_worker: int = 40) -> list[dict]:
     for t in range(cfg.workers):
         for c in range(cycles_per_worker):
             rows.append({"kind": "cycle", "thread": t, "cycle": c,
-                         **plan_cycle(cfg.seed, t, c, len(world.tuples), ccfg)})
+                         **plan_cycle(cfg.seed, t, c, len(world.agent_tuples), ccfg)})
+    pairs = plan_for(cfg.claims, cfg.workers, None)["race_pairs"]
+    for k in range(pairs):  # racer threads run episodes, not cycles (workloads.races)
+        for n in range(cycles_per_worker * 3):
+            rows.append({"kind": "episode", "pair": k, "threads": [2 * k, 2 * k + 1], "n": n,
+                         "episode": episode_of(cfg.seed, k, n, ccfg.episodes, pairs)})
     return rows
 
 
@@ -161,7 +168,9 @@ class Run:
                 clock_faults[t] = ClockFault(os.path.join(run.tmp, f"clock-{t}"))
 
         def env_for(t: int) -> dict:
-            env: dict = {}
+            from chaos.host.server import PIN_DIR_ENV
+
+            env: dict = {PIN_DIR_ENV: run.tmp}  # a black-box pin's timestamp file lives (and dies) with the run
             libs = []
             if t in clock_faults:
                 env.update(clock_faults[t].env())
@@ -257,6 +266,7 @@ class Run:
         except Exception as e:  # a report failure never loses the verdict
             print(f"chaos: report not written: {type(e).__name__}: {e}", file=sys.stderr)
         run.link_latest()
+        print("chaos: workload coverage\n" + format_table(results.get("workload_coverage") or {}), file=sys.stderr)
         print(f"chaos: {results['verdict']} ({results['stats']['ops']} ops, seed {cfg.seed}) -> {run.path}",
               file=sys.stderr)
         if self.interrupted:
@@ -312,6 +322,8 @@ class Run:
         if missing and verdict == "valid":
             verdict = "unknown"
             notes.append(f"requested faults never took effect: {', '.join(missing)}")
+        paths = workload_coverage(ops, plan_for(cfg.claims, cfg.workers, capabilities))
+        verdict = self._workload_gate(verdict, paths, stats, notes)
         code = {"valid": ExitCode.VALID, "invalid": ExitCode.INVALID}.get(verdict, ExitCode.UNKNOWN)
         return {
             "schema_version": 1,
@@ -322,6 +334,7 @@ class Run:
             "exit_code": int(code),
             "checkers": checker_results,
             "fault_coverage": coverage.to_json(),
+            "workload_coverage": paths,
             "stats": stats,
             "ctx": ctx,
             "started_at": started,
@@ -329,6 +342,20 @@ class Run:
             "run_dir": run.path,
             "notes": notes,
         }
+
+    @staticmethod
+    def _workload_gate(verdict: str, paths: dict, stats: dict, notes: list) -> str:
+        """A valid verdict proves something only if the run exercised what it was
+        configured to: every requested path completed, most ops were definite."""
+        if verdict != "valid":
+            return verdict
+        never = missing_paths(paths)
+        if never:
+            notes.append(f"requested workload paths never completed: {', '.join(never)}")
+        if stats["ops"] == 0 or stats["info"] * 2 > stats["ops"]:
+            notes.append(f"most operations ended info ({stats['info']} of {stats['ops']}): the replies prove "
+                         "too little to judge the backend")
+        return "unknown" if never or stats["ops"] == 0 or stats["info"] * 2 > stats["ops"] else verdict
 
     def _teardown(self) -> None:
         for slot in self.slots:

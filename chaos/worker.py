@@ -9,7 +9,10 @@ the host so the retired process can never act again, and the next op starts
 a fresh host (the interpreter gives it a new logical process id).
 
 Hosts are ``chaos.host.HostClient`` processes, started by exec with the
-preload env, so libfaketime and the fsync shim apply to the worker.
+preload env, so libfaketime and the fsync shim apply to the worker. An op
+with ``clock_ms`` (a lease-boundary probe) is decided by the backend at
+exactly that instant (the host pins its backend's clock for the one call);
+its completion carries ``clock_ms`` too.
 """
 
 from __future__ import annotations
@@ -109,12 +112,17 @@ class Slot:
 
     def run_op(self, op: dict) -> dict:
         done = {"process": op["process"], "f": op["f"]}
+        pin = op.get("clock_ms")
+        if pin is not None:  # an exact-time op (a lease-boundary probe): the completion says so too
+            done["clock_ms"] = pin
         try:
             client = self.ensure_started()
             if op["f"] == "publish" and self.park_publish_ms and hasattr(client, "arm_barrier"):
                 self._park(client, op["value"]["operation_id"], self.park_publish_ms)
                 self.park_publish_ms = None
-            if hasattr(client, "call_with_wall"):
+            if pin is not None:
+                reply, wall = client.call_with_wall(op["f"], op["value"], timeout=self.op_timeout, clock_ms=pin)
+            elif hasattr(client, "call_with_wall"):
                 reply, wall = client.call_with_wall(op["f"], op["value"], timeout=self.op_timeout)
             else:
                 reply, wall = client.call(op["f"], op["value"], timeout=self.op_timeout), None

@@ -77,6 +77,24 @@ def _stored(outs: tuple, op_id: str) -> tuple | None:
     return None
 
 
+#: the 5th member of an outcome that may or may not be stored (an unstored
+#: validation-time revision conflict, or an ``info`` publish that may not have
+#: been decided): one state instead of two, resolved only when the operation id
+#: is observed again (a replay, another request under it, a publication read).
+#: Forking at once would double the state set per such op and never merge it.
+MAYBE = "maybe"
+
+
+def _resolved(s: State, op_id: str) -> list[State] | None:
+    """The two readings of a MAYBE outcome of ``op_id`` (stored, absent), or None."""
+    le, act, rev, floor, outs = s
+    entry = _stored(outs, op_id)
+    if entry is None or len(entry) < 5:
+        return None
+    kept = tuple(o for o in outs if o[0] != op_id)
+    return [(le, act, rev, floor, _with_outcome(kept, entry[:4])), (le, act, rev, floor, kept)]
+
+
 # --------------------------------------------------------------------------- claim ops
 
 
@@ -155,13 +173,16 @@ def _fence_reason(inp: tuple, act: tuple | None, t: int | None) -> str | None:
 
 
 def _publish(s: State, inp: tuple, out: Any) -> list[State]:
+    views = _resolved(s, inp[1])
+    if views is not None:
+        return [x for v in views for x in _publish(v, inp, out)]
     le, act, rev, floor, outs = s
     op_id, dg, expected_rev, candidate = inp[1], inp[2], inp[3], inp[4]
     stored = _stored(outs, op_id)
     if out is UNKNOWN:
         if stored is not None:
             return [s]
-        states = [s, (le, act, rev, floor, _with_outcome(outs, (op_id, dg, False, None)))]
+        states = [(le, act, rev, floor, _with_outcome(outs, (op_id, dg, False, None, MAYBE)))]
         definitely_expired = act is not None and act[3] is not None and floor >= act[3]
         if _fence_reason(inp, act, None) is None and not definitely_expired and rev in (UNBOUND, expected_rev):
             states.append((le, act, candidate, floor, _with_outcome(outs, (op_id, dg, True, None))))
@@ -180,8 +201,8 @@ def _publish(s: State, inp: tuple, out: Any) -> list[State]:
         actual = payload[0]
         if actual == expected_rev or rev not in (UNBOUND, actual):
             return []
-        return [(le, act, actual, floor, outs),  # validation-time refusal, not stored
-                (le, act, actual, floor, _with_outcome(outs, (op_id, dg, False, envelope)))]
+        # a validation-time refusal (not stored) or a stored commit-time one
+        return [(le, act, actual, floor, _with_outcome(outs, (op_id, dg, False, envelope, MAYBE)))]
     if t < floor:
         return []
     if code == "claim-fence-rejected":
@@ -205,6 +226,9 @@ def _publish(s: State, inp: tuple, out: Any) -> list[State]:
 
 
 def _publication_read(s: State, inp: tuple, out: tuple) -> list[State]:
+    views = _resolved(s, inp[1])
+    if views is not None:
+        return [x for v in views for x in _publication_read(v, inp, out)]
     le, act, rev, floor, outs = s
     stored = _stored(outs, inp[1])
     if out[0] == "operation-not-found":
