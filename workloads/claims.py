@@ -82,6 +82,11 @@ from workloads.races import EPISODES, RacePair
 from workloads.random import Stream
 
 
+#: for how many lease durations an agent keeps coming back to the item of a
+#: lost publish with its revision (the lost owner's lease has to expire first)
+STICKY_LEASES = 3
+
+
 @dataclass(frozen=True)
 class ClaimsConfig:
     namespaces: int = 2
@@ -184,6 +189,7 @@ class Agent:
     stale_rev: str | None = None  # stale-after-loss: the first publish of the cycle carries this revision
     next_stick: int | None = None     # set by a lost publish: the next cycle's ``stick`` ...
     next_stale_rev: str | None = None  # ... and ``stale_rev``
+    stick_until: int = 0          # an unused ``stale_rev`` is kept until then (the lost owner's lease expires first)
     replayed: bool = False        # this cycle's lost publish was replayed
 
 
@@ -344,8 +350,14 @@ class ClaimsWorkload(Gen):
 
     def _end_cycle(self, ctx: Context, t, a: Agent, backoff: bool) -> Agent:
         wait = self._plan(ctx, t, a)["backoff_ms"] * MS if backoff else 0
+        if a.next_stale_rev is not None:
+            stick, stale_rev, until = a.next_stick, a.next_stale_rev, ctx.time + STICKY_LEASES * self.cfg.lease_ms * MS
+        elif a.stale_rev is not None and ctx.time < a.stick_until:  # not published yet: try again next cycle
+            stick, stale_rev, until = a.stick, a.stale_rev, a.stick_until
+        else:
+            stick, stale_rev, until = None, None, 0
         return Agent(step="read", at=ctx.time + wait, cycle=a.cycle + 1, pub_n=a.pub_n, owner=a.owner, held=a.held,
-                     stick=a.next_stick, stale_rev=a.next_stale_rev)
+                     stick=stick, stale_rev=stale_rev, stick_until=until)
 
     def _lost_publish(self, ctx: Context, t, a: Agent) -> Agent:
         """A publish ended ``info``: replay it identically at once (without

@@ -4,7 +4,10 @@ A scenario file is a mapping with ``name`` and ``description`` (strings) and
 any of: ``workers`` (int), ``time_limit`` (number), ``nemesis`` (list of
 names), ``claims`` (ClaimsConfig overrides: ``namespaces``, ``items``,
 ``lease_ms``, ``work_ms`` [lo, hi], ``backoff_ms`` [lo, hi], ``publish``,
-``blind_retry_rate``, ``stale_fence_rate`` in [0, 1]) and
+``publishes`` [lo, hi], the rates ``blind_retry_rate``, ``stale_fence_rate``,
+``replay_after_info_rate``, ``stale_after_loss_rate`` in [0, 1],
+``shared_item_ids``, ``race_pairs``, ``race_lease_ms``, ``episodes`` (a list
+of ``workloads.races.EPISODES``)) and
 ``nemesis_opts`` (fault timing ranges in ms, e.g. ``pause_ms: [3000, 4000]``).
 ``load(path)`` validates it and raises ``ValueError`` with one line on a bad
 file (the CLI turns that into a usage error).
@@ -17,6 +20,7 @@ import os
 import yaml
 
 from workloads.claims import ClaimsConfig
+from workloads.races import EPISODES
 
 KEYS = {"name", "description", "workers", "time_limit", "nemesis", "claims", "nemesis_opts"}
 SCENARIO_DIR = os.path.join(os.path.dirname(__file__), "scenarios")
@@ -63,12 +67,20 @@ def load(name_or_path: str) -> dict:
         cfg = ClaimsConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in claims.items()})
     except TypeError as e:
         raise ValueError(f"scenario {path}: bad 'claims': {e}") from None
-    for rng in (cfg.work_ms, cfg.backoff_ms):
+    for rng in (cfg.work_ms, cfg.backoff_ms, cfg.publishes):
         if len(rng) != 2 or rng[0] > rng[1]:
             raise ValueError(f"scenario {path}: ranges are [lo, hi] with lo <= hi")
-    for rate in (cfg.blind_retry_rate, cfg.stale_fence_rate):
+    if cfg.publishes[0] < 1:
+        raise ValueError(f"scenario {path}: 'publishes' are at least 1 per hold")
+    for rate in (cfg.blind_retry_rate, cfg.stale_fence_rate, cfg.replay_after_info_rate, cfg.stale_after_loss_rate):
         if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 <= rate <= 1:
-            raise ValueError(f"scenario {path}: 'blind_retry_rate' and 'stale_fence_rate' are numbers in [0, 1]")
+            raise ValueError(f"scenario {path}: the '*_rate' settings are numbers in [0, 1]")
+    if isinstance(cfg.race_pairs, bool) or not isinstance(cfg.race_pairs, int) or cfg.race_pairs < 0:
+        raise ValueError(f"scenario {path}: 'race_pairs' must be a non-negative integer")
+    unknown_episodes = sorted(set(cfg.episodes) - set(EPISODES))
+    if unknown_episodes or not cfg.episodes:
+        raise ValueError(f"scenario {path}: 'episodes' must be a non-empty list of {', '.join(EPISODES)}"
+                         + (f" (unknown: {', '.join(unknown_episodes)})" if unknown_episodes else ""))
     opts = data.get("nemesis_opts", {})
     if opts.get("pause_at", "publish") != "publish":
         raise ValueError(f"scenario {path}: 'nemesis_opts.pause_at' can only be 'publish'")

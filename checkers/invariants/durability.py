@@ -53,8 +53,10 @@ def check(history: list[dict], ctx: dict | None = None) -> dict:
             [*a.indices, *b.indices], tuple=list(b.tuple() or ()), acknowledged=str(acked), observed=str(seen),
         )
 
-    def oid_key(op: Op):
-        return op.req.get("operation_id") if op.f in ("publish", "publication-read") else None
+    def oid_key(op: Op):  # an outcome is stored per (operation_id, namespace, item) (vectors.md §8.6)
+        if op.f not in ("publish", "publication-read"):
+            return None
+        return (op.req.get("operation_id"), op.req.get("ledger_namespace"), op.req.get("item_id"))
 
     def stored(op: Op):
         return 1 if op.f == "publish" and is_stored_kind(op) else None

@@ -48,7 +48,7 @@ def check(history: list[dict], ctx: dict | None = None) -> dict:
     accepted: dict[tuple, list[tuple[int, Op]]] = {}
     possible: dict[tuple, set[str]] = {}  # candidates that were or may have been accepted
     maybe: dict[tuple, set[str]] = {}  # candidates of uncertain publishes only
-    seen_oids: set[str] = set()
+    seen_oids: set[tuple] = set()
     legacy: set[tuple] = set()  # tuples a legacy write may have changed: their bytes are not ours to judge
     for op in prep.ops:
         if op.f in ("legacy-create", "legacy-transition") and op.type != "fail" and op.tuple():
@@ -63,7 +63,7 @@ def check(history: list[dict], ctx: dict | None = None) -> dict:
         cand = op.req.get("candidate_sha256")
         if op.type == "ok" and op.env is not None:
             possible.setdefault(key, set()).add(cand)
-            oid = op.req.get("operation_id")
+            oid = (op.req.get("operation_id"), key)  # an outcome is stored per (id, namespace, item)
             if oid in seen_oids:
                 continue  # a replay of the same accepted request
             seen_oids.add(oid)
