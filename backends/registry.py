@@ -1,9 +1,13 @@
 """Open a backend from a plain-data spec.
 
+A spec with ``"protocol": "issue-lock"`` opens an issue-lock store instead
+(``backends.issuelock``: ``sqlite``, ``gitfile``, ``external``, ``python``).
+
 A spec is a dict such as ``{"backend": "sqlite", "path": "/tmp/x/claims.db",
 "namespaces": ["wbns_..."]}``. By convention each backend package
 ``backends.<name>`` exposes ``open_backend(spec, clock, hooks) -> Backend``;
-this module only finds it, so adding a backend needs no edit here.
+this module only finds it (``known()`` lists the packages), so adding a
+backend needs no edit here.
 
 An outside backend written as a Python class plugs in with
 ``{"backend": "python", "factory": "package.module:open_backend", ...}``: the
@@ -13,10 +17,19 @@ factory has the same signature.
 from __future__ import annotations
 
 import importlib
+import pkgutil
 
 from backends.api import Backend, Clock, FileClock, Hooks, SystemClock
 
-KNOWN = ("reference", "sqlite", "postgres", "gitjournal", "external", "python")
+def _packages() -> list[str]:
+    import backends
+
+    return sorted(m.name for m in pkgutil.iter_modules(backends.__path__) if m.ispkg)
+
+
+def known() -> list[str]:
+    """The packages of ``backends/`` that open a backend (plus ``python``)."""
+    return [n for n in _packages() if hasattr(importlib.import_module(f"backends.{n}"), "open_backend")] + ["python"]
 
 
 class UnknownBackend(ValueError):
@@ -30,13 +43,18 @@ def clock_for(spec: dict) -> Clock:
 
 
 def open_backend(spec: dict, clock: Clock | None = None, hooks: Hooks | None = None) -> Backend:
+    if spec.get("protocol") == "issue-lock":  # the second protocol's stores (backends.issuelock)
+        from backends import issuelock
+
+        return issuelock.open_store(spec, clock or clock_for(spec), hooks or Hooks())
     name = spec.get("backend")
-    if name not in KNOWN:
-        raise UnknownBackend(f"unknown backend {name!r} (known: {', '.join(KNOWN)})")
     if name == "python":
         factory = _load_factory(spec.get("factory"))
     else:
-        factory = importlib.import_module(f"backends.{name}").open_backend
+        module = importlib.import_module(f"backends.{name}") if name in _packages() else None
+        factory = getattr(module, "open_backend", None)
+        if factory is None:
+            raise UnknownBackend(f"unknown backend {name!r} (known: {', '.join(known())})")
     return factory(spec, clock or clock_for(spec), hooks or Hooks())
 
 

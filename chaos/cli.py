@@ -1,9 +1,16 @@
 """The ``chaos`` command line. Subcommands are data: a name -> module map.
 
 Each module in ``chaos.commands`` defines ``add_arguments(parser)`` and
-``run(args) -> int``. The CLI turns a ``UsageError`` into one line on stderr
-and exit 254, and any other exception into exit 255 with the traceback on
-stderr (the suite itself crashed).
+``run(args) -> int``. This is the one place that turns an exception into an
+exit code (design.md):
+
+* bad input -- ``UsageError`` (arguments, config), ``SetupFailed`` (the system
+  the input names could not be set up: a DSN that does not answer, a command
+  that does not speak the contract), ``safeload.LoadError`` (a file over its
+  limits or not YAML/JSON) -- is ONE line on stderr (newlines folded, length
+  bounded) and exit 254;
+* anything else is a bug in the suite: the traceback on stderr and exit 255.
+  Nothing else is caught, so a real bug is never disguised as bad input.
 """
 
 from __future__ import annotations
@@ -12,13 +19,29 @@ import argparse
 import importlib
 import sys
 
-from chaos.errors import ExitCode, UsageError
+from backends.safeload import LoadError
+from chaos.errors import ExitCode, SetupFailed, UsageError
+
+#: the exceptions that mean "the input is bad" (exit 254, one line)
+INPUT_ERRORS = (UsageError, SetupFailed, LoadError)
+#: longest error line printed (a message quoting a huge input must not flood the terminal)
+MAX_ERROR_CHARS = 600
+
+EXIT_CODES = """exit codes:
+  0    valid: the checkers found the backend kept the contract
+  1    invalid: a violation was found (see the report)
+  2    unknown: the run could not decide (a fault never took effect, a check could not run)
+  130  interrupted (Ctrl-C / SIGTERM)
+  254  bad arguments, config or input: one line on stderr
+  255  the suite itself crashed: a traceback on stderr (please report it)"""
 
 COMMANDS = {
     "run": ("chaos.commands.run", "run a workload against a backend under faults and check it"),
     "check": ("chaos.commands.check", "re-check a stored run directory"),
+    "shrink": ("chaos.commands.shrink", "shrink a failing run to the fewest faults, workers and time that still fail"),
     "conform": ("chaos.commands.conform", "replay the conformance vectors against a real backend"),
     "backend": ("chaos.commands.backend", "a backend's contract CLI (provision, claim ..., publish-claimed)"),
+    "lock-backend": ("chaos.commands.lock_backend", "an issue-lock store's CLI (bootstrap, heartbeat, ..., recover)"),
     "doctor": ("chaos.commands.doctor", "say which fault mechanisms work on this machine"),
     "test-all": ("chaos.commands.test_all", "run a matrix of backends x workloads x nemeses x seeds"),
     "serve": ("chaos.commands.serve", "browse stored runs on loopback"),
@@ -31,10 +54,12 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="chaos", description="claim-chaos: fault injection and linearizability checks for the work-claim contract")
+    parser = _Parser(prog="chaos", description="claim-chaos: fault injection and linearizability checks for the work-claim contract",
+                     epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name, (module, help_text) in COMMANDS.items():
-        p = sub.add_parser(name, help=help_text, description=help_text)
+        p = sub.add_parser(name, help=help_text, description=help_text, epilog=EXIT_CODES,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)  # a module's own EXIT_CODES wins
         p.set_defaults(_module=module)
         try:
             mod = importlib.import_module(module)
@@ -43,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
                 raise
             p.set_defaults(_missing=True)
             continue
+        p.epilog = getattr(mod, "EXIT_CODES", EXIT_CODES)
         mod.add_arguments(p)
     return parser
 
@@ -59,8 +85,8 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError(f"chaos {args.command}: not available in this build")
         mod = importlib.import_module(args._module)
         return int(mod.run(args))
-    except UsageError as e:
-        print(f"chaos: error: {e}", file=sys.stderr)
+    except INPUT_ERRORS as e:
+        print(f"chaos: error: {one_line(str(e))}", file=sys.stderr)
         return int(ExitCode.USAGE)
     except KeyboardInterrupt:
         print("chaos: interrupted", file=sys.stderr)
@@ -72,6 +98,14 @@ def main(argv: list[str] | None = None) -> int:
 
         traceback.print_exc()
         return int(ExitCode.CRASH)
+
+
+def one_line(message: str, limit: int = MAX_ERROR_CHARS) -> str:
+    """``message`` on one line: line breaks folded to " | ", at most ``limit`` characters."""
+    text = " | ".join(part.strip() for part in str(message).splitlines() if part.strip()) or "(no message)"
+    if len(text) > limit:
+        text = f"{text[:limit]}... ({len(text) - limit} more characters)"
+    return text
 
 
 def entry() -> None:

@@ -6,7 +6,7 @@ run started), dispatches client ops to worker ``Slot``s and nemesis ops to the
 invoke and completion to the history file as it happens. ``FaultEnv`` is what
 a nemesis package's ``execute`` sees: the slots, the per-slot clock faults,
 the fsync fault, paused PIDs, coverage, the history (for evidence) and the
-run's target (``chaos.targets``: a server, its proxy and fsync fault).
+run's target (``chaos.sut``: a server, its proxy and fsync fault).
 """
 
 from __future__ import annotations
@@ -25,11 +25,14 @@ class FaultEnv:
     def __init__(self, slots, clock_faults: dict, fsync, coverage: Coverage, history: HistoryWriter, t0: int,
                  target=None):
         self.slots = slots
-        self.target = target            # chaos.targets.Target: the server, proxy, server fsync fault
+        self.target = target            # chaos.sut.Target: the server, proxy, server fsync fault
         self.wall0_ns = time.time_ns() - (time.monotonic_ns() - t0)  # our wall clock at t0
         self.clock_faults = clock_faults
         self.fsync = fsync
         self.fsync_armed_at: int | None = None
+        self.power = None               # chaos.faults.powerloss.PowerLoss when the power-loss nemesis runs
+        self.routes = None              # chaos.nemesis.partition.Routes: one proxy per worker (partition)
+        self.partition_base: dict = {}  # evidence counters at the cut, per cut group
         self.paused: dict[int, int] = {}
         self.coverage = coverage
         self.history = history

@@ -23,12 +23,11 @@ run the checkers and write ``results.json``.
      "stats": {"ops", "ok", "fail", "info", "duration_s"},
      "started_at", "finished_at" (UTC ISO-8601), "run_dir",
      "notes": [plain-language reasons for an unknown verdict, ...],
-     "target": {"backend", "spec", ...: the system under test (chaos.targets),
+     "target": {"backend", "spec", ...: the system under test (chaos.sut),
                 for postgres also "schema", "own_server", "through_proxy",
                 "server_dir", "postmaster_pids"}}
 
-The system under test comes from ``chaos.targets`` (sqlite, postgres,
-gitjournal, external). Every client completion in the history carries
+The system under test comes from its backend object (``chaos.sut.get(cfg.backend)``). Every client completion in the history carries
 ``wall_ms``: the worker's own ``time.time()`` at its reply.
 
 A requested fault that never took effect makes an otherwise valid run
@@ -48,22 +47,21 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from chaos.driver import FaultEnv, NemesisExecutor, Progress, RealDriver
-from chaos.errors import ExitCode
+from backends.api import StoreUnavailable
+from backends.registry import UnknownBackend
+from chaos.errors import ExitCode, SetupFailed, UsageError
 from chaos.faults import procs
 from chaos.history_store import HistoryWriter
 from chaos.nemesis import Coverage, compose_packages
 from chaos.store import RunDir, clean_stale_tmp
-from chaos.targets import make_target
-from chaos.watchdog import start_time
+from chaos.watchdog import DSN_ENV, start_time
 from chaos.worker import Slot
-from workloads.claims import ClaimsConfig, claims_workload, plan_cycle
-from workloads.races import episode_of
-from workloads.coverage import coverage as workload_coverage, format_table, missing as missing_paths, plan_for
-from workloads.generator import NEMESIS, SEC, any_of, clients, deadline, nemesis as on_nemesis
+from chaos.workload_kinds import workload_kind
+from workloads.generator import NEMESIS, SEC, any_of, clients, deadline, lift, nemesis as on_nemesis
 from workloads.interpreter import interpret, simulate
 
 
-HEAL_ORDER = ("fsync", "lost-reply", "pause", "clock", "kill", "restart")
+HEAL_ORDER = ("fsync", "lost-reply", "partition", "pause", "clock", "kill", "restart", "power-loss")
 
 
 @dataclass
@@ -80,6 +78,7 @@ class RunConfig:
     store: str = "store"
     op_timeout: float = 8.0
     claims: dict = field(default_factory=dict)       # ClaimsConfig overrides
+    issuelock: dict = field(default_factory=dict)    # IssueLockConfig overrides (--workload issue-lock)
     nemesis_opts: dict = field(default_factory=dict)  # FaultCycle timing overrides, pause_at
     scenario: str | None = None
     command: str = ""
@@ -88,34 +87,49 @@ class RunConfig:
     profile: str | None = None      # external: the profile YAML
     backend_command: str | None = None  # external: the contract CLI command line
     factory: str | None = None      # python: "module:function" of an outside backend class
+    # an explicit fault schedule, replacing the seeded one: [{"time": ns, "f", "value"}, ...] in time
+    # order, heals included (``chaos shrink`` writes reduced ones; the packages still come from ``nemesis``)
+    faults: list | None = None
 
 
 def nemesis_opts(cfg: RunConfig) -> dict:
     """What the nemesis packages are built from (pure data of the config)."""
-    return dict(cfg.nemesis_opts, workers=cfg.workers, backend=cfg.backend)
+    return dict(cfg.nemesis_opts, workers=cfg.workers, backend=cfg.backend, **backend_options(cfg))
+
+
+def backend_options(cfg: RunConfig) -> dict:
+    """The backend's own options (``chaos.sut.base.OPTIONS``) of a run."""
+    from chaos.workload_kinds import workload_kind
+
+    return {"dsn": cfg.dsn, "command": cfg.backend_command, "profile": cfg.profile, "factory": cfg.factory,
+            "protocol": workload_kind(cfg).protocol}
+
+
+def nemesis_plan(cfg: RunConfig):
+    """(nemesis generator, executor table, packages) of a run: the packages of
+    ``cfg.nemesis``, generating their seeded schedule, or exactly ``cfg.faults``."""
+    gen, table, pkgs = compose_packages(cfg.nemesis, nemesis_opts(cfg))
+    if cfg.faults is not None:
+        unknown = sorted({o["f"] for o in cfg.faults} - set(table))
+        if unknown:
+            raise UsageError(f"faults: {', '.join(unknown)} not among the nemeses {cfg.nemesis}")
+        ops = [{"f": o["f"], "value": o["value"], "time": int(o["time"])} for o in cfg.faults]
+        gen = on_nemesis(lift(ops)) if ops else None
+    return gen, table, pkgs
 
 
 def plan_schedule(cfg: RunConfig, cycles_per_worker: int = 40) -> list[dict]:
     """The planned schedule: every nemesis op (time, f, value) and the first
     cycles of each worker (item, work, backoff). A pure function of seed + config."""
     rows = []
-    gen, _, _ = compose_packages(cfg.nemesis, nemesis_opts(cfg))
+    gen, _, _ = nemesis_plan(cfg)
     if gen is not None:
         for op in simulate(gen, seed=cfg.seed, workers=cfg.workers, time_limit=int(cfg.time_limit * SEC)):
             if op["type"] == "invoke":
                 rows.append({"kind": "nemesis", "time": op["time"], "f": op["f"], "value": op["value"]})
-    ccfg = ClaimsConfig(**cfg.claims)
-    _, world = claims_workload(cfg.seed, ccfg)
-    for t in range(cfg.workers):
-        for c in range(cycles_per_worker):
-            rows.append({"kind": "cycle", "thread": t, "cycle": c,
-                         **plan_cycle(cfg.seed, t, c, len(world.agent_tuples), ccfg)})
-    pairs = plan_for(cfg.claims, cfg.workers, None)["race_pairs"]
-    for k in range(pairs):  # racer threads run episodes, not cycles (workloads.races)
-        for n in range(cycles_per_worker * 3):
-            rows.append({"kind": "episode", "pair": k, "threads": [2 * k, 2 * k + 1], "n": n,
-                         "episode": episode_of(cfg.seed, k, n, ccfg.episodes, pairs)})
-    return rows
+    kind = workload_kind(cfg)
+    _, world = kind.build(cfg)
+    return rows + kind.plan(cfg, world, cycles_per_worker)
 
 
 class Run:
@@ -133,8 +147,9 @@ class Run:
         self.dirsfile = run.file("tmp", "dirs")
         open(self.pidfile, "w").close()
         open(self.dirsfile, "w").close()
+        env = dict(os.environ, **({DSN_ENV: self.cfg.dsn} if self.cfg.dsn else {}))  # a secret stays off disk
         wd = subprocess.Popen([sys.executable, "-m", "chaos.watchdog", self.pidfile, run.tmp, self.dirsfile],
-                              stdin=subprocess.PIPE, start_new_session=True)
+                              stdin=subprocess.PIPE, start_new_session=True, env=env)
         procs.register(wd.pid)
 
         def close():
@@ -154,9 +169,12 @@ class Run:
         with open(self.dirsfile, "a") as f:
             f.write(path + "\n")
 
-    def _faults(self, run: RunDir):
-        clock_faults, fsync = {}, None
-        if "fsync" in self.cfg.nemesis and self.cfg.backend != "postgres":  # postgres: the server's own shim
+    def _faults(self, run: RunDir, target):
+        clock_faults, fsync, power = {}, None, None
+        from chaos import sut
+
+        abilities = sut.get(self.cfg.backend).abilities(backend_options(self.cfg))
+        if "fsync" in self.cfg.nemesis and abilities.has("fsync", via="workers"):  # else: the server's own shim
             from chaos.faults.failsync import FsyncFault
 
             fsync = FsyncFault(os.path.join(run.tmp, "failsync"))
@@ -166,6 +184,12 @@ class Run:
 
             for t in range(self.cfg.workers):
                 clock_faults[t] = ClockFault(os.path.join(run.tmp, f"clock-{t}"))
+        if "power-loss" in self.cfg.nemesis:
+            from chaos.faults.powerloss import PowerLoss
+            from chaos.nemesis.power import durable_prefix
+
+            power = PowerLoss(os.path.join(run.tmp, "powerloss"), durable_prefix(target))
+            self.cleanups.append(power.cleanup)
 
         def env_for(t: int) -> dict:
             from chaos.host.server import PIN_DIR_ENV
@@ -178,10 +202,27 @@ class Run:
             if fsync is not None:
                 env.update(fsync.env())
                 libs.append(fsync.library)
+            if power is not None:  # after failsync: a sync that failsync fails is never marked durable
+                env.update(power.env())
+                libs.append(power.library)
             if libs:
                 env["LD_PRELOAD"] = " ".join(libs)
             return env
-        return clock_faults, fsync, env_for
+        return clock_faults, fsync, power, env_for
+
+    def _routes(self, target):
+        """Per-worker proxies for the partition nemesis (a server reached over TCP)."""
+        if "partition" not in self.cfg.nemesis:
+            return None
+        from chaos.nemesis.partition import Routes
+
+        if target.proxy is not None:       # lost-reply too: worker -> its route -> the reply-dropping proxy
+            upstream = ("127.0.0.1", target.proxy.port)
+        else:
+            upstream = target._tcp_target()
+        routes = Routes(upstream, self.cfg.workers)
+        self.cleanups.append(routes.close)
+        return routes
 
     def _on_signal(self, signum, _frame) -> None:
         self.interrupted = True
@@ -194,35 +235,40 @@ class Run:
         procs.set_child_subreaper()
         clean_stale_tmp(os.path.abspath(cfg.store))
         run = RunDir(cfg.store, cfg.name)
+        self._watchdog(run)  # first: from here on a SIGKILL of this process leaves nothing behind
         with open(os.path.join(run.tmp, ".owner"), "w") as f:
             f.write(str(os.getpid()))
         started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        from chaos.targets import redact_dsn
+        from chaos.sut.base import redact_dsn
 
         run.write_yaml("test.yaml", dict(asdict(cfg), dsn=redact_dsn(cfg.dsn)))
         run.write_jsonl("schedule.jsonl", plan_schedule(cfg))
         old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-        self._watchdog(run)
         history = HistoryWriter(run.file("history.jsonl"), fsync=cfg.fsync_history)
         coverage = Coverage(cfg.nemesis)
         notes: list[str] = []
         target = None
         results = None
         try:
-            ccfg = ClaimsConfig(**cfg.claims)
-            client_gen, world = claims_workload(cfg.seed, ccfg)
-            target = make_target(cfg, run, self._note_pid, self._note_dir)
+            kind = workload_kind(cfg)
+            client_gen, world = kind.build(cfg)
+            target = kind.target(cfg, run, self._note_pid, self._note_dir)
             self.cleanups.append(target.close)
-            target.setup(world.namespaces, world.durable())
+            try:
+                target.setup(kind.namespaces(world), kind.durable(world))
+            except (StoreUnavailable, UnknownBackend) as e:  # what the input names cannot be reached or loaded
+                raise SetupFailed(f"--backend {cfg.backend}: {e}") from None
             spec, capabilities = target.spec, target.capabilities
-            clock_faults, fsync, env_for = self._faults(run)
+            clock_faults, fsync, power, env_for = self._faults(run, target)
             t0 = time.monotonic_ns()
             driver = RealDriver(history, self.slots, None, t0, self.stop)
+            routes = self._routes(target)
             for t in range(cfg.workers):
-                self.slots.append(Slot(t, spec, env_for, run.file("logs"), driver.completions, cfg.op_timeout,
-                                       self._note_pid))
+                self.slots.append(Slot(t, routes.spec_for(spec, t) if routes else spec, env_for, run.file("logs"),
+                                       driver.completions, cfg.op_timeout, self._note_pid))
             env = FaultEnv(self.slots, clock_faults, fsync, coverage, history, t0, target)
-            nem_gen, table, pkgs = compose_packages(cfg.nemesis, nemesis_opts(cfg))
+            env.power, env.routes = power, routes
+            nem_gen, table, pkgs = nemesis_plan(cfg)
             driver.nemesis = NemesisExecutor(table, env, driver.completions)
             limit = int(cfg.time_limit * SEC)
             gen = clients(deadline(limit, client_gen))
@@ -233,7 +279,7 @@ class Run:
             try:
                 process_of = interpret(gen, threads, driver, cfg.seed)
                 if not self.interrupted:
-                    self._final_phase(driver, env, pkgs, history, world, ccfg, threads, process_of)
+                    self._final_phase(driver, env, pkgs, history, world, kind, threads, process_of)
             finally:
                 progress.close()
             final_state = None
@@ -251,7 +297,7 @@ class Run:
             if parked:
                 coverage.took_effect("pause", parked)
             ops = history.snapshot()
-            results = self._results(cfg, run, ops, coverage, capabilities, started, notes, world)
+            results = self._results(cfg, run, ops, coverage, capabilities, started, notes, world, kind)
             results["target"] = target.describe()
         finally:
             self._teardown()
@@ -266,14 +312,17 @@ class Run:
         except Exception as e:  # a report failure never loses the verdict
             print(f"chaos: report not written: {type(e).__name__}: {e}", file=sys.stderr)
         run.link_latest()
-        print("chaos: workload coverage\n" + format_table(results.get("workload_coverage") or {}), file=sys.stderr)
+        if results.get("workload_coverage"):
+            from workloads.coverage import format_table
+
+            print("chaos: workload coverage\n" + format_table(results["workload_coverage"]), file=sys.stderr)
         print(f"chaos: {results['verdict']} ({results['stats']['ops']} ops, seed {cfg.seed}) -> {run.path}",
               file=sys.stderr)
         if self.interrupted:
             return 130
         return results["exit_code"]
 
-    def _final_phase(self, driver, env, pkgs, history, world, ccfg, threads, process_of) -> None:
+    def _final_phase(self, driver, env, pkgs, history, world, kind, threads, process_of) -> None:
         # heal every fault; I/O faults first (a server cannot restart while its fsyncs fail)
         for pkg in sorted(pkgs, key=lambda p: HEAL_ORDER.index(p.name) if p.name in HEAL_ORDER else len(HEAL_ORDER)):
             history.append({"process": NEMESIS, "type": "invoke", "f": "heal", "time": driver.now(),
@@ -287,15 +336,11 @@ class Run:
         for slot in self.slots:  # fresh hosts (no armed one-shot faults) for the read-back
             slot.kill()
         # let every lease expire (real time: the backend's clock is the authority)
-        self.stop.wait(ccfg.lease_ms / 1000 + 0.2)
-        op_ids = sorted({(o["value"]["operation_id"], o["value"]["ledger_namespace"], o["value"]["item_id"])
-                         for o in history.snapshot() if o["type"] == "invoke" and o.get("f") == "publish"})
-        reads = [{"f": "read", "value": {"ledger_namespace": ns, "item_id": item}} for ns, item in world.tuples]
-        reads += [{"f": "publication-read", "value": {"operation_id": i, "ledger_namespace": ns, "item_id": item}}
-                  for i, ns, item in op_ids]
+        self.stop.wait(kind.settle_s(self.cfg))
+        reads = kind.final_reads(history.snapshot(), world)
         interpret(clients(reads), threads, driver, self.cfg.seed, process_of=process_of)
 
-    def _results(self, cfg, run, ops, coverage, capabilities, started, notes, world) -> dict:
+    def _results(self, cfg, run, ops, coverage, capabilities, started, notes, world, kind) -> dict:
         client = [o for o in ops if o.get("process") != NEMESIS and o["type"] != "invoke"]
         stats = {"ops": len(client), "ok": sum(o["type"] == "ok" for o in client),
                  "fail": sum(o["type"] == "fail" for o in client), "info": sum(o["type"] == "info" for o in client),
@@ -307,12 +352,8 @@ class Run:
             notes.append("the run was interrupted before the final phase; not checked")
         else:
             try:
-                import checkers
-
-                ctx = {"capabilities": capabilities, "lease_ms": ClaimsConfig(**cfg.claims).lease_ms,
-                       "tuples": [list(t) for t in world.tuples], "initial_durable": world.durable(),
-                       "backend": cfg.backend, "workload": cfg.workload}
-                merged = checkers.run_checkers(ops, ctx)
+                ctx = kind.ctx(cfg, world, capabilities)
+                merged = kind.check(ops, ctx)
                 checker_results = merged.get("checkers", {})
                 v = merged.get("valid")
                 verdict = "valid" if v is True else "invalid" if v is False else "unknown"
@@ -322,7 +363,8 @@ class Run:
         if missing and verdict == "valid":
             verdict = "unknown"
             notes.append(f"requested faults never took effect: {', '.join(missing)}")
-        paths = workload_coverage(ops, plan_for(cfg.claims, cfg.workers, capabilities))
+        # per contract path, for the workloads that declare their paths (the claims workload)
+        paths = kind.coverage(ops, cfg, capabilities) if hasattr(kind, "coverage") else {}
         verdict = self._workload_gate(verdict, paths, stats, notes)
         code = {"valid": ExitCode.VALID, "invalid": ExitCode.INVALID}.get(verdict, ExitCode.UNKNOWN)
         return {
@@ -349,6 +391,8 @@ class Run:
         configured to: every requested path completed, most ops were definite."""
         if verdict != "valid":
             return verdict
+        from workloads.coverage import missing as missing_paths
+
         never = missing_paths(paths)
         if never:
             notes.append(f"requested workload paths never completed: {', '.join(never)}")

@@ -6,24 +6,75 @@ schedule, a pure function of seed + config), ``history.jsonl``,
 ``results.json``, ``report.html``/``junit.xml`` (chaos.reports), ``logs/``
 (worker and server output) and ``tmp/`` (preload control files, sockets;
 removed at the end of the run, and by the watchdog if the run is killed).
+
+Nothing is written outside the store: a test name is one plain path component
+(``check_name``), the run directory is created inside the store's real path,
+and ``latest`` is a relative link to a directory inside it.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import tempfile
 import time
 
 import yaml
 
+from chaos.errors import UsageError
+
+#: a test name (and a matrix name): one path component, no dot or dash first
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,119}")
+RESERVED_NAMES = {"latest"}
+
+
+def check_name(name, what: str = "--name") -> str:
+    """``name`` if it is a safe test name, else ``UsageError`` (one line)."""
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name) or name in RESERVED_NAMES:
+        raise UsageError(f"{what} {name!r}: a test name is 1-120 letters, digits, '.', '_' or '-', starting with a "
+                         f"letter or digit, and not {', '.join(sorted(RESERVED_NAMES))} (it names a directory in the store)")
+    return name
+
+
+def writable_dir(root: str, flag: str = "--store") -> str:
+    """Create the directory ``root`` (a store, a ledger) if needed and prove it
+    writable by creating and removing a file in it; ``UsageError`` otherwise."""
+    shown = root
+    root = os.path.abspath(root)
+    if os.path.lexists(root) and not os.path.isdir(root):
+        raise UsageError(f"{flag} {shown}: exists and is not a directory")
+    try:
+        os.makedirs(root, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".write-probe-", dir=root)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise UsageError(f"{flag} {shown}: not a writable directory ({e.strerror or e})") from None
+    return root
+
+
+def inside(root: str, path: str) -> bool:
+    """``path`` resolves (symlinks followed) to ``root`` or somewhere below it."""
+    root, path = os.path.realpath(root), os.path.realpath(path)
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
 
 class RunDir:
     def __init__(self, root: str, name: str):
-        self.root = os.path.abspath(root)
+        self.root = os.path.realpath(root)
+        check_name(name)
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + f".{int(time.time() * 1000) % 1000:03d}Z"
-        self.path = os.path.join(self.root, name, stamp)
-        os.makedirs(os.path.join(self.path, "logs"), exist_ok=True)
-        os.makedirs(self.tmp, exist_ok=True)
+        base = os.path.join(self.root, name)
+        self.path = os.path.join(base, stamp)
+        if os.path.islink(base):  # a link could lead anywhere: the run would be written there
+            raise UsageError(f"store {self.root}: {base} is a symlink; a run directory is never made through one")
+        try:
+            os.makedirs(os.path.join(self.path, "logs"), exist_ok=True)
+            os.makedirs(self.tmp, exist_ok=True)
+        except OSError as e:
+            raise UsageError(f"store {self.root}: cannot create the run directory {self.path} "
+                             f"({e.strerror or e})") from None
 
     @property
     def tmp(self) -> str:
@@ -51,6 +102,7 @@ class RunDir:
     def link_latest(self) -> None:
         """Point ``<root>/latest`` at this run (atomically, relative link)."""
         link = os.path.join(self.root, "latest")
+        assert inside(self.root, self.path), self.path  # RunDir never makes a run outside the store
         tmp = f"{link}.tmp.{os.getpid()}"
         try:
             os.unlink(tmp)

@@ -12,6 +12,14 @@ Each listed PID is killed with its descendants (a PostgreSQL server tree, an
 external CLI child), a frozen server's freezer cgroup is thawed and removed,
 and the directories listed in the optional DIRSFILE (a server's data dir in
 /tmp) are removed: ``python -m chaos.watchdog PIDFILE TMPDIR [DIRSFILE]``.
+
+A ``--dsn`` run creates a schema in the user's database. It names the schema
+in ``TMPDIR/schemas`` (``note_schema``, flushed to disk) BEFORE creating it,
+and the watchdog gets the DSN in its environment (``$CHAOS_WATCHDOG_DSN``,
+never on disk: it may hold a password). After the kills the watchdog drops
+each listed schema that carries claim-chaos's marker -- only those, never a
+schema it did not see named there. The run forgets a schema it dropped
+itself (``forget_schema``), so a normal end costs no extra connection.
 """
 
 from __future__ import annotations
@@ -21,6 +29,9 @@ import shutil
 import signal
 import sys
 import time
+
+DSN_ENV = "CHAOS_WATCHDOG_DSN"
+SCHEMAS = "schemas"
 
 
 def start_time(pid: int) -> str | None:
@@ -104,6 +115,50 @@ def remove_listed_dirs(dirsfile: str) -> None:
             shutil.rmtree(line.strip(), ignore_errors=True)
 
 
+def note_schema(tmpdir: str, name: str) -> None:
+    """Record, durably, that this run is about to create schema ``name``."""
+    with open(os.path.join(tmpdir, SCHEMAS), "a") as f:
+        f.write(name + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def forget_schema(tmpdir: str, name: str) -> None:
+    """The run dropped ``name`` itself: nothing left for the watchdog to do."""
+    path = os.path.join(tmpdir, SCHEMAS)
+    try:
+        names = [n for n in open(path).read().split() if n != name]
+    except OSError:
+        return
+    with open(path + ".tmp", "w") as f:
+        f.write("".join(n + "\n" for n in names))
+    os.replace(path + ".tmp", path)
+
+
+def drop_listed_schemas(tmpdir: str, dsn: str | None) -> list[str]:
+    """Drop every schema named in ``TMPDIR/schemas`` that claim-chaos created."""
+    try:
+        names = open(os.path.join(tmpdir, SCHEMAS)).read().split()
+    except OSError:
+        return []
+    if not names or not dsn:
+        return []
+    from backends.postgres.admin import drop_created_schema
+
+    dropped = []
+    for name in dict.fromkeys(names):
+        for attempt in range(3):  # a killed worker's session may hold a lock for a moment
+            try:
+                if drop_created_schema(dsn, name):
+                    dropped.append(name)
+                break
+            except Exception as e:
+                if attempt == 2:
+                    print(f"chaos watchdog: could not drop schema {name}: {type(e).__name__}: {e}", file=sys.stderr)
+                time.sleep(0.5)
+    return dropped
+
+
 def main(argv: list[str]) -> int:
     pidfile, tmpdir = argv[0], argv[1]
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the runner; we wait for its end
@@ -115,6 +170,7 @@ def main(argv: list[str]) -> int:
     kill_listed(pidfile)
     time.sleep(0.05)  # let the killed postmaster's children notice, then sweep again
     kill_listed(pidfile)
+    drop_listed_schemas(tmpdir, os.environ.get(DSN_ENV))
     if len(argv) > 2:
         remove_listed_dirs(argv[2])
     shutil.rmtree(tmpdir, ignore_errors=True)

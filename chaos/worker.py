@@ -51,6 +51,9 @@ class Slot:
         self.armed_exit: str | None = None  # lost-reply armed for this op class (re-armed on a fresh host)
         self.park_publish_ms: int | None = None  # paused-writer: hold the next publish at the barrier
         self.parked = 0                          # evidence: publishes parked and SIGSTOPped
+        self.powered = threading.Event()         # cleared while the power-loss nemesis has the machine off
+        self.indeterminate = 0                   # ops of this slot that ended info (partition evidence)
+        self.powered.set()
         self._inbox: "queue.Queue[dict | None]" = queue.Queue()
         self._thread = threading.Thread(target=self._loop, daemon=True, name=f"slot-{thread}")
         self._thread.start()
@@ -61,16 +64,26 @@ class Slot:
         return None if c is None else c.pid
 
     def ensure_started(self):
-        with self.lock:
+        while True:
             if self.client is None:
-                self.generation += 1
-                log = os.path.join(self.log_dir, f"worker-{self.thread}-{self.generation}.log")
-                cls = HostClient
-                self.client = cls(self.spec, env=self.env_for(self.thread), log_path=log)
-                self.on_start(self.client.pid)
-                if self.armed_exit:  # the fault is "this slot's next commit", whatever host serves it
-                    self.client.exit_after_commit(self.armed_exit)
-            return self.client
+                self.powered.wait()   # a running host keeps running until the power-off kills it
+            with self.lock:
+                # re-checked under the lock: a power-off clears ``powered`` before it kills,
+                # so no host can start between its kill and the power coming back
+                if self.client is None and not self.powered.is_set():
+                    continue
+                return self._start_locked()
+
+    def _start_locked(self):
+        if self.client is None:
+            self.generation += 1
+            log = os.path.join(self.log_dir, f"worker-{self.thread}-{self.generation}.log")
+            cls = HostClient
+            self.client = cls(self.spec, env=self.env_for(self.thread), log_path=log)
+            self.on_start(self.client.pid)
+            if self.armed_exit:  # the fault is "this slot's next commit", whatever host serves it
+                self.client.exit_after_commit(self.armed_exit)
+        return self.client
 
     def kill(self) -> int | None:
         """SIGKILL + reap the current host *and its descendants* (an external
@@ -108,7 +121,10 @@ class Slot:
             op = self._inbox.get()
             if op is None:
                 return
-            self.completions.put(self.run_op(op))
+            done = self.run_op(op)
+            if done["type"] == "info":
+                self.indeterminate += 1
+            self.completions.put(done)
 
     def run_op(self, op: dict) -> dict:
         done = {"process": op["process"], "f": op["f"]}

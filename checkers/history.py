@@ -8,9 +8,10 @@ classifies replies as it records them) and by every checker.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Iterable, Iterator
+
+from backends import safeload
 
 INVOKE, OK, FAIL, INFO = "invoke", "ok", "fail", "info"
 COMPLETIONS = (OK, FAIL, INFO)
@@ -45,13 +46,15 @@ def classify(exit_code: int | None, envelope: dict | None) -> str:
 def read_history(path: str) -> list[dict]:
     """Load ``history.jsonl``. A torn last line (the run was killed mid-write) is skipped."""
     ops: list[dict] = []
-    with open(path, "rb") as f:
-        for raw in f:
-            if not raw.endswith(b"\n"):
-                break  # torn tail of a crashed run
-            raw = raw.strip()
-            if raw:
-                ops.append(json.loads(raw))
+    for n, raw in safeload.json_lines(path):
+        if not raw.endswith(b"\n"):
+            break  # torn tail of a crashed run
+        raw = raw.strip()
+        if raw:
+            try:
+                ops.append(safeload.json_line(raw))
+            except ValueError as e:
+                raise safeload.LoadError(f"history {path}: line {n} is not JSON ({e})") from None
     return ops
 
 

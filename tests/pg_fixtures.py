@@ -8,7 +8,11 @@ test crashed it (``pg``). Everything skips cleanly without PostgreSQL binaries.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
+import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -25,6 +29,45 @@ _VECTORS = Path("/work/shared/vectors/work-claims")
 _ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
 needs_pg = pytest.mark.skipif(find_bindir() is None, reason="no PostgreSQL server binaries")
+
+PG_TMPDIR_ENV = "CLAIM_CHAOS_PG_TMPDIR"
+
+
+@contextlib.contextmanager
+def private_pg_tmpdir():
+    """A fresh directory for the ``ccpg*`` dirs of the servers started while it
+    is set (``$CLAIM_CHAOS_PG_TMPDIR``), so a test looks only at its own
+    servers, never at a global ``/tmp`` listing another suite shares."""
+    d = tempfile.mkdtemp(prefix="cctest-pg-", dir="/tmp")
+    os.chmod(d, 0o755)  # the server user must traverse it
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def processes_marked(directory: str) -> list[int]:
+    """Live processes whose environment names ``directory`` as
+    ``$CLAIM_CHAOS_PG_TMPDIR``: the servers (and their children) started under it."""
+    return processes_with_env(PG_TMPDIR_ENV, directory)
+
+
+def processes_with_env(key: str, value: str) -> list[int]:
+    """Live (non-zombie) processes whose environment holds ``key=value``
+    (a test marks what it starts this way and looks only at that)."""
+    needle = b"\0" + f"{key}={value}".encode() + b"\0"
+    found = []
+    for pid in (int(p) for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = b"\0" + f.read() + b"\0"
+            with open(f"/proc/{pid}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if needle in env and state != "Z":
+            found.append(pid)
+    return found
 
 
 def _sources() -> tuple[bytes, bytes]:

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
+import sys
 import time
 
 import psutil
@@ -15,7 +17,7 @@ import pytest
 
 from chaos.faults import procs
 from chaos.faults.pgserver import PgServer, PgServerError
-from pg_fixtures import needs_pg, pg, pg_server  # noqa: F401
+from pg_fixtures import PG_TMPDIR_ENV, needs_pg, pg, pg_server, private_pg_tmpdir, processes_marked  # noqa: F401
 
 pytestmark = [needs_pg, pytest.mark.postgres]
 ROOT = os.geteuid() == 0
@@ -73,11 +75,44 @@ def test_cleanup_leaves_nothing_even_after_an_exception():
     assert pids[0] not in procs.registered()
 
 
-def test_start_failure_raises_and_cleans_up():
-    before = {d for d in os.listdir("/tmp") if d.startswith("ccpg")}
-    with pytest.raises(PgServerError):
-        PgServer(port=1)  # a privileged port: the server cannot bind it
-    assert {d for d in os.listdir("/tmp") if d.startswith("ccpg")} <= before
+def test_start_failure_raises_and_cleans_up(monkeypatch):
+    with private_pg_tmpdir() as tmp:
+        monkeypatch.setenv(PG_TMPDIR_ENV, tmp)
+        with pytest.raises(PgServerError):
+            PgServer(port=1)  # a privileged port: the server cannot bind it
+        assert os.listdir(tmp) == []
+        assert processes_marked(tmp) == []
+
+
+OWNER_SCRIPT = r"""
+import sys, time
+from chaos.faults.pgserver import PgServer
+pg = PgServer()
+print(pg.dir, pg.pid, flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("sig", ["SIGKILL", "SIGTERM"])
+def test_an_owner_that_dies_without_cleaning_up_leaves_no_server(sig):
+    """A test run (or chaos conform) killed mid-test: the guard stops the
+    server and removes its directory (SIGKILL skips atexit; SIGTERM too)."""
+    with private_pg_tmpdir() as tmp:
+        owner = subprocess.Popen([sys.executable, "-c", OWNER_SCRIPT], stdout=subprocess.PIPE, text=True,
+                                 env={**os.environ, PG_TMPDIR_ENV: tmp})
+        try:
+            directory, pid = owner.stdout.readline().split()
+            assert os.path.isdir(directory) and processes_marked(tmp)
+            owner.send_signal(getattr(signal, sig))
+            owner.wait(timeout=30)
+            deadline = time.monotonic() + 30  # bounded: the guard needs a moment on a loaded machine
+            while (processes_marked(tmp) or os.listdir(tmp)) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert processes_marked(tmp) == []
+            assert os.listdir(tmp) == []
+        finally:
+            owner.kill()
+            owner.wait()
 
 
 NON_ROOT_SCRIPT = r"""

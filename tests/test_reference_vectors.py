@@ -3,6 +3,7 @@ reference backend, transcripts and final state compared type-strictly."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -95,14 +96,36 @@ def test_replay_detects_a_floor_checked_after_the_decision(monkeypatch):
     assert not _replays_exactly("backward-clock-rejection-restart")
 
 
-def test_load_manifest_refuses_symlinks(tmp_path):
-    real = tmp_path / "real.json"
+def test_load_manifest_refuses_symlinks_inside_the_vectors_folder(tmp_path):
+    case = tmp_path / "vectors" / "case"
+    case.mkdir(parents=True)
+    real = case / "real.json"
     real.write_bytes(b"{}\n")
-    link = tmp_path / "link.json"
+    link = case / "link.json"
     link.symlink_to(real)
     assert load_manifest(real) == {}
     with pytest.raises((ValueError, OSError)):
         load_manifest(link)
-    (tmp_path / "two.json").write_bytes(b"{}\n\n")
+    (tmp_path / "vectors" / "linked-case").symlink_to(case)
+    with pytest.raises(ValueError, match="symlink"):
+        load_manifest(tmp_path / "vectors" / "linked-case" / "real.json")
+    (case / "two.json").write_bytes(b"{}\n\n")
     with pytest.raises(ValueError):
-        load_manifest(tmp_path / "two.json")
+        load_manifest(case / "two.json")
+
+
+def test_load_manifest_follows_a_symlink_above_the_vectors_folder(tmp_path):
+    """A ``../shared`` that is itself a symlink is the user's layout, not the fixture's."""
+    case = tmp_path / "real-shared" / "vectors" / "case"
+    case.mkdir(parents=True)
+    (case / "manifest.json").write_bytes(b'{"a": 1}\n')
+    (tmp_path / "shared").symlink_to(tmp_path / "real-shared")
+    assert load_manifest(tmp_path / "shared" / "vectors" / "case" / "manifest.json") == {"a": 1}
+
+
+def test_load_manifest_refuses_a_fifo_without_blocking(tmp_path):
+    case = tmp_path / "vectors" / "case"
+    case.mkdir(parents=True)
+    os.mkfifo(case / "manifest.json")
+    with pytest.raises(ValueError, match="regular"):
+        load_manifest(case / "manifest.json")

@@ -37,7 +37,7 @@ def test_python_backend_entries_carry_their_factory(tmp_path):
     ("backends: [oracle]\nseeds: [1]\n", "backend 'oracle' is not one of"),
     ("backends: [sqlite]\nseeds: [one]\n", "seeds must be integers"),
     ("backends: [sqlite]\nseeds: [1]\nnemeses: [[earthquake]]\n", "unknown nemesis earthquake"),
-    ("backends: [sqlite]\nseeds: [1]\ntime_limit: -1\n", "time_limit must be a positive"),
+    ("backends: [sqlite]\nseeds: [1]\ntime_limit: -1\n", "time_limit must be a number of seconds"),
     ("[1, 2", "not valid YAML"),
     ("- a list\n", "must be a mapping"),
 ])

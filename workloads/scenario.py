@@ -8,7 +8,9 @@ names), ``claims`` (ClaimsConfig overrides: ``namespaces``, ``items``,
 ``replay_after_info_rate``, ``stale_after_loss_rate`` in [0, 1],
 ``shared_item_ids``, ``race_pairs``, ``race_lease_ms``, ``episodes`` (a list
 of ``workloads.races.EPISODES``)) and
-``nemesis_opts`` (fault timing ranges in ms, e.g. ``pause_ms: [3000, 4000]``).
+``nemesis_opts`` (fault timing ranges in ms, e.g. ``pause_ms: [3000, 4000]``;
+``pause_at: publish``; ``power_loss_mode: drop | torn | mixed``;
+``partition_mode: blackhole | refuse | mixed``; ``partition_after: commit | requests``).
 ``load(path)`` validates it and raises ``ValueError`` with one line on a bad
 file (the CLI turns that into a usage error).
 """
@@ -17,8 +19,7 @@ from __future__ import annotations
 
 import os
 
-import yaml
-
+from backends import safeload
 from workloads.claims import ClaimsConfig
 from workloads.races import EPISODES
 
@@ -41,11 +42,7 @@ def builtin() -> list[str]:
 
 def load(name_or_path: str) -> dict:
     path = resolve(name_or_path)
-    try:
-        with open(path) as f:
-            data = yaml.safe_load(f)
-    except (OSError, yaml.YAMLError) as e:
-        raise ValueError(f"scenario {path}: not readable YAML ({str(e).splitlines()[0]})") from None
+    data = safeload.yaml_file(path, what="scenario")  # LoadError is a ValueError
     if not isinstance(data, dict):
         raise ValueError(f"scenario {path}: must be a mapping")
     unknown = set(data) - KEYS
@@ -54,9 +51,10 @@ def load(name_or_path: str) -> dict:
     for key in ("name", "description"):
         if not isinstance(data.get(key), str):
             raise ValueError(f"scenario {path}: {key!r} must be a string")
-    if "workers" in data and (not isinstance(data["workers"], int) or data["workers"] < 1):
+    if "workers" in data and (isinstance(data["workers"], bool) or not isinstance(data["workers"], int) or data["workers"] < 1):
         raise ValueError(f"scenario {path}: 'workers' must be a positive integer")
-    if "time_limit" in data and (not isinstance(data["time_limit"], (int, float)) or data["time_limit"] <= 0):
+    if "time_limit" in data and (isinstance(data["time_limit"], bool) or not isinstance(data["time_limit"], (int, float))
+                                 or not 0 < data["time_limit"] < float("inf")):
         raise ValueError(f"scenario {path}: 'time_limit' must be a positive number")
     if "nemesis" in data and (not isinstance(data["nemesis"], list) or not all(isinstance(x, str) for x in data["nemesis"])):
         raise ValueError(f"scenario {path}: 'nemesis' must be a list of names")
@@ -84,7 +82,14 @@ def load(name_or_path: str) -> dict:
     opts = data.get("nemesis_opts", {})
     if opts.get("pause_at", "publish") != "publish":
         raise ValueError(f"scenario {path}: 'nemesis_opts.pause_at' can only be 'publish'")
-    ranges = {k: v for k, v in opts.items() if k != "pause_at"} if isinstance(opts, dict) else None
+    if opts.get("power_loss_mode", "drop") not in ("drop", "torn", "mixed"):
+        raise ValueError(f"scenario {path}: 'nemesis_opts.power_loss_mode' is drop, torn or mixed")
+    words = ("pause_at", "power_loss_mode", "partition_mode", "partition_after", "partition_most")
+    if opts.get("partition_after", "commit") not in ("commit", "requests"):
+        raise ValueError(f"scenario {path}: 'nemesis_opts.partition_after' is commit or requests")
+    if opts.get("partition_mode", "mixed") not in ("blackhole", "refuse", "mixed"):
+        raise ValueError(f"scenario {path}: 'nemesis_opts.partition_mode' is blackhole, refuse or mixed")
+    ranges = {k: v for k, v in opts.items() if k not in words} if isinstance(opts, dict) else None
     if ranges is None or not all(isinstance(v, list) and len(v) == 2 for v in ranges.values()):
         raise ValueError(f"scenario {path}: 'nemesis_opts' maps names to [lo, hi] ranges in ms")
     data["claims"] = {k: tuple(v) if isinstance(v, list) else v for k, v in claims.items()}

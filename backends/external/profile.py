@@ -33,7 +33,7 @@ import copy
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
+from backends import safeload
 
 CONVENTION_ARGV: dict[str, list[str]] = {
     "provision": ["provision", "--ledger", "{ledger}", "{namespaces}", "--json"],
@@ -97,9 +97,9 @@ def load_profile(source: str | Path | dict) -> ExternalProfile:
         doc = copy.deepcopy(source)
     else:
         try:
-            doc = yaml.safe_load(Path(source).read_text())
-        except (OSError, yaml.YAMLError) as e:
-            raise ProfileError(f"cannot read profile {source}: {e}") from None
+            doc = safeload.yaml_file(source, what="profile")
+        except safeload.LoadError as e:
+            raise ProfileError(str(e)) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("name"), str):
         raise ProfileError(f"profile {source}: a mapping with a 'name' is required")
     known = set(ExternalProfile.__dataclass_fields__)

@@ -14,6 +14,9 @@ conformance runner) does to a store:
   of the floor table, so the decision's floor write fails and its transaction
   definitely rolls back. ``deferred=True`` installs a deferred constraint
   trigger instead, which fails at ``COMMIT`` (also a definite rollback).
+* ``drop_created_schema``: drop a schema only if it carries claim-chaos's
+  marker (what a run's watchdog does for a ``--dsn`` run that was killed);
+  it never creates anything on the way.
 * ``enable_bypass_writer`` + ``direct_write``: a genuinely uncoordinated
   writer (``alternate: "bypass"``): ledger bytes written without the claim
   fence, the namespace lock or the floor. Enabling it records the bypass in
@@ -55,6 +58,26 @@ def admin_connection(dsn: str, schema: str) -> Iterator[psycopg.Connection]:
         yield conn
     finally:
         conn.close()
+
+
+def drop_created_schema(dsn: str, name: str, connect_timeout: int = 5, lock_timeout_ms: int = 10_000) -> bool:
+    """Drop schema ``name`` if claim-chaos created it (its ``provisioning``
+    marker says so); never touches another schema. True when dropped."""
+    from backends.postgres.schema import MARKER, valid_schema_name
+
+    if not valid_schema_name(name):
+        return False
+    with psycopg.connect(dsn, autocommit=True, connect_timeout=connect_timeout) as conn:
+        conn.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(int(lock_timeout_ms))))
+        if not conn.execute("SELECT 1 FROM pg_tables WHERE schemaname = %s AND tablename = 'provisioning'",
+                            (name,)).fetchone():
+            return False
+        marked = conn.execute(sql.SQL("SELECT value FROM {}.provisioning WHERE key = 'marker'")
+                              .format(sql.Identifier(name))).fetchone()
+        if not marked or marked[0] != MARKER:
+            return False
+        conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(name)))
+        return True
 
 
 def provision(dsn: str, schema: str, namespaces: Sequence[str], name: str = DEFAULT_NAME,

@@ -162,19 +162,10 @@ class PostgresStore:
     def drop_created(self) -> bool:
         """Drop our schema if claim-chaos created it (its ``provisioning`` marker says
         so). Never touches another schema. Returns True when dropped."""
+        from backends.postgres.admin import drop_created_schema
+
         self.close()
-        conn = self._admin_connect()
-        try:
-            marked = conn.execute(
-                sql.SQL("SELECT value FROM {}.provisioning WHERE key = 'marker'").format(sql.Identifier(self.schema))
-            ).fetchone() if conn.execute(
-                "SELECT 1 FROM pg_tables WHERE schemaname = %s AND tablename = 'provisioning'", (self.schema,)).fetchone() else None
-            if not marked or marked[0] != schema.MARKER:
-                return False
-            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(self.schema)))
-            return True
-        finally:
-            conn.close()
+        return drop_created_schema(self.dsn, self.schema, connect_timeout=max(2, int(self.deadline_s + 0.999)))
 
 
 class _Transaction:

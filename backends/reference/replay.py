@@ -24,6 +24,7 @@ from typing import Callable
 
 from backends.api import FixedClock, Hooks, Reply, ReplyLost
 from backends.contract import loads_strict, operation_digest, parse_instant
+from backends.safeload import MANIFEST
 
 CLAIM_OPS = {"work-claim.read": "read", "work-claim.acquire": "acquire", "work-claim.renew": "renew",
              "work-claim.release": "release", "work-claim.capabilities": "capabilities",
@@ -32,23 +33,34 @@ CLAIM_OPS = {"work-claim.read": "read", "work-claim.acquire": "acquire", "work-c
 RESPONSE_LOSS = {"claim": "claim-response-loss", "publish": "publication-response-loss"}
 
 
-def load_manifest(path: str | os.PathLike) -> dict:
-    """Strictly load one manifest: a regular file (no symlink anywhere under
-    the fixture root), strict UTF-8 unique-key JSON, one trailing LF."""
+def load_manifest(path: str | os.PathLike, root: str | os.PathLike | None = None) -> dict:
+    """Strictly load one manifest: a regular file, strict UTF-8 unique-key
+    JSON, one trailing LF, no symlink anywhere under the fixture root.
+
+    ``root`` is the vectors folder (default: the folder holding the case
+    folder, ``<root>/<case>/manifest.json``). Symlinks above it (a ``../shared``
+    that is a link) are the user's business and are followed.
+    """
     p = Path(path)
-    for part in [p, *p.parents]:
-        if part == part.parent:
-            break
+    root = Path(root) if root is not None else p.parent.parent
+    try:
+        inside = p.relative_to(root).parts
+    except ValueError:
+        raise ValueError(f"manifest {p} is not under its vectors folder {root}") from None
+    for depth in range(len(inside), 0, -1):
+        part = root.joinpath(*inside[:depth])
         if stat.S_ISLNK(os.lstat(part).st_mode):
             raise ValueError(f"symlink in manifest path: {part}")
-    fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW)
+    fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise ValueError(f"not a regular file: {p}")
         with os.fdopen(fd, "rb", closefd=False) as f:
-            raw = f.read()
+            raw = f.read(MANIFEST.max_bytes + 1)
     finally:
         os.close(fd)
+    if len(raw) > MANIFEST.max_bytes:
+        raise ValueError(f"manifest {p}: larger than the {MANIFEST.describe_bytes()} limit")
     if not raw.endswith(b"\n") or raw.endswith(b"\n\n"):
         raise ValueError(f"manifest must end with exactly one LF: {p}")
     return loads_strict(raw)

@@ -34,18 +34,26 @@ import sys
 
 from backends.api import FileClock, Hooks, Reply, SystemClock
 from backends.contract import REQUEST_MAX_BYTES, compact_json
+from backends import safeload
 from chaos.errors import UsageError
+from chaos.store import writable_dir
 
-BACKENDS = ("reference", "sqlite", "postgres", "gitjournal")
 CLAIM_OPS = {"capabilities": "capabilities", "read": "read", "acquire": "acquire", "renew": "renew",
              "release": "release", "verify": "publication-read"}
 LEGACY_OPS = {"transition-v1": "legacy-transition", "create-v1": "legacy-create"}
 ADMIN = ("seed", "export", "arm-floor-fault", "enable-bypass")
 ACTIONS = ("provision", "claim", "publish-claimed", "claim-verify", "legacy", "admin")
 
+EXIT_CODES = """exit codes:
+  0-6  the contract's exit code of the reply printed on stdout (work-claim-contract.md)
+  254  bad arguments or a ledger that cannot be used: one line on stderr
+  255  the suite itself crashed: a traceback on stderr (please report it)"""
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("name", choices=BACKENDS, help="backend")
+    from chaos import sut
+
+    parser.add_argument("name", choices=sut.names(cli=True), help="backend")
     parser.add_argument("action", choices=ACTIONS)
     parser.add_argument("sub", nargs="?", default=None, help="claim / legacy / admin operation")
     parser.add_argument("--ledger", default=None, help="ledger directory (gitjournal, sqlite, reference)")
@@ -125,18 +133,16 @@ def _ledger(args) -> str:
 
 
 def spec_for(args) -> dict:
-    if args.name == "gitjournal":
-        spec = {"backend": "gitjournal", "ledger": _ledger(args)}
-        if args.lock_wait_ms is not None:
-            spec["lock_wait_ms"] = args.lock_wait_ms
-        return spec
-    if args.name == "sqlite":
-        return {"backend": "sqlite", "path": os.path.join(_ledger(args), "claims.db")}
-    if args.name == "postgres":
-        if not args.dsn:
-            raise UsageError("chaos backend postgres: --dsn is required")
-        return {"backend": "postgres", "dsn": args.dsn, **({"schema": args.schema} if args.schema else {})}
-    return {"backend": "reference", "path": os.path.join(_ledger(args), "reference.json")}
+    from chaos import sut
+
+    return sut.get(args.name).cli_spec(_where(args), args)
+
+
+def _where(args) -> str:
+    """The ledger directory of a backend that stores in one (else ``--ledger`` as given)."""
+    from chaos import sut
+
+    return _ledger(args) if sut.get(args.name).cli_ledger else (args.ledger or "")
 
 
 @contextlib.contextmanager
@@ -159,8 +165,7 @@ def opened(args):
     fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        with open(path) as f:
-            saved = json.load(f)
+        saved = safeload.json_file(path, safeload.RESULTS, "reference store")
         backend = open_backend({**saved["config"], "backend": "reference", "durable": saved["durable"]},
                                clock(), EnvBarrierHooks())
         yield backend
@@ -179,32 +184,18 @@ def provision(args) -> dict:
     """Provision the endpoint; returns ``{backend, ledger, namespaces}``."""
     from backends.gitjournal.ledger import new_namespace
 
+    from chaos import sut
+
     namespaces = args.namespace or [new_namespace()]
-    paths = json.loads(args.write_paths) if args.write_paths else None
-    if args.name == "gitjournal":
-        from backends.gitjournal import ledger as gl
-
-        if len(namespaces) != 1:
-            raise UsageError("chaos backend gitjournal: a Git ledger binds exactly one namespace")
+    paths = None
+    if args.write_paths:
         try:
-            gl.provision(_ledger(args), namespaces[0])
-        except (gl.AlreadyProvisioned, gl.NotAGitLedger) as e:
-            raise UsageError(f"chaos backend gitjournal provision: {e}") from None
-    elif args.name == "sqlite":
-        from backends.sqlite import admin
-
-        admin.provision(spec_for(args)["path"], namespaces, write_paths=paths)
-    elif args.name == "postgres":
-        from backends.registry import open_backend
-
-        spec = {**spec_for(args), "namespaces": namespaces, **({"write_paths": paths} if paths else {})}
-        open_backend(spec, clock(), Hooks()).close()
-    else:
-        os.makedirs(_ledger(args), exist_ok=True)
-        path = spec_for(args)["path"]
-        config = {"namespaces": namespaces, **({"write_paths": paths} if paths else {})}
-        with open(path, "x") as f:
-            json.dump({"config": config, "durable": {}}, f)
+            paths = safeload.json_text(args.write_paths, where="--write-paths")
+        except safeload.LoadError as e:
+            raise UsageError(str(e)) from None
+    if sut.get(args.name).cli_ledger:
+        writable_dir(_ledger(args), "--ledger")
+    sut.get(args.name).cli_provision(_where(args), namespaces, paths, args)
     return {"backend": args.name, "ledger": args.ledger, "namespaces": namespaces}
 
 
@@ -220,12 +211,23 @@ def admin(args) -> int:
         return _gitjournal_admin(args)
     with opened(args) as backend:
         if args.sub == "seed":
-            backend.store.seed(json.loads(read_input(args)))
+            backend.store.seed(_seed_input(args))
             out = {"seeded": True}
         else:
             out = backend.store.export_durable()
     sys.stdout.buffer.write(compact_json(out) + b"\n")
     return 0
+
+
+def _seed_input(args) -> dict:
+    """The ``admin seed`` input: a manifest's ``durable`` object (one line on stderr if it is not one)."""
+    try:
+        doc = safeload.json_text(read_input(args, safeload.RESULTS.max_bytes), safeload.RESULTS, "admin seed input")
+    except safeload.LoadError as e:
+        raise UsageError(str(e)) from None
+    if not isinstance(doc, dict):
+        raise UsageError("admin seed input: expected a JSON object (a manifest's durable state)")
+    return doc
 
 
 def _gitjournal_admin(args) -> int:
@@ -243,7 +245,7 @@ def _gitjournal_admin(args) -> int:
         raise UsageError("chaos backend gitjournal admin: unprovisioned ledger; give --namespace")
     store = GitJournalStore(Ledger(found.path, found.top, found.common, ns))
     if args.sub == "seed":
-        store.seed(json.loads(read_input(args)))
+        store.seed(_seed_input(args))
         out = {"seeded": True}
     elif args.sub == "export":
         out = store.export_durable()
@@ -309,7 +311,9 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "admin":
         return admin(args)
     op = operation(args)
-    if op == "verify" and args.name != "gitjournal":
+    from chaos import sut
+
+    if op == "verify" and not sut.get(args.name).abilities()["claim-verify"].ok:
         raise UsageError(f"chaos backend {args.name}: claim-verify is a merge-coordinated (gitjournal) operation")
     with opened(args) as backend:
         if op == "publish" and args.name == "gitjournal" and not backend.provisioned:

@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 
+from backends import safeload
 from chaos.errors import ExitCode, UsageError
 from checkers import default_checkers, run_checkers
 from checkers.history import read_history
@@ -60,14 +61,20 @@ def run(args: argparse.Namespace) -> int:
         history = read_history(path)
     except (OSError, ValueError) as e:
         raise UsageError(f"chaos check: {path}: unreadable history ({e})") from None
-    checkers = default_checkers(include_linearizable=not args.no_linearizable)
+    ctx = load_context(run_dir)
+    if ctx.get("protocol") == "issue-lock":  # a --workload issue-lock run: that protocol's checkers
+        import checkers.issuelock as issuelock
+
+        checkers, run_checkers_of = dict(issuelock.ISSUELOCK_CHECKERS), issuelock.run_checkers
+    else:
+        checkers, run_checkers_of = default_checkers(include_linearizable=not args.no_linearizable), run_checkers
     if args.only:
         names = [n.strip() for n in args.only.split(",") if n.strip()]
         unknown = sorted(set(names) - set(checkers))
         if unknown:
             raise UsageError(f"chaos check: unknown checker(s) {', '.join(unknown)}; known: {', '.join(checkers)}")
         checkers = {n: checkers[n] for n in names}
-    result = run_checkers(history, load_context(run_dir), checkers)
+    result = run_checkers_of(history, ctx, checkers)
     if args.json:
         print(json.dumps(_printable(result), indent=2, sort_keys=True))
     else:
@@ -132,22 +139,18 @@ def _write_back(path: str, result: dict) -> None:
 
 
 def _read_json(path: str):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except FileNotFoundError:
+    if not os.path.lexists(path):
         return None
-    except (OSError, ValueError) as e:
-        raise UsageError(f"chaos check: {path}: not valid JSON ({e})") from None
+    try:
+        return safeload.json_file(path, safeload.RESULTS, "results")
+    except safeload.LoadError as e:
+        raise UsageError(f"chaos check: {e}") from None
 
 
 def _read_yaml(path: str):
-    if not os.path.isfile(path):
+    if not os.path.lexists(path):
         return None
-    import yaml
-
     try:
-        with open(path) as f:
-            return yaml.safe_load(f)
-    except (OSError, yaml.YAMLError) as e:
-        raise UsageError(f"chaos check: {path}: not valid YAML ({e})") from None
+        return safeload.yaml_file(path, safeload.CONFIG, "test config")
+    except safeload.LoadError as e:
+        raise UsageError(f"chaos check: {e}") from None

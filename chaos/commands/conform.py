@@ -2,6 +2,11 @@
 
     chaos conform --backend sqlite [--vectors DIR] [--case NAME ...] [--json]
     chaos conform --backend python --factory MODULE:FUNCTION [...]
+    chaos conform --protocol issue-lock --backend {sqlite,gitfile,external,python} [...]
+
+``--protocol issue-lock`` replays the issue-lock vectors (``vectors/issue-lock``
+of this project, written from ../shared/spec/issue-lock-contract.md) through
+``chaos.issuelock.conform``; the default protocol is work-claim.
 
 ``--backend python`` replays the vectors against an outside Python backend
 class (registry signature ``open_backend(spec, clock, hooks)``) built over the
@@ -22,15 +27,25 @@ import os
 import sys
 from pathlib import Path
 
-from backends.registry import KNOWN
 from chaos.conform.suite import Report, run_conformance
 from chaos.errors import UsageError
 
 VECTORS_REL = Path("..") / "shared" / "vectors" / "work-claims"
 
+EXIT_CODES = """exit codes:
+  0    every applicable case passed
+  1    at least one case failed (its mismatches are printed)
+  254  bad arguments, a bad manifest or profile, or a backend that cannot be set up: one line on stderr
+  255  the suite itself crashed: a traceback on stderr (please report it)"""
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--backend", required=True, choices=KNOWN, help="backend to replay the vectors against")
+    from chaos import sut
+
+    parser.add_argument("--backend", required=True, choices=sut.names(conforms=True),
+                        help="backend to replay the vectors against")
+    parser.add_argument("--protocol", choices=("work-claim", "issue-lock"), default="work-claim",
+                        help="which contract's vectors (default work-claim)")
     parser.add_argument("--vectors", type=Path, default=None,
                         help="vectors directory (default: ../shared/vectors/work-claims, else $CHAOS_VECTORS)")
     parser.add_argument("--case", action="append", default=None, metavar="NAME",
@@ -59,12 +74,19 @@ def default_vectors() -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
+    from chaos import sut
+
+    if args.protocol == "issue-lock":
+        return _run_issue_lock(args)
+
     if args.factory is not None and args.backend != "python":
         raise UsageError("--factory is only for --backend python")
     if args.backend == "python":
         from chaos.conform.adapters.python import check_factory
 
         check_factory(args.factory)
+    sut.get(args.backend, conforms=True).check({"command": args.external_command, "factory": args.factory,
+                                                "profile": str(args.profile) if args.profile else None})
     vectors = args.vectors if args.vectors is not None else default_vectors()
     options = {"command": args.external_command, "profile": str(args.profile) if args.profile else None,
                "factory": args.factory}
@@ -84,11 +106,38 @@ def run(args: argparse.Namespace) -> int:
     return report.exit_code
 
 
+def _run_issue_lock(args: argparse.Namespace) -> int:
+    from chaos.issuelock.conform import VECTORS_DIR, run_issue_lock_conformance
+
+    if args.factory is not None and args.backend != "python":
+        raise UsageError("--factory is only for --backend python")
+    options = {"command": args.external_command, "profile": str(args.profile) if args.profile else None,
+               "factory": args.factory}
+    vectors = args.vectors if args.vectors is not None else VECTORS_DIR
+
+    def header(_cases) -> None:
+        if not args.json:
+            print(f"chaos conform --protocol issue-lock --backend {args.backend}  vectors: {vectors}")
+            print(f"{'case':<44} {'status':<12} {'time':>8}")
+
+    def row(result) -> None:
+        print(f"{result.case:<44} {result.status:<12} {result.seconds:>7.2f}s", flush=True)
+
+    report = run_issue_lock_conformance(args.backend, vectors, args.case, options,
+                                        on_result=None if args.json else row, on_loaded=header)
+    if args.json:
+        json.dump(report.to_json(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        _print_summary(report)
+    return report.exit_code
+
+
 def _print_row(result) -> None:
     print(f"{result.case:<36} {result.status:<20} {result.seconds:>7.2f}s", flush=True)
     if result.status == "not-applicable":
         for note in result.notes[:1]:
-            print(f"    reason: {note}")
+            print(f"    not applicable: {note}")
 
 
 def _print_summary(report: Report) -> None:

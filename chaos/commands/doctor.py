@@ -1,6 +1,11 @@
 """``chaos doctor``: which fault mechanisms work on this machine, and how to get
 the missing ones, and per backend which nemeses ``chaos run`` can use here.
-Always exits 0 (it reports; it does not judge)."""
+
+``chaos doctor --backend NAME [--profile FILE | --dsn DSN | --factory M:F]``
+prints that backend's capability matrix instead: one line per ability
+(``chaos.sut.abilities``) saying how it is done or why it cannot be, then the
+nemeses with what each hits. Always exits 0 (it reports; it does not judge),
+except for a bad argument (254)."""
 
 from __future__ import annotations
 
@@ -12,8 +17,19 @@ import subprocess
 import sys
 
 
+EXIT_CODES = """exit codes:
+  0    done
+  254  bad arguments: one line on stderr
+  255  the suite itself crashed: a traceback on stderr (please report it)"""
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the findings as JSON")
+    p.add_argument("--backend", default=None, help="print this backend's capability matrix")
+    p.add_argument("--profile", default=None, help="external: the profile whose abilities to show")
+    p.add_argument("--command", dest="backend_command", default=None, help="external: the contract CLI (not run by doctor)")
+    p.add_argument("--dsn", default=None, help="postgres: the user's server (server faults are then off)")
+    p.add_argument("--factory", default=None, help="python: the backend factory MODULE:FUNCTION")
 
 
 def _faketime_live() -> tuple[bool, str]:
@@ -66,23 +82,51 @@ def findings() -> list[tuple[str, bool, str, str]]:
 
 
 def nemesis_matrix() -> dict:
-    """backend -> nemesis -> {"ok", "detail"} for ``chaos run`` here. PostgreSQL
-    nemeses that hit the server need our own server (binaries present)."""
-    from chaos.faults.pgserver import find_bindir
-    from chaos.nemesis import OWN_SERVER, support
-    from chaos.targets import BACKENDS
+    """backend -> nemesis -> {"ok", "detail"} for ``chaos run`` here."""
+    from chaos import sut
+    from chaos.nemesis import support
 
-    out: dict = {}
-    for backend in BACKENDS:
-        rows = support(backend)
-        if backend == "postgres" and find_bindir() is None:
-            for name in OWN_SERVER["postgres"]:
-                rows[name] = (False, "no PostgreSQL binaries: only with --dsn, and then never on the server")
-        out[backend] = {name: {"ok": ok, "detail": detail} for name, (ok, detail) in rows.items()}
-    return out
+    return {name: {n: {"ok": ok, "detail": detail} for n, (ok, detail) in support(name).items()}
+            for name in sut.names(runs=True)}
+
+
+def backend_matrix(args) -> dict:
+    """One backend's abilities and nemeses (``--backend``)."""
+    from chaos import sut
+    from chaos.nemesis import support
+
+    backend = sut.get(args.backend)
+    opts = {"dsn": args.dsn, "command": args.backend_command, "profile": args.profile, "factory": args.factory}
+    if args.profile and not os.path.isfile(args.profile):
+        from chaos.errors import UsageError
+
+        raise UsageError(f"--profile {args.profile}: no such file")
+    nemeses = support(backend.name, opts) if backend.runs else {}
+    return {"backend": backend.name, "summary": backend.summary, "abilities": backend.abilities(opts).to_json(),
+            "nemeses": {n: {"ok": ok, "detail": d} for n, (ok, d) in nemeses.items()}}
+
+
+def _print_backend(m: dict) -> None:
+    print(f"{m['backend']}: {m['summary']}")
+    print("abilities:")
+    for name, a in m["abilities"].items():
+        print(f"  {'ok     ' if a['ok'] else 'MISSING'} {name}: {a['how']}")
+    if m["nemeses"]:
+        print("nemeses (chaos run --nemesis ...):")
+        for name, r in m["nemeses"].items():
+            print(f"  {'ok     ' if r['ok'] else 'MISSING'} {name}: {r['detail']}")
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.backend is not None:
+        m = backend_matrix(args)
+        if args.json:
+            import json
+
+            print(json.dumps(m, indent=2))
+        else:
+            _print_backend(m)
+        return 0
     rows = findings()
     try:
         matrix = nemesis_matrix()

@@ -14,18 +14,27 @@ nemeses hit what, per backend: ``chaos doctor``. Same ``--seed`` -> the same ope
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import shlex
 import sys
 
+from backends import safeload
 from chaos.errors import UsageError
+from chaos.store import check_name, writable_dir
+
+#: the longest --time-limit / --op-timeout accepted (a week; more is a typo)
+MAX_SECONDS = 7 * 24 * 3600
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--backend", default="sqlite", help="sqlite (default), postgres, gitjournal, external or python")
+    from chaos import sut
+
+    p.add_argument("--backend", default="sqlite", help=f"one of {', '.join(sut.names(runs=True))} (default sqlite)")
     p.add_argument("--factory", default=None,
                    help='python: "module:function" opening your backend class (docs/backend-authors.md); '
-                        "it gets the run's SQLite file path in spec['path']")
+                        "it gets the run's SQLite file path in spec['path'] (with --backend postgres: the "
+                        "run's dsn and schema)")
     p.add_argument("--dsn", default=None,
                    help="postgres: use this server (a fresh schema is created and dropped; the server itself is "
                         "never killed, paused or fsync-faulted). Default: start our own server")
@@ -33,7 +42,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="external: the contract CLI command line (e.g. 'python -m chaos.cli backend sqlite'; "
                         "a leading python/python3 or chaos means this interpreter)")
     p.add_argument("--profile", default=None, help="external: the profile YAML (default profiles/chaos-sqlite.yaml)")
-    p.add_argument("--workload", default="claims", help="only 'claims' for now")
+    p.add_argument("--workload", default="claims",
+                   help="claims (the work-claim contract, default) or issue-lock (the issue-lock contract; "
+                        "backends sqlite, gitfile, external, python)")
     p.add_argument("--nemesis", default=None,
                    help="comma-separated faults: kill,pause,clock,fsync,lost-reply,restart; 'none' for no faults "
                         "(default: every one the backend supports here)")
@@ -43,44 +54,34 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scenario", default=None, help="a scenario YAML file or built-in name")
     p.add_argument("--store", default="store", help="root of run directories (default ./store)")
     p.add_argument("--name", default=None, help="test name (run dir store/<name>/<timestamp>)")
-    p.add_argument("--op-timeout", type=float, default=8.0, help="deadline per operation in seconds")
+    p.add_argument("--op-timeout", type=float, default=8.0, help="deadline per operation in seconds (default 8)")
+    p.add_argument("--config", default=None,
+                   help="run exactly this test.yaml (a stored run's, or chaos shrink's minimal one, with its "
+                        "explicit fault list); only --store and --name apply on top")
 
 
 def build_config(args: argparse.Namespace):
-    from chaos.nemesis import NEMESES, supported
+    from chaos.nemesis import NEMESES, support, supported
     from chaos.random import fresh_seed
     from chaos.runner import RunConfig
     from workloads import scenario as scenarios
 
-    if args.workload != "claims":
-        raise UsageError(f"unknown workload {args.workload!r} (known: claims)")
-    from chaos.nemesis import support
-    from chaos.targets import BACKENDS
+    from chaos import sut
+    from chaos.workload_kinds import workload_kind
 
-    if args.backend not in BACKENDS:
-        raise UsageError(f"unknown backend {args.backend!r} for chaos run (known: {', '.join(BACKENDS)})")
+    kind = workload_kind(args.workload)
+    backend = sut.get(args.backend, runs=True)
+    if kind.protocol not in backend.protocols:
+        raise UsageError(f"--backend {args.backend} does not run the {kind.protocol} protocol "
+                         f"(--workload {args.workload}); it runs: {', '.join(backend.protocols)}")
     dsn = getattr(args, "dsn", None)
     command = getattr(args, "backend_command", None)
     factory = getattr(args, "factory", None)
-    if (args.backend == "python") != bool(factory):
-        raise UsageError('--backend python and --factory "module:function" go together')
-    if factory and (":" not in factory or not all(factory.partition(":")[::2])):
-        raise UsageError(f'--factory {factory!r}: expected "module:function"')
     profile = getattr(args, "profile", None)
-    if dsn and args.backend != "postgres":
-        raise UsageError("--dsn is for --backend postgres")
-    if args.backend == "external" and not command:
-        raise UsageError("--backend external needs --command '...'")
-    if (command or profile) and args.backend != "external":
-        raise UsageError("--command/--profile are for --backend external")
+    opts = {"dsn": dsn, "command": command, "profile": profile, "factory": factory, "protocol": kind.protocol}
+    backend.check(opts)
     if profile and not os.path.isfile(profile):
         raise UsageError(f"--profile {profile}: no such file")
-    if args.backend == "postgres" and not dsn:
-        from chaos.faults.pgserver import find_bindir
-
-        if find_bindir() is None:
-            raise UsageError("--backend postgres: no PostgreSQL server binaries found (set CLAIM_CHAOS_PG_BINDIR "
-                             "or give --dsn)")
     sc: dict = {}
     if args.scenario:
         try:
@@ -92,29 +93,31 @@ def build_config(args: argparse.Namespace):
     elif "nemesis" in sc:
         names = sc["nemesis"]
     else:
-        names = supported(args.backend, own_server=not dsn)
+        names = supported(args.backend, dict(opts, **sc.get("nemesis_opts", {})))
     unknown = [n for n in names if n not in NEMESES.keys()]
     if unknown:
         raise UsageError(f"unknown nemesis {', '.join(unknown)} (known: {', '.join(sorted(NEMESES.keys()))})")
-    table = support(args.backend, own_server=not dsn)
+    table = support(args.backend, dict(opts, **sc.get("nemesis_opts", {})))
     bad = [f"{n} ({table[n][1]})" for n in names if not table[n][0]]
     if bad:
         raise UsageError(f"nemesis not available with --backend {args.backend} here: {'; '.join(bad)}")
     workers = args.workers if args.workers is not None else sc.get("workers", 10)
     time_limit = args.time_limit if args.time_limit is not None else sc.get("time_limit", 30.0)
-    if workers < 1 or workers > 200:
-        raise UsageError("--workers must be between 1 and 200")
-    if time_limit <= 0:
-        raise UsageError("--time-limit must be positive")
+    op_timeout = args.op_timeout
+    check_limits(workers, time_limit, op_timeout)
     seed = args.seed if args.seed is not None else fresh_seed()
-    name = args.name or sc.get("name") or f"{args.workload}-{args.backend}"
+    if args.name is not None:
+        name = check_name(args.name, "--name")
+    else:
+        name = check_name(sc.get("name") or f"{args.workload}-{args.backend}",
+                          "scenario name" if sc.get("name") else "test name")
     argv = ["chaos", "run", "--backend", args.backend, "--workload", args.workload,
             "--nemesis", ",".join(names) or "none", "--workers", str(workers), "--time-limit", str(time_limit),
-            "--seed", str(seed), "--name", name, "--store", args.store]
+            "--seed", str(seed), "--op-timeout", f"{op_timeout:g}", "--name", name, "--store", args.store]
     if args.scenario:
         argv += ["--scenario", args.scenario]
     if dsn:
-        from chaos.targets import redact_dsn
+        from chaos.sut.base import redact_dsn
 
         argv += ["--dsn", redact_dsn(dsn)]  # never record a password; supply it again to reproduce
     if command:
@@ -124,18 +127,95 @@ def build_config(args: argparse.Namespace):
     if profile:
         argv += ["--profile", profile]
     return RunConfig(name=name, backend=args.backend, workload=args.workload, nemesis=names, workers=workers,
-                     time_limit=float(time_limit), seed=seed, store=args.store, op_timeout=args.op_timeout,
+                     time_limit=float(time_limit), seed=seed, store=args.store, op_timeout=float(op_timeout),
                      claims=dict(sc.get("claims", {})), nemesis_opts=dict(sc.get("nemesis_opts", {})),
+                     issuelock=dict(sc.get("issuelock", {})),
                      scenario=args.scenario, command=shlex.join(argv), dsn=dsn,
                      profile=os.path.abspath(profile) if profile else None, backend_command=command,
                      factory=factory)
 
 
+def check_limits(workers, time_limit, op_timeout, where: str = "") -> None:
+    """The numbers of a run, from flags, a scenario or a test.yaml (``UsageError``, one line)."""
+    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= 200:
+        raise UsageError(f"{where}--workers must be an integer between 1 and 200")
+    for flag, value, low_ok in (("--time-limit", time_limit, False), ("--op-timeout", op_timeout, True)):
+        if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+                or not (0 <= value if low_ok else 0 < value) or value > MAX_SECONDS):
+            shown = f"{value:g}" if isinstance(value, float) else repr(value)
+            raise UsageError(f"{where}{flag} {shown}: must be a number of seconds in "
+                             f"{'[' if low_ok else '('}0, {MAX_SECONDS}]")
+
+
+#: test.yaml member -> the types it may hold (``--config``)
+CONFIG_TYPES = {"name": (str,), "backend": (str,), "workload": (str,), "nemesis": (list,), "workers": (int,),
+                "time_limit": (int, float), "seed": (int,), "store": (str,), "op_timeout": (int, float),
+                "claims": (dict,), "issuelock": (dict,), "nemesis_opts": (dict,), "scenario": (str, type(None)),
+                "command": (str,), "fsync_history": (bool,), "dsn": (str, type(None)), "profile": (str, type(None)),
+                "backend_command": (str, type(None)), "factory": (str, type(None)), "faults": (list, type(None))}
+
+
+def _check_config_types(data: dict, where: str) -> None:
+    for key, value in data.items():
+        types = CONFIG_TYPES.get(key)
+        if types and (not isinstance(value, types) or (isinstance(value, bool) and bool not in types)):
+            raise UsageError(f"{where}{key} must be {' or '.join('null' if t is type(None) else t.__name__ for t in types)}, "
+                             f"not {type(value).__name__}")
+    if not all(isinstance(n, str) for n in data.get("nemesis", [])):
+        raise UsageError(f"{where}nemesis must be a list of fault names")
+
+
+def config_from_file(args: argparse.Namespace):
+    """A ``RunConfig`` from a ``test.yaml`` (``--config``), checked like the flags are."""
+    from dataclasses import fields
+
+    from chaos import sut
+    from chaos.nemesis import support
+    from chaos.runner import RunConfig, backend_options
+
+    try:
+        data = safeload.yaml_file(args.config, what="--config")
+    except safeload.LoadError as e:
+        raise UsageError(str(e)) from None
+    names = {f.name for f in fields(RunConfig)}
+    if not isinstance(data, dict) or set(data) - names:
+        extra = sorted(set(data) - names) if isinstance(data, dict) else []
+        raise UsageError(f"--config {args.config}: not a test.yaml" + (f" (unknown keys: {', '.join(extra)})"
+                                                                        if extra else ""))
+    where = f"--config {args.config}: "
+    _check_config_types(data, where)
+    cfg = RunConfig(**data)
+    check_limits(cfg.workers, cfg.time_limit, cfg.op_timeout, where)
+    check_name(args.name if args.name else cfg.name, "--name" if args.name else f"{where}name")
+    if cfg.workload == "claims":
+        from workloads.claims import ClaimsConfig
+
+        try:
+            ClaimsConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in cfg.claims.items()})
+        except TypeError as e:
+            raise UsageError(f"{where}claims: {e}") from None
+    backend = sut.get(cfg.backend, runs=True)
+    opts = dict(backend_options(cfg), protocol="work-claim" if cfg.workload == "claims" else cfg.workload)
+    backend.check(opts)
+    table = support(cfg.backend, dict(opts, **(cfg.nemesis_opts or {})))
+    bad = [f"{n} ({table[n][1]})" for n in cfg.nemesis if not table.get(n, (False, "unknown nemesis"))[0]]
+    if bad:
+        raise UsageError(f"nemesis not available with --backend {cfg.backend} here: {'; '.join(bad)}")
+    if cfg.faults is not None and not (isinstance(cfg.faults, list) and all(
+            isinstance(o, dict) and {"time", "f", "value"} <= set(o) for o in cfg.faults)):
+        raise UsageError(f"--config {args.config}: 'faults' is a list of {{time, f, value}} ops")
+    cfg.store = args.store
+    if args.name:
+        cfg.name = args.name
+    cfg.command = shlex.join(["chaos", "run", "--config", os.path.abspath(args.config), "--store", cfg.store,
+                              "--name", cfg.name])
+    return cfg
+
+
 def run(args: argparse.Namespace) -> int:
     from chaos.runner import run as run_test
 
-    cfg = build_config(args)
-    if not os.access(os.path.dirname(os.path.abspath(cfg.store)) or ".", os.W_OK):
-        raise UsageError(f"--store {cfg.store}: parent directory is not writable")
+    cfg = config_from_file(args) if getattr(args, "config", None) else build_config(args)
+    writable_dir(cfg.store)
     print(f"chaos: {cfg.command}", file=sys.stderr)
     return run_test(cfg)

@@ -4,8 +4,9 @@ An index page lists every run under ``STORE`` (default ``./store``), newest
 first, with its verdict, backend, seed, nemeses and start time, and links to
 its ``report.html``, ``history.jsonl`` and ``results.json``. Everything else
 is served as static files from ``STORE`` (``http.server``), so a report's
-relative links (``history.jsonl``, ``logs/``) work. Binds 127.0.0.1 only;
-``--port 0`` picks a free port. The URL is printed on the first line of
+relative links (``history.jsonl``, ``logs/``) work, but never outside the
+store: a path that resolves (symlinks followed) outside it is a 404. Index
+links are URL-encoded. Binds 127.0.0.1 only; ``--port 0`` picks a free port. The URL is printed on the first line of
 stdout (flushed) so a script can read it.
 """
 
@@ -14,16 +15,24 @@ from __future__ import annotations
 import argparse
 import functools
 import html
-import json
 import os
 import signal
 import sys
 import threading
+import urllib.parse
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
+from backends import safeload
 from chaos.errors import UsageError
+from chaos.store import inside
 
 HOST = "127.0.0.1"
+
+
+EXIT_CODES = """exit codes:
+  0    done
+  254  bad arguments: one line on stderr
+  255  the suite itself crashed: a traceback on stderr (please report it)"""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,7 +49,7 @@ def find_runs(store: str) -> list[dict]:
             continue
         for stamp in os.listdir(base):
             d = os.path.join(base, stamp)
-            if not os.path.isdir(d) or not any(os.path.exists(os.path.join(d, f)) for f in ("history.jsonl", "results.json")):
+            if os.path.islink(d) or not os.path.isdir(d) or not any(os.path.exists(os.path.join(d, f)) for f in ("history.jsonl", "results.json")):
                 continue
             runs.append(_summary(store, name, stamp, d))
     runs.sort(key=lambda r: r["stamp"], reverse=True)
@@ -50,9 +59,8 @@ def find_runs(store: str) -> list[dict]:
 def _summary(store: str, name: str, stamp: str, d: str) -> dict:
     results = {}
     try:
-        with open(os.path.join(d, "results.json")) as f:
-            results = json.load(f)
-    except (OSError, ValueError):
+        results = safeload.json_file(os.path.join(d, "results.json"), safeload.RESULTS, "results")
+    except safeload.LoadError:
         pass
     results = results if isinstance(results, dict) else {}
     test = results.get("test") if isinstance(results.get("test"), dict) else {}
@@ -73,7 +81,8 @@ def index_page(store: str) -> str:
     rows = []
     for r in find_runs(store):
         e = {k: html.escape(str(v)) for k, v in r.items() if k != "files"}
-        links = " ".join(f'<a href="/{html.escape(r["rel"])}/{f}">{f}</a>' for f in r["files"])
+        href = urllib.parse.quote(r["rel"])
+        links = " ".join(f'<a href="/{html.escape(href)}/{f}">{f}</a>' for f in r["files"])
         rows.append(f'<tr><td>{e["name"]}</td><td style="color:{_COLORS.get(r["verdict"], "#000")};font-weight:600">'
                     f'{e["verdict"]}</td><td>{e["backend"]}</td><td>{e["nemesis"]}</td><td>{e["seed"]}</td>'
                     f'<td>{e["started_at"]}</td><td>{links}</td></tr>')
@@ -100,7 +109,21 @@ class _Handler(SimpleHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(data)
             return
+        if self._outside():
+            return
         super().do_GET()
+
+    def do_HEAD(self):
+        if self._outside():
+            return
+        super().do_HEAD()
+
+    def _outside(self) -> bool:
+        """404 for a path that resolves outside the store (a symlink out of it)."""
+        if inside(self.directory, self.translate_path(self.path)):
+            return False
+        self.send_error(404, "not in this store")
+        return True
 
     def log_message(self, fmt, *args):  # quiet: one line per request on stderr is noise for a viewer
         pass

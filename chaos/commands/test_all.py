@@ -24,16 +24,16 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import os
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 
-import yaml
-
+from backends import safeload
+from chaos.commands.run import MAX_SECONDS
 from chaos.errors import ExitCode, UsageError, worst
+from chaos.store import check_name, writable_dir
 
 MATRIX_KEYS = {"name", "workload", "workloads", "backends", "nemeses", "seeds", "time_limit", "workers", "store"}
 
@@ -138,9 +138,8 @@ def run_one(req: RunRequest, timeout: float | None = None, env: dict | None = No
     results = {}
     if run_dir:
         try:
-            with open(os.path.join(run_dir, "results.json")) as f:
-                results = json.load(f)
-        except (OSError, ValueError):
+            results = safeload.json_file(os.path.join(run_dir, "results.json"), safeload.RESULTS, "results")
+        except safeload.LoadError:
             results = {}
     if code not in (0, 1, 2, 254, 255):
         code = int(ExitCode.CRASH)
@@ -156,12 +155,9 @@ def _fail(path: str, msg: str):
 
 def load_matrix(path: str) -> dict:
     try:
-        with open(path) as f:
-            data = yaml.safe_load(f)
-    except FileNotFoundError:
-        _fail(path, "no such file")
-    except (OSError, yaml.YAMLError) as e:
-        _fail(path, f"not valid YAML ({str(e).splitlines()[0]})")
+        data = safeload.yaml_file(path, what="matrix")
+    except safeload.LoadError as e:
+        raise UsageError(f"chaos test-all: {e}") from None
     if not isinstance(data, dict):
         _fail(path, "a matrix must be a mapping with backends, nemeses, seeds ...")
     unknown = sorted(set(data) - MATRIX_KEYS)
@@ -172,10 +168,14 @@ def load_matrix(path: str) -> dict:
 
 def expand(matrix: dict, path: str = "matrix", store: str | None = None) -> list[RunRequest]:
     """Every combination backends x workloads x nemeses x seeds, as run requests."""
-    from chaos.targets import BACKENDS as KNOWN  # what chaos run can run
+    from chaos import sut
+
+    KNOWN = sut.names(runs=True)  # what chaos run can run
 
     backends = _list(matrix, "backends", path)
-    workloads = matrix.get("workloads") or [matrix.get("workload", "claims")]
+    workloads = matrix["workloads"] if "workloads" in matrix else [matrix.get("workload", "claims")]
+    if not isinstance(workloads, list) or not workloads or not all(isinstance(w, str) for w in workloads):
+        _fail(path, "workloads must be a non-empty list of workload names (or workload: one name)")
     nemeses = matrix.get("nemeses", [[]])
     seeds = _list(matrix, "seeds", path)
     if not isinstance(nemeses, list) or not nemeses:
@@ -183,10 +183,15 @@ def expand(matrix: dict, path: str = "matrix", store: str | None = None) -> list
     if not all(isinstance(s, int) and not isinstance(s, bool) for s in seeds):
         _fail(path, "seeds must be integers")
     time_limit, workers = matrix.get("time_limit", 5), matrix.get("workers", 3)
-    if not isinstance(time_limit, (int, float)) or isinstance(time_limit, bool) or time_limit <= 0:
-        _fail(path, "time_limit must be a positive number of seconds")
-    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
-        _fail(path, "workers must be a positive integer")
+    if (not isinstance(time_limit, (int, float)) or isinstance(time_limit, bool)
+            or not 0 < time_limit <= MAX_SECONDS):
+        _fail(path, f"time_limit must be a number of seconds in (0, {MAX_SECONDS}]")
+    if not isinstance(workers, int) or isinstance(workers, bool) or not 1 <= workers <= 200:
+        _fail(path, "workers must be an integer between 1 and 200")
+    prefix = matrix.get("name", "matrix")
+    check_name(prefix, f"{path}: name")
+    if not isinstance(matrix.get("store", "store"), str):
+        _fail(path, "store must be a directory path")
     known_faults = _known_faults()
     specs = []
     for b in backends:
@@ -203,7 +208,6 @@ def expand(matrix: dict, path: str = "matrix", store: str | None = None) -> list
         if bad:
             _fail(path, f"unknown nemesis {', '.join(bad)}; known: {', '.join(sorted(known_faults))}")
         fault_sets.append(names)
-    prefix = str(matrix.get("name", "matrix"))
     out = []
     for spec, workload, faults, seed in itertools.product(specs, workloads, fault_sets, seeds):
         label = spec["backend"] if spec["backend"] != "python" else spec["factory"].rpartition(":")[2]
@@ -257,6 +261,10 @@ ROW = "{:<12} {:<22} {:>6} {:<10} {:>6} {:>8}  {}"
 def run(args: argparse.Namespace) -> int:
     matrix = load_matrix(args.matrix)
     requests = expand(matrix, args.matrix, args.store)
+    if not args.dry_run:  # refuse unusable outputs before minutes of runs, not after
+        writable_dir(args.store or matrix.get("store", "store"), "--store" if args.store else f"{args.matrix}: store")
+        if args.junit:
+            _check_output_file(args.junit, "--junit")
     print(f"{len(requests)} runs from {args.matrix}", flush=True)
     print(ROW.format("backend", "nemeses", "seed", "verdict", "ops", "seconds", "run dir"), flush=True)
     if args.dry_run:
@@ -278,6 +286,19 @@ def run(args: argparse.Namespace) -> int:
     counts = {v: sum(o.verdict == v for o in outcomes) for v in sorted({o.verdict for o in outcomes})}
     print(f"\n{', '.join(f'{n} {v}' for v, n in counts.items())}; junit: {path}; exit {int(code)} ({code.name.lower()})")
     return int(code)
+
+
+def _check_output_file(path: str, flag: str) -> None:
+    """``path`` can be written: its directory exists and takes a new file, and it is not a directory."""
+    parent = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise UsageError(f"{flag} {path}: is a directory")
+    if not os.path.isdir(parent):
+        raise UsageError(f"{flag} {path}: no such directory {parent}")
+    try:
+        writable_dir(parent, flag)
+    except UsageError:
+        raise UsageError(f"{flag} {path}: directory {parent} is not writable") from None
 
 
 def _write_matrix_junit(args, matrix: dict, requests: list, outcomes: list) -> str:

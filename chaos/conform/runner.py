@@ -171,9 +171,38 @@ def _envelope(reply: Reply) -> dict:
     return {"exit": reply.exit, "stdout": reply.envelope}
 
 
-def run_case(case: Case, adapter: Adapter) -> CaseResult:
+def needs(case: Case) -> list[str]:
+    """The backend abilities (``chaos.sut.abilities``) replaying ``case`` takes."""
+    from backends.contract import REQUIRED_WRITE_PATHS
+
+    out = []
+    if any(case.initial["durable"][k] for k in case.initial["durable"]):
+        out.append("seed")
+    out.append("export")   # the final durable state is compared
+    faults = set(k for k, v in case.initial["faults"].items() if v)
+    faults |= {a["target"] for a in case.actions if a["operation"] == "control.inject-fault"}
+    if "clock_floor_persist" in faults:
+        out.append("floor-fault")
+    if "publication-outcome-unknown" in faults:
+        out.append("outcome-unknown-fault")
+    if any(a["operation"] == "control.restart" for a in case.actions):
+        out.append("restart")
+    paths = case.initial["backend"]["write_paths"]
+    if paths.get("alternate") == "bypass":
+        out.append("advisory-setup")
+    if {k: v for k, v in paths.items() if k != "alternate"} != {
+            k: v for k, v in REQUIRED_WRITE_PATHS.items() if k != "alternate"}:
+        out.append("write-paths")
+    if any(a["operation"].startswith("legacy-") for a in case.actions):
+        out.append("legacy-writes")
+    return out
+
+
+def run_case(case: Case, adapter: Adapter, abilities=None) -> CaseResult:
     """Replay ``case`` on ``adapter`` and compare; never raises for a backend
-    or harness failure (it becomes a failing result with the reason)."""
+    or harness failure (it becomes a failing result with the reason). With
+    the backend's ``abilities``, a case needing a missing one is not applicable
+    (its reason is the ability's), before the adapter is asked."""
     start = time.monotonic()
     run = CaseRun(case, adapter)
     expected = copy.deepcopy(case.expected)
@@ -182,7 +211,8 @@ def run_case(case: Case, adapter: Adapter) -> CaseResult:
     actual_final = None
     try:
         try:
-            reason = adapter.not_applicable(case)
+            reason = abilities.missing(needs(case)) if abilities is not None else None
+            reason = reason or adapter.not_applicable(case)
             if reason:  # never run, never counted as a pass
                 return CaseResult(case.name, "not-applicable", time.monotonic() - start, notes=[reason])
             substitutions = adapter.adjust_expected(case, expected)

@@ -12,6 +12,7 @@ import os
 import stat
 from pathlib import Path, PurePosixPath
 
+from backends.safeload import MANIFEST
 from chaos.errors import UsageError
 
 
@@ -92,12 +93,15 @@ def read_regular(root: Path, rel: str) -> bytes:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise UsageError(f"{target}: not a regular file")
-        chunks = []
-        while True:
+        chunks, total = [], 0
+        while total <= MANIFEST.max_bytes:
             chunk = os.read(fd, 1 << 16)
             if not chunk:
                 break
             chunks.append(chunk)
+            total += len(chunk)
+        if total > MANIFEST.max_bytes:
+            raise UsageError(f"{target}: larger than the {MANIFEST.describe_bytes()} limit for fixture files")
         return b"".join(chunks)
     finally:
         os.close(fd)

@@ -47,7 +47,10 @@ def run_conformance(backend: str, vectors: Path, cases: list[str] | None = None,
     """Load the manifests strictly (``UsageError`` on any defect, before any
     backend starts), then replay each case on a fresh adapter."""
     loaded = load_cases(Path(vectors), cases)
+    from chaos import sut
+
     report = Report(backend, str(vectors))
+    abilities = sut.get(backend, conforms=True).abilities(dict(options or {}))
     session = open_session(backend, dict(options or {}))
     try:
         if on_loaded is not None:
@@ -58,7 +61,7 @@ def run_conformance(backend: str, vectors: Path, cases: list[str] | None = None,
             except Exception as e:  # the backend could not even be prepared
                 result = CaseResult(case.name, "fail", 0.0, [f"harness: {type(e).__name__}: {e}"])
             else:
-                result = run_case(case, adapter)
+                result = run_case(case, adapter, abilities)
             report.results.append(result)
             if on_result is not None:
                 on_result(result)

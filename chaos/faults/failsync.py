@@ -63,22 +63,27 @@ def cache_dir() -> Path:
 
 
 def build() -> str:
-    """Compile ``failsync.c`` once per source version; returns the .so path.
+    """Compile ``failsync.c`` once per source version; returns the .so path."""
+    return build_shim(SOURCE, LIBNAME)
+
+
+def build_shim(source: Path, libname: str) -> str:
+    """Compile a preload shim's C source once per source version; returns the .so path.
 
     The output name carries the source hash, and the compile writes a temp
     file renamed into place, so concurrent builders never see a partial .so.
     """
-    src = SOURCE.read_bytes()
+    src = source.read_bytes()
     digest = hashlib.sha256(src).hexdigest()[:16]
-    out = cache_dir() / f"{LIBNAME}-{digest}.so"
+    out = cache_dir() / f"{libname}-{digest}.so"
     if out.exists():
         return str(out)
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     try:
-        res = subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-o", str(tmp), str(SOURCE), "-ldl"],
+        res = subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-o", str(tmp), str(source), "-ldl"],
                              capture_output=True, text=True)
         if res.returncode != 0:
-            raise RuntimeError(f"building the fsync shim failed: {res.stderr.strip()}")
+            raise RuntimeError(f"building the {libname} shim failed: {res.stderr.strip()}")
         os.chmod(tmp, 0o755)
         os.replace(tmp, out)
     finally:

@@ -16,7 +16,15 @@ Usage::
 
 The server always has ``fsync=on`` and ``synchronous_commit=on`` (durability
 tests are meaningless otherwise). ``cleanup()`` leaves no process and no
-directory behind; it is idempotent and registered with ``atexit``.
+directory behind, and returns only once every process of the server is gone;
+it is idempotent and registered with ``atexit``. A guard process
+(``chaos.watchdog``, on a pipe) does the same if the owner dies without
+cleaning up, even by SIGKILL: an interrupted test run or ``chaos conform``
+leaves no server and no ``ccpg*`` directory.
+
+The directory is made in ``$CLAIM_CHAOS_PG_TMPDIR`` (default ``/tmp``; it
+must be traversable by the server user), so a test can look only at the
+servers it started.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -88,9 +97,11 @@ class PgServer:
             run_as = "postgres"
         self._ids: dict = {}
         self._home = os.environ.get("HOME", "/tmp")
-        self.dir = tempfile.mkdtemp(prefix="ccpg", dir="/tmp")
+        self.dir = tempfile.mkdtemp(prefix="ccpg", dir=os.environ.get("CLAIM_CHAOS_PG_TMPDIR") or "/tmp")
         atexit.register(self.cleanup)
+        self._guard: subprocess.Popen | None = None
         try:
+            self._guard = _start_guard(self.dir)
             self.sockdir = os.path.join(self.dir, "s")  # unix socket paths are limited to 107 bytes
             self.data = os.path.join(self.dir, "data")
             self.log_path = os.path.join(self.dir, "server.log")
@@ -177,6 +188,7 @@ class PgServer:
         finally:
             log.close()
         procs.register(self.proc.pid)
+        self._guard_note(self.proc.pid)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -221,12 +233,14 @@ class PgServer:
             self._drop_pause_state()
             return
         self.resume()
+        children = [pid for pid in self.tree_pids() if pid != self.proc.pid]
         self.proc.send_signal(signal.SIGINT)
         try:
             self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
             self.kill()
             return
+        procs.reap(children)  # a child the postmaster no longer waits for is still ours to outlive
         procs.unregister(self.proc.pid)
 
     def restart(self, crash: bool = True) -> None:
@@ -303,16 +317,50 @@ class PgServer:
             self._drop_pause_state()
         finally:
             shutil.rmtree(self.dir, ignore_errors=True)
+            self._stop_guard()
             try:
                 atexit.unregister(self.cleanup)
             except Exception:
                 pass
+
+    # ------------------------------------------------------------------ the guard
+
+    def _guard_note(self, pid: int) -> None:
+        from chaos.watchdog import start_time
+
+        with open(os.path.join(self.dir, _GUARD_PIDS), "a") as f:
+            f.write(f"{pid} {start_time(pid)}\n")
+
+    def _stop_guard(self) -> None:
+        """Our own cleanup is done: release the guard (it finds nothing left to do)."""
+        guard, self._guard = self._guard, None
+        if guard is None:
+            return
+        try:
+            guard.stdin.close()
+            guard.wait(timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            procs.ProcessTree(guard.pid, popen=guard).kill()
+        procs.unregister(guard.pid)
 
     def __enter__(self) -> "PgServer":
         return self
 
     def __exit__(self, *exc) -> None:
         self.cleanup()
+
+
+_GUARD_PIDS = "guard.pids"
+
+
+def _start_guard(directory: str) -> subprocess.Popen:
+    """``python -m chaos.watchdog DIR/guard.pids DIR`` on a pipe, in its own
+    session (a Ctrl-C of the owner's terminal must not end it first)."""
+    open(os.path.join(directory, _GUARD_PIDS), "w").close()
+    guard = subprocess.Popen([sys.executable, "-m", "chaos.watchdog", os.path.join(directory, _GUARD_PIDS), directory],
+                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, start_new_session=True)
+    procs.register(guard.pid)
+    return guard
 
 
 def server_alive_pids(pids: list[int]) -> list[int]:

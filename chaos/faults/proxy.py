@@ -8,9 +8,16 @@ Usage::
     dsn = f"host=127.0.0.1 port={proxy.port} user=postgres dbname=postgres"
     proxy.drop_responses = True   # requests reach the server, replies are discarded
     proxy.blackhole = True        # hold bytes both ways (flushed when cleared)
+    proxy.blackhole_after = 3     # forward 3 more requests, then hold everything (mid-conversation)
+    proxy.blackhole_after = b"COMMIT\x00"  # forward up to the next request with these bytes, then hold
     proxy.delay = 0.2             # seconds added before forwarding each chunk
     proxy.reset_all()             # RST every open connection
+    proxy.refuse()                # stop listening (connect: ECONNREFUSED) and RST every open connection
+    proxy.accept()                # listen again on the same port
     proxy.close()
+
+``held`` counts the chunks that waited in a blackhole, ``refused_since``
+tells whether the listener is down; both are fault evidence.
 
 Knobs are plain attributes, read by the event loop at each chunk, so they may
 be flipped from any thread.
@@ -22,6 +29,7 @@ import asyncio
 import socket
 import struct
 import threading
+import time
 
 
 class FaultProxy:
@@ -30,6 +38,11 @@ class FaultProxy:
         self.drop_responses = False
         self.blackhole = False
         self.delay = 0.0
+        self.held = 0
+        self.refusing = False
+        self.blackhole_after: int | bytes | None = None   # engage the blackhole after this many more
+                                                           # requests, or after the next one holding these bytes
+        self.blackholed_at: float | None = None   # time.monotonic() when the blackhole last engaged
         self._writers: set[asyncio.StreamWriter] = set()
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
@@ -73,7 +86,22 @@ class FaultProxy:
                     await asyncio.sleep(self.delay)
                 if reply and self.drop_responses:
                     continue  # the server answered; the client never hears it
+                if not reply and self.blackhole_after is not None and not self.blackhole:
+                    if isinstance(self.blackhole_after, bytes):
+                        last = self.blackhole_after in chunk
+                    else:
+                        self.blackhole_after -= 1
+                        last = self.blackhole_after <= 0
+                    if last:  # this request still goes through; what follows (its reply first) stalls
+                        self.blackhole_after = None
+                        self.engage_blackhole()   # before the write: the reply must not slip through
+                        writer.write(held + chunk)
+                        held = b""
+                        await writer.drain()
+                        continue
                 held += chunk
+                if self.blackhole:
+                    self.held += 1
                 while self.blackhole:
                     await asyncio.sleep(0.01)
                 writer.write(held)
@@ -101,10 +129,38 @@ class FaultProxy:
             self._writers.clear()
         self._loop.call_soon_threadsafe(abort)
 
+    def engage_blackhole(self) -> None:
+        self.blackhole = True
+        self.blackholed_at = time.monotonic()
+
+    def refuse(self) -> None:
+        """Stop listening, so a connect gets ECONNREFUSED, and RST every open connection."""
+        async def stop() -> None:
+            self._server.close()
+            await self._server.wait_closed()
+
+        asyncio.run_coroutine_threadsafe(stop(), self._loop).result(5)
+        self.refusing = True
+        self.reset_all()
+
+    def accept(self) -> None:
+        """Listen again on the same address after ``refuse``."""
+        if not self.refusing:
+            return
+
+        async def start() -> None:
+            self._server = await asyncio.start_server(self._handle, self.host, self.port, reuse_address=True)
+
+        asyncio.run_coroutine_threadsafe(start(), self._loop).result(5)
+        self.refusing = False
+
     def heal(self) -> None:
         self.drop_responses = False
         self.blackhole = False
+        self.blackhole_after = None
         self.delay = 0.0
+        if self.refusing:
+            self.accept()
 
     def close(self) -> None:
         """Stop listening, abort every connection, stop the thread. Idempotent."""

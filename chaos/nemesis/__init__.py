@@ -14,7 +14,14 @@ A package (jepsen ``nemesis/combined.clj`` style) is::
   returns the completion value with ``took_effect`` evidence.
 * ``final(env) -> value``: heals everything this package may have broken.
 * ``targets``: what it hits (``workers``, ``server``); ``requires``: the
-  mechanisms it needs (``faketime``, ``failsync``), checked by ``supported``.
+  machine mechanisms it needs (``faketime``, ``failsync``), checked by ``supported``;
+  ``needs``: further backend abilities (``chaos.sut.abilities``).
+
+Which implementation a nemesis name gets is the backend's decision, not a
+table here: ``build(name, opts)`` asks ``chaos.sut.get(opts["backend"])`` for
+the ability of the same name; a missing one is ``NemesisRefused`` with its
+reason, a present one names the mechanism (``via``) that picks the package
+(``kill`` by ``server`` for PostgreSQL, by ``workers`` elsewhere).
 
 ``compose_packages(names, opts)`` unions packages into one nemesis generator
 and one executor table. ``Coverage`` counts, per requested fault, how often it
@@ -32,6 +39,8 @@ from workloads.generator import Gen, any_of, fill_op, nemesis as on_nemesis, PEN
 from workloads.random import Stream
 
 DEFAULT_ORDER = ("kill", "pause", "clock", "fsync", "lost-reply", "restart")
+#: faults that exist but run only when asked for by name (never in the default selection)
+OPT_IN = ("power-loss", "partition")
 
 
 @dataclass(frozen=True)
@@ -41,8 +50,9 @@ class Package:
     execute: Callable
     final: Callable
     targets: str = "workers"
-    requires: tuple = ()
+    requires: tuple = ()   # machine mechanisms (faketime, failsync): ``mechanisms()``
     heals: tuple = ()   # the ``f`` of this package's heal ops
+    needs: tuple = ()   # further backend abilities ("barrier", "barrier=hook"): ``Abilities.missing``
 
 
 @dataclass(frozen=True)
@@ -152,87 +162,81 @@ class Coverage:
             return {k: dict(v) for k, v in self.table.items()}
 
 
-def _per_backend(workers_pkg: Callable, server_pkg: Callable) -> Callable:
-    """``--backend postgres`` faults the server; every other backend its workers."""
-    def make(opts: dict) -> Package:
-        return server_pkg(opts) if opts.get("backend") == "postgres" else workers_pkg(opts)
-    return make
-
-
 def _registry() -> dict:
-    from chaos.nemesis import clock, io, process, server
+    """nemesis -> {mechanism (the ability's ``via``) -> ``package(opts)``}."""
+    from chaos.nemesis import clock, io, partition, power, process, server
 
     return {
-        "kill": _per_backend(process.kill_package, server.kill_package),
-        "pause": _per_backend(process.pause_package, server.pause_package),
-        "restart": process.restart_package,
-        "clock": clock.package,
-        "fsync": _per_backend(io.fsync_package, server.fsync_package),
-        "lost-reply": _per_backend(io.lost_reply_package, server.lost_reply_package),
+        "kill": {"workers": process.kill_package, "server": server.kill_package},
+        "pause": {"workers": process.pause_package, "server": server.pause_package},
+        "restart": {"workers": process.restart_package},
+        "clock": {"workers": clock.package},
+        "fsync": {"workers": io.fsync_package, "server": server.fsync_package},
+        "lost-reply": {"exit-after-commit": io.lost_reply_package, "proxy": server.lost_reply_package},
+        "power-loss": {"powerloss-shim": power.package},
+        "partition": {"worker-proxies": partition.package},
     }
 
 
-#: backend -> nemesis -> what it hits and how (``chaos doctor``, docs)
-TARGETS: dict[str, dict[str, str]] = {
-    "sqlite": {
-        "kill": "worker processes: SIGKILL + reap",
-        "pause": "worker processes: SIGSTOP/SIGCONT",
-        "clock": "worker wall clocks: libfaketime (backward, forward, strobe)",
-        "fsync": "worker fsyncs: EIO shim",
-        "lost-reply": "workers: exit(137) right after a commit, before the reply",
-        "restart": "worker processes: drop state, reopen the store",
-    },
-    "postgres": {
-        "kill": "the PostgreSQL server tree: SIGKILL, restart with crash recovery",
-        "pause": "the PostgreSQL server: cgroup freezer (root) or SIGSTOP snapshot",
-        "clock": "worker wall clocks (the service's clock is authoritative): libfaketime",
-        "fsync": "the PostgreSQL server: EIO shim preloaded, PANIC, restart at the heal",
-        "lost-reply": "fault proxy in front of the server: replies dropped for a window",
-        "restart": "worker processes: drop state and connection, reopen",
-    },
-    "gitjournal": {
-        "kill": "worker processes: SIGKILL + reap (a held journal lock is recovered from its dead owner)",
-        "pause": "worker processes: SIGSTOP/SIGCONT (a held lock makes others wait, then busy)",
-        "clock": "worker wall clocks: libfaketime (backward, forward, strobe)",
-        "fsync": "worker fsyncs (journal appends, item files): EIO shim",
-        "lost-reply": "workers: exit(137) right after a commit, before the reply",
-        "restart": "worker processes: drop state, re-read the ledgers",
-    },
-    "external": {
-        "kill": "worker hosts and their running CLI child: SIGKILL the tree",
-        "pause": "worker hosts and their running CLI child: SIGSTOP/SIGCONT",
-        "clock": "worker + CLI wall clocks (inherited preload): libfaketime",
-        "fsync": "CLI fsyncs (inherited preload): EIO shim",
-        "lost-reply": "workers: exit(137) after the CLI answered exit 0, before the reply",
-        "restart": "worker hosts: drop state (each op is a fresh CLI process anyway)",
-    },
-}
-
-#: nemeses that need a server of our own (never faulted when the user gave --dsn)
-# an outside Python backend runs inside the worker processes, like sqlite
-TARGETS["python"] = dict(TARGETS["sqlite"])
-
-OWN_SERVER = {"postgres": ("kill", "pause", "fsync")}
+class NemesisRefused(ValueError):
+    """The backend lacks an ability this nemesis needs (one line, the reason)."""
 
 
-class _Lazy(dict):
+def _backend_of(opts: dict):
+    from chaos import sut
+
+    return sut.get(opts.get("backend") or "sqlite")
+
+
+def sut_options(opts: dict) -> dict:
+    """The backend options inside nemesis opts (dsn, command, profile, factory)."""
+    from chaos.sut.base import OPTIONS
+
+    # the protocol under test (work-claim by default) decides some abilities (issue-lock has no lost-reply)
+    return {**{k: opts.get(k) for k in OPTIONS}, "protocol": opts.get("protocol") or "work-claim"}
+
+
+def build(name: str, opts: dict) -> Package:
+    """The package ``name`` for the backend in ``opts``: the backend's ability
+    of the same name says whether it exists and by which mechanism (``via``);
+    the package's own ``needs`` (more abilities) are checked too."""
+    impls = _registry().get(name)
+    if impls is None:
+        raise KeyError(name)
+    backend = _backend_of(opts)
+    table = backend.abilities(sut_options(opts))
+    ability = table[name]
+    if not ability.ok:
+        raise NemesisRefused(f"{name}: {ability.how}")
+    if ability.via not in impls:
+        raise NemesisRefused(f"{name}: no nemesis for mechanism {ability.via!r} of {backend.name}")
+    pkg = impls[ability.via](opts)
+    why = table.missing(pkg.needs)
+    if why:
+        raise NemesisRefused(f"{name}: {why}")
+    return pkg
+
+
+class _Named(dict):
+    """name -> ``package(opts)`` (the backend is ``opts["backend"]``, default sqlite)."""
+
     def __missing__(self, key):
-        self.update(_registry())
-        if key not in self:
+        if key not in _registry():
             raise KeyError(key)
-        return dict.__getitem__(self, key)
+        return lambda opts: build(key, opts)
 
     def __iter__(self):
-        self.update(_registry())
-        return dict.__iter__(self)
+        return iter(_registry())
+
+    def __contains__(self, key):
+        return key in _registry()
 
     def keys(self):
-        self.update(_registry())
-        return dict.keys(self)
+        return _registry().keys()
 
 
 #: name -> ``package(opts) -> Package``
-NEMESES: dict = _Lazy()
+NEMESES: dict = _Named()
 
 
 def mechanisms() -> dict:
@@ -250,32 +254,37 @@ def mechanisms() -> dict:
         out["failsync"] = (True, failsync.build())
     except Exception as e:
         out["failsync"] = (False, f"{type(e).__name__}: {e}")
+    try:
+        from chaos.faults import powerloss
+
+        out["powerloss"] = (True, powerloss.build())
+    except Exception as e:
+        out["powerloss"] = (False, f"{type(e).__name__}: {e}")
     return out
 
 
-def support(backend: str, own_server: bool = True) -> dict[str, tuple[bool, str]]:
-    """Per nemesis: (works here, what it hits or why not)."""
+def support(backend: str, opts: dict | None = None) -> dict[str, tuple[bool, str]]:
+    """Per nemesis: (works here, what it hits or why not). ``opts`` are the
+    backend options (dsn, command, profile, factory) and nemesis opts."""
     have = mechanisms()
     out = {}
-    for name in DEFAULT_ORDER:
-        what = TARGETS.get(backend, {}).get(name)
-        if what is None:
-            out[name] = (False, f"not available for {backend}")
+    for name in DEFAULT_ORDER + OPT_IN:
+        try:
+            pkg = build(name, {"workers": 1, **dict(opts or {}), "backend": backend})
+        except NemesisRefused as e:
+            out[name] = (False, str(e).partition(": ")[2])
             continue
-        pkg = NEMESES[name]({"workers": 1, "backend": backend})
         missing = [m for m in pkg.requires if not have.get(m, (False, ""))[0]]
         if missing:
             out[name] = (False, f"needs {', '.join(missing)}: {'; '.join(have[m][1] for m in missing)}")
-        elif not own_server and name in OWN_SERVER.get(backend, ()):
-            out[name] = (False, "needs a server started by chaos run (never faults a --dsn server)")
         else:
-            out[name] = (True, what)
+            out[name] = (True, _backend_of({"backend": backend}).abilities(sut_options(opts or {}))[name].how)
     return out
 
 
-def supported(backend: str, own_server: bool = True) -> list[str]:
+def supported(backend: str, opts: dict | None = None) -> list[str]:
     """The nemeses that work for ``backend`` on this machine (default selection)."""
-    return [name for name, (ok, _) in support(backend, own_server).items() if ok]
+    return [name for name, (ok, _) in support(backend, opts).items() if ok and name in DEFAULT_ORDER]
 
 
 def compose_packages(names, opts: dict) -> tuple[Gen | None, dict, list[Package]]:
@@ -284,7 +293,7 @@ def compose_packages(names, opts: dict) -> tuple[Gen | None, dict, list[Package]
     for name in names:
         if name not in NEMESES.keys():
             raise KeyError(name)
-        pkgs.append(NEMESES[name](opts))
+        pkgs.append(build(name, opts))
     table = {}
     for p in pkgs:
         table[p.name] = p

@@ -91,7 +91,9 @@ def pause_package(opts: dict) -> Package:
 
     gen = FaultCycle("pause", draw, opts.get("workers", 1), gap_ms=opts.get("pause_gap_ms", (1500, 5000)),
                      dur_ms=opts.get("pause_ms", (1000, 4000)), heal="resume")
-    return Package("pause", gen, run, lambda env: resume(env), "workers", heals=("resume",))
+    # a paused writer is parked by the worker host's in-process barrier hook
+    needs = ("barrier=hook",) if opts.get("pause_at") == "publish" else ()
+    return Package("pause", gen, run, lambda env: resume(env), "workers", heals=("resume",), needs=needs)
 
 
 def _restart_one(slot, t: int, attempts: int = 3) -> dict:

@@ -21,7 +21,7 @@
   chunks really discarded during the window.
 
 Every op runs on the nemesis thread; ``env.target`` is the run's
-``chaos.targets.PostgresTarget``.
+``chaos.sut.postgres.PostgresTarget``.
 """
 
 from __future__ import annotations

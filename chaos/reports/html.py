@@ -202,6 +202,7 @@ def _anomalies(run: RunData, spans: list) -> str:
             count += 1
             out.append(f'<div class="anomaly"><b>{_e(name)}: {_e(a.get("type"))}</b><p>{_e(a.get("explanation"))}</p>')
             out.append(_ops_table(a.get("ops") or [], by_index, raw))
+            out.append(_linearization(a, by_index, count))
             if a.get("data"):
                 out.append(f"<details><summary>data</summary><pre>{_e(_short(a['data'], 4000))}</pre></details>")
             out.append("</div>")
@@ -210,6 +211,21 @@ def _anomalies(run: RunData, spans: list) -> str:
     if count == 0:
         out.append("<p>None found.</p>")
     return "\n".join(out)
+
+
+def _linearization(anomaly: dict, by_index: dict, n: int) -> str:
+    """A non-linearizable partition: its longest linearizable prefix and the illegal next ops, drawn."""
+    data = anomaly.get("data") if isinstance(anomaly.get("data"), dict) else {}
+    prefix, stuck = data.get("longest_linearization"), data.get("not_linearizable_after_it")
+    if anomaly.get("type") != "nonlinearizable" or not isinstance(prefix, list) or not isinstance(stuck, list):
+        return ""
+    spans = {i: by_index[i] for i in prefix + stuck if isinstance(i, int) and i in by_index}
+    first = data.get("first_to_return")
+    return _img(f"plot-linearization-{n}", "Partial linearization: the longest linearizable prefix in order and "
+                "the ops that cannot follow it", plots.linearization(spans, prefix, stuck,
+                                                                      first if isinstance(first, int) else None,
+                                                                      str(data.get("state_after_it", "?"))),
+                "its ops are not in history.jsonl")
 
 
 def _ops_table(indices: list, by_index: dict, raw: dict) -> str:

@@ -2,17 +2,19 @@
 
 A run killed mid-way may have no ``results.json``, a torn last history line,
 or no history at all; the report must still be written and say so. Every
-problem found while loading is kept in ``RunData.problems`` and shown.
+problem found while loading is kept in ``RunData.problems`` and shown. A
+``results.json`` that departs from its schema (``results_schema``) keeps only
+its well-typed members: the report shows the rest as problems instead of
+tripping over them.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 from dataclasses import dataclass, field
 
-import yaml
+from backends import safeload
 
 VERDICTS = ("valid", "invalid", "unknown")
 
@@ -65,7 +67,9 @@ def load_run(run_dir: str) -> RunData:
     run = RunData(os.path.abspath(run_dir))
     results = _json(os.path.join(run_dir, "results.json"), run.problems)
     if isinstance(results, dict):
-        run.results = results
+        run.results = well_typed(results, run.problems)
+    elif results is False:
+        pass
     elif results is None:
         run.problems.append("no results.json: the run did not finish (crashed or was killed)")
     test = _yaml(os.path.join(run_dir, "test.yaml"), run.problems)
@@ -75,48 +79,77 @@ def load_run(run_dir: str) -> RunData:
     return run
 
 
+def well_typed(results: dict, problems: list) -> dict:
+    """``results`` without the members whose type departs from schema 1 (each one a problem)."""
+    from chaos.reports.results_schema import COVERAGE_ROW, STATS, TEST, TOP_LEVEL
+
+    def keep(obj: dict, spec: dict, where: str) -> dict:
+        out = dict(obj)
+        for key, (_required, types, *_meaning) in spec.items():
+            if key in out and (not isinstance(out[key], types) or (isinstance(out[key], bool) and bool not in types)):
+                problems.append(f"results.json: {where}{key} has the wrong type ({type(out[key]).__name__}); ignored")
+                del out[key]
+        return out
+
+    clean = keep(results, TOP_LEVEL, "")
+    if "test" in clean:
+        clean["test"] = keep(clean["test"], TEST, "test.")
+    if "stats" in clean:
+        clean["stats"] = keep(clean["stats"], STATS, "stats.")
+    for section, row_spec in (("checkers", None), ("fault_coverage", COVERAGE_ROW)):
+        rows = clean.get(section)
+        if isinstance(rows, dict):
+            bad = [k for k, v in rows.items() if not isinstance(v, dict)]
+            for k in bad:
+                problems.append(f"results.json: {section}.{k} is not an object; ignored")
+            clean[section] = {k: (keep(v, row_spec, f"{section}.{k}.") if row_spec else v)
+                              for k, v in rows.items() if isinstance(v, dict)}
+    notes = clean.get("notes")
+    if isinstance(notes, list):
+        clean["notes"] = [str(n) for n in notes]
+    return clean
+
+
 def _json(path: str, problems: list):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except FileNotFoundError:
+    if not os.path.lexists(path):
         return None
-    except (OSError, ValueError) as e:
-        problems.append(f"{os.path.basename(path)} unreadable: {e}")
+    try:
+        return safeload.json_file(path, safeload.RESULTS, os.path.basename(path))
+    except safeload.LoadError as e:
+        problems.append(f"unreadable: {e}")
         return False
 
 
 def _yaml(path: str, problems: list):
-    try:
-        with open(path) as f:
-            return yaml.safe_load(f)
-    except FileNotFoundError:
+    if not os.path.lexists(path):
         return None
-    except (OSError, yaml.YAMLError) as e:
-        problems.append(f"{os.path.basename(path)} unreadable: {e}")
+    try:
+        return safeload.yaml_file(path, safeload.CONFIG, os.path.basename(path))
+    except safeload.LoadError as e:
+        problems.append(f"unreadable: {e}")
         return None
 
 
 def _history(path: str, problems: list) -> list[dict]:
     """Every parseable line; a torn tail or a corrupt line is reported, not fatal."""
     ops: list[dict] = []
-    try:
-        f = open(path, "rb")
-    except FileNotFoundError:
+    if not os.path.lexists(path):
         problems.append("no history.jsonl")
         return ops
-    with f:
-        for n, raw in enumerate(f, 1):
+    try:
+        for n, raw in safeload.json_lines(path, what="history.jsonl"):
             if not raw.endswith(b"\n"):
                 problems.append(f"history.jsonl: torn last line {n} skipped (the run was killed mid-write)")
                 break
             if not raw.strip():
                 continue
             try:
-                op = json.loads(raw)
+                op = safeload.json_line(raw)
             except ValueError:
                 problems.append(f"history.jsonl: line {n} is not JSON, skipped")
                 continue
             if isinstance(op, dict):
                 ops.append(op)
+    except safeload.LoadError as e:
+        problems.append(f"unreadable: {e}")
     return ops

@@ -164,3 +164,78 @@ def clocks(series: ClockSeries, windows: list[Window], horizon: float) -> bytes 
     h, _ = ax.get_legend_handles_labels()
     ax.legend(handles=h + handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7, frameon=False)
     return _png(fig)
+
+
+def linearization(spans: dict, prefix: list, stuck: list, first: int | None, state: str,
+                  context: int = 24) -> bytes | None:
+    """Porcupine's partial-linearization view of one non-linearizable partition.
+
+    ``spans`` maps invoke indices to ``OpSpan``s; ``prefix`` is the longest
+    linearizable prefix (invoke indices in order), ``stuck`` the ops none of
+    which the model accepts after it, ``first`` the op that had to go before
+    it returned. As in Porcupine's visualizer, time is compressed to the
+    order of the events (each distinct call or return time one step), each
+    linearized op gets a linearization point (black tick) no earlier than its
+    call and after the previous point, joined in order, and each illegal next
+    try is a red dashed line from the last point to a red cross. Only the
+    last ``context`` prefix ops are drawn.
+    """
+    shown_prefix = [i for i in prefix[-context:] if i in spans]
+    tries = [i for i in stuck if i in spans]
+    if not tries:
+        return None
+    ops = [spans[i] for i in shown_prefix + tries]
+    instants = sorted({s.start for s in ops} | {s.end for s in ops if s.end is not None})
+    slot = {t: k for k, t in enumerate(instants)}
+    never = len(instants)  # where an op that never completed ends
+    eps = 0.2
+    rows = {t: r for r, t in enumerate(sorted({s.thread for s in ops}))}
+    points: list[tuple[float, int]] = []
+    x = -1.0
+    for i in shown_prefix:
+        span = spans[i]
+        x = max(slot[span.start], x + eps)
+        if span.end is not None:
+            x = min(x, slot[span.end])
+        points.append((x, rows[span.thread]))
+    fig = Figure(figsize=(11, 1.6 + 0.5 * len(rows)))
+    ax = fig.add_subplot()
+    for s in ops:
+        lo, hi = slot[s.start], never if s.end is None else slot[s.end]
+        bad = s.invoke_index in tries
+        ax.broken_barh([(lo, max(hi - lo, 0.3))], (rows[s.thread] - 0.3, 0.6),
+                       facecolors=OUTCOME_COLORS.get(s.type, "#9e9e9e"), alpha=0.35 if not bad else 0.6,
+                       edgecolors="#c62828" if bad else "#555555", linewidth=2.0 if bad else 0.6,
+                       hatch="//" if s.end is None else None)
+        ax.annotate(f"#{s.invoke_index} {s.f}", (lo, rows[s.thread] - 0.33), fontsize=7, va="bottom",
+                    color="#c62828" if bad else "#333333")  # the y axis is inverted: row - 0.33 is above
+    if points:
+        ax.plot([p[0] for p in points], [p[1] for p in points], color="black", linewidth=0.8, zorder=4)
+        ax.scatter([p[0] for p in points], [p[1] for p in points], marker="|", s=260, color="black", zorder=5)
+        for k, (px, py) in enumerate(points, start=len(prefix) - len(points) + 1):
+            ax.annotate(str(k), (px, py + 0.36), fontsize=7, ha="center", va="top", color="black")
+    last = points[-1] if points else (-1.0, None)
+    for i in tries:
+        s = spans[i]
+        tx, ty = max(slot[s.start], last[0] + eps), rows[s.thread]
+        if last[1] is not None:
+            ax.plot([last[0], tx], [last[1], ty], color="#c62828", linestyle="--", linewidth=1.0, zorder=4)
+        ax.scatter([tx], [ty], marker="x", s=70, color="#c62828", zorder=6)
+    handles = [Patch(facecolor="none", edgecolor="black", label="linearization point (in order)"),
+               Patch(facecolor="none", edgecolor="#c62828", label="illegal next op")]
+    ax.set_yticks(list(rows.values()))
+    ax.set_yticklabels([f"worker {t}" for t in rows])
+    ax.set_ylim(-0.7, len(rows) - 0.3)
+    ax.set_xlim(-0.5, never + 0.5)
+    ticks = list(range(0, len(instants), max(1, len(instants) // 8)))
+    ax.set_xticks(ticks)
+    ax.set_xticklabels([f"{instants[k]:.3f}" for k in ticks], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("time since start (s), compressed to the order of calls and returns")
+    ax.set_title(f"longest linearizable prefix: {len(prefix)} ops (last {len(points)} shown); none of the "
+                 f"{len(tries)} op(s) that could come next is legal" + (f"; #{first} returned first" if first is not None else ""),
+                 fontsize=9)
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, frameon=False)
+    fig.text(0.01, -0.04, "model state after the prefix: " + (state if len(state) <= 160 else state[:157] + "..."),
+             fontsize=7, family="monospace", va="top")
+    return _png(fig)

@@ -9,10 +9,12 @@ Entry points:
 """
 
 from .checker import ILLEGAL, OK, UNKNOWN_RESULT, LinearizabilityResult, PartitionResult, check_events, check_operations
-from .model import CALL, INF, RETURN, UNKNOWN, Event, Model, NondeterministicModel, Operation, fill_defaults
+from .model import (
+    CALL, INF, KEEPS, READS, RETURN, UNKNOWN, WRITES, Event, Model, NondeterministicModel, Operation, fill_defaults,
+)
 
 __all__ = [
-    "CALL", "RETURN", "INF", "UNKNOWN", "OK", "ILLEGAL", "UNKNOWN_RESULT",
+    "CALL", "RETURN", "INF", "UNKNOWN", "OK", "ILLEGAL", "UNKNOWN_RESULT", "READS", "WRITES", "KEEPS",
     "Event", "Operation", "Model", "NondeterministicModel", "fill_defaults",
     "LinearizabilityResult", "PartitionResult", "check_operations", "check_events", "check",
 ]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .model import INF, UNKNOWN, Model, Operation
+from .model import INF, KEEPS, READS, UNKNOWN, WRITES, Model, Operation
 
 # --------------------------------------------------------------------------- etcd: a CAS register
 
@@ -71,6 +71,13 @@ def etcd_step(state: int | None, inp: tuple, out: Any) -> tuple[bool, int | None
     return out is not True, state
 
 
+def etcd_effect(inp: tuple, out: Any) -> tuple | None:
+    """``etcd_step``'s fixed shapes: a read keeps the state it saw, a write sets it; a CAS asks the step."""
+    if inp[0] == READ:
+        return (KEEPS,) if out is UNKNOWN else (READS, out)
+    return (WRITES, inp[1]) if inp[0] == WRITE else None
+
+
 def _describe_etcd(inp: tuple, out: Any) -> str:
     kind = inp[0]
     if kind == READ:
@@ -86,6 +93,7 @@ etcd_model = Model(
     describe_operation=_describe_etcd,
     describe_state=lambda s: "nil" if s is None else str(s),
     name="etcd-register",
+    effect=etcd_effect,
 )
 
 # --------------------------------------------------------------------------- kv: get / put / append by key
@@ -129,6 +137,13 @@ def kv_step(state: str, inp: tuple, out: Any) -> tuple[bool, str]:
     return True, state + inp[2]
 
 
+def kv_effect(inp: tuple, out: Any) -> tuple | None:
+    """``kv_step``'s fixed shapes: a get keeps the value it saw, a put sets it; an append asks the step."""
+    if inp[0] == GET:
+        return (KEEPS,) if out is UNKNOWN else (READS, out)
+    return (WRITES, inp[2]) if inp[0] == PUT else None
+
+
 def partition_by_key(ops: list[Operation]) -> list[list[Operation]]:
     groups: dict[Any, list[Operation]] = {}
     for op in ops:
@@ -142,6 +157,7 @@ kv_model = Model(
     partition=partition_by_key,
     describe_operation=lambda i, o: f"{('get', 'put', 'append')[i[0]]}({i[1]!r}, {i[2]!r}) -> {o!r}",
     name="kv-by-key",
+    effect=kv_effect,
 )
 
 

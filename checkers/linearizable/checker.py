@@ -1,7 +1,8 @@
-"""Porcupine's linearizability checker, in Python (checker.go, read top to bottom).
+"""Porcupine's linearizability checker (checker.go), read top to bottom.
 
-entries -> linked list -> memo -> the core search loop -> partitions and
-timeouts -> the Operation/Event adapters.
+results -> budget -> entries -> interned states -> the core search (the
+pure-Python reference; ``_search.c`` is the same loop compiled) -> minimal
+explanations -> partitions, budgets and timeouts -> the Event adapter.
 
 The search is Wing & Gong's with Lowe's memo, "just in time": walk the entry
 list in time order; a call whose step is legal and whose resulting
@@ -11,53 +12,110 @@ candidate before the earliest pending return failed, so backtrack. An empty
 list is a witness. Intervals are closed: at equal times calls sort before
 returns, so ops that share an endpoint are concurrent.
 
-Why it looks the way it does (CPython speed): the list is two int arrays
-(``nxt``/``prv``) over entry positions with sentinels, not node objects; the
-set of linearized ops is a Python int; model states are interned to small ints
-(``sid``) and every call entry memoizes ``sid -> next sid`` (``step`` is pure),
-so the hot loop calls the model only on a memo miss; the memo key is one int,
-``bits | sid << n``. One reduction beyond Porcupine, exact for verdicts: ops
-that never returned (``return_time == INF``) with identical input and output
-are interchangeable, so among such "twins" only the earliest-called
-unlinearized one is a candidate (swapping two twins in any linearization gives
-another linearization). ``symmetry=False`` turns it off.
+Two engines run that one search in the same order, so they agree on verdicts,
+memo sizes, prefixes and budgets: ``_search_python`` below (the reference) and
+``_search_compiled``, the C core of ``_search.c`` (built by ``pip install``).
+Both see only integers: model states are interned to small ints (``sid``) by
+``_States``, whose ``step(op, sid) -> sid'`` (``-1`` = illegal) runs the
+model's own ``step``; each engine memoizes it per (op, sid), so the model is
+asked once per distinct pair and stays a plain Python ``Model``.
+
+One reduction beyond Porcupine, exact for verdicts: ops that never returned
+(``return_time == INF``) with identical input and output are interchangeable,
+so among such "twins" only the earliest-called unlinearized one is a candidate
+(swapping two twins in any linearization gives another linearization).
+``symmetry=False`` turns it off: the search is then Porcupine's, step for step.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+import warnings
 from collections import deque
-from typing import Any, Generator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Callable, Generator, NamedTuple, Sequence
 
 from .model import INF, Event, Model, Operation, _default_equal, events_to_operations, fill_defaults
 
+try:
+    from . import _search as _compiled
+except ImportError as err:  # not built: say so (check_operations warns, or fails if the core was asked for)
+    _compiled, _COMPILED_MISSING = None, str(err)
+else:
+    _COMPILED_MISSING = ""
+
 OK, ILLEGAL, UNKNOWN_RESULT = "ok", "illegal", "unknown"
-_SLICE = 1024  # backtracks per time slice of one partition's search
+_SLICE = 1024  # backtracks per time slice of one partition (Python engine)
+_WORK = 1 << 16  # loop iterations per time slice (compiled engine): about a millisecond
 
 
 # --------------------------------------------------------------------------- results
 
 
 @dataclass
+class Explanation:
+    """Why a partition is not linearizable, in its smallest terms.
+
+    ``prefix``: the longest linearizable prefix the search found (op indices
+    in linearization order); ``state``: the model state after it
+    (``state_text`` as the model describes it); ``stuck``: the ops that could
+    come next (called before ``first_return`` returned), none of which the
+    model accepts in ``state``; ``first_return``: the earliest-returning op
+    not in the prefix, so one of ``stuck`` had to take effect before it
+    returned. Indices refer to the checked operation list; ``described``
+    holds the model's words for ``stuck`` and ``first_return``.
+    """
+
+    prefix: list[int]
+    state: Any
+    state_text: str
+    stuck: list[int]
+    first_return: int | None
+    described: dict[int, str]
+
+    def text(self, label: Callable[[int], str] = lambda i: f"op {i}") -> str:
+        """One paragraph; ``label(index)`` names an op (a caller's own numbering)."""
+        def op(i: int) -> str:
+            return f"{label(i)} {self.described[i]}"
+
+        if self.first_return is None:
+            return (f"the longest linearizable prefix holds all {len(self.prefix)} ops; the search stopped "
+                    f"before confirming it")
+        head = (f"the longest linearizable prefix has {len(self.prefix)} ops and leaves the model at "
+                f"[{self.state_text}]; ")
+        if self.stuck == [self.first_return]:
+            return head + (f"the next op can only be {op(self.first_return)} (every other pending op was "
+                           f"called after it returned), and the model rejects it there")
+        return head + (f"{op(self.first_return)} must take effect before it returns, so one of these "
+                       f"{len(self.stuck)} ops is next, and the model rejects each there: "
+                       + "; ".join(op(i) for i in self.stuck))
+
+
+@dataclass(slots=True)
 class PartitionResult:
     """The verdict of one independent sub-history.
 
     ``op_indices`` maps the partition's ops to indices in the checked list;
     ``partial_linearizations`` are longest linearizable prefixes (lists of
-    those indices), one per distinct prefix, gathered in verbose mode.
+    those indices), one per distinct prefix, gathered in verbose mode;
+    ``reason`` says why an ``unknown`` partition is unknown; ``explanation``
+    is set on every ``illegal`` one.
     """
 
     op_indices: list[int]
     result: str
     partial_linearizations: list[list[int]] = field(default_factory=list)
     configurations: int = 0  # memo size: how much search this partition took
+    reason: str = ""
+    explanation: Explanation | None = None
+    seconds: float = 0.0  # wall time spent in this partition's search
 
 
 @dataclass
 class LinearizabilityResult:
     result: str  # "ok" | "illegal" | "unknown"
     partitions: list[PartitionResult]
+    engine: str = "compiled"  # "compiled" (the C core) or "python" (the reference)
 
     @property
     def partial_linearizations(self) -> list[list[list[int]]]:
@@ -67,23 +125,87 @@ class LinearizabilityResult:
     def ok(self) -> bool:
         return self.result == OK
 
+    @property
+    def reasons(self) -> list[str]:
+        """Why each unknown partition is unknown."""
+        return [p.reason for p in self.partitions if p.result == UNKNOWN_RESULT and p.reason]
 
-# --------------------------------------------------------------------------- entries and linked list
+
+# --------------------------------------------------------------------------- budget
 
 
-@dataclass
-class _Entries:
-    """One partition as flat arrays over entry positions 1..2n (0 = head, 2n+1 = tail)."""
+@dataclass(frozen=True)
+class Budget:
+    """What one partition's search may spend before it ends ``unknown`` with the reason.
 
-    nxt: list[int]
-    prv: list[int]
-    match: list[int]  # call pos -> its return pos (negated if the call has a twin); 0 on returns
-    bit: list[int]  # call pos -> 1 << op id
-    twin: list[int]  # call pos -> bit of the earlier twin that must be linearized first, or 0
-    opid: list[int]  # call pos -> op id
-    inputs: list[Any]
-    outputs: list[Any]
-    tail: int
+    ``seconds``: wall time spent searching this partition (its own slices,
+    not the others'); ``configurations``: memo entries; ``memo_bytes``: the
+    memo's size, counted the same way for both engines as ``configurations
+    x (16 + 8 * ceil(ops / 64))`` bytes (a key, a state id, the op set as a
+    bitset), so both engines stop at the same configuration. ``None`` = no
+    limit. The defaults let a realistic history's partitions finish (most
+    need a few hundred configurations) and stop a pathological one within
+    seconds and a few hundred MB.
+    """
+
+    seconds: float | None = 10.0
+    configurations: int | None = 20_000_000
+    memo_bytes: int | None = 256 * 2**20
+
+    def max_configurations(self, n_ops: int) -> int:
+        cap = 2**62 if self.configurations is None else self.configurations
+        if self.memo_bytes is not None:
+            cap = min(cap, self.memo_bytes // (16 + 8 * ((n_ops + 63) // 64)))
+        return max(1, cap)
+
+    @classmethod
+    def from_mapping(cls, spec: dict | None) -> "Budget":
+        """A budget from plain data (a checker context's ``linearizable_budget``); ``None`` = the default.
+
+        Keys: ``seconds``, ``configurations``, ``memo_bytes`` (each a number or
+        ``null`` for no limit); a missing key keeps its default.
+        """
+        if spec is None:
+            return DEFAULT_BUDGET
+        if not isinstance(spec, dict) or set(spec) - {"seconds", "configurations", "memo_bytes"}:
+            raise ValueError(f"linearizable_budget must map seconds/configurations/memo_bytes, not {spec!r}")
+        for k, v in spec.items():
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0):
+                raise ValueError(f"linearizable_budget.{k} must be a positive number or null, not {v!r}")
+        return cls(**{**DEFAULT_BUDGET.__dict__, **spec})
+
+    def describe(self, n_ops: int) -> str:
+        bits = [f"{self.seconds:g} s" if self.seconds is not None else "",
+                f"{self.max_configurations(n_ops):,} configurations" if (self.configurations is not None
+                                                                         or self.memo_bytes is not None) else ""]
+        return " / ".join(b for b in bits if b) or "unlimited"
+
+
+DEFAULT_BUDGET = Budget()
+UNLIMITED = Budget(None, None, None)
+
+
+# --------------------------------------------------------------------------- entries
+
+
+def _twins(ops: Sequence[Operation]) -> list[int] | None:
+    """Each never-returned op's earlier twin (same input and output, called before it), or -1.
+
+    ``None`` when there are none: the plain search.
+    """
+    pending = sorted((op.call, i) for i, op in enumerate(ops) if op.return_time == INF)
+    if len(pending) < 2:
+        return None
+    twins = [-1] * len(ops)
+    last: dict[Any, int] = {}
+    for _, i in pending:
+        key = _twin_key(ops[i])
+        if key is None:
+            continue
+        if key in last:
+            twins[i] = last[key]
+        last[key] = i
+    return twins if any(t >= 0 for t in twins) else None
 
 
 def _twin_key(op: Operation) -> Any:
@@ -95,51 +217,55 @@ def _twin_key(op: Operation) -> Any:
         return None
 
 
-def _make_entries(ops: Sequence[Operation], symmetry: bool) -> _Entries:
-    n = len(ops)
+def _order(ops: Sequence[Operation]) -> list[tuple]:
+    """(time, 0 call / 1 return, op id), sorted: at equal times calls before returns (closed intervals)."""
     order = []
     for i, op in enumerate(ops):
+        if op.return_time < op.call:
+            raise ValueError(f"op {i} returns before it is called")
         order.append((op.call, 0, i))
         order.append((op.return_time, 1, i))
-    order.sort()  # time, then call (0) before return (1): closed intervals
+    order.sort()
+    return order
+
+
+@dataclass
+class _Entries:
+    """One partition as flat arrays over entry positions 1..2n (0 = head, 2n+1 = tail).
+
+    ``match``: call pos -> its return pos, negated if the call has an earlier
+    twin; 0 on returns (and the sentinels). ``opid``: call pos -> op id.
+    ``twin``: call pos -> op id of the earlier twin that must be linearized
+    first, or -1. (``_search.c`` builds the same arrays itself.)
+    """
+
+    n: int
+    match: list[int]
+    opid: list[int]
+    twin: list[int]
+
+
+def _make_entries(ops: Sequence[Operation], twins: list[int] | None) -> _Entries:
+    n = len(ops)
     size = 2 * n + 2
-    tail = size - 1
-    nxt = list(range(1, size + 1))
-    nxt[tail] = tail
-    prv = [0] + list(range(0, size - 1))
     match = [0] * size
-    bit = [0] * size
-    twin = [0] * size
     opid = [0] * size
-    inputs: list[Any] = [None] * size
-    outputs: list[Any] = [None] * size
+    twin = [-1] * size
     call_pos = [0] * n
-    for pos, (_, kind, i) in enumerate(order, start=1):
+    for pos, (_, kind, i) in enumerate(_order(ops), start=1):
         if kind == 0:
             call_pos[i] = pos
-            bit[pos] = 1 << i
             opid[pos] = i
-            inputs[pos] = ops[i].input
-            outputs[pos] = ops[i].output
         else:
             match[call_pos[i]] = pos
-    if symmetry:
-        last_twin: dict[Any, int] = {}
-        for _, kind, i in order:
-            if kind == 1 or ops[i].return_time != INF:
-                continue
-            key = _twin_key(ops[i])
-            if key is None:
-                continue
-            pos = call_pos[i]
-            if key in last_twin:
-                twin[pos] = last_twin[key]
-                match[pos] = -match[pos]
-            last_twin[key] = bit[pos]
-    return _Entries(nxt, prv, match, bit, twin, opid, inputs, outputs, tail)
+    for i, t in enumerate(twins or ()):
+        if t >= 0:
+            twin[call_pos[i]] = t
+            match[call_pos[i]] = -match[call_pos[i]]
+    return _Entries(n, match, opid, twin)
 
 
-# --------------------------------------------------------------------------- state interning (the memo's state half)
+# --------------------------------------------------------------------------- interned states (the memo's state half)
 
 
 class _Keyed:
@@ -157,49 +283,96 @@ class _Keyed:
         return isinstance(other, _Keyed) and self._eq(self.state, other.state)
 
 
+class _States:
+    """The model seen through interned states: ``step(op, sid) -> sid'`` or -1 if illegal.
+
+    ``states`` (sid -> state; sid 0 is ``init()``) and ``interned`` (state ->
+    sid) are plain so the compiled core can call the model's own ``step`` and
+    intern into them itself (``direct``: states compare by ``==``/``hash``);
+    a model with its own ``equal``/``hash`` goes through ``step``.
+    """
+
+    def __init__(self, model: Model, ops: Sequence[Operation]):
+        self.direct = model.hash is None and model.equal in (None, _default_equal)
+        self.model, self.ops = model, ops
+        init = model.init()
+        self.states: list[Any] = [init]
+        self.interned: dict[Any, int] = {init if self.direct else self._key(init): 0}
+
+    def _key(self, state: Any) -> Any:
+        return state if self.direct else _Keyed(state, self.model.hash or (lambda _s: 0),
+                                                self.model.equal or _default_equal)
+
+    @property
+    def step(self):
+        states, interned, model_step = self.states, self.interned, self.model.step
+        inputs = [op.input for op in self.ops]
+        outputs = [op.output for op in self.ops]
+        key = None if self.direct else self._key  # a custom equal with no hash: correct, slow
+
+        def step(op: int, sid: int) -> int:
+            legal, new_state = model_step(states[sid], inputs[op], outputs[op])
+            if not legal:
+                return -1
+            k = new_state if key is None else key(new_state)
+            ns = interned.get(k)
+            if ns is None:
+                ns = interned[k] = len(states)
+                states.append(new_state)
+            return ns
+
+        return step
+
+
 # --------------------------------------------------------------------------- the core search
 
 
-def _search(model: Model, ops: Sequence[Operation], track: bool,
-            symmetry: bool) -> Generator[None, None, tuple[str, list[list[int]], int]]:
-    """Search one partition; a generator that yields every few thousand backtracks.
+class _Found(NamedTuple):
+    """What a finished engine hands back (op ids are positions in the partition)."""
+
+    verdict: str  # OK | ILLEGAL | UNKNOWN_RESULT (budget)
+    prefix: list[int]  # the witness on OK, else the longest linearizable prefix
+    sid: int  # the state after ``prefix``
+    partials: list[list[int]]
+    configurations: int
+    next_ops: list[int] = []  # after ``prefix``, in list order: the ops that could come next
+    first_return: int = -1  # ... and the first op to return (-1: none)
+
+
+Search = Generator[None, None, _Found]  # the reference engine; each yield ends a slice
+
+
+def _search_python(ops: Sequence[Operation], twins: list[int] | None, states: _States, track: bool,
+                   max_configurations: int) -> Search:
+    """Search one partition; a generator that yields every ``_SLICE`` backtracks.
 
     Yielding lets one thread interleave the partitions the way Porcupine's
     goroutines do, so a quick Illegal partition stops a slow one, and lets the
-    caller enforce the timeout. Returns (verdict, partial linearizations as
-    op ids, memo size) through ``StopIteration``.
+    caller enforce time budgets. The list is two int arrays (``nxt``/``prv``)
+    over entry positions with sentinels; the set of linearized ops is a Python
+    int; the memo key is one int, ``bits | sid << n``.
     """
-    n = len(ops)
-    if n == 0:
-        return OK, [], 0
-    en = _make_entries(ops, symmetry)
-    nxt, prv, match, bit, twin = en.nxt, en.prv, en.match, en.bit, en.twin
-    inputs, outputs, tail = en.inputs, en.outputs, en.tail
-    step = model.step
-    custom = model.hash is not None or model.equal is not _default_equal
-    state_hash = model.hash or (lambda _s: 0)  # a custom equal with no hash: correct, slow
-    equal = model.equal
-    states: list[Any] = []
-    interned: dict[Any, int] = {}
-
-    def intern(state: Any) -> int:
-        key = _Keyed(state, state_hash, equal) if custom else state
-        sid = interned.get(key)
-        if sid is None:
-            sid = interned[key] = len(states)
-            states.append(state)
-        return sid
-
-    trans: list[dict[int, int]] = [{} for _ in range(len(nxt))]
+    en = _make_entries(ops, twins)
+    n, match, opid, twin_op = en.n, en.match, en.opid, en.twin
+    size = len(match)
+    tail = size - 1
+    nxt = list(range(1, size + 1))
+    nxt[tail] = tail
+    prv = [0] + list(range(0, size - 1))
+    bit = [1 << o for o in opid]
+    twin = [0 if t < 0 else 1 << t for t in twin_op]
+    step = states.step
+    trans: list[dict[int, int]] = [{} for _ in range(size)]
     longest: list[tuple | None] = [None] * n
     longest_len = [0] * n
-    opid = en.opid
+    best: tuple = ()
+    best_sid = 0
     cache: set[int] = set()
     add = cache.add
     calls: list[int] = []
     saved: list[int] = []
     push_call, push_state, pop_call, pop_state = calls.append, saved.append, calls.pop, saved.pop
-    sid = intern(model.init())
+    sid = 0
     bits = 0
     shift = n
     countdown = _SLICE
@@ -214,19 +387,14 @@ def _search(model: Model, ops: Sequence[Operation], track: bool,
                 m = -m
             memo = trans[e]
             ns = memo.get(sid)
-            if ns is None:  # memo miss: ask the model (inlined: the kv-style hot path)
-                legal, new_state = step(states[sid], inputs[e], outputs[e])
-                if legal:
-                    ns = interned.get(_Keyed(new_state, state_hash, equal) if custom else new_state)
-                    if ns is None:
-                        ns = intern(new_state)
-                else:
-                    ns = -1
-                memo[sid] = ns
+            if ns is None:  # memo miss: ask the model
+                ns = memo[sid] = step(opid[e], sid)
             if ns >= 0:
                 nb = bits | bit[e]
                 key = nb | (ns << shift)
                 if key not in cache:
+                    if len(cache) >= max_configurations:
+                        return _Found(UNKNOWN_RESULT, [opid[c] for c in best], best_sid, [], len(cache))
                     add(key)
                     push_call(e)
                     push_state(sid)
@@ -241,7 +409,10 @@ def _search(model: Model, ops: Sequence[Operation], track: bool,
             e = nxt[e]
         else:  # a return: every candidate before it failed; backtrack
             if not calls:
-                return ILLEGAL, _partials(longest, opid), len(cache)
+                return _Found(ILLEGAL, [opid[c] for c in best], best_sid, _partials(longest, opid), len(cache),
+                              *_next_after(best, match, opid))
+            if len(calls) > len(best):
+                best, best_sid = tuple(calls), sid
             if track:
                 seq = tuple(calls)
                 size = len(seq)
@@ -263,8 +434,22 @@ def _search(model: Model, ops: Sequence[Operation], track: bool,
             nxt[prv[m]] = m; prv[nxt[m]] = m  # unlift the return
             nxt[prv[e]] = e; prv[nxt[e]] = e  # and the call
             e = nxt[e]
-    full = tuple(calls)
-    return OK, _partials([full] * n, opid) if track else [], len(cache)
+    full = [opid[c] for c in calls]
+    return _Found(OK, full, sid, [full] if track else [], len(cache))
+
+
+def _next_after(prefix: tuple, match: list[int], opid: list[int]) -> tuple[list[int], int]:
+    """After ``prefix`` (call positions): the unlinearized calls before the first unlinearized return."""
+    done = {opid[c] for c in prefix}
+    ret_op = {abs(m): opid[pos] for pos, m in enumerate(match) if m}
+    next_ops = []
+    for pos in range(1, len(match) - 1):
+        if match[pos]:
+            if opid[pos] not in done:
+                next_ops.append(opid[pos])
+        elif ret_op[pos] not in done:
+            return next_ops, ret_op[pos]
+    return next_ops, -1
 
 
 def _partials(longest: list, opid: list[int]) -> list[list[int]]:
@@ -276,56 +461,224 @@ def _partials(longest: list, opid: list[int]) -> list[list[int]]:
     return list(seen.values())
 
 
-# --------------------------------------------------------------------------- partitions and timeouts
+_new = tuple.__new__  # builds a _Found without a Python-level __new__ (the core's hot path is per partition)
+
+
+class _CompiledSearch:
+    """The same search in C (``_search.c``): ``slice()`` runs ``_WORK`` loop iterations.
+
+    A model whose states compare by ``==`` is called by the core directly,
+    interning into ``states`` and a dict; any other goes through ``_States.step``.
+    """
+
+    __slots__ = ("core", "states", "track", "max_configurations")
+
+    def __init__(self, model: Model, ops: list[Operation], twins: list[int] | None, track: bool,
+                 max_configurations: int):
+        if model.hash is None and model.equal in (None, _default_equal):
+            init = model.init()
+            self.states = [init]
+            self.core = _compiled.Search(ops, twins, track, None, model.step, self.states, {init: 0}, model.effect)
+        else:
+            states = _States(model, ops)
+            self.states = states.states
+            self.core = _compiled.Search(ops, twins, track, states.step)
+        self.track, self.max_configurations = track, max_configurations
+
+    def slice(self) -> _Found | None:
+        """``None`` while the search goes on, then what it found."""
+        core = self.core
+        status = core.run(_WORK, self.max_configurations)
+        if not status:
+            return None
+        prefix, sid = core.longest()
+        verdict = (OK, ILLEGAL, UNKNOWN_RESULT)[status - 1]
+        partials = core.partials() if self.track and verdict != UNKNOWN_RESULT else []
+        next_ops, first = core.next_after_longest() if verdict == ILLEGAL else ([], -1)
+        return _new(_Found, (verdict, prefix, sid, partials, core.configurations, next_ops, first))
+
+    def close(self) -> None:
+        self.core = None
+
+
+class _PythonSearch:
+    """The reference engine: the generator ``_search_python`` driven one slice at a time."""
+
+    __slots__ = ("search", "states")
+
+    def __init__(self, model: Model, ops: list[Operation], twins: list[int] | None, track: bool,
+                 max_configurations: int):
+        states = _States(model, ops)
+        self.states = states.states
+        self.search = _search_python(ops, twins, states, track, max_configurations)
+
+    def slice(self) -> _Found | None:
+        try:
+            next(self.search)
+        except StopIteration as done:
+            return done.value
+        return None
+
+    def close(self) -> None:
+        self.search.close()
+
+
+ENGINES = {"python": _PythonSearch, "compiled": _CompiledSearch}
+
+
+def _engine(name: str) -> str:
+    if name == "auto":
+        if _compiled is not None:
+            return "compiled"
+        warnings.warn(f"the compiled linearizability core is not built ({_COMPILED_MISSING}); using the "
+                      "pure-Python reference, which is slower (run: pip install -e .)", RuntimeWarning, stacklevel=3)
+        return "python"
+    if name not in ENGINES:
+        raise ValueError(f"engine must be auto, compiled or python, not {name!r}")
+    if name == "compiled" and _compiled is None:
+        raise ImportError(f"the compiled linearizability core is not built: {_COMPILED_MISSING} (run: pip install -e .)")
+    return name
+
+
+# --------------------------------------------------------------------------- minimal explanations
+
+
+def _explain(model: Model, ops: Sequence[Operation], found: _Found, state: Any, idx: list[int]) -> Explanation:
+    """The ops that cannot follow the longest prefix, each rejected by the model in ``state``.
+
+    At the longest prefix every candidate is illegal: a legal one would lead
+    to a longer prefix (a new configuration is searched; a seen one was
+    searched from a stack one longer). The candidates (``found.next_ops``)
+    are the unlinearized ops called before the first unlinearized return, as
+    in the search. ``idx`` maps partition positions to the indices reported.
+    """
+    stuck = [i for i in found.next_ops if not model.step(state, ops[i].input, ops[i].output)[0]]
+    first = None if found.first_return < 0 else found.first_return
+    described = {idx[i]: f"(client {ops[i].client_id}) {model.describe_operation(ops[i].input, ops[i].output)}"
+                 for i in stuck + ([] if first is None else [first])}
+    return Explanation([idx[i] for i in found.prefix], state, model.describe_state(state), [idx[i] for i in stuck],
+                       None if first is None else idx[first], described)
+
+
+# --------------------------------------------------------------------------- partitions, budgets and timeouts
+
+
+class _Running:
+    """A partition whose search is under way."""
+
+    __slots__ = ("result", "ops", "search", "spent")
+
+    def __init__(self, result: PartitionResult, ops: list[Operation], search: _CompiledSearch | _PythonSearch,
+                 spent: float):
+        self.result, self.ops, self.search, self.spent = result, ops, search, spent
 
 
 def check_operations(model: Model, ops: Sequence[Operation], timeout: float | None = None,
-                     verbose: bool = False, symmetry: bool = True) -> LinearizabilityResult:
+                     verbose: bool = False, symmetry: bool = True, budget: Budget | None = DEFAULT_BUDGET,
+                     engine: str = "auto") -> LinearizabilityResult:
     """Is the timed history ``ops`` linearizable under ``model``?
 
-    ``timeout`` (seconds, ``None`` = no limit) turns a search that runs out of
-    time into ``unknown`` (unless a partition was already illegal). Without
-    ``verbose`` the first illegal partition stops the rest (Porcupine's
-    cancel); with it every partition is searched and its longest partial
-    linearizations are recorded for the report's timeline.
+    ``timeout`` (seconds, ``None`` = no limit) bounds the whole check;
+    ``budget`` bounds each partition (``None`` = unlimited). A search that
+    runs out of either is ``unknown`` with the reason (unless a partition is
+    illegal, which decides). Without ``verbose`` the first illegal partition
+    stops the rest (Porcupine's cancel); with it every partition is searched
+    and its longest partial linearizations are recorded for the timeline.
+    ``engine``: ``"compiled"`` (the C core), ``"python"`` (the reference) or
+    ``"auto"`` (compiled if built, else Python with a warning).
     """
-    model = fill_defaults(model)
+    search_with = ENGINES[_engine(engine)]
+    budget = budget or UNLIMITED
     ops = list(ops)
-    index_of = {id(op): i for i, op in enumerate(ops)}
-    parts = model.partition(ops) if model.partition else [ops]
-    deadline = time.monotonic() + timeout if timeout else INF
-    results = [PartitionResult([index_of[id(op)] for op in part], UNKNOWN_RESULT) for part in parts]
-    running = deque((i, _search(model, part, verbose, symmetry)) for i, part in enumerate(parts))
+    if model.partition:
+        parts = model.partition(ops)
+        if _compiled is not None:
+            indices = _compiled.positions(ops, parts if isinstance(parts, list) else list(parts))
+        else:
+            index_of = dict(zip(map(id, ops), range(len(ops))))
+            indices = [[index_of[x] for x in map(id, part)] for part in parts]
+    else:
+        parts, indices = [ops], [list(range(len(ops)))]
+    clock = time.monotonic
+    deadline = clock() + timeout if timeout else INF
+    results = [PartitionResult(idx, UNKNOWN_RESULT) for idx in indices]
+    seconds = budget.seconds
+    cap = 2**62 if budget.configurations is None else budget.configurations  # budget.max_configurations, inlined
+    memo_bytes = budget.memo_bytes
+    running: deque[_Running] = deque()
     illegal = False
-    while running and not (illegal and not verbose):
-        if time.monotonic() > deadline:
+    # each partition's first slice runs as it is set up (most finish there); the rest take turns
+    for part, res in zip(parts, results):
+        if illegal and not verbose:
             break
-        i, search = running.popleft()
-        try:
-            next(search)
-        except StopIteration as done:
-            res, partials, size = done.value
-            indices = results[i].op_indices
-            results[i] = PartitionResult(indices, res, [[indices[o] for o in seq] for seq in partials], size)
-            illegal = illegal or res == ILLEGAL
+        now = clock()
+        if now > deadline:
+            break
+        if not part:
+            res.result = OK
             continue
-        running.append((i, search))
-    for _, search in running:
-        search.close()
+        part = list(part)
+        max_conf = cap if memo_bytes is None else max(1, min(cap, memo_bytes // (16 + 8 * ((len(part) + 63) >> 6))))
+        search = search_with(model, part, _twins(part) if symmetry else None, verbose, max_conf)
+        found = search.slice()
+        if found is None:
+            running.append(_Running(res, part, search, clock() - now))
+        else:
+            _finish(model, res, part, search.states, found, clock() - now, budget)
+            illegal = illegal or found.verdict == ILLEGAL
+    while running and not (illegal and not verbose):
+        now = clock()
+        if now > deadline:
+            break
+        run = running.popleft()
+        found = run.search.slice()
+        run.spent += clock() - now
+        if found is not None:
+            _finish(model, run.result, run.ops, run.search.states, found, run.spent, budget)
+            illegal = illegal or found.verdict == ILLEGAL
+        elif seconds is not None and run.spent > seconds:
+            run.search.close()
+            run.result.reason = (f"search budget of {seconds:g} s used up "
+                                 f"({len(run.ops)} ops); the verdict for this partition is unknown")
+            run.result.seconds = run.spent
+        else:
+            running.append(run)
+    for run in running:
+        run.search.close()
+        run.result.seconds = run.spent
+    for r in results:
+        if r.result == UNKNOWN_RESULT and not r.reason:
+            r.reason = ("not searched to the end: another partition is not linearizable" if illegal
+                        else f"the check's timeout of {timeout:g} s ran out")
     if illegal:
         verdict = ILLEGAL
     elif all(r.result == OK for r in results):
         verdict = OK
     else:
         verdict = UNKNOWN_RESULT
-    return LinearizabilityResult(verdict, results)
+    return LinearizabilityResult(verdict, results, "python" if search_with is _PythonSearch else "compiled")
+
+
+def _finish(model: Model, res: PartitionResult, ops: list[Operation], states: list, found: _Found, spent: float,
+            budget: Budget) -> None:
+    """A finished search -> its partition's result, in indices of the checked list."""
+    idx = res.op_indices
+    res.result, res.configurations, res.seconds = found.verdict, found.configurations, spent
+    if found.partials:
+        res.partial_linearizations = [[idx[o] for o in seq] for seq in found.partials]
+    if found.verdict == UNKNOWN_RESULT:
+        res.reason = (f"search budget of {budget.describe(len(ops))} used up ({len(ops)} ops, "
+                      f"{found.configurations:,} configurations); the verdict for this partition is unknown")
+    elif found.verdict == ILLEGAL:
+        res.explanation = _explain(fill_defaults(model), ops, found, states[found.sid], idx)
 
 
 # --------------------------------------------------------------------------- adapters
 
 
 def check_events(model: Model, events: Sequence[Event], timeout: float | None = None,
-                 verbose: bool = False, symmetry: bool = True) -> LinearizabilityResult:
+                 verbose: bool = False, symmetry: bool = True, budget: Budget | None = DEFAULT_BUDGET,
+                 engine: str = "auto") -> LinearizabilityResult:
     """The same check over an ordered call/return event list (the index is the time).
 
     A model's ``partition_events`` is honoured by partitioning the events first.
@@ -349,8 +702,8 @@ def check_events(model: Model, events: Sequence[Event], timeout: float | None = 
             ops_all.extend(group)
         keyed = {id(op): g for g, grp in enumerate(groups) for op in grp}
         partitioned = Model(**{**model.__dict__, "partition": lambda ops: _regroup(ops, keyed, len(groups))})
-        return check_operations(partitioned, ops_all, timeout, verbose, symmetry)
-    return check_operations(model, events_to_operations(events), timeout, verbose, symmetry)
+        return check_operations(partitioned, ops_all, timeout, verbose, symmetry, budget, engine)
+    return check_operations(model, events_to_operations(events), timeout, verbose, symmetry, budget, engine)
 
 
 def _regroup(ops: list[Operation], keyed: dict[int, int], n: int) -> list[list[Operation]]:

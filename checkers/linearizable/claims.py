@@ -35,7 +35,7 @@ from typing import Any
 from backends.api import EPOCH_MAX
 from backends.contract import format_instant
 
-from .checker import ILLEGAL, OK, check_operations
+from .checker import ILLEGAL, OK, Budget, check_operations
 from .claim_ops import active_tuple, history_to_operations, instant_ms
 from .model import UNKNOWN, NondeterministicModel, Operation
 
@@ -326,6 +326,8 @@ def check(history: list[dict], ctx: dict) -> dict:
     is accepted too) and
     ``initial_revisions`` (``{"ns/item": revision}``). Without them every tuple
     starts fresh with its ledger revision unbound (learnt from the replies).
+    ``linearizable_budget`` (``Budget.from_mapping``) bounds each tuple's
+    search; a tuple over it is ``unknown`` with the reason.
     """
     ops, _ = history_to_operations(history)
     starts = initial_states(ctx.get("initial_durable") or ctx.get("durable"))
@@ -333,6 +335,7 @@ def check(history: list[dict], ctx: dict) -> dict:
         key = tuple(name.split("/", 1))
         le, act, _, floor, outs = starts.get(key, (0, None, UNBOUND, 0, ()))
         starts[key] = (le, act, rev, floor, outs)
+    budget = Budget.from_mapping(ctx.get("linearizable_budget"))  # per (namespace, item)
     nd = claim_model()
     base = nd.to_model()
     fresh: State = (0, None, UNBOUND, 0, ())
@@ -342,46 +345,42 @@ def check(history: list[dict], ctx: dict) -> dict:
         key = part[0].metadata[2]
         start = starts.get(key, fresh)
         model = replace(base, init=lambda start=start: frozenset([start]), partition=None)
-        res = check_operations(model, part, timeout=ctx.get("timeout", 60), verbose=True)
+        res = check_operations(model, part, timeout=ctx.get("timeout", 60), budget=budget)
         results.append((key, part, res, model))
         if res.result == ILLEGAL:
             verdict = ILLEGAL
         elif res.result != OK and verdict == OK:
             verdict = "unknown"
-    anomalies = [_anomaly(key, part, res, model) for key, part, res, model in results if res.result == ILLEGAL]
+    anomalies = [_anomaly(key, part, res) for key, part, res, model in results if res.result == ILLEGAL]
+    unknown = [f"{k[0]}/{k[1]}: {reason}" for k, _, r, _ in results for reason in r.reasons]
     return {
         "valid": {OK: True, ILLEGAL: False}.get(verdict, "unknown"),
         "model": "work-claim-register",
         "op_count": len(ops),
         "partitions": [{"ledger_namespace": k[0], "item_id": k[1], "ops": len(p), "result": r.result,
-                        "configurations": r.partitions[0].configurations if r.partitions else 0}
+                        "configurations": r.partitions[0].configurations if r.partitions else 0,
+                        **({"reason": r.partitions[0].reason} if r.partitions and r.partitions[0].reason else {})}
                        for k, p, r, _ in results],
         "anomalies": anomalies,
+        **({"unknown_reasons": unknown[:20]} if unknown else {}),
     }
 
 
-def _anomaly(key: tuple, part: list[Operation], res: Any, model: Any) -> dict:
-    """Plain-words explanation: the longest legal prefix, and the ops none of which can follow it."""
-    partials = res.partitions[0].partial_linearizations
-    longest = max(partials, key=len) if partials else []
-    state = model.init()
-    for i in longest:
-        _, state = model.step(state, part[i].input, part[i].output)
-    rest = [i for i in range(len(part)) if i not in set(longest)]
-    done = [part[i].metadata for i in longest]
-    stuck = [part[i].metadata for i in rest]
-    describe = model.describe_state
+def _anomaly(key: tuple, part: list[Operation], res: Any) -> dict:
+    """The minimal explanation: the longest legal prefix, and the ops none of which can follow it."""
+    ex = res.partitions[0].explanation
+    invoke = [op.metadata[0] for op in part]
+    named = ex.stuck + ([ex.first_return] if ex.first_return is not None else [])
     return {
         "type": "nonlinearizable",
-        "explanation": (
-            f"No order of the {len(part)} ops on {key[0]}/{key[1]} is consistent with their replies and "
-            f"real-time order. The longest legal prefix has {len(longest)} ops and leaves the register at "
-            f"[{describe(state)}]; none of the remaining {len(rest)} ops can be the next one."),
-        "ops": sorted({m[0] for m in done + stuck} | {m[1] for m in done + stuck if m[1] is not None}),
+        "explanation": (f"No order of the {len(part)} ops on {key[0]}/{key[1]} is consistent with their replies "
+                        f"and real-time order: " + ex.text(lambda i: f"#{invoke[i]}") + "."),
+        "ops": sorted({m for i in named for m in part[i].metadata[:2] if m is not None}),
         "data": {
             "ledger_namespace": key[0], "item_id": key[1],
-            "longest_linearization": [m[0] for m in done],
-            "not_linearizable_after_it": [m[0] for m in stuck],
-            "partial_linearizations": [[part[i].metadata[0] for i in seq] for seq in partials],
+            "longest_linearization": [invoke[i] for i in ex.prefix],
+            "state_after_it": ex.state_text,
+            "not_linearizable_after_it": [invoke[i] for i in ex.stuck],
+            "first_to_return": None if ex.first_return is None else invoke[ex.first_return],
         },
     }

@@ -46,6 +46,9 @@ UNKNOWN = _Unknown()
 
 CALL, RETURN = 0, 1
 
+#: the fixed shapes a ``Model.effect`` may name (see ``Model``)
+READS, WRITES, KEEPS = "reads", "writes", "keeps"
+
 
 @dataclass(slots=True)
 class Operation:
@@ -87,6 +90,14 @@ class Model:
     independent sub-histories (P-compositionality); ``partition_events`` does
     the same for ``Event`` lists. ``hash`` must agree with ``equal``; both
     default to Python's own ``hash``/``==``.
+
+    ``effect(input, output)`` is an optional shortcut for ops whose step is
+    one of three fixed shapes, so the compiled core steps them without
+    calling Python: ``(READS, s)`` = legal iff the state equals ``s``, which
+    it keeps; ``(WRITES, s)`` = always legal, the state becomes ``s``;
+    ``(KEEPS,)`` = always legal, the state stays; ``None`` = ask ``step``.
+    It must agree with ``step`` (the reference engine ignores it and always
+    calls ``step``; the engine tests diff the two).
     """
 
     init: Callable[[], Hashable]
@@ -99,6 +110,7 @@ class Model:
     describe_state: Callable[[Any], str] | None = None
     name: str = "model"
     extra: dict = field(default_factory=dict)
+    effect: Callable[[Any, Any], tuple | None] | None = None
 
 
 def fill_defaults(model: Model) -> Model:

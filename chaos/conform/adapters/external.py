@@ -38,14 +38,13 @@ import threading
 import time
 
 from backends.api import Reply, ReplyLost
-from backends.contract import REQUIRED_WRITE_PATHS, compact_json
+from backends.contract import compact_json
 from backends.external import ExternalBackend, Indeterminate, load_profile
 from chaos.conform.adapters.base import AdapterError, Parked, Profile
 from chaos.conform.adapters.gitjournal import adjust_for_profile, not_applicable_for_profile
 from chaos.errors import UsageError
 
 DEFAULT_PROFILE = os.path.join(os.path.dirname(__file__), "..", "..", "..", "profiles", "chaos-sqlite.yaml")
-LEGACY = ("legacy-transition-v1.commit", "legacy-create-v1.commit")
 
 
 def resolve_command(command: str) -> str:
@@ -87,23 +86,8 @@ class ExternalAdapter:
             reason = not_applicable_for_profile(case)
             if reason:
                 return reason
-        paths = case.initial["backend"]["write_paths"]
-        bypass = paths.get("alternate") == "bypass"
-        if bypass and xp.advisory_setup is None:
-            return f"profile {xp.name} declares no way to set up an advisory (bypass) endpoint"
-        if {k: v for k, v in paths.items() if k != "alternate"} != {k: v for k, v in REQUIRED_WRITE_PATHS.items()
-                                                                     if k != "alternate"} and not xp.provision_write_paths:
-            return f"profile {xp.name} cannot provision a custom write-path inventory"
-        if any(a["operation"] in LEGACY for a in case.actions) and not (
-                xp.argv.get("legacy-transition") and xp.argv.get("legacy-create")):
-            return f"profile {xp.name} maps no legacy write commands"
-        if any(case.initial["durable"][k] for k in case.initial["durable"]) and "seed" not in xp.admin:
-            return f"profile {xp.name} has no privileged seed command"
-        if "export" not in xp.admin:
-            return f"profile {xp.name} has no export command: the final state cannot be compared"
-        for fault in ("clock_floor_persist", "publication-outcome-unknown"):
-            if _has_fault(case, fault) and fault not in xp.faults:
-                return f"profile {xp.name} declares no mechanism for fault {fault}"
+        # seed, export, fault mechanisms, advisory set-up, write paths, legacy
+        # commands: the backend's abilities (chaos.sut.external), asked first
         return None
 
     def adjust_expected(self, case, expected: dict) -> list[str]:

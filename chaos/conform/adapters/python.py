@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import importlib
 
-from chaos.conform.adapters import SimpleSession
+from chaos.sut.base import SimpleSession
 from chaos.conform.adapters.sqlite import SqliteAdapter
 from chaos.errors import UsageError
 

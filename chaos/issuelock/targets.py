@@ -1,0 +1,153 @@
+"""The issue-lock stores as systems under test: one object per store, with declared abilities.
+
+Each object is used alike by ``chaos run --workload issue-lock`` (the runner
+and the nemeses), by ``chaos conform --protocol issue-lock`` and by ``chaos
+doctor``::
+
+    store = sut.get(name).issue_lock_target(cfg, run_or_dir, note_pid, note_dir)
+    store.setup(None, durable)           # provision + seed (privileged path)
+    store.spec                           # what every worker host opens
+    store.export()                       # final durable state
+    store.close()
+
+* ``sqlite``: ``locks.db`` in the directory; every worker process opens it.
+* ``gitfile``: ``locks/`` beside real git repositories in ``store/``.
+* ``external``: any issue-lock CLI (``--command``) driven per its profile
+  (``--profile``, default ``profiles/issuelock-chaos-sqlite.yaml``), seeded and
+  exported through its privileged ``admin`` commands, one process per op.
+
+The backends themselves are the ``chaos.sut`` objects (sqlite, gitfile,
+external, python): each lists ``issue-lock`` in its ``protocols`` and returns
+these targets from ``issue_lock_target``; ``lock_abilities`` are the ability
+rows they declare for this protocol. The decisions run inside the worker host
+processes (or the CLI children they start), so every worker nemesis applies:
+kill, pause, clock (libfaketime moves the deciding process's clock), fsync (the
+EIO shim in the deciding process and its git children), restart.
+``lost-reply`` is not offered: the host's after-commit faults are defined for
+work-claim operation classes only.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Callable
+
+from chaos.errors import SetupFailed, UsageError
+
+STORES = ("sqlite", "gitfile", "external")
+DEFAULT_PROFILE = str(Path(__file__).resolve().parents[2] / "profiles" / "issuelock-chaos-sqlite.yaml")
+
+def lock_abilities(store: str, opts: dict | None = None) -> dict:
+    """The ``chaos.sut`` ability rows of an issue-lock store (its Sut answers
+    these when ``opts["protocol"] == "issue-lock"``)."""
+    from chaos.sut.abilities import can, cannot
+
+    deciding = "the CLI child of the worker host" if store == "external" else "worker processes"
+    media = {"sqlite": "SQLite commits of locks.db", "gitfile": "lock files and git's own writes",
+             "external": "the CLI's fsyncs (inherited preload)", "python": "the factory's SQLite commits"}[store]
+    return {
+        "seed": can("the store's privileged seed (identities, repositories, legacy locks with committed work)",
+                    "admin" if store == "external" else "store"),
+        "export": can("the store's privileged export (locks, branches, worktrees, pull requests)",
+                      "admin" if store == "external" else "store"),
+        "restart": can(f"{deciding}: drop state, reopen the store", "workers"),
+        "kill": can(f"{deciding}: SIGKILL + reap (a held store lock dies with its holder)", "workers"),
+        "pause": can(f"{deciding}: SIGSTOP/SIGCONT (a paused holder of the store's lock makes others wait)",
+                     "workers"),
+        "clock": can(f"{deciding}: libfaketime (the store decides by the deciding process's clock)", "workers"),
+        "fsync": can(f"{media}: EIO shim", "workers"),
+        "lost-reply": cannot("the hosts' after-commit faults are defined for work-claim operation classes only"),
+        "clock-hook": can("the host's file clock, set per vector action", "hook") if store != "external"
+        else cannot("the program's clock is its process clock (CHAOS_CLOCK_FILE when pinned)"),
+    }
+
+
+def _open(spec: dict):
+    from backends.registry import open_backend
+
+    return open_backend(spec)
+
+
+class LockTarget:
+    name = ""
+
+    def __init__(self, cfg, base_dir: str, note_pid: Callable[[int], None] | None = None,
+                 note_dir: Callable[[str], None] | None = None):
+        self.cfg = cfg
+        self.base_dir = getattr(base_dir, "path", base_dir)  # a RunDir or a directory
+        self.note_pid = note_pid or (lambda _pid: None)
+        self.note_dir = note_dir or (lambda _d: None)
+        self.spec: dict = {}
+        self.capabilities = None   # the issue-lock protocol has no capabilities operation
+        self.server = None
+
+    def make_spec(self) -> dict:
+        raise NotImplementedError
+
+    def setup(self, _namespaces, durable: dict) -> None:
+        self.spec = self.make_spec()
+        backend = _open(self.spec)
+        try:
+            backend.store.seed(durable)
+        except Exception as e:
+            raise SetupFailed(f"{self.name} issue-lock store setup failed: {type(e).__name__}: {e}") from None
+        finally:
+            backend.close()
+
+    def export(self) -> dict:
+        backend = _open(self.spec)
+        try:
+            return backend.store.export_durable()
+        finally:
+            backend.close()
+
+    def close(self) -> None:
+        return None
+
+    def describe(self) -> dict:
+        return {"backend": self.name, "protocol": "issue-lock", "spec": dict(self.spec)}
+
+
+class SqliteLockTarget(LockTarget):
+    name = "sqlite"
+
+    def make_spec(self) -> dict:
+        return {"protocol": "issue-lock", "backend": "sqlite", "path": os.path.join(self.base_dir, "locks.db")}
+
+
+class GitFileLockTarget(LockTarget):
+    name = "gitfile"
+
+    def make_spec(self) -> dict:
+        return {"protocol": "issue-lock", "backend": "gitfile", "root": os.path.join(self.base_dir, "store")}
+
+
+class ExternalLockTarget(LockTarget):
+    name = "external"
+
+    def make_spec(self) -> dict:
+        from backends.issuelock.external import LockProfileError, load_lock_profile
+        from chaos.sut.external import resolve_command
+
+        command = getattr(self.cfg, "backend_command", None)
+        if not command:
+            raise UsageError("--workload issue-lock --backend external needs --command '...'")
+        profile = os.path.abspath(getattr(self.cfg, "profile", None) or DEFAULT_PROFILE)
+        try:
+            load_lock_profile(profile)
+        except LockProfileError as e:
+            raise UsageError(str(e)) from None
+        return {"protocol": "issue-lock", "backend": "external", "command": resolve_command(command),
+                "profile": profile, "store": os.path.join(self.base_dir, "store")}
+
+
+class PythonLockTarget(LockTarget):
+    """An outside issue-lock store written as a Python class (``--factory``),
+    given the SQLite path like the sqlite store (the suite's planted bugs)."""
+
+    name = "python"
+
+    def make_spec(self) -> dict:
+        return {"protocol": "issue-lock", "backend": "python", "factory": self.cfg.factory,
+                "path": os.path.join(self.base_dir, "locks.db")}

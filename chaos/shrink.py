@@ -1,0 +1,401 @@
+"""``chaos shrink RUN_DIR``: the smallest run that still breaks the same invariant.
+
+A failing run is plain data (``test.yaml``: a ``RunConfig``; ``schedule.jsonl``:
+its planned faults), so a smaller run is a smaller config. ``Shrinker``
+re-runs reduced configs and keeps one only when **the same checker** fails
+again in a majority of replays (``--replays``, 3 by default: it stops early
+once the majority is decided), in rounds until a whole round removes nothing:
+
+1. faults: delta debugging (Zeller's ddmin) over the schedule's fault units
+   (a fault and its heal are one unit), after trying no faults at all;
+2. workers: the fewest of 1, 2, 3, 4, half that still fails (a fault's
+   target slots beyond the new count are dropped, and a fault left with none);
+3. time: halve the time limit while it still fails (not below 2 s; faults
+   planned after the new limit are dropped);
+4. tuples: one namespace, then fewer items (claims workload).
+
+The reduced schedule runs as ``RunConfig.faults`` (an explicit fault list in
+``test.yaml``; the packages still come from ``nemesis``), so every candidate
+and the result are reproducible with ``chaos run --config FILE``. At the end
+the minimal config is replayed ``--confirm`` times (5) and the count reported.
+Everything goes beside the original: ``RUN_DIR/shrunk/`` holds ``test.yaml``
+(the minimal config), ``shrink.json`` (every candidate, its replays, verdicts
+and timing) and ``run/`` (a failing replay of the minimal config). It stops
+within ``--budget`` seconds (the best config found so far is the result).
+
+``replay`` is injectable (``Shrinker(..., replay=fn)``): tests drive the
+search with a simulated failure predicate.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import yaml
+
+#: checkers in the order a failing run's invariant is chosen (the generic linearizability check last)
+PREFERENCE = ("stale_write", "durability", "epochs", "floors", "idempotence", "dual_ownership",
+              "capability_honesty", "envelopes", "linearizable")
+MIN_TIME_S = 2.0
+
+
+@dataclass
+class Replay:
+    verdict: str
+    failed: bool            # the invariant under shrink said invalid
+    run_dir: str | None
+    wall_s: float
+
+
+@dataclass
+class Outcome:
+    config: dict
+    runs: int
+    confirmed: int
+    confirm_runs: int
+    minimal_dir: str
+    reproduce: str
+    budget_exhausted: bool
+    steps: list = field(default_factory=list)
+
+
+def load_run(run_dir: str) -> tuple[dict, dict, list[dict]]:
+    """(test.yaml, results.json, the planned nemesis ops) of a stored run."""
+    with open(os.path.join(run_dir, "test.yaml")) as f:
+        cfg = yaml.safe_load(f)
+    with open(os.path.join(run_dir, "results.json")) as f:
+        results = json.load(f)
+    rows = []
+    if cfg.get("faults") is not None:
+        rows = list(cfg["faults"])
+    else:
+        with open(os.path.join(run_dir, "schedule.jsonl")) as f:
+            rows = [r for r in map(json.loads, f) if r.get("kind") == "nemesis"]
+    return cfg, results, [{"time": r["time"], "f": r["f"], "value": r["value"]} for r in rows]
+
+
+def failing_invariant(results: dict) -> str | None:
+    """The checker to keep failing: the first invalid one in ``PREFERENCE`` order."""
+    bad = [n for n, r in (results.get("checkers") or {}).items() if isinstance(r, dict) and r.get("valid") is False]
+    for name in PREFERENCE:
+        if name in bad:
+            return name
+    return bad[0] if bad else None
+
+
+def fault_units(cfg: dict, ops: list[dict]) -> list[list[dict]]:
+    """Group planned ops into units: a fault and the heal that ends it."""
+    from chaos.nemesis import compose_packages
+    from chaos.runner import RunConfig, nemesis_opts
+
+    _, table, _ = compose_packages(cfg.get("nemesis") or [], nemesis_opts(RunConfig(**_fields(cfg))))
+    units: list[list[dict]] = []
+    open_units: dict[str, list[list[dict]]] = {}
+    for op in sorted(ops, key=lambda o: o["time"]):
+        pkg = table.get(op["f"])
+        if pkg is not None and op["f"] in pkg.heals and open_units.get(pkg.name):
+            open_units[pkg.name].pop(0).append(op)
+            continue
+        unit = [op]
+        units.append(unit)
+        if pkg is not None and pkg.heals:
+            open_units.setdefault(pkg.name, []).append(unit)
+    return units
+
+
+def _fields(cfg: dict) -> dict:
+    from dataclasses import fields
+
+    from chaos.runner import RunConfig
+
+    names = {f.name for f in fields(RunConfig)}
+    return {k: v for k, v in cfg.items() if k in names}
+
+
+def with_units(cfg: dict, units: list[list[dict]]) -> dict:
+    ops = sorted((op for u in units for op in u), key=lambda o: o["time"])
+    return dict(cfg, faults=ops)
+
+
+def _retarget(op: dict, workers: int) -> dict | None:
+    value = op.get("value")
+    if isinstance(value, dict) and isinstance(value.get("targets"), list):
+        kept = [t for t in value["targets"] if t < workers]
+        if not kept:
+            return None
+        return dict(op, value=dict(value, targets=kept))
+    return op
+
+
+def units_for_workers(units: list[list[dict]], workers: int) -> list[list[dict]]:
+    out = []
+    for u in units:
+        ops = [_retarget(op, workers) for op in u]
+        if ops[0] is not None:
+            out.append([op for op in ops if op is not None])
+    return out
+
+
+def units_before(units: list[list[dict]], limit_s: float) -> list[list[dict]]:
+    return [u for u in units if u[0]["time"] < limit_s * 1e9]
+
+
+def _chunks(items: list, n: int) -> list[list]:
+    k, m = divmod(len(items), n)
+    out, i = [], 0
+    for j in range(n):
+        size = k + (1 if j < m else 0)
+        out.append(items[i:i + size])
+        i += size
+    return [c for c in out if c]
+
+
+class Budget(Exception):
+    pass
+
+
+class Shrinker:
+    def __init__(self, run_dir: str, invariant: str | None = None, replays: int = 3, confirm: int = 5,
+                 budget_s: float = 900.0, replay: Callable[[dict, str], Replay] | None = None,
+                 log: Callable[[str], None] | None = None):
+        self.run_dir = os.path.abspath(run_dir)
+        self.cfg, self.results, ops = load_run(self.run_dir)
+        self.invariant = invariant or failing_invariant(self.results)
+        if self.invariant is None:
+            raise ValueError(f"{run_dir}: no checker failed in this run (verdict {self.results.get('verdict')}); "
+                             "nothing to shrink")
+        self.units = fault_units(self.cfg, ops)
+        self.replays = replays
+        self.majority = replays // 2 + 1
+        self.confirm = confirm
+        self.budget_s = budget_s
+        self.t0 = time.monotonic()
+        self.out_dir = os.path.join(self.run_dir, "shrunk")
+        self.scratch = os.path.join(self.out_dir, "replays")
+        self._replay = replay or self._run_replay
+        self.log = log or (lambda line: print(line, file=sys.stderr, flush=True))
+        self.runs = 0
+        self.steps: list[dict] = []
+        self.best_dir: str | None = None
+
+    # ------------------------------------------------------------------ replays
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.t0
+
+    def _run_replay(self, cfg: dict, name: str) -> Replay:
+        """One real ``chaos run --config`` of ``cfg`` in a subprocess."""
+        os.makedirs(self.scratch, exist_ok=True)
+        path = os.path.join(self.scratch, f"{name}.yaml")
+        with open(path, "w") as f:
+            yaml.safe_dump(_plain(cfg), f, sort_keys=False)
+        t = time.monotonic()
+        left = self.budget_s - self.elapsed()
+        try:
+            res = subprocess.run([sys.executable, "-m", "chaos.cli", "run", "--config", path, "--store", self.scratch,
+                                  "--name", name], capture_output=True, text=True, timeout=max(30.0, left + 60))
+        except subprocess.TimeoutExpired:
+            return Replay("unknown", False, None, time.monotonic() - t)
+        m = re.search(r"-> (\S+)\s*$", res.stderr.strip().splitlines()[-1] if res.stderr.strip() else "")
+        run = m.group(1) if m else None
+        try:
+            with open(os.path.join(run, "results.json")) as f:
+                results = json.load(f)
+        except (OSError, TypeError, ValueError):
+            return Replay("error", False, run, time.monotonic() - t)
+        check = (results.get("checkers") or {}).get(self.invariant) or {}
+        return Replay(results.get("verdict", "unknown"), check.get("valid") is False, run, time.monotonic() - t)
+
+    def fails(self, cfg: dict, what: str) -> bool:
+        """Does ``cfg`` break the invariant in a majority of replays? (stops once decided)"""
+        yes = no = 0
+        dirs, kept = [], None
+        for _ in range(self.replays):
+            if self.elapsed() >= self.budget_s:
+                raise Budget()
+            self.runs += 1
+            r = self._replay(cfg, f"c{self.runs:03d}")
+            dirs.append(r.run_dir)
+            if r.failed:
+                yes += 1
+                kept = r.run_dir
+            else:
+                no += 1
+            if yes >= self.majority or no > self.replays - self.majority:
+                break
+        ok = yes >= self.majority
+        self.steps.append({"candidate": what, "faults": len(_units_of(cfg)), "workers": cfg["workers"],
+                           "time_limit": cfg["time_limit"], "failed": yes, "replays": yes + no, "kept": ok,
+                           "elapsed_s": round(self.elapsed(), 1)})
+        self.log(f"shrink: [{self.elapsed():6.1f}s/{self.budget_s:.0f}s] run {self.runs:3d}  {what:<34} "
+                 f"faults {len(_units_of(cfg)):2d} workers {cfg['workers']:2d} time {cfg['time_limit']:g}s: "
+                 f"{self.invariant} failed {yes}/{yes + no}{'  kept' if ok else ''}")
+        for d in dirs:   # keep only a failing replay of the best config so far
+            if d and d != kept and os.path.isdir(d):
+                shutil.rmtree(d, ignore_errors=True)
+        if ok:
+            if self.best_dir and os.path.isdir(self.best_dir):
+                shutil.rmtree(self.best_dir, ignore_errors=True)
+            self.best_dir = kept
+        elif kept and os.path.isdir(kept):
+            shutil.rmtree(kept, ignore_errors=True)
+        return ok
+
+    # ------------------------------------------------------------------ the search
+
+    def shrink(self) -> Outcome:
+        cfg = with_units(dict(self.cfg, name=f"{self.cfg.get('name', 'run')}-shrunk"), self.units)
+        units = self.units
+        exhausted = False
+        try:
+            if not self.fails(cfg, "the original (explicit schedule)"):
+                raise ValueError(f"the original run does not fail {self.invariant} again in a majority of "
+                                 f"{self.replays} replays: nothing to shrink")
+            changed = True
+            while changed:
+                changed = False
+                units, c = self._faults(cfg, units)
+                cfg, changed = with_units(cfg, units), changed or c
+                cfg, units, c = self._workers(cfg, units)
+                changed = changed or c
+                cfg, units, c = self._time(cfg, units)
+                changed = changed or c
+                cfg, c = self._tuples(cfg)
+                changed = changed or c
+        except Budget:
+            exhausted = True
+            self.log(f"shrink: budget of {self.budget_s:.0f} s used up; the best config so far is the result")
+        return self._finish(cfg, exhausted)
+
+    def _faults(self, cfg: dict, units: list) -> tuple[list, bool]:
+        if not units:
+            return units, False
+        if self.fails(with_units(cfg, []), "no faults"):
+            return [], True
+        start = len(units)
+        n = 2
+        while len(units) >= 2:
+            chunks = _chunks(units, n)
+            for i, c in enumerate(chunks):
+                if len(chunks) > 1 and self.fails(with_units(cfg, c), f"faults: keep part {i + 1}/{len(chunks)}"):
+                    units, n = c, max(n - 1, 2)
+                    break
+            else:
+                for i, c in enumerate(chunks):
+                    rest = [u for u in units if u not in c]
+                    if rest and len(chunks) > 2 and self.fails(with_units(cfg, rest),
+                                                               f"faults: drop part {i + 1}/{len(chunks)}"):
+                        units, n = rest, max(n - 1, 2)
+                        break
+                else:
+                    if n >= len(units):
+                        break
+                    n = min(len(units), 2 * n)
+        return units, len(units) < start
+
+    def _workers(self, cfg: dict, units: list) -> tuple[dict, list, bool]:
+        w = cfg["workers"]
+        for cand in sorted({c for c in (1, 2, 3, 4, w // 2) if 1 <= c < w}):
+            us = units_for_workers(units, cand)
+            trial = with_units(dict(cfg, workers=cand), us)
+            if self.fails(trial, f"workers {w} -> {cand}"):
+                return trial, us, True
+        return cfg, units, False
+
+    def _time(self, cfg: dict, units: list) -> tuple[dict, list, bool]:
+        changed = False
+        while cfg["time_limit"] / 2 >= MIN_TIME_S:
+            t = round(cfg["time_limit"] / 2, 1)
+            us = units_before(units, t)
+            trial = with_units(dict(cfg, time_limit=t), us)
+            if not self.fails(trial, f"time {cfg['time_limit']:g}s -> {t:g}s"):
+                break
+            cfg, units, changed = trial, us, True
+        return cfg, units, changed
+
+    def _tuples(self, cfg: dict) -> tuple[dict, bool]:
+        if cfg.get("workload", "claims") != "claims":
+            return cfg, False
+        from workloads.claims import ClaimsConfig
+
+        claims = dict(cfg.get("claims") or {})
+        full = ClaimsConfig(**claims)
+        changed = False
+        if full.namespaces > 1:
+            trial = dict(cfg, claims=dict(claims, namespaces=1))
+            if self.fails(trial, f"namespaces {full.namespaces} -> 1"):
+                cfg, claims, changed = trial, dict(claims, namespaces=1), True
+        items = ClaimsConfig(**claims).items
+        for cand in sorted({c for c in (1, 2, items // 2) if 1 <= c < items}):
+            trial = dict(cfg, claims=dict(claims, items=cand))
+            if self.fails(trial, f"items {items} -> {cand}"):
+                return trial, True
+        return cfg, changed
+
+    # ------------------------------------------------------------------ result
+
+    def _finish(self, cfg: dict, exhausted: bool) -> Outcome:
+        os.makedirs(self.out_dir, exist_ok=True)
+        cfg_path = os.path.join(self.out_dir, "test.yaml")
+        with open(cfg_path, "w") as f:
+            yaml.safe_dump(_plain(cfg), f, sort_keys=False)
+        confirmed = done = 0
+        keep_confirm = None
+        for _ in range(self.confirm):
+            if exhausted and done:   # out of budget: one confirmation replay at most
+                break
+            self.runs += 1
+            r = self._replay(cfg, f"confirm{done + 1}")
+            done += 1
+            if r.failed:
+                confirmed += 1
+                if keep_confirm is None:
+                    keep_confirm = r.run_dir
+                    continue
+            if r.run_dir and os.path.isdir(r.run_dir):
+                shutil.rmtree(r.run_dir, ignore_errors=True)
+        self.log(f"shrink: the minimal config fails {self.invariant} in {confirmed} of {done} replays")
+        kept = keep_confirm or self.best_dir
+        minimal = os.path.join(self.out_dir, "run")
+        if os.path.isdir(minimal):
+            shutil.rmtree(minimal)
+        if kept and os.path.isdir(kept):
+            shutil.move(kept, minimal)
+        if self.best_dir and self.best_dir != kept and os.path.isdir(self.best_dir):
+            shutil.rmtree(self.best_dir, ignore_errors=True)
+        shutil.rmtree(self.scratch, ignore_errors=True)
+        reproduce = f"chaos run --config {cfg_path}"
+        outcome = Outcome(config=cfg, runs=self.runs, confirmed=confirmed, confirm_runs=done, minimal_dir=minimal,
+                          reproduce=reproduce, budget_exhausted=exhausted, steps=self.steps)
+        with open(os.path.join(self.out_dir, "shrink.json"), "w") as f:
+            json.dump({"original": self.run_dir, "invariant": self.invariant, "runs": self.runs,
+                       "elapsed_s": round(self.elapsed(), 1), "budget_s": self.budget_s,
+                       "budget_exhausted": exhausted, "replays": self.replays,
+                       "original_faults": len(self.units), "original_workers": self.cfg["workers"],
+                       "faults": len(_units_of(cfg)), "fault_ops": len(cfg.get("faults") or []),
+                       "workers": cfg["workers"], "time_limit": cfg["time_limit"],
+                       "confirmed": confirmed, "confirm_runs": done, "reproduce": reproduce,
+                       "steps": self.steps}, f, indent=2)
+        return outcome
+
+
+def _units_of(cfg: dict) -> list:
+    """Fault units of a candidate (a fault op and its heal count as one)."""
+    return fault_units(cfg, cfg.get("faults") or [])
+
+
+def _plain(x):
+    """YAML-safe plain data (tuples -> lists)."""
+    if isinstance(x, dict):
+        return {k: _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    return x

@@ -1,0 +1,67 @@
+"""An outside backend written as a Python class (the registry's ``python``
+entry, ``--factory MOD:FN``), served inside the worker hosts like sqlite."""
+
+from __future__ import annotations
+
+from chaos.sut.abilities import can
+from chaos.sut.base import Sut, Target
+from chaos.sut.sqlite import SqliteSut
+
+class PythonTarget(Target):
+    """An outside backend written as a Python class (the registry's ``python``
+    entry, ``--factory MOD:FN``). Its factory receives the run's SQLite file
+    path like the sqlite backend does, so a backend built over ``SqliteStore``
+    (the planted bugs, the mutants) needs no other setup; workers import the
+    factory by module path."""
+
+    name = "python"
+
+    def setup(self, namespaces, durable: dict) -> None:
+        self.spec = {"backend": "python", "factory": self.cfg.factory, "path": self.run.file("claims.db"),
+                     "namespaces": list(namespaces)}
+        super().setup(namespaces, durable)
+
+
+class PythonSut(Sut):
+    name = "python"
+    order = 50
+    summary = "an outside backend class: --factory MODULE:FUNCTION (registry signature)"
+    takes = ("factory",)
+    requires = ("factory",)
+
+    def usage_hint(self, key: str) -> str:
+        return '"module:function" (e.g. "backends.sqlite:open_backend")'
+
+    def check(self, opts: dict) -> None:
+        super().check(opts)
+        from chaos.conform.adapters.python import check_factory
+
+        check_factory(opts["factory"])  # loadable here, before any run directory is made
+
+    protocols = ("work-claim", "issue-lock")
+
+    def issue_lock_target(self, cfg, run, note_pid=None, note_dir=None):
+        from chaos.issuelock.targets import PythonLockTarget
+
+        return PythonLockTarget(cfg, run, note_pid, note_dir)
+
+    def declare(self, opts: dict) -> dict:
+        if opts.get("protocol") == "issue-lock":
+            from chaos.issuelock.targets import lock_abilities
+
+            return lock_abilities(self.name, opts)
+        rows = SqliteSut().declare(opts)  # today: the factory is given the SQLite file and its mechanisms
+        rows["seed"] = can("the factory's store.seed, over the SQLite file it is given", "store")
+        rows["export"] = can("the factory's store.export_durable", "store")
+        return rows
+
+    def target(self, cfg, run, note_pid, note_dir) -> Target:
+        return PythonTarget(cfg, run, note_pid, note_dir)
+
+    def conform_session(self, options: dict):
+        from chaos.conform.adapters.python import open_session
+
+        return open_session(options)
+
+
+SUT = PythonSut()

@@ -1,0 +1,125 @@
+"""``chaos shrink``: delta debugging over a real stored run's fault schedule
+and workload, driven by a simulated failure predicate (fast), and one real
+shrink of a planted bug (slow)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from chaos.shrink import Replay, Shrinker, fault_units, failing_invariant, units_before, units_for_workers
+
+
+def _stored_run(tmp_path, nemesis=("kill", "pause", "restart"), workers=6, time_limit=20.0) -> str:
+    """A run directory as chaos run leaves it (test.yaml, schedule.jsonl, results.json), without running it."""
+    from dataclasses import asdict
+
+    from chaos.runner import RunConfig, plan_schedule
+
+    cfg = RunConfig(name="t", backend="sqlite", nemesis=list(nemesis), workers=workers, time_limit=time_limit, seed=4)
+    d = tmp_path / "run"
+    d.mkdir()
+    (d / "test.yaml").write_text(yaml.safe_dump(json.loads(json.dumps(asdict(cfg)))))
+    with open(d / "schedule.jsonl", "w") as f:
+        for row in plan_schedule(cfg):
+            f.write(json.dumps(row) + "\n")
+    (d / "results.json").write_text(json.dumps({"verdict": "invalid", "checkers": {
+        "linearizable": {"valid": False}, "stale_write": {"valid": False}, "floors": {"valid": True}}}))
+    return str(d)
+
+
+class Oracle:
+    """Fails (the invariant) when the config still holds every needed fault, enough workers and time."""
+
+    def __init__(self, needed, min_workers=2, min_time=5.0, flaky_every=0):
+        self.needed, self.min_workers, self.min_time, self.flaky_every = needed, min_workers, min_time, flaky_every
+        self.calls = 0
+
+    def __call__(self, cfg, name):
+        self.calls += 1
+        keys = {(o["f"], o["time"]) for o in cfg["faults"]}
+        failed = (self.needed <= keys and cfg["workers"] >= self.min_workers and cfg["time_limit"] >= self.min_time)
+        if self.flaky_every and self.calls % self.flaky_every == 0:
+            failed = not failed     # a replay that disagrees now and then: the majority decides
+        return Replay("invalid" if failed else "valid", failed, None, 0.0)
+
+
+def test_invariant_choice_prefers_a_named_rule_over_linearizability():
+    assert failing_invariant({"checkers": {"linearizable": {"valid": False}, "durability": {"valid": False}}}) == \
+        "durability"
+    assert failing_invariant({"checkers": {"linearizable": {"valid": False}}}) == "linearizable"
+    assert failing_invariant({"checkers": {"floors": {"valid": True}}}) is None
+
+
+def test_faults_and_their_heals_are_units_and_reductions_keep_them_consistent(tmp_path):
+    run = _stored_run(tmp_path)
+    sh = Shrinker(run, replay=Oracle(set()), log=lambda _: None)
+    assert sh.units and all(u[0]["f"] in ("kill", "pause", "restart") for u in sh.units)
+    pauses = [u for u in sh.units if u[0]["f"] == "pause"]
+    # every pause with its resume (the last may end past the time limit: the final phase heals it)
+    assert pauses and all(len(u) == 2 and u[1]["f"] == "resume" for u in pauses[:-1])
+    small = units_for_workers(sh.units, 1)
+    assert all(t == 0 for u in small for op in u for t in op["value"].get("targets", [0]))
+    assert all(u[0]["time"] < 5e9 for u in units_before(sh.units, 5.0))
+
+
+def test_ddmin_reaches_exactly_the_needed_faults_fewest_workers_and_shortest_time(tmp_path):
+    run = _stored_run(tmp_path)
+    sh0 = Shrinker(run, replay=Oracle(set()), log=lambda _: None)
+    a, b = sh0.units[1][0], sh0.units[-2][0]
+    needed = {(a["f"], a["time"]), (b["f"], b["time"])}
+    oracle = Oracle(needed, min_workers=3, min_time=5.0)
+    sh = Shrinker(run, replay=oracle, log=lambda _: None, confirm=5)
+    out = sh.shrink()
+    kept = {(o["f"], o["time"]) for o in out.config["faults"] if o["f"] in ("kill", "pause", "restart")}
+    assert kept == needed
+    t = 20.0   # halved while the oracle's 5 s and both needed faults still fit
+    while t / 2 >= 5.0 and all(when < t / 2 * 1e9 for _, when in needed):
+        t /= 2
+    assert out.config["workers"] == 3 and out.config["time_limit"] == t
+    assert out.confirmed == 5 and out.runs == oracle.calls
+    stored = json.loads(open(os.path.join(run, "shrunk", "shrink.json")).read())
+    assert stored["faults"] == 2 and stored["runs"] == out.runs and stored["steps"]
+    assert yaml.safe_load(open(os.path.join(run, "shrunk", "test.yaml")))["faults"] == out.config["faults"]
+    assert out.reproduce == f"chaos run --config {os.path.join(run, 'shrunk', 'test.yaml')}"
+
+
+def test_majority_of_replays_decides_and_a_flaky_replay_does_not_mislead(tmp_path):
+    run = _stored_run(tmp_path)
+    sh0 = Shrinker(run, replay=Oracle(set()), log=lambda _: None)
+    a = sh0.units[0][0]
+    oracle = Oracle({(a["f"], a["time"])}, min_workers=1, min_time=2.0, flaky_every=5)
+    out = Shrinker(run, replay=oracle, log=lambda _: None).shrink()
+    assert [(o["f"], o["time"]) for o in out.config["faults"] if o["f"] == a["f"]][:1] == [(a["f"], a["time"])]
+
+
+def test_a_run_that_does_not_reproduce_is_refused_and_the_budget_stops_the_search(tmp_path):
+    run = _stored_run(tmp_path)
+    never = lambda cfg, name: Replay("valid", False, None, 0.0)   # noqa: E731
+    with pytest.raises(ValueError, match="does not fail"):
+        Shrinker(run, replay=never, log=lambda _: None).shrink()
+    out = Shrinker(run, replay=Oracle(set()), log=lambda _: None, budget_s=0.0).shrink()
+    assert out.budget_exhausted
+
+
+def test_cli_refuses_a_non_run_directory_in_one_line(tmp_path):
+    res = subprocess.run([sys.executable, "-m", "chaos.cli", "shrink", str(tmp_path)], capture_output=True, text=True)
+    assert res.returncode == 254 and len(res.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_real_shrink_of_a_planted_bug_reaches_a_small_run_that_fails_in_4_of_5(tmp_path):
+    from chaos.testing.mutants import MUTANTS
+    from chaos.testing.mutants_detect import RECIPES, chaos
+
+    out = chaos(MUTANTS["no-fence-epoch"].factory, RECIPES["stale-writer"], str(tmp_path / "store"))
+    assert out.results["verdict"] == "invalid"
+    sh = Shrinker(out.run_dir, log=lambda _: None, budget_s=400)
+    res = sh.shrink()
+    assert len(fault_units(res.config, res.config["faults"])) <= 3 and res.config["workers"] <= 4
+    assert res.confirmed >= 4 and os.path.isfile(os.path.join(res.minimal_dir, "results.json"))
