@@ -263,9 +263,15 @@ class Run:
             t0 = time.monotonic_ns()
             driver = RealDriver(history, self.slots, None, t0, self.stop)
             routes = self._routes(target)
+            from chaos import sut
+
+            # a paused writer parks at the engine's barrier hook where there is one, else it is
+            # frozen inside its call (chaos.faults.incall)
+            barrier = sut.get(cfg.backend).abilities(backend_options(cfg)).has("barrier", via="hook")
             for t in range(cfg.workers):
                 self.slots.append(Slot(t, routes.spec_for(spec, t) if routes else spec, env_for, run.file("logs"),
                                        driver.completions, cfg.op_timeout, self._note_pid))
+                self.slots[-1].barrier = barrier
             env = FaultEnv(self.slots, clock_faults, fsync, coverage, history, t0, target)
             env.power, env.routes = power, routes
             nem_gen, table, pkgs = nemesis_plan(cfg)

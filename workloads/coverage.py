@@ -50,6 +50,7 @@ class Attempt:
     previous: str | None = None  # the type of the last earlier attempt of this identical publish
     reused: str | None = None    # "same-item" / "other-item": an earlier publish used this id otherwise
     in_fsync_fault: bool = False  # invoked while the fsync nemesis had syncs failing
+    fault: dict | None = None     # an in-call fault's evidence (the completion's ``fault``)
 
     @property
     def episode(self) -> str:
@@ -177,6 +178,13 @@ def _paths() -> tuple:
             out.append(Path(f"probe {op} at {at}", _intent(f"{name}:probe"), _landed, (name,), op == "publish"))
     for race, step in RACE_STEP.items():
         out.append(Path(race, _intent(f"{race}:{step}"), definite, (race,), True))
+    inside = lambda a: bool((a.fault or {}).get("inside"))
+    out += [
+        Path("publish frozen inside its call while a rival takes over", _intent("frozen-publish:frozen-publish"),
+             inside, ("frozen-publish",), True),
+        Path("call killed inside its work", _intent("killed-publish:killed-call", "killed-renew:killed-call"),
+             inside, ("killed-publish", "killed-renew")),
+    ]
     return tuple(out)
 
 
@@ -252,7 +260,8 @@ def attempts(history: list[dict]) -> list[Attempt]:
         t = inv.get("time", 0)
         out.append(Attempt(f, req, inv.get("intent") or "", inv.get("clock_ms"), typ,
                            env if isinstance(env, dict) else {}, previous, reused,
-                           any(lo <= t <= hi for lo, hi in windows)))
+                           any(lo <= t <= hi for lo, hi in windows),
+                           done.get("fault") if isinstance(done.get("fault"), dict) else None))
     return out
 
 

@@ -40,7 +40,20 @@ stale-expiry               a renews, then renews again with the old expiry
 stale-revision             a publishes with an older (or never-seen) revision
 unbound-namespace          read, acquire and publish on a never-provisioned
                            namespace
+frozen-publish             a's publish is SIGSTOPped inside the call (the
+                           process serving it: the worker host, or a black-box
+                           program's per-call CLI process) at a seeded point of
+                           its work; meanwhile b takes the item over (pinned at
+                           E) and publishes; then a is SIGCONTed
+killed-publish / -renew    a's call is SIGKILLed at a seeded point inside it
 =========================  ====================================================
+
+An op of a step may carry ``delay_ms`` (after the step starts) and a role's
+ops of one step run one after another; an in-call fault is the op's
+``fault``: ``{"kind": "freeze" | "kill", "at": u, "hold_ms"}``, where the
+worker turns ``u`` (seeded, in [0, 1)) into a point of the call's work
+(``chaos.worker.Slot``, ``chaos.faults.incall``) and records what it did with
+the completion.
 
 Exact time: a probe op carries ``clock_ms`` (the instant the backend must
 decide at); the worker pins its backend's clock to it for that one call (an
@@ -81,7 +94,8 @@ EPISODES = (
     + tuple(probe_name(op, d) for op in PROBE_OPS for d in PROBE_OFFSETS)
     + ("fence-namespace", "fence-item", "fence-owner", "fence-epoch", "publish-after-release",
        "replay-after-ok", "replay-after-fail", "reuse-bytes", "reuse-revision", "reuse-item",
-       "stale-witness", "stale-expiry", "stale-revision", "unbound-namespace")
+       "stale-witness", "stale-expiry", "stale-revision", "unbound-namespace",
+       "frozen-publish", "killed-publish", "killed-renew")
 )
 
 
@@ -157,11 +171,17 @@ class RacePair:
             if pair.inflight:
                 return PENDING
             pair = pair._build(ctx, w)
+        busy = {r for r, _ in pair.inflight}
         for i, (role, op) in enumerate(pair.todo):
+            if role in busy:   # a role's ops of one step run one after another, in order
+                continue
+            busy.add(role)
             t = pair.threads[ROLES.index(role)]
             if t not in ctx.free:
                 continue
-            full = dict(op, process=ctx.process_of[t], type="invoke", time=max(ctx.time, pair.at))
+            at = max(ctx.time, pair.at + int(op.get("delay_ms", 0)) * MS)
+            full = dict({k: v for k, v in op.items() if k != "delay_ms"}, process=ctx.process_of[t], type="invoke",
+                        time=at)
             return full, replace(pair, todo=pair.todo[:i] + pair.todo[i + 1:], inflight=pair.inflight + ((role, full),))
         return PENDING
 
@@ -523,6 +543,42 @@ def _unbound():
     return (claim_ops, publish)
 
 
+def _fault(x: Ctx, kind: str) -> dict:
+    """The seeded point (and hold) of an in-call fault for this episode."""
+    s = Stream(x.ctx.seed, ("in-call", x.pair.pair, x.pair.n))
+    at, s = s.random()
+    hold, _ = s.randint(*FREEZE_HOLD_MS)
+    return {"kind": kind, "at": round(at, 6), **({"hold_ms": hold} if kind == "freeze" else {})}
+
+
+#: how long a frozen call is held: long enough for b's takeover and publish
+FREEZE_HOLD_MS = (400, 1200)
+#: b starts its takeover this long after the frozen call was sent (the freeze lands first)
+FREEZE_RIVAL_DELAY_MS = 60
+
+
+def _frozen_publish():
+    def race(x):
+        a = _own(x)
+        if a is None:
+            return None
+        epoch_b = str(int(a["epoch"]) + 1)   # a takeover of a's exact record allocates a's epoch + 1
+        return [("a", dict(x.publish("a", "frozen-publish"), fault=_fault(x, "freeze"))),
+                ("b", dict(x.takeover("b", a, "takeover"), delay_ms=FREEZE_RIVAL_DELAY_MS)),
+                ("b", x.publish("b", "publish-new-owner", fence={"owner_id": x.owner("b"), "epoch": epoch_b}))]
+    return (race,)
+
+
+def _killed(op: str):
+    def kill(x):
+        a = _own(x)
+        if a is None:
+            return None
+        call = x.publish("a", "killed-call") if op == "publish" else x.renew(a, "killed-call")
+        return [("a", dict(call, fault=_fault(x, "kill")))]
+    return (kill,)
+
+
 STEPS: dict = {
     "race:takeover-vs-publish": _takeover_vs_publish(),
     "race:two-owners": _two_owners(),
@@ -542,5 +598,8 @@ STEPS: dict = {
     "stale-expiry": _stale_expiry(),
     "stale-revision": _stale_revision(),
     "unbound-namespace": _unbound(),
+    "frozen-publish": _frozen_publish(),
+    "killed-publish": _killed("publish"),
+    "killed-renew": _killed("renew"),
 }
 assert set(STEPS) == set(EPISODES)
