@@ -13,7 +13,7 @@ import yaml
 
 from chaos.reports.results_schema import validate_results
 from chaos.runner import Run
-from workloads.coverage import PATHS, coverage, format_table, missing, plan_for
+from workloads.coverage import coverage, format_table, missing, plan_for
 
 ROOT = Path(__file__).resolve().parents[1]
 NS = "wbns_" + "a" * 32
@@ -48,20 +48,32 @@ def test_a_path_counts_attempts_by_request_and_completions_by_reply():
     # the probe landed once: its reply's observed_at is exactly its clock_ms; the other was decided at T
     assert table["probe takeover at expires_at - 1 ms"] == {"requested": True, "attempted": 2, "completed": 1}
     assert "probe takeover at expires_at - 1 ms" not in missing(table)
-    assert "probe renew at exactly expires_at" in missing(table)
+    # an episode the run never reached is shown, not requested
+    assert table["probe renew at exactly expires_at"] == {"requested": False, "attempted": 0, "completed": 0}
     assert "probe takeover at expires_at - 1 ms" in format_table(table)
 
 
-def test_what_is_requested_follows_the_configuration():
-    everything = {p.name for p in PATHS if p.by}
-    assert {n for n, r in coverage([], plan_for({}, 10, None)).items() if r["requested"]} == everything
-    agents = {n for n, r in coverage([], plan_for({}, 3, None)).items() if r["requested"]}
-    assert agents == {"read", "publication-read", "acquire fresh", "renew", "release", "publish ok"}
+def test_what_is_requested_follows_the_configuration_and_what_the_run_reached():
+    agents = {"read", "publication-read", "acquire fresh", "renew", "release", "publish ok"}
+    for workers in (3, 10):   # agents' paths: whenever the run has clients; racer paths only once reached
+        assert {n for n, r in coverage([], plan_for({}, workers, None)).items() if r["requested"]} == agents
     advisory = {"result": {"operations": {"work_claim": {"mode": "advisory"}}}}
     assert {n for n, r in coverage([], plan_for({}, 3, advisory)).items() if r["requested"]} == \
         {"read", "acquire fresh", "renew", "release"}
-    only = {n for n, r in coverage([], plan_for({"episodes": ["stale-witness"]}, 10, None)).items() if r["requested"]}
-    assert only == agents | {"acquire with a stale witness"}
+    stale = {"f": "renew", "intent": "stale-expiry:stale-expiry", "value": {"ledger_namespace": NS, "item_id": ITEM}}
+    wrong = {"type": "ok", "value": {"exit": 0, "envelope": {"ok": True, "state": "committed", "result": {}}}}
+    info = {"type": "info", "error": "timed out"}
+    hold = dict(stale, intent="stale-expiry:hold")
+    # reached and answered (here: wrongly) -> requested and never completed
+    table = coverage(history((stale, wrong)), plan_for({}, 10, None))
+    assert table["renew with a stale expiry"] == {"requested": True, "attempted": 1, "completed": 0}
+    assert "renew with a stale expiry" in missing(table)
+    # only the prologue, or an answer that proves nothing: the run did not get there
+    assert not coverage(history((hold, wrong)), plan_for({}, 10, None))["renew with a stale expiry"]["requested"]
+    assert not coverage(history((stale, info)), plan_for({}, 10, None))["renew with a stale expiry"]["requested"]
+    # not in the rotation: never requested
+    only = plan_for({"episodes": ["stale-witness"]}, 10, None)
+    assert not coverage(history((stale, wrong)), only)["renew with a stale expiry"]["requested"]
     faults_only = {"publish identical replay after info", "floor persistence failure"}
     assert not any(r["requested"] for n, r in coverage([], plan_for({}, 10, None)).items() if n in faults_only)
 

@@ -27,13 +27,15 @@ BASE_MS = 1_894_353_330_250
 LATENCY = 4_000_000  # ns per op (logical)
 
 
-def run(tmp_path, cfg=None, seed=5, workers=10, seconds=3, lose=lambda op: False, backend_name="reference"):
+def run(tmp_path, cfg=None, seed=5, workers=10, seconds=3, lose=lambda op: False, backend_name="reference",
+        factory=None):
     """The workload against the contract engine (in memory by default: these
-    tests are about the workload; the SQLite store has its own tests)."""
+    tests are about the workload; the SQLite store has its own tests);
+    ``factory``: a ``python`` backend class over SQLite instead."""
     cfg = cfg or ClaimsConfig()
     gen, world = claims_workload(seed, cfg)
     clock = FixedClock(BASE_MS)
-    spec = {"backend": backend_name}
+    spec = {"backend": backend_name} if factory is None else {"backend": "python", "factory": factory}
     backend = open_backend(dict(spec, path=str(tmp_path / "c.db"), namespaces=list(world.namespaces)), clock)
     backend.store.seed(world.durable())
 

@@ -77,6 +77,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from workloads.generator import MS, NEMESIS, PENDING, Context, Gen, soonest
+
+EPOCH_MAX = 2**64 - 1
 from workloads.items import b64, item_fields, mint_item_id, mint_namespace, publish_request, render, revision_of
 from workloads.races import EPISODES, RacePair
 from workloads.random import Stream
@@ -115,14 +117,15 @@ class Universe:
     tuples: tuple          # every provisioned tuple ((ns, item_id), ...): the agents', then the racers'
     seed_items: dict       # (ns, item_id) -> bytes, for every provisioned tuple
     agent_tuples: tuple = ()
-    race_tuples: tuple = ()  # per pair: ((ns, race item), (ns, side item))
+    race_tuples: tuple = ()  # per pair: ((ns, race item), (ns, side item), (ns, exhausted item))
     unbound: str = ""        # a well-formed namespace that is never provisioned
+    seed_claims: tuple = ()  # claim records seeded as they are (the exhausted items' high-water marks)
 
     def durable(self) -> dict:
         """The manifest-shaped durable state that seeds the store."""
         return {
             "clock_floors": [],
-            "claims": [],
+            "claims": [dict(c) for c in self.seed_claims],
             "ledgers": [
                 {"ledger_namespace": ns, "item_id": item, "revision": revision_of(data), "source_base64": b64(data)}
                 for (ns, item), data in self.seed_items.items()
@@ -147,20 +150,23 @@ def universe(seed: int, cfg: ClaimsConfig) -> Universe:
             items[(ns, item)] = render(item_fields(item, f"Synthetic work item {len(tuples)}"),
                                        "Synthetic work item seeded for a chaos run.")
     agent_tuples = tuple(tuples)
-    race, r = [], Stream(seed, ("universe", "race"))
+    race, claims, r = [], [], Stream(seed, ("universe", "race"))
     for k in range(cfg.race_pairs):
         ns, r = mint_namespace(r)
         namespaces.append(ns)
         pair = []
-        for role in ("race", "side"):
+        for role in ("race", "side", "exhausted"):
             item, r = mint_item_id(r)
             pair.append((ns, item))
             tuples.append((ns, item))
             items[(ns, item)] = render(item_fields(item, f"Race pair {k} {role} item"),
                                        "Synthetic work item seeded for a racer pair.")
         race.append(tuple(pair))
+        # one acquire short of the epoch high-water mark: the next takeover is epoch-exhausted (§4)
+        claims.append({"ledger_namespace": ns, "item_id": pair[2][1], "last_epoch": str(EPOCH_MAX - 1),
+                       "active": None})
     unbound, _ = mint_namespace(Stream(seed, ("universe", "unbound")))
-    return Universe(tuple(namespaces), tuple(tuples), items, agent_tuples, tuple(race), unbound)
+    return Universe(tuple(namespaces), tuple(tuples), items, agent_tuples, tuple(race), unbound, tuple(claims))
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,13 @@ over the reply (the reply shows the path was taken: ``claim-held``, a fence
 rejection with that reason, a probe decided at exactly its ``clock_ms``...).
 
 A path is *requested* when the run's configuration makes it happen by itself:
-the racer episodes it names are in the rotation and the run has racers, or
-the agents take it on every cycle. A requested path that never completed
+the agents take it on every cycle (whenever the run has clients), or a racer
+episode that takes it is in the rotation and the run reached it: the op that
+takes the path was sent and answered. A requested path that never completed
 makes an otherwise valid run ``unknown`` (the run did not exercise what it
-was asked to), as does a run in which most operations ended ``info``.
+was asked to: e.g. every probe was answered, none at its instant), as does
+a run in which most operations ended ``info``. A run too short for the
+rotation to reach an episode shows its paths with 0 attempts, not requested.
 Paths that only faults make happen (a replay after a lost reply, a floor
 failure) are counted and shown, never requested.
 
@@ -35,6 +38,8 @@ from checkers.history import pairs
 from workloads.races import EPISODES, PROBE_OFFSETS, PROBE_OPS, probe_name
 
 AGENTS = "agents"      # a path every agent cycle takes (and the racers' prologues)
+#: the labels of a racer episode's prologue (workloads.races): not the op an episode is about
+PROLOGUE = frozenset(("read", "hold", "hold-takeover"))
 
 
 @dataclass(frozen=True)
@@ -90,6 +95,7 @@ class Path:
     completed: Callable[[Attempt], bool]
     by: tuple = ()      # AGENTS and the racer episodes that make it happen; () = only faults do
     publication: bool = False  # needs a backend that publishes (an advisory one refuses every publish)
+    reached: Callable[[Attempt], bool] = lambda a: a.definite  # an attempt that shows the backend's answer
 
 
 def _ok(a: Attempt) -> bool:
@@ -181,9 +187,21 @@ def _paths() -> tuple:
     inside = lambda a: bool((a.fault or {}).get("inside"))
     out += [
         Path("publish frozen inside its call while a rival takes over", _intent("frozen-publish:frozen-publish"),
-             inside, ("frozen-publish",), True),
+             inside, ("frozen-publish",), True, reached=lambda a: a.fault is not None),
         Path("call killed inside its work", _intent("killed-publish:killed-call", "killed-renew:killed-call"),
-             inside, ("killed-publish", "killed-renew")),
+             inside, ("killed-publish", "killed-renew"), reached=lambda a: a.fault is not None),
+        Path("legacy transition refused over an active claim", _intent("legacy-writes:legacy-transition"),
+             _code("active-claim-write-refused"), ("legacy-writes",)),
+        Path("legacy create refused for a claimed identity", _intent("legacy-writes:legacy-create"),
+             _code("claimed-item-write-refused"), ("legacy-writes",)),
+        Path("publish with a wrong candidate digest refused", _intent("bad-digest:bad-digest"),
+             _code("candidate-digest-mismatch"), ("bad-digest",), True),
+        Path("publish retry without its complete request refused", _intent("incomplete-retry:incomplete-retry"),
+             _code("invalid-request"), ("incomplete-retry",), True),
+        Path("publish of another item's candidate refused", _intent("invalid-candidate:invalid-candidate"),
+             _code("ledger-invalid"), ("invalid-candidate",), True),
+        Path("acquire at the exhausted epoch high-water mark", _intent("epoch-exhaustion:acquire-exhausted"),
+             _code("epoch-exhausted"), ("epoch-exhaustion",)),
     ]
     return tuple(out)
 
@@ -207,13 +225,20 @@ def plan_for(claims: dict, workers: int, capabilities: dict | None) -> dict:
             "episodes": list(cfg.episodes) if pairs_ else [], "race_pairs": pairs_}
 
 
-def _requested(path: Path, plan: dict) -> bool:
+def _requested(path: Path, plan: dict, attempts_: list[Attempt]) -> bool:
+    """Agents' paths: whenever the run has clients. A racer path: once the
+    run reached its episode (the rotation got there in the time given) and
+    the op that takes the path was answered (``reached``): from then on the
+    run was configured to exercise it, and a backend that answered otherwise
+    left it unexercised."""
     if not path.by or (path.publication and not plan.get("publish")):
         return False
-    episodes = plan.get("episodes") or ()
+    episodes = set(plan.get("episodes") or ())
     if AGENTS in path.by:
         return bool(plan.get("agents") or episodes)
-    return any(e in episodes for e in path.by)
+    wanted = episodes & set(path.by)
+    return any(a.episode in wanted and a.label not in PROLOGUE and path.attempted(a) and path.reached(a)
+               for a in attempts_)
 
 
 def _fsync_windows(history: list[dict]) -> list[tuple[int, float]]:
@@ -267,8 +292,9 @@ def attempts(history: list[dict]) -> list[Attempt]:
 
 def coverage(history: list[dict], plan: dict) -> dict:
     """``{path: {"requested", "attempted", "completed"}}`` in report order."""
-    table = {p.name: {"requested": _requested(p, plan), "attempted": 0, "completed": 0} for p in PATHS}
-    for a in attempts(history):
+    seen = attempts(history)
+    table = {p.name: {"requested": _requested(p, plan, seen), "attempted": 0, "completed": 0} for p in PATHS}
+    for a in seen:
         for p in PATHS:
             if p.attempted(a):
                 row = table[p.name]

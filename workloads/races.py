@@ -39,13 +39,22 @@ stale-witness              b acquires with the witness a's acquire used
 stale-expiry               a renews, then renews again with the old expiry
 stale-revision             a publishes with an older (or never-seen) revision
 unbound-namespace          read, acquire and publish on a never-provisioned
-                           namespace
+                           namespace; the capabilities again
 frozen-publish             a's publish is SIGSTOPped inside the call (the
                            process serving it: the worker host, or a black-box
                            program's per-call CLI process) at a seeded point of
                            its work; meanwhile b takes the item over (pinned at
                            E) and publishes; then a is SIGCONTed
 killed-publish / -renew    a's call is SIGKILLed at a seeded point inside it
+legacy-writes              b's legacy transition and legacy create of a's held
+                           item (both must be refused, §7)
+bad-digest                 a publish whose candidate_sha256 is not the digest
+                           of its bytes
+incomplete-retry           a's publish, then its operation id alone (§6: a
+                           retry carries the complete request)
+invalid-candidate          a publish whose candidate is another item's bytes
+epoch-exhaustion           a takes the pair's exhausted item (seeded one short
+                           of the high-water mark), b takes it over at E
 =========================  ====================================================
 
 An op of a step may carry ``delay_ms`` (after the step starts) and a role's
@@ -95,7 +104,8 @@ EPISODES = (
     + ("fence-namespace", "fence-item", "fence-owner", "fence-epoch", "publish-after-release",
        "replay-after-ok", "replay-after-fail", "reuse-bytes", "reuse-revision", "reuse-item",
        "stale-witness", "stale-expiry", "stale-revision", "unbound-namespace",
-       "frozen-publish", "killed-publish", "killed-renew")
+       "frozen-publish", "killed-publish", "killed-renew",
+       "legacy-writes", "bad-digest", "incomplete-retry", "invalid-candidate", "epoch-exhaustion")
 )
 
 
@@ -123,6 +133,8 @@ class Facts:
     old_rev: str | None = None     # a revision it had before
     first: dict | None = None      # the episode's first publish request and its completion type
     first_type: str | None = None
+    other: dict | None = None      # the last read_back of another tuple (the exhausted item) in this episode
+    other_claim: dict | None = None  # a's claim on that tuple
     aborted: bool = False
 
     def claim(self, role: str) -> dict | None:
@@ -245,6 +257,10 @@ def _learn(pair: RacePair, w, role: str, sent: dict, ev: dict) -> Facts:
         return replace(f.holding(role, None), record=None, aborted=True)
     if name == "publish" and f.first is None:
         f = replace(f, first=req, first_type=typ)
+    if not on_item and typ == "ok" and name == "read":
+        return replace(f, other=result.get("read_back"))
+    if not on_item and typ == "ok" and name == "acquire" and role == "a":
+        return replace(f, other_claim=result.get("claim"))
     if name in ("read", "acquire", "renew", "release") and on_item:
         rb = result.get("read_back") if typ == "ok" else err.get("details")
         if isinstance(rb, dict) and "last_epoch" in rb:  # every claim reply shows the exact record
@@ -289,7 +305,7 @@ class Ctx:
 
     def __init__(self, ctx: Context, w, pair: RacePair):
         self.ctx, self.w, self.pair, self.f = ctx, w, pair, pair.facts
-        (self.ns, self.item), (_, self.side) = w.world.race_tuples[pair.pair]
+        (self.ns, self.item), (_, self.side), (_, self.exhausted) = w.world.race_tuples[pair.pair]
         self.tup = {"ledger_namespace": self.ns, "item_id": self.item}
 
     def owner(self, role: str) -> str:
@@ -536,7 +552,9 @@ def _unbound():
     def claim_ops(x):
         tup = {"ledger_namespace": x.w.world.unbound, "item_id": x.item}
         return [("a", x.read(tup, "unbound")),
-                ("b", x.acquire("b", {"last_epoch": "0", "active": None}, "unbound", tup=tup))]
+                ("b", x.acquire("b", {"last_epoch": "0", "active": None}, "unbound", tup=tup)),
+                # and the ledger's capability profile again: it must not change during a run (§3)
+                ("b", {"f": "capabilities", "value": {}, "label": "capabilities"})]
 
     def publish(x):
         return [("a", x.publish("a", "unbound", ns=x.w.world.unbound, fence={"ledger_namespace": x.w.world.unbound}))]
@@ -579,6 +597,66 @@ def _killed(op: str):
     return (kill,)
 
 
+def _legacy_writes():
+    def refused(x):
+        if _own(x) is None:
+            return None
+        return [("b", {"f": "legacy-transition", "value": dict(x.tup), "label": "legacy-transition"}),
+                ("b", {"f": "legacy-create", "value": dict(x.tup), "label": "legacy-create"})]
+    return (refused,)
+
+
+def _bad_digest():
+    def bad(x):
+        if _own(x) is None:
+            return None
+        op = x.publish("a", "bad-digest")
+        op["value"] = dict(op["value"], candidate_sha256=revision_of(b"not the candidate's bytes"))
+        return [("a", op)]
+    return (bad,)
+
+
+def _incomplete_retry():
+    def second(x, first):
+        req = {k: first[k] for k in ("operation_id", "ledger_namespace", "item_id")}
+        return {"f": "publish", "value": req, "label": "incomplete-retry"}
+    return _first_then(second)
+
+
+def _invalid_candidate():
+    def invalid(x):
+        if _own(x) is None:
+            return None
+        data = candidate(x.side, x.owner("a"), "another item's bytes")   # a valid item, but not this one
+        op = x.publish("a", "invalid-candidate")
+        op["value"] = dict(op["value"], candidate_source_base64=b64(data), candidate_sha256=revision_of(data))
+        return [("a", op)]
+    return (invalid,)
+
+
+def _epoch_exhaustion():
+    def read(x):
+        return [("a", x.read({"ledger_namespace": x.ns, "item_id": x.exhausted}, "read-exhausted"))]
+
+    def take(x):
+        rb = x.f.other
+        if not rb or rb.get("item_id") != x.exhausted:
+            return None
+        tup = {"ledger_namespace": x.ns, "item_id": x.exhausted}
+        wit = {"last_epoch": rb.get("last_epoch"), "active": rb.get("active")}
+        pin = x.expires(rb["active"]) if rb.get("active") else None
+        return [("a", x.acquire("a", wit, "acquire-exhausted", tup=tup, clock_ms=pin))]
+
+    def over(x):
+        claim = x.f.other_claim   # a got the last epoch: b's takeover at its expiry has none left
+        if claim is None:
+            return []
+        tup = {"ledger_namespace": x.ns, "item_id": x.exhausted}
+        return [("b", x.acquire("b", {"last_epoch": claim["epoch"], "active": claim}, "acquire-exhausted",
+                                tup=tup, clock_ms=x.expires(claim)))]
+    return (read, take, over)
+
+
 STEPS: dict = {
     "race:takeover-vs-publish": _takeover_vs_publish(),
     "race:two-owners": _two_owners(),
@@ -601,5 +679,10 @@ STEPS: dict = {
     "frozen-publish": _frozen_publish(),
     "killed-publish": _killed("publish"),
     "killed-renew": _killed("renew"),
+    "legacy-writes": _legacy_writes(),
+    "bad-digest": _bad_digest(),
+    "incomplete-retry": _incomplete_retry(),
+    "invalid-candidate": _invalid_candidate(),
+    "epoch-exhaustion": _epoch_exhaustion(),
 }
 assert set(STEPS) == set(EPISODES)

@@ -8,7 +8,7 @@ Every checker is pure, near-linear in the history length, and treats ``info``
 from __future__ import annotations
 
 from . import (capability_honesty, dual_ownership, durability, envelopes, epochs, floors, idempotence,
-               stale_write)
+               requests, stale_write)
 
 INVARIANTS = {
     "dual_ownership": dual_ownership.check,
@@ -19,6 +19,7 @@ INVARIANTS = {
     "durability": durability.check,
     "envelopes": envelopes.check,
     "capability_honesty": capability_honesty.check,
+    "requests": requests.check,
 }
 
 __all__ = ["INVARIANTS"]

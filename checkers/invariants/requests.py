@@ -1,0 +1,93 @@
+"""Publication requests a backend must refuse before deciding anything
+(contract §6 steps 1-5): what it accepted must have been a complete,
+well-formed request with a valid candidate.
+
+1. ``incomplete-request-accepted`` (§6): "Every public commit attempt,
+   including a retry after response loss, MUST carry the complete request.
+   An operation ID alone is not a retry request and returns exit 2
+   invalid-request". A publish whose request lacks a member of the publish
+   object got any definite reply other than ``invalid-request``.
+2. ``candidate-digest-accepted`` (§6 step 2): "Its SHA-256 MUST equal
+   candidate_sha256". An accepted (exit 0) publish whose candidate bytes do
+   not hash to its ``candidate_sha256``.
+3. ``invalid-candidate-accepted`` (§6 step 5): "Candidate validation MUST
+   parse the complete replacement bytes as a schema version 1 ledger item
+   and require its canonical id to equal the request's item_id". An accepted
+   publish whose candidate is not such an item (judged by the contract's own
+   validator, ``backends.contract.ledger_invalid_details``).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+
+from ._common import Findings, prepare
+
+#: the members of a complete publish-claimed request (§6)
+PUBLISH_MEMBERS = frozenset(("operation_id", "ledger_namespace", "item_id", "expected_revision",
+                             "candidate_source_base64", "candidate_sha256", "claim_fence"))
+
+
+def _decoded(req: dict) -> bytes | None:
+    text = req.get("candidate_source_base64")
+    if not isinstance(text, str):
+        return None
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+
+
+def check(history: list[dict], ctx: dict | None = None) -> dict:
+    from backends.contract import ledger_invalid_details
+
+    prep = prepare(history)
+    out = Findings()
+    seen = 0
+    for op in prep.ops:
+        if op.f != "publish" or not op.definite:
+            continue
+        seen += 1
+        oid = op.req.get("operation_id")
+        missing = sorted(PUBLISH_MEMBERS - set(op.req))
+        if missing:
+            if op.code() != "invalid-request":
+                out.add(
+                    "incomplete-request-accepted",
+                    f"Operation {oid}: a publish without {', '.join(missing)} got exit {op.exit} "
+                    f"{op.code() or 'success'} instead of exit 2 invalid-request. Every commit attempt, a retry "
+                    "after a lost reply included, carries the complete request; an operation id alone is not a "
+                    "retry (contract §6).",
+                    op.indices, operation_id=oid, missing=missing)
+            continue
+        if op.exit != 0:
+            continue
+        data = _decoded(op.req)
+        if data is None:
+            continue
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        if digest != op.req.get("candidate_sha256"):
+            out.add(
+                "candidate-digest-accepted",
+                f"Operation {oid}: accepted a candidate whose bytes hash to {digest[:19]}... although the request "
+                f"names candidate_sha256 {str(op.req.get('candidate_sha256'))[:19]}...; the digest must match "
+                "before anything is decided (contract §6 step 2, candidate-digest-mismatch).",
+                op.indices, operation_id=oid, digest=digest, candidate_sha256=op.req.get("candidate_sha256"))
+            continue
+        item = op.req.get("item_id")
+        issues = ledger_invalid_details(data, item, b"") if isinstance(item, str) else None
+        if issues is not None:
+            out.add(
+                "invalid-candidate-accepted",
+                f"Operation {oid}: accepted a candidate that is not a valid schema-1 ledger item with id {item} "
+                f"({_summary(issues)}). Candidate validation comes before any decision (contract §6 step 5, "
+                "ledger-invalid).",
+                op.indices, operation_id=oid, item_id=item, issues=issues)
+    return out.result({"publishes_seen": seen})
+
+
+def _summary(issues) -> str:
+    rows = issues if isinstance(issues, list) else [issues]
+    return "; ".join(str(r.get("reason") or r.get("code") or r) for r in rows[:3] if isinstance(r, dict)) or "invalid"
