@@ -54,12 +54,12 @@ def test_a_path_counts_attempts_by_request_and_completions_by_reply():
 
 
 def test_what_is_requested_follows_the_configuration_and_what_the_run_reached():
-    agents = {"read", "publication-read", "acquire fresh", "renew", "release", "publish ok"}
+    agents = {"read", "acquire fresh", "publish ok"}
     for workers in (3, 10):   # agents' paths: whenever the run has clients; racer paths only once reached
         assert {n for n, r in coverage([], plan_for({}, workers, None)).items() if r["requested"]} == agents
     advisory = {"result": {"operations": {"work_claim": {"mode": "advisory"}}}}
     assert {n for n, r in coverage([], plan_for({}, 3, advisory)).items() if r["requested"]} == \
-        {"read", "acquire fresh", "renew", "release"}
+        {"read", "acquire fresh"}
     stale = {"f": "renew", "intent": "stale-expiry:stale-expiry", "value": {"ledger_namespace": NS, "item_id": ITEM}}
     wrong = {"type": "ok", "value": {"exit": 0, "envelope": {"ok": True, "state": "committed", "result": {}}}}
     info = {"type": "info", "error": "timed out"}
@@ -74,6 +74,9 @@ def test_what_is_requested_follows_the_configuration_and_what_the_run_reached():
     # not in the rotation: never requested
     only = plan_for({"episodes": ["stale-witness"]}, 10, None)
     assert not coverage(history((stale, wrong)), only)["renew with a stale expiry"]["requested"]
+    sent = {"f": "publish", "intent": "agent:publish", "value": {"operation_id": "p", "ledger_namespace": NS,
+                                                                   "item_id": ITEM}}
+    assert coverage(history((sent, info)), plan_for({}, 3, None))["publication-read"]["requested"]
     faults_only = {"publish identical replay after info", "floor persistence failure"}
     assert not any(r["requested"] for n, r in coverage([], plan_for({}, 10, None)).items() if n in faults_only)
 
@@ -82,7 +85,7 @@ def test_the_gate_makes_a_valid_verdict_unknown_and_says_why():
     table = coverage([], plan_for({}, 3, None))
     notes: list = []
     assert Run._workload_gate("valid", table, {"ops": 10, "info": 2}, notes) == "unknown"
-    assert "never completed: read, publication-read" in notes[0]
+    assert "never completed: read, acquire fresh, publish ok" in notes[0]
     full = {k: dict(v, completed=1) for k, v in table.items()}
     notes = []
     assert Run._workload_gate("valid", full, {"ops": 10, "info": 6}, notes) == "unknown"

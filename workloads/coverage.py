@@ -12,7 +12,10 @@ over the reply (the reply shows the path was taken: ``claim-held``, a fence
 rejection with that reason, a probe decided at exactly its ``clock_ms``...).
 
 A path is *requested* when the run's configuration makes it happen by itself:
-the agents take it on every cycle (whenever the run has clients), or a racer
+the agents take it on every cycle (read, acquire fresh, publish ok: whenever
+the run has clients; a renew or release an agent sends may fairly find its
+lease expired, so those come from the racers' episodes), the final phase
+takes it (a publication read of every operation id sent), or a racer
 episode that takes it is in the rotation and the run reached it: the op that
 takes the path was sent and answered. A requested path that never completed
 makes an otherwise valid run ``unknown`` (the run did not exercise what it
@@ -38,6 +41,7 @@ from checkers.history import pairs
 from workloads.races import EPISODES, PROBE_OFFSETS, PROBE_OPS, probe_name
 
 AGENTS = "agents"      # a path every agent cycle takes (and the racers' prologues)
+PUBLISHED = "published"  # a path every run that sent a publish takes (the final phase reads every id)
 #: the labels of a racer episode's prologue (workloads.races): not the op an episode is about
 PROLOGUE = frozenset(("read", "hold", "hold-takeover"))
 
@@ -145,17 +149,17 @@ def _paths() -> tuple:
     definite = lambda a: a.definite
     out = [
         Path("read", lambda a: a.f == "read" and not _unbound(a), _ok, (AGENTS,)),
-        Path("publication-read", lambda a: a.f == "publication-read", definite, (AGENTS,), True),
+        Path("publication-read", lambda a: a.f == "publication-read", definite, (PUBLISHED,), True),
         Path("acquire fresh", lambda a: acquire(a) and not witness_active(a), _ok, (AGENTS,)),
         Path("acquire over a live claim", witness_active, _code("claim-held"), (probe_name("takeover", -1),)),
         Path("acquire after expiry (takeover)", witness_active, _ok,
              ("race:takeover-vs-publish", "race:two-owners", probe_name("takeover", 0))),
         Path("acquire with a stale witness", _intent("stale-witness:stale-witness"), _code("claim-conflict"),
              ("stale-witness",)),
-        Path("renew", lambda a: a.f == "renew", _ok, (AGENTS,)),
+        Path("renew", lambda a: a.f == "renew", _ok, ("stale-expiry", probe_name("renew", -1))),
         Path("renew with a stale expiry", _intent("stale-expiry:stale-expiry"), _code("claim-conflict"),
              ("stale-expiry",)),
-        Path("release", lambda a: a.f == "release", _ok, (AGENTS,)),
+        Path("release", lambda a: a.f == "release", _ok, ("publish-after-release", probe_name("release", -1))),
         Path("publish ok", lambda a: publish(a) and a.previous is None and a.reused is None, _ok, (AGENTS,), True),
         Path("publish identical replay after ok", lambda a: publish(a) and a.previous == "ok", definite,
              ("replay-after-ok",), True),
@@ -236,6 +240,8 @@ def _requested(path: Path, plan: dict, attempts_: list[Attempt]) -> bool:
     episodes = set(plan.get("episodes") or ())
     if AGENTS in path.by:
         return bool(plan.get("agents") or episodes)
+    if PUBLISHED in path.by:
+        return any(a.f == "publish" for a in attempts_)
     wanted = episodes & set(path.by)
     return any(a.episode in wanted and a.label not in PROLOGUE and path.attempted(a) and path.reached(a)
                for a in attempts_)
