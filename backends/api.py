@@ -276,8 +276,10 @@ class Backend(Protocol):
     ``OPERATIONS``, ``request`` is the raw request bytes (preferred: exercises
     strict parsing) or a dict (serialized compactly first). It always returns a
     ``Reply`` built by ``backends.contract``; it raises only for harness-level
-    failures (``ReplyLost``, a dead connection, a timeout), which a caller
-    records as indeterminate (``info``).
+    failures (``ReplyLost``, a dead connection, a timeout) and for a claim
+    success whose commit outcome is unknown (``CommitOutcomeUnknown``: the
+    contract has no honest reply for it), which a caller records as
+    indeterminate (``info``).
     """
 
     config: BackendConfig

@@ -13,10 +13,14 @@ advanced floor with the unchanged state.
 
 Store failures. ``FloorPersistFailed`` -> exit 6
 ``clock-floor-persistence-failed``. ``CommitOutcomeUnknown`` -> exit 6
-``publication-outcome-unknown`` (state ``unknown``) for a publish, and
-``clock-floor-persistence-failed`` for claim and legacy decisions (contract
-§4: the floor's durability is uncertain, so refuse to guess).
-``StoreUnavailable`` -> exit 6 ``claim-store-unavailable`` with
+``publication-outcome-unknown`` (state ``unknown``) for a publish; for a claim
+or legacy *rejection* (only the floor was written) ->
+``clock-floor-persistence-failed`` (contract §4: the floor's durability is
+uncertain, so refuse to guess; claim and ledger are certainly unchanged); for
+a claim *success* whose commit may have happened, ``call`` re-raises
+``CommitOutcomeUnknown``: an "unchanged" reply would be a lie and no claim
+code means "unknown", so there is no honest reply (the harness records the op
+as ``info``). ``StoreUnavailable`` -> exit 6 ``claim-store-unavailable`` with
 ``details.reason``.
 
 Where this engine follows the upstream model rather than the contract prose
@@ -143,6 +147,7 @@ class Engine:
     def _decide(self, op: str, req, decide: Callable[[ClaimRecord, int], tuple[Reply, ClaimRecord | None]]) -> Reply:
         """Persist the floor, decide, write: one write transaction."""
         ns, item = req.ledger_namespace, req.item_id
+        new_rec = None
         try:
             with self.store.transaction(write=True) as txn:
                 now = self._persist_floor(txn, ns)
@@ -150,7 +155,16 @@ class Engine:
                 reply, new_rec = decide(rec, now)
                 if new_rec is not None:
                     txn.put_claim(new_rec)
-        except (FloorPersistFailed, CommitOutcomeUnknown):
+        except FloorPersistFailed:
+            return surface_error(op, Code.CLOCK_FLOOR_PERSISTENCE_FAILED,
+                                 {"ledger_namespace": ns, "item_id": item})
+        except CommitOutcomeUnknown:
+            if new_rec is not None:
+                # The claim change may have committed. clock-floor-persistence-failed says
+                # "unchanged" (contract §4, §8), which would be a lie, and no claim code says
+                # "unknown": give no reply (the caller records the op as indeterminate).
+                raise
+            # only the floor was written: its durability is uncertain, claim and ledger are not
             return surface_error(op, Code.CLOCK_FLOOR_PERSISTENCE_FAILED,
                                  {"ledger_namespace": ns, "item_id": item})
         if reply.exit == 0 and op in _CLAIM_SUCCESS_OPS:

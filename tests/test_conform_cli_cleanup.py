@@ -27,7 +27,8 @@ def test_conform_postgres_leaves_no_server_and_no_temp_dir():
         proc = subprocess.run(
             [sys.executable, "-m", "chaos.cli", "conform", "--backend", "postgres",
              "--case", "renew-release-restart-aba", "--json"],
-            cwd=ROOT, capture_output=True, text=True, timeout=300, env={**os.environ, PG_TMPDIR_ENV: tmp})
+            cwd=ROOT, capture_output=True, text=True, timeout=300,
+            env={**os.environ, PG_TMPDIR_ENV: tmp, "TMPDIR": tmp})  # its server and its other temp dirs
         alive_at_return = processes_marked(tmp)   # at once: no grace period
         left = os.listdir(tmp)
     assert proc.returncode == 0, proc.stderr

@@ -29,6 +29,7 @@ def session():
     assert not os.path.exists(data_dir) and not s.server.running()
 
 
+@pytest.mark.slow
 def test_all_eighteen_vectors_pass_against_a_real_server(session):
     results = [run_case(case, session.new_adapter()) for case in load_cases(VECTORS)]
     failing = {r.case: r.diff[:3] for r in results if r.status != "pass"}

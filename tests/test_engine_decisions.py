@@ -210,10 +210,19 @@ def test_store_unavailable_maps_to_claim_store_unavailable():
     assert acquire(e).envelope["error"]["code"] == "claim-store-unavailable"
 
 
-def test_commit_outcome_unknown_on_claim_op_is_floor_failure():
+def test_commit_outcome_unknown_on_claim_success_gives_no_reply():
+    """The acquire's commit may have happened: "unchanged" would be a lie (contract §4, §8)."""
     store = _FailingStore(CommitOutcomeUnknown("lost at COMMIT"))
-    r = acquire(_engine(store))
+    with pytest.raises(CommitOutcomeUnknown):
+        acquire(_engine(store))
+
+
+def test_commit_outcome_unknown_on_claim_rejection_is_floor_failure():
+    """A rejection wrote only the floor: claim and ledger are certainly unchanged."""
+    store = _FailingStore(CommitOutcomeUnknown("lost at COMMIT"))
+    r = acquire(_engine(store), last="3")  # witness mismatch: claim-conflict, nothing but the floor written
     assert r.exit == 6 and r.envelope["error"]["code"] == "clock-floor-persistence-failed"
+    assert r.envelope["state"] == "unchanged"
     assert store.claims == {} and store.floors == {}
 
 

@@ -53,6 +53,7 @@ def test_sqlite_commit_fails_with_disk_io_error(tmp_path):
     assert not fault.armed
 
 
+@pytest.mark.slow
 @needs_pg
 @pytest.mark.postgres
 def test_postgres_panics_then_recovers_after_disarm_and_restart():

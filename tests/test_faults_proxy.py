@@ -39,3 +39,37 @@ def test_drop_responses_times_out_but_commits(pg):
     with psycopg.connect(pg.dsn(), autocommit=True) as c:
         assert c.execute("SELECT x FROM proxy_t").fetchall() == [(1,)]  # it did commit
         c.execute("DROP TABLE proxy_t")
+
+
+def test_closing_with_open_connections_logs_nothing(caplog):
+    """A successful --dsn run printed an asyncio CancelledError traceback: closing
+    the proxy while connections are open must end them quietly (issue 13)."""
+    import socket
+    import threading
+
+    echo = socket.socket()
+    echo.bind(("127.0.0.1", 0))
+    echo.listen(8)
+    accepted = []
+
+    def serve():
+        while True:
+            try:
+                conn, _ = echo.accept()
+            except OSError:
+                return
+            accepted.append(conn)
+    threading.Thread(target=serve, daemon=True).start()
+    caplog.set_level("DEBUG", logger="asyncio")
+    for _ in range(20):
+        proxy = FaultProxy("127.0.0.1", echo.getsockname()[1])
+        clients = [socket.create_connection(("127.0.0.1", proxy.port)) for _ in range(4)]
+        for c in clients:
+            c.sendall(b"x")
+        proxy.close()
+        for c in clients:
+            c.close()
+    echo.close()
+    for c in accepted:
+        c.close()
+    assert not [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")], caplog.text[-2000:]

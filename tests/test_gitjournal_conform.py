@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from chaos.conform.suite import run_conformance
 
 VECTORS = Path(__file__).resolve().parents[2] / "shared" / "vectors" / "work-claims"
@@ -27,6 +29,7 @@ def test_gitjournal_passes_every_applicable_vector():
     assert list(st.values()).count("pass") == 13
 
 
+@pytest.mark.slow
 def test_external_sqlite_cli_matches_the_in_process_sqlite_adapter():
     ext = run_conformance("external", VECTORS, SUBSET, {"command": "chaos backend sqlite"})
     direct = run_conformance("sqlite", VECTORS, SUBSET)
@@ -34,6 +37,7 @@ def test_external_sqlite_cli_matches_the_in_process_sqlite_adapter():
     assert set(statuses(ext).values()) == {"pass"}
 
 
+@pytest.mark.slow
 def test_external_gitjournal_cli_matches_the_hosted_gitjournal_adapter():
     cases = SUBSET[:4]
     ext = run_conformance("external", VECTORS, cases, {"command": "chaos backend gitjournal",

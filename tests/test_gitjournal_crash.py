@@ -20,6 +20,7 @@ def rig(tmp_path):
     return crash.Rig(str(tmp_path))
 
 
+@pytest.mark.slow
 def test_kill9_during_publish_never_corrupts_or_lies(rig):
     rng = random.Random(7)
     seen = set()

@@ -1,9 +1,11 @@
 """A real commit-time fsync failure (fault-tooling.md 3): the host runs with
 the EIO shim preloaded; the failed COMMIT is ambiguous to the store
 (``CommitOutcomeUnknown``), so a fresh publish answers exit 6
-``publication-outcome-unknown`` and a claim decision answers exit 6
-``clock-floor-persistence-failed``; with the rollback journal nothing changed,
-also after a SIGKILL and a reopen."""
+``publication-outcome-unknown``, a claim rejection answers exit 6
+``clock-floor-persistence-failed`` (only the floor was at stake) and a claim
+success gives no reply at all (its commit may have happened, so "unchanged"
+would be a lie: the op is indeterminate); with the rollback journal nothing
+changed, also after a SIGKILL and a reopen."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import shutil
 
 import pytest
 
+from chaos.errors import Indeterminate
 from chaos.faults.failsync import FsyncFault
 from chaos.host import HostClient
 from test_sqlite_support import AFTER, BEFORE, ITEM, ITEM2, NS1, T0, acquire_req, new_db, publish_req
@@ -42,8 +45,12 @@ def _fail_then_recover(spec: dict, env: dict, fault: FsyncFault, log_path: str) 
         reply = host.call("publish", request)
         assert (reply.exit, reply.envelope["state"], reply.envelope["error"]["code"]) == (
             6, "unknown", "publication-outcome-unknown")
-        reply = host.call("acquire", acquire_req(NS1, ITEM2, "agent-b"))
-        assert (reply.exit, reply.envelope["error"]["code"]) == (6, "clock-floor-persistence-failed")
+        witness_mismatch = dict(acquire_req(NS1, ITEM2, "agent-b"), expected={"last_epoch": "7", "active": None})
+        reply = host.call("acquire", witness_mismatch)
+        assert (reply.exit, reply.envelope["state"], reply.envelope["error"]["code"]) == (
+            6, "unchanged", "clock-floor-persistence-failed")
+        with pytest.raises(Indeterminate, match="CommitOutcomeUnknown"):
+            host.call("acquire", acquire_req(NS1, ITEM2, "agent-b"))
         host.kill()  # crash while the fault is armed: nothing may come back
         fault.disarm()
 

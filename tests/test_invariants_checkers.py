@@ -61,7 +61,7 @@ def test_acquire_over_live_claim_is_caught(base):
         "result": {"claim": claim, "read_back": {**rb, "last_epoch": "2", "active": claim}}}}
     L["b_held"]["type"] = "ok"
     r = run("dual_ownership", s.history, s.ctx())
-    assert_caught(r, "acquire-over-live-claim")
+    assert_caught(r, "early-takeover")
     a = assert_caught(r, "overlapping-leases")
     assert a["data"]["epochs"] == ["1", "2"]
 

@@ -23,6 +23,7 @@ def test_every_vector_names_the_spec_section_it_pins():
         assert c["spec_section"] and c["description"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["sqlite", "gitfile"])
 def test_the_vectors_pass_on_the_store(backend):
     report = run_issue_lock_conformance(backend)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 from checkers.linearizable import check
-from checkers.linearizable.claim_ops import digest
+from backends.contract.digests import operation_digest as digest
 
 NS, ITEM = "wbns_11111111111111111111111111111111", "wb_01Q4837BM01W70T30B184GG1R6"
 BASE = datetime(2030, 1, 11, 9, 0, tzinfo=timezone.utc)

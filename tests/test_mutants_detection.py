@@ -137,6 +137,7 @@ CHAOS_DETECTIONS = {
     "fence-owner-only": ("careless-client", {"stale_write": {"stale-fence-accepted"}}, 2),
 }
 
+@pytest.mark.slow
 @pytest.mark.skipif(not HAVE_RUN, reason="chaos run is not available in this build")
 @pytest.mark.parametrize("name", sorted(CHAOS_DETECTIONS))
 def test_chaos_run_flags_the_mutant_with_the_right_invariant(name, tmp_path):

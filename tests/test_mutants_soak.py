@@ -24,6 +24,7 @@ def _reasons(outcome) -> list[str]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not HAVE_RUN, reason="chaos run is not available in this build")
 @pytest.mark.parametrize("seed", [11, 12])
 def test_correct_sqlite_is_never_flagged_under_every_nemesis(seed, tmp_path):

@@ -12,6 +12,7 @@ import time
 import psycopg
 import pytest
 
+from backends.api import CommitOutcomeUnknown
 from backends.postgres import admin
 from backends.postgres.store import PostgresStore
 from pg_fixtures import (ITEM, NS1, NS2, T0, acquire_req, backend, item_id, needs_pg, open_pg, pg, pg_server,  # noqa: F401
@@ -157,12 +158,14 @@ def test_paused_server_ends_operation_indeterminate_then_recovers(pg):
         pg.pause()
         try:
             t = time.monotonic()
-            r = b.call("acquire", acquire_req(NS1, ITEM, "agent-a"))
+            try:
+                r = b.call("acquire", acquire_req(NS1, ITEM, "agent-a"))
+            except CommitOutcomeUnknown:  # the deadline cut COMMIT: no honest reply exists
+                r = None
             took = time.monotonic() - t
         finally:
             pg.resume()
-        assert r.exit == 6 and r.envelope["error"]["code"] in (
-            "claim-store-unavailable", "clock-floor-persistence-failed"), r
+        assert r is None or (r.exit == 6 and r.envelope["error"]["code"] == "claim-store-unavailable"), r
         assert took < 1.0 + 4.0  # bounded by the deadline (~1 s), never hung; generous for loaded CI
         # the server works after resume; the acquire either happened or not
         read = b.call("read", {"ledger_namespace": NS1, "item_id": ITEM})

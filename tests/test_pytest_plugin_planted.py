@@ -79,6 +79,7 @@ def test_gate(chaos_run):
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not HAVE_RUN, reason="chaos run (chaos.commands.run) is not available in this build yet")
 def test_gate_fails_on_planted_bug_and_passes_on_sqlite(pytester):
     pytester.makepyfile(test_planted=GATE.format(backend="python", factory="chaos.testing.planted:open_takeover"),

@@ -22,3 +22,10 @@ def test_ci_runs_exactly_the_readme_test_command():
     test_cmd = next(c for c in _readme_commands() if "pytest" in c)
     ci_lines = [ln.strip() for ln in (ROOT / ".ci" / "run").read_text().splitlines()]
     assert test_cmd in ci_lines
+
+
+def test_tests_under_load_runs_the_readme_test_command():
+    """benchmarks/tests_under_load.sh takes the command from README.md (never a copy)."""
+    script = (ROOT / "benchmarks" / "tests_under_load.sh").read_text()
+    assert "README.md" in script and "pytest -q" not in script
+    assert re.search(r'blocks if "pytest" in b', script)

@@ -85,6 +85,7 @@ def _evidence(history: list[dict], latest: Path, fault: str) -> bool:
 SERVER_FAULT_SEEDS = {"kill": 5, "pause": 27, "fsync": 7, "lost-reply": 3, "clock": 1}
 
 
+@pytest.mark.slow
 @needs_pg
 @pytest.mark.postgres
 @pytest.mark.parametrize("fault", sorted(SERVER_FAULT_SEEDS))
@@ -102,6 +103,7 @@ def test_postgres_run_each_fault_takes_effect_and_the_verdict_is_valid(tmp_path,
     assert not [pid for pid in target["postmaster_pids"] if alive(pid)]
 
 
+@pytest.mark.slow
 @needs_pg
 @pytest.mark.postgres
 def test_postgres_run_with_every_server_fault_never_cries_wolf(tmp_path):
@@ -157,6 +159,7 @@ def _assert_nothing_left(run: Path, pids: list[int], dirs: list[str], timeout: f
         assert not os.path.exists(f"/sys/fs/cgroup/freezer/claimchaos-pg-{pid}")
 
 
+@pytest.mark.slow
 @needs_pg
 @pytest.mark.postgres
 @pytest.mark.parametrize("how", ["sigint", "sigkill"])
@@ -176,6 +179,7 @@ def test_interrupted_postgres_run_leaves_no_server_and_no_temp_dir(tmp_path, how
     _assert_nothing_left(run, pids, dirs)
 
 
+@pytest.mark.slow
 def test_gitjournal_run_is_valid_and_merge_coordinated(tmp_path):
     p = chaos_run(tmp_path, "--backend", "gitjournal", "--time-limit", "8", "--workers", "3", "--seed", "2")
     results, history, latest = finished(tmp_path, p)
@@ -187,10 +191,11 @@ def test_gitjournal_run_is_valid_and_merge_coordinated(tmp_path):
     assert (latest / "repo" / ".git").is_dir() and results["stats"]["ok"] > 0
 
 
+@pytest.mark.slow
 def test_external_cli_run_is_valid_and_kills_the_cli_child(tmp_path):
     p = chaos_run(tmp_path, "--backend", "external", "--command", "python -m chaos.cli backend sqlite",
-                  "--nemesis", "kill,pause,clock,lost-reply", "--time-limit", "8", "--workers", "3", "--seed", "3",
-                  *agents_only(tmp_path))
+                  "--nemesis", "kill,pause,clock,lost-reply", "--time-limit", "6", "--workers", "3", "--seed", "3",
+                  "--scale", "1", *agents_only(tmp_path))  # the fault schedule of a fast backend: every fault fires within 6 s
     results, history, latest = finished(tmp_path, p)
     failed = {k: v for k, v in results["checkers"].items() if v["valid"] is not True}
     assert results["verdict"] == "valid", (results["notes"], failed, results["fault_coverage"])

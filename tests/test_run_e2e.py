@@ -10,6 +10,7 @@ import sys
 import time
 
 import psutil
+import pytest
 
 from chaos.cli import main
 
@@ -39,6 +40,7 @@ def alive(pid):
         return False
 
 
+@pytest.mark.slow
 def test_short_run_gives_verdict_run_dir_latest_and_same_seed_same_schedule(tmp_path):
     schedules = []
     for k in range(2):

@@ -5,11 +5,14 @@ from __future__ import annotations
 import os
 import xml.etree.ElementTree as ET
 
+import pytest
+
 from chaos.cli import main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+@pytest.mark.slow
 def test_smoke_matrix_is_valid(tmp_path, capsys):
     junit = tmp_path / "matrix.xml"
     code = main(["test-all", "--matrix", os.path.join(ROOT, "matrices", "smoke.yaml"), "--store", str(tmp_path),
@@ -25,6 +28,7 @@ def test_smoke_matrix_is_valid(tmp_path, capsys):
     assert root.tag == "testsuites" and len(root.findall("testsuite")) == 2 and root.get("failures") == "0"
 
 
+@pytest.mark.slow
 def test_matrix_exits_with_the_worst_run(tmp_path, capsys):
     matrix = tmp_path / "m.yaml"
     matrix.write_text("name: gate\nbackends: [sqlite, {backend: python, factory: 'chaos.testing.planted:open_takeover'}]\n"

@@ -58,40 +58,95 @@ def load(name_or_path: str) -> dict:
         raise ValueError(f"scenario {path}: 'time_limit' must be a positive number")
     if "nemesis" in data and (not isinstance(data["nemesis"], list) or not all(isinstance(x, str) for x in data["nemesis"])):
         raise ValueError(f"scenario {path}: 'nemesis' must be a list of names")
-    claims = data.get("claims", {})
-    if not isinstance(claims, dict):
-        raise ValueError(f"scenario {path}: 'claims' must be a mapping")
-    try:
-        cfg = ClaimsConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in claims.items()})
-    except TypeError as e:
-        raise ValueError(f"scenario {path}: bad 'claims': {e}") from None
-    for rng in (cfg.work_ms, cfg.backoff_ms, cfg.publishes):
-        if len(rng) != 2 or rng[0] > rng[1]:
-            raise ValueError(f"scenario {path}: ranges are [lo, hi] with lo <= hi")
-    if cfg.publishes[0] < 1:
-        raise ValueError(f"scenario {path}: 'publishes' are at least 1 per hold")
-    for rate in (cfg.blind_retry_rate, cfg.stale_fence_rate, cfg.replay_after_info_rate, cfg.stale_after_loss_rate):
-        if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 <= rate <= 1:
-            raise ValueError(f"scenario {path}: the '*_rate' settings are numbers in [0, 1]")
-    if isinstance(cfg.race_pairs, bool) or not isinstance(cfg.race_pairs, int) or cfg.race_pairs < 0:
-        raise ValueError(f"scenario {path}: 'race_pairs' must be a non-negative integer")
-    unknown_episodes = sorted(set(cfg.episodes) - set(EPISODES))
-    if unknown_episodes or not cfg.episodes:
-        raise ValueError(f"scenario {path}: 'episodes' must be a non-empty list of {', '.join(EPISODES)}"
-                         + (f" (unknown: {', '.join(unknown_episodes)})" if unknown_episodes else ""))
-    opts = data.get("nemesis_opts", {})
-    if opts.get("pause_at", "publish") != "publish":
-        raise ValueError(f"scenario {path}: 'nemesis_opts.pause_at' can only be 'publish'")
-    if opts.get("power_loss_mode", "drop") not in ("drop", "torn", "mixed"):
-        raise ValueError(f"scenario {path}: 'nemesis_opts.power_loss_mode' is drop, torn or mixed")
-    words = ("pause_at", "power_loss_mode", "partition_mode", "partition_after", "partition_most")
-    if opts.get("partition_after", "commit") not in ("commit", "requests"):
-        raise ValueError(f"scenario {path}: 'nemesis_opts.partition_after' is commit or requests")
-    if opts.get("partition_mode", "mixed") not in ("blackhole", "refuse", "mixed"):
-        raise ValueError(f"scenario {path}: 'nemesis_opts.partition_mode' is blackhole, refuse or mixed")
-    ranges = {k: v for k, v in opts.items() if k not in words} if isinstance(opts, dict) else None
-    if ranges is None or not all(isinstance(v, list) and len(v) == 2 for v in ranges.values()):
-        raise ValueError(f"scenario {path}: 'nemesis_opts' maps names to [lo, hi] ranges in ms")
-    data["claims"] = {k: tuple(v) if isinstance(v, list) else v for k, v in claims.items()}
-    data["nemesis_opts"] = {k: (tuple(v) if isinstance(v, list) else v) for k, v in opts.items()}
+    data["claims"] = check_claims(data.get("claims", {}), f"scenario {path}: ")
+    data["nemesis_opts"] = check_nemesis_opts(data.get("nemesis_opts", {}), f"scenario {path}: ")
     return data
+
+
+#: nemesis_opts members that are words, and their allowed values (every other member is a [lo, hi] range in ms)
+NEMESIS_WORDS = {"pause_at": ("publish",), "power_loss_mode": ("drop", "torn", "mixed"),
+                 "partition_mode": ("blackhole", "refuse", "mixed"), "partition_after": ("commit", "requests")}
+#: nemesis_opts members that are counts
+NEMESIS_COUNTS = ("partition_most",)
+_MAX_MS = 7 * 24 * 3600 * 1000
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) != float("inf")
+
+
+def check_claims(claims, where: str = "") -> dict:
+    """``ClaimsConfig`` overrides, typed like its defaults; lists become tuples. ``ValueError``, one line."""
+    if not isinstance(claims, dict):
+        raise ValueError(f"{where}'claims' must be a mapping")
+    fields = ClaimsConfig.__dataclass_fields__
+    unknown = sorted(str(k) for k in claims if k not in fields)
+    if unknown:
+        raise ValueError(f"{where}unknown 'claims' members {unknown} (known: {sorted(fields)})")
+    out = {k: tuple(v) if isinstance(v, list) else v for k, v in claims.items()}
+    for key, value in out.items():
+        if key == "episodes":   # the racers' rotation: names, not a range
+            if not (isinstance(value, tuple) and value and all(isinstance(e, str) for e in value)) \
+                    or set(value) - set(EPISODES):
+                bad = sorted(set(value) - set(EPISODES)) if isinstance(value, tuple) else value
+                raise ValueError(f"{where}'claims.episodes' must be a non-empty list of workloads.races.EPISODES "
+                                 f"(unknown: {bad})")
+            continue
+        default = fields[key].default
+        if isinstance(default, bool):
+            ok = isinstance(value, bool)
+        elif isinstance(default, int):
+            ok = isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= (
+                _MAX_MS if key.endswith("_ms") else 10_000)
+        elif isinstance(default, float):
+            ok = _number(value) and 0 <= value <= 1
+        elif isinstance(default, tuple):
+            ok = len(value) == 2 and all(_number(x) and 0 <= x <= _MAX_MS for x in value) and value[0] <= value[1] \
+                if isinstance(value, tuple) else False
+        else:
+            ok = isinstance(value, type(default))
+        if not ok:
+            raise ValueError(f"{where}'claims.{key}' must be {_describe(key, default)}")
+    if out.get("namespaces", 1) < 1 or out.get("items", 1) < 1:
+        raise ValueError(f"{where}'claims.namespaces' and 'claims.items' must be at least 1")
+    if out.get("publishes", (1, 1))[0] < 1:
+        raise ValueError(f"{where}'claims.publishes' is at least 1 publication per hold")
+    return out
+
+
+def _describe(key: str, default) -> str:
+    if isinstance(default, bool):
+        return "true or false"
+    if isinstance(default, int):
+        return "a non-negative integer" + (" of ms" if key.endswith("_ms") else " (at most 10000)")
+    if isinstance(default, float):
+        return "a number in [0, 1]"
+    if isinstance(default, tuple):
+        return "a range [lo, hi] in ms with 0 <= lo <= hi"
+    return f"a {type(default).__name__}"
+
+
+def check_nemesis_opts(opts, where: str = "") -> dict:
+    """Fault timing ranges ([lo, hi] ms), words and counts; lists become tuples. ``ValueError``, one line."""
+    if not isinstance(opts, dict):
+        raise ValueError(f"{where}'nemesis_opts' must be a mapping")
+    out = {}
+    for key, value in opts.items():
+        if not isinstance(key, str):
+            raise ValueError(f"{where}'nemesis_opts' keys are names, not {key!r}")
+        if key in NEMESIS_WORDS:
+            if value not in NEMESIS_WORDS[key]:
+                raise ValueError(f"{where}'nemesis_opts.{key}' is {' or '.join(NEMESIS_WORDS[key])}")
+            out[key] = value
+        elif key in NEMESIS_COUNTS:
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 200:
+                raise ValueError(f"{where}'nemesis_opts.{key}' is an integer between 1 and 200")
+            out[key] = value
+        else:
+            if not (isinstance(value, list) and len(value) == 2 and all(isinstance(x, int) and not isinstance(x, bool)
+                                                                        and 0 <= x <= _MAX_MS for x in value)
+                    and value[0] <= value[1]):
+                raise ValueError(f"{where}'nemesis_opts' maps names to [lo, hi] ranges of whole ms "
+                                 f"(0 <= lo <= hi); {key!r} is not one")
+            out[key] = tuple(value)
+    return out

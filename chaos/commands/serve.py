@@ -57,19 +57,26 @@ def find_runs(store: str) -> list[dict]:
 
 
 def _summary(store: str, name: str, stamp: str, d: str) -> dict:
+    from chaos.reports.load import well_typed
+
     results = {}
     try:
         results = safeload.json_file(os.path.join(d, "results.json"), safeload.RESULTS, "results")
     except safeload.LoadError:
         pass
-    results = results if isinstance(results, dict) else {}
-    test = results.get("test") if isinstance(results.get("test"), dict) else {}
-    verdict = results.get("verdict") or {True: "valid", False: "invalid"}.get(results.get("valid"), "unknown")
+    results = well_typed(results, []) if isinstance(results, dict) else {}
+    test = results.get("test") or {}
+    legacy = results.get("valid")
+    verdict = results.get("verdict") or ({True: "valid", False: "invalid"}[legacy] if isinstance(legacy, bool)
+                                         else "unknown")
+    if verdict not in _COLORS:
+        verdict = "unknown"
     if not results:
         verdict = "incomplete"
+    nemesis = test.get("nemesis") or []
     return {"name": name, "stamp": stamp, "rel": os.path.relpath(d, store), "verdict": verdict,
             "backend": test.get("backend", "?"), "seed": test.get("seed", "?"),
-            "nemesis": ",".join(test.get("nemesis") or []), "started_at": results.get("started_at") or stamp,
+            "nemesis": ",".join(str(n) for n in nemesis), "started_at": results.get("started_at") or stamp,
             "files": [f for f in ("report.html", "history.jsonl", "results.json", "junit.xml")
                       if os.path.exists(os.path.join(d, f))]}
 

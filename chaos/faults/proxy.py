@@ -44,6 +44,7 @@ class FaultProxy:
                                                            # requests, or after the next one holding these bytes
         self.blackholed_at: float | None = None   # time.monotonic() when the blackhole last engaged
         self._writers: set[asyncio.StreamWriter] = set()
+        self._closing = False
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._server: asyncio.base_events.Server | None = None
@@ -58,6 +59,7 @@ class FaultProxy:
 
     def _run(self, listen_host: str) -> None:
         asyncio.set_event_loop(self._loop)
+        self._loop.set_exception_handler(self._on_loop_error)
         self._server = self._loop.run_until_complete(asyncio.start_server(self._handle, listen_host, 0))
         self._ready.set()
         self._loop.run_forever()
@@ -69,11 +71,21 @@ class FaultProxy:
             client_w.close()
             return
         self._writers |= {client_w, server_w}
-        await asyncio.gather(self._pump(client_r, server_w, reply=False),
-                             self._pump(server_r, client_w, reply=True), return_exceptions=True)
-        for w in (client_w, server_w):
-            self._writers.discard(w)
-            w.close()
+        try:
+            await asyncio.gather(self._pump(client_r, server_w, reply=False),
+                                 self._pump(server_r, client_w, reply=True), return_exceptions=True)
+        finally:
+            for w in (client_w, server_w):
+                self._writers.discard(w)
+                w.close()
+
+    def _on_loop_error(self, loop, context: dict) -> None:
+        """While ``close`` cancels the connection tasks, asyncio's stream callback
+        (3.11) reports each cancelled one as an error with a traceback: expected
+        then, so not printed. Anything else goes to the default handler."""
+        if self._closing and isinstance(context.get("exception"), asyncio.CancelledError):
+            return
+        loop.default_exception_handler(context)
 
     async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, reply: bool) -> None:
         held = b""
@@ -166,15 +178,24 @@ class FaultProxy:
         """Stop listening, abort every connection, stop the thread. Idempotent."""
         if not self._thread.is_alive():
             return
+        self._closing = True
         self.heal()
         self.reset_all()
 
         async def stop() -> None:
             self._server.close()
             await self._server.wait_closed()
-            for task in asyncio.all_tasks():
-                if task is not asyncio.current_task():
+            # cancel the connection tasks and let each finish here, again while new ones
+            # appear (accepted just before the listener closed): a task the closed loop
+            # still holds fails later, when its coroutine is collected
+            for _ in range(20):
+                tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+                if not tasks:
+                    break
+                for task in tasks:
                     task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+                await asyncio.sleep(0)  # the closed transports' callbacks run before the loop stops
 
         try:
             asyncio.run_coroutine_threadsafe(stop(), self._loop).result(5)

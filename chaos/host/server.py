@@ -204,7 +204,9 @@ class _Host:
             self.emit({"id": msg.get("id"), "error": str(e), "lost": True})
         except Exception as e:
             log.exception("%s failed", msg.get("cmd"))
-            self.emit({"id": msg.get("id"), "error": f"{type(e).__name__}: {e}"})
+            evidence = getattr(e, "evidence", None)  # backends.external.ReplyProtocolError
+            self.emit({"id": msg.get("id"), "error": f"{type(e).__name__}: {e}",
+                       **({"protocol": evidence} if isinstance(evidence, dict) else {})})
 
     def _call(self, msg: dict) -> None:
         if "request_b64" in msg:

@@ -244,7 +244,7 @@ def check_lock_backend(backend: str, options: dict) -> None:
     if "issue-lock" not in s.protocols:
         stores = ", ".join(n for n in sut.names() if "issue-lock" in sut.get(n).protocols)
         raise UsageError(f"--backend {backend} does not serve the issue-lock protocol (issue-lock stores: {stores})")
-    s.check(options)
+    s.check(dict(options, protocol="issue-lock"))  # its own profile kind, not a work-claim profile
 
 
 def open_lock_session(backend: str, options: dict):

@@ -4,7 +4,7 @@
 ``chaos.nemesis.server``): every worker is exec'd with the fsync shim preloaded and one shared
 control file (``tmp/failsync``); the op creates it (every fsync/fdatasync of
 every worker fails with EIO: SQLite answers "disk I/O error", the engine maps
-it to exit 6 and the history records ``info``), the heal op ``fsync-heal``
+it to exit 6 or to no reply (an ambiguous claim commit): ``fail`` or ``info``), the heal op ``fsync-heal``
 removes it. Evidence: at the heal, the number of ops that ended exit 6 or
 ``info`` while the file existed (the heal's value carries it).
 
@@ -12,7 +12,9 @@ removes it. Evidence: at the heal, the number of ops that ended exit 6 or
 successful commit of the drawn class is followed by ``os._exit(137)`` before
 any reply; for an external CLI the host does it once the CLI answered exit 0). Evidence: the worker's next op ended ``info`` with exit status
 137, counted by the slot (resolved at the end of the run). A stopped
-(paused) target is skipped, and the op's value says so.
+(paused) target is skipped, and the op's value says so. While an armed
+worker has not committed yet (``waiting``), the run's workload goes on past
+its time limit, bounded, so a slow machine still sees the fault happen.
 """
 
 from __future__ import annotations
@@ -73,5 +75,8 @@ def lost_reply_package(opts: dict) -> Package:
         cls, s = s.choice(("publish", "claim"))
         return {"targets": targets, "op_class": cls}, s
 
+    def waiting(env) -> bool:  # armed, and no armed worker has died after a commit yet
+        return any(s.armed_exit for s in env.slots) and not any(s.exited_after_commit for s in env.slots)
+
     gen = FaultCycle("lost-reply", draw, opts.get("workers", 1), gap_ms=opts.get("lost_gap_ms", (2000, 6000)))
-    return Package("lost-reply", gen, execute, lambda env: {"took_effect": True}, "workers")
+    return Package("lost-reply", gen, execute, lambda env: {"took_effect": True}, "workers", waiting=waiting)

@@ -1,9 +1,10 @@
 """Derived series of one history, for the report's plots and tables.
 
-Pure functions over history records (docs/architecture.md, "History"): they
-never raise on a partial history (a crashed run leaves open invokes, a torn
-tail, no final-state record) and return empty series when there is nothing to
-show. Times are converted from the runner's ns to seconds since the start.
+Pure functions over the one history type, ``checkers.history.History`` (a
+list of records is read into one first): they never raise on a partial
+history (a crashed run leaves open invokes, a torn tail, no final-state
+record) and return empty series when there is nothing to show. Times are
+converted from the runner's ns to seconds since the start.
 
 Worker threads: a retired process ``p`` is replaced by ``p + workers`` on the
 same client thread (``workloads.interpreter``), so ``p % workers`` is the
@@ -14,7 +15,8 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+
+from checkers.history import History, instant_ms
 
 NS = 1_000_000_000
 
@@ -35,8 +37,9 @@ class OpSpan:
     type: str                 # ok | fail | info | open
     invoke_index: int
     completion_index: int | None = None
-    invoke: dict = field(default_factory=dict, repr=False)
-    completion: dict | None = field(default=None, repr=False)
+    wall_ms: float | None = None      # the worker's own wall clock at completion
+    observed_ms: int | None = None    # the backend's decision time the reply states
+    namespace: str | None = None
 
     @property
     def latency_ms(self) -> float | None:
@@ -60,47 +63,51 @@ def seconds(op: dict) -> float:
     return float(t) / NS if isinstance(t, (int, float)) else 0.0
 
 
-def end_time(history: list[dict]) -> float:
-    return max((seconds(op) for op in history), default=0.0)
+def _ns_s(t) -> float | None:
+    return float(t) / NS if isinstance(t, (int, float)) else None
 
 
-def infer_workers(history: list[dict], declared=None) -> int:
+def end_time(history) -> float:
+    h = History.of(history)
+    ends = [seconds(op) for op in h.nemesis]
+    ends += [t / NS for col in (h.t_invoke, h.t_done) for t in col if t == t]
+    return max(ends, default=0.0)
+
+
+def infer_workers(history, declared=None) -> int:
     """The number of client threads: declared in the test, else the distinct processes."""
     if isinstance(declared, int) and declared > 0:
         return declared
-    procs = {op.get("process") for op in history if isinstance(op.get("process"), int)}
+    procs = {op.process for op in History.of(history).ops if isinstance(op.process, int)}
     return max(1, len(procs))
 
 
-def op_spans(history: list[dict], workers: int) -> list[OpSpan]:
-    """Pair each client invoke with its completion (same process, next completion)."""
-    open_by_process: dict = {}
+def op_spans(history, workers: int) -> list[OpSpan]:
+    """Each client operation as a span (``History`` paired it: same process, next completion)."""
     spans: list[OpSpan] = []
-    for op in history:
-        p = op.get("process")
-        if p == "nemesis" or p is None:
+    h = History.of(history)
+    for n, op in enumerate(h.ops):
+        p = op.process
+        if p is None:
             continue
-        if op.get("type") == "invoke":
-            thread = p % workers if isinstance(p, int) else 0
-            span = OpSpan(p, thread, str(op.get("f")), seconds(op), None, "open", op.get("index", -1), invoke=op)
-            open_by_process[p] = span
-            spans.append(span)
-        elif op.get("type") in ("ok", "fail", "info"):
-            span = open_by_process.pop(p, None)
-            if span is not None:
-                span.end, span.type = seconds(op), op["type"]
-                span.completion_index, span.completion = op.get("index"), op
+        t0, t1, wall = h.times(n)
+        thread = p % workers if isinstance(p, int) else 0
+        spans.append(OpSpan(p, thread, str(op.f), _ns_s(t0) or 0.0,
+                            None if op.cp is None else (_ns_s(t1) or 0.0),
+                            "open" if op.cp is None else op.type, op.i, op.c, wall,
+                            op.t, op.key[0] if op.key else None))
     return spans
 
 
-def nemesis_windows(history: list[dict]) -> list[Window]:
+def nemesis_windows(history) -> list[Window]:
     """Fault windows: lasting faults run until their heal (or the end of the
     history); instantaneous ones span their own invoke..completion."""
-    horizon = end_time(history)
+    h = History.of(history)
+    horizon = end_time(h)
     windows: list[Window] = []
     open_fault: dict[str, Window] = {}
     last_invoke: dict[str, Window] = {}
-    for op in history:
+    for op in h.nemesis:
         if op.get("process") != "nemesis":
             continue
         f, typ = str(op.get("f")), op.get("type")
@@ -181,28 +188,8 @@ def throughput(spans: list[OpSpan], horizon: float, bin_s: float | None = None) 
 
 
 def parse_instant(text) -> int | None:
-    """``YYYY-MM-DDTHH:MM:SS.mmmZ`` -> Unix ms (None if absent or malformed)."""
-    if not isinstance(text, str) or not text.endswith("Z"):
-        return None
-    try:
-        dt = datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
-    except ValueError:
-        return None
-    return int(dt.timestamp() * 1000)
-
-
-def observed_at(envelope) -> int | None:
-    """The backend's decision time carried by a reply envelope, in Unix ms."""
-    if not isinstance(envelope, dict):
-        return None
-    result = envelope.get("result") if isinstance(envelope.get("result"), dict) else {}
-    for key in ("read_back", "claim_read_back"):
-        rb = result.get(key)
-        if isinstance(rb, dict) and parse_instant(rb.get("observed_at")) is not None:
-            return parse_instant(rb["observed_at"])
-    error = envelope.get("error") if isinstance(envelope.get("error"), dict) else {}
-    details = error.get("details") if isinstance(error.get("details"), dict) else {}
-    return parse_instant(details.get("observed_at"))
+    """``YYYY-MM-DDTHH:MM:SS.mmmZ`` -> Unix ms (None if absent or malformed): the one parser."""
+    return instant_ms(text)
 
 
 @dataclass
@@ -225,21 +212,16 @@ class ClockSeries:
         return not (self.workers or self.commanded or self.decisions or self.measured)
 
 
-def clock_series(history: list[dict], spans: list[OpSpan]) -> ClockSeries:
+def clock_series(history, spans: list[OpSpan]) -> ClockSeries:
     raw = []
     for s in spans:
-        wall = (s.completion or {}).get("wall_ms")
-        if isinstance(wall, (int, float)):
-            raw.append((s, wall - s.end * 1000.0))
+        if s.wall_ms is not None and s.end is not None:
+            raw.append((s, s.wall_ms - s.end * 1000.0))
     decisions_raw = []
     for s in spans:
-        comp = s.completion or {}
-        value = comp.get("value") if isinstance(comp.get("value"), dict) else {}
-        at = observed_at(value.get("envelope"))
-        if at is not None:
-            req = s.invoke.get("value") if isinstance(s.invoke.get("value"), dict) else {}
+        if s.observed_ms is not None and s.end is not None:
             mid = (s.start + s.end) / 2   # the decision happened somewhere inside invoke..completion
-            decisions_raw.append((str(req.get("ledger_namespace", "?")), mid, at - mid * 1000.0))
+            decisions_raw.append((str(s.namespace or "?"), mid, s.observed_ms - mid * 1000.0))
     base_pool = [d for _, d in raw] or [d for _, _, d in decisions_raw]
     baseline = statistics.median(base_pool) if base_pool else None
     out = ClockSeries(baseline)
@@ -256,12 +238,12 @@ def clock_series(history: list[dict], spans: list[OpSpan]) -> ClockSeries:
     return out
 
 
-def measured_offsets(history: list[dict]) -> dict:
+def measured_offsets(history) -> dict:
     """Offsets the clock nemesis measured on the target worker itself (its own
     ``time.time()`` through the host's ``now``): ``clocks[].worker_offsets_ms``
     of clock faults, and ``clocks_before_reset`` of resets and the final heal."""
     out: dict[int, list] = {}
-    for op in history:
+    for op in History.of(history).nemesis:
         if op.get("process") != "nemesis" or op.get("type") != "ok" or op.get("f") not in (
                 "clock", "clock-reset", "heal"):
             continue
@@ -278,10 +260,10 @@ def measured_offsets(history: list[dict]) -> dict:
     return out
 
 
-def commanded_offsets(history: list[dict]) -> dict:
+def commanded_offsets(history) -> dict:
     """The offsets the clock nemesis set, per worker slot, as step points (ms)."""
     steps: dict[int, list] = {}
-    for op in history:
+    for op in History.of(history).nemesis:
         if op.get("process") != "nemesis" or op.get("type") != "invoke":
             continue
         value = op.get("value") if isinstance(op.get("value"), dict) else {}

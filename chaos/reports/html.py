@@ -56,6 +56,7 @@ def render(run: RunData) -> str:
         _header(run),
         _checkers(run),
         _anomalies(run, spans),
+        _known(run),
         "<h2 id=\"timeline\">Timeline</h2>",
         _img("plot-timeline", "Timeline of operations per worker, colored by outcome, nemesis windows shaded",
              plots.timeline(spans, windows, workers, horizon, highlight), "no operations recorded"),
@@ -72,7 +73,7 @@ def render(run: RunData) -> str:
         "nemesis set; crosses: the offset the target worker itself reported (its own clock); black: the "
         "backend's decision time (<code>observed_at</code>), which must never go back while a worker's clock "
         "does: that is the durable floor.</p>",
-        "" if any(op.get("wall_ms") is not None for op in run.history) else
+        "" if any(w == w for w in run.history.wall) else
         "<p class=\"noplot\">This history carries no <code>wall_ms</code>: worker clocks are shown as the "
         "nemesis set and measured them, not as each worker saw them.</p>",
         _img("plot-clock", "Wall-clock offset of each worker and the backend's decision time (floor)",
@@ -158,6 +159,8 @@ def _checkers(run: RunData) -> str:
         total = stats.get("anomalies_total", len(r.get("anomalies") or []))
         notes = [_e(r["error"])] if r.get("error") else []
         notes += [_e(x) for x in (r.get("unknown_reasons") or [])[:5]]
+        if r.get("known"):
+            notes.append(f"{len(r['known'])} known (acknowledged by the profile)")
         secs = stats.get("seconds")
         rows.append(f'<tr><td>{_e(name)}</td><td class="v-{word}">{word}</td><td>{_e(total)}</td>'
                     f'<td>{"" if secs is None else f"{secs:.3f}"}</td><td>{"<br>".join(notes)}</td></tr>')
@@ -191,7 +194,14 @@ def _anomalies(run: RunData, spans: list) -> str:
         by_index[s.invoke_index] = s
         if s.completion_index is not None:
             by_index[s.completion_index] = s
-    raw = {op.get("index"): op for op in run.history}
+    wanted = {i for r in run.checkers.values() if isinstance(r, dict)
+              for a in (r.get("anomalies") or [])[:MAX_ANOMALIES] if isinstance(a, dict)
+              for i in (a.get("ops") or [])[:MAX_OPS_PER_ANOMALY] if isinstance(i, int)}
+    for i in list(wanted):  # show each op whole: its invoke and its completion
+        span = by_index.get(i)
+        if span is not None:
+            wanted.update(x for x in (span.invoke_index, span.completion_index) if x is not None)
+    raw = run.history.raw(wanted)  # the original records, read back for these few ops only
     out = ['<h2 id="anomalies">Anomalies</h2>']
     count = 0
     for name, r in run.checkers.items():
@@ -210,6 +220,26 @@ def _anomalies(run: RunData, spans: list) -> str:
             out.append(f"<p>... and {len(anomalies) - MAX_ANOMALIES} more {_e(name)} anomalies in results.json.</p>")
     if count == 0:
         out.append("<p>None found.</p>")
+    return "\n".join(out)
+
+
+def _known(run: RunData) -> str:
+    """Findings the profile acknowledges (``checkers.known``), and acknowledgements that matched nothing."""
+    devs = run.results.get("known_deviations") or []
+    if not devs:
+        return ""
+    out = ['<h2 id="known-deviations">Known deviations</h2><table><tr><th>id</th><th>anomaly</th><th>matched</th>'
+           '<th>reason</th><th>reference</th></tr>']
+    for d in devs:
+        matched = d.get("matched", 0)
+        out.append(f'<tr><td>{_e(d.get("id"))}</td><td>{_e(d.get("anomaly"))}</td>'
+                   f'<td>{_e(matched) if matched else "0 (unused acknowledgement)"}</td>'
+                   f'<td>{_e(d.get("reason"))}</td><td>{_e(d.get("reference") or "")}</td></tr>')
+    out.append("</table>")
+    for name, r in run.checkers.items():
+        for a in ((r.get("known") or []) if isinstance(r, dict) else [])[:MAX_ANOMALIES]:
+            out.append(f'<div class="known"><b>known {_e(name)}: {_e(a.get("type"))}</b> '
+                       f'({_e((a.get("known") or {}).get("id"))}, ops {_e(a.get("ops"))})<p>{_e(a.get("explanation"))}</p></div>')
     return "\n".join(out)
 
 
@@ -242,8 +272,8 @@ def _ops_table(indices: list, by_index: dict, raw: dict) -> str:
         rows.append(f'<tr class="op-{span.type}"><td>#{span.invoke_index}{"" if span.completion_index is None else f"/#{span.completion_index}"}</td>'
                     f"<td>process {_e(span.process)}<br>{span.start:.3f}s"
                     f"{'' if span.end is None else f'..{span.end:.3f}s'}</td><td>{_e(span.f)}</td>"
-                    f"<td><pre>{_e(_short(span.invoke.get('value')))}</pre></td>"
-                    f"<td><pre>{_e(_reply_summary(span.completion))}</pre></td></tr>")
+                    f"<td><pre>{_e(_short((raw.get(span.invoke_index) or {}).get('value')))}</pre></td>"
+                    f"<td><pre>{_e(_reply_summary(raw.get(span.completion_index)))}</pre></td></tr>")
     more = len(indices) - MAX_OPS_PER_ANOMALY
     tail = f"<tr><td colspan=5>... {more} more ops</td></tr>" if more > 0 else ""
     return ("<table class=\"ops\"><tr><th>op</th><th>who / when</th><th>f</th><th>request</th><th>reply</th></tr>"

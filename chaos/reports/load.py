@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 
 from backends import safeload
 
+from checkers.history import History
+
 VERDICTS = ("valid", "invalid", "unknown")
 
 
@@ -23,7 +25,7 @@ VERDICTS = ("valid", "invalid", "unknown")
 class RunData:
     run_dir: str
     results: dict = field(default_factory=dict)
-    history: list = field(default_factory=list)
+    history: History = field(default_factory=History)
     test: dict = field(default_factory=dict)
     problems: list = field(default_factory=list)
 
@@ -48,7 +50,7 @@ class RunData:
         if v in VERDICTS:
             return v
         legacy = self.results.get("valid")
-        return {True: "valid", False: "invalid"}.get(legacy, "unknown")
+        return {True: "valid", False: "invalid"}[legacy] if isinstance(legacy, bool) else "unknown"
 
     @property
     def command(self) -> str:
@@ -130,26 +132,16 @@ def _yaml(path: str, problems: list):
         return None
 
 
-def _history(path: str, problems: list) -> list[dict]:
-    """Every parseable line; a torn tail or a corrupt line is reported, not fatal."""
-    ops: list[dict] = []
+def _history(path: str, problems: list) -> History:
+    """The history read once (``History.read``, tolerant; the bounded loader's
+    rules): a torn tail or a corrupt line is reported, not fatal."""
     if not os.path.lexists(path):
         problems.append("no history.jsonl")
-        return ops
+        return History()
     try:
-        for n, raw in safeload.json_lines(path, what="history.jsonl"):
-            if not raw.endswith(b"\n"):
-                problems.append(f"history.jsonl: torn last line {n} skipped (the run was killed mid-write)")
-                break
-            if not raw.strip():
-                continue
-            try:
-                op = safeload.json_line(raw)
-            except ValueError:
-                problems.append(f"history.jsonl: line {n} is not JSON, skipped")
-                continue
-            if isinstance(op, dict):
-                ops.append(op)
-    except safeload.LoadError as e:
+        h = History.read(path, tolerant=True)
+    except (OSError, safeload.LoadError) as e:
         problems.append(f"unreadable: {e}")
-    return ops
+        return History()
+    problems.extend(h.problems)
+    return h

@@ -7,17 +7,23 @@ worker threads and headless CI. Every function takes the derived series of
 nothing to draw (the HTML then says so instead of showing an empty frame).
 
 Colours follow Jepsen's timeline: ok blue, fail pink, info orange; an op
-still open at the end of the history is grey. Fault windows are shaded in
-the same colour on every time-axis plot.
+still open at the end of the history is grey. Faults are drawn the same way
+on every time-axis plot: a labelled lane per fault above the frame (bar =
+in force, wedge = instant) and a faint edged shade across it. The clock plot
+stays readable with many workers: the clock-faulted slots get a colour
+each, every other worker is one grey series, and the y range holds every
+point and the floor with a margin.
 """
 
 from __future__ import annotations
 
 import io
 
+from matplotlib import transforms
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.patches import Patch
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch, Rectangle
 
 from chaos.reports.analysis import ClockSeries, OpSpan, Window
 
@@ -36,15 +42,43 @@ def _png(fig: Figure) -> bytes:
     return buf.getvalue()
 
 
+#: height of one fault lane above a time-axis plot, in inches
+LANE_IN = 0.17
+
+
 def _shade(ax, windows: list[Window], horizon: float) -> list:
-    """Shade fault windows (instantaneous faults as thin bands); legend handles."""
-    seen = {}
-    min_width = max(horizon / 300, 0.01)
-    for w in windows:
-        color = FAULT_COLORS.get(w.f, "#7f7f7f")
-        ax.axvspan(w.start, max(w.end, w.start + min_width), color=color, alpha=0.15, lw=0, zorder=0)
-        seen.setdefault(w.f, color)
-    return [Patch(color=c, alpha=0.3, label=f"nemesis: {f}") for f, c in seen.items()]
+    """Fault windows on a time-axis plot: one labelled lane per fault above the
+    frame (a solid bar while the fault is in force, a wedge for an instant
+    fault), plus a faint full-height shade edged in the fault's colour so
+    overlapping windows stay apart. Returns the legend handles."""
+    if not windows:
+        return []
+    names = [f for f in FAULT_COLORS if any(w.f == f for w in windows)]
+    names += sorted({w.f for w in windows} - set(names))
+    fig = ax.figure
+    axes_in = max(ax.get_position().height * fig.get_figheight(), 0.5)
+    lane = LANE_IN / axes_in                      # one lane, in axes fractions
+    band = transforms.blended_transform_factory(ax.transData, ax.transAxes)
+    label = transforms.blended_transform_factory(ax.transAxes, ax.transAxes)
+    instant = max(horizon / 400, 1e-3)
+    for i, name in enumerate(names):
+        color = FAULT_COLORS.get(name, "#7f7f7f")
+        y0 = 1.0 + lane * (i + 0.25)
+        ax.text(-0.004, y0 + lane * 0.35, name, transform=label, ha="right", va="center", fontsize=7,
+                color=color, fontweight="bold", clip_on=False)
+        for w in (w for w in windows if w.f == name):
+            if w.end - w.start < instant:
+                ax.plot([w.start], [y0 + lane * 0.35], marker="v", markersize=5, color=color, transform=band,
+                        clip_on=False, zorder=6)
+                ax.axvline(w.start, color=color, linewidth=0.9, alpha=0.5, zorder=0)
+                continue
+            ax.add_patch(Rectangle((w.start, y0), w.end - w.start, lane * 0.7, transform=band, color=color,
+                                   clip_on=False, zorder=6, linewidth=0))
+            ax.axvspan(w.start, w.end, color=color, alpha=0.07, lw=0, zorder=0)
+            for x in (w.start, w.end):
+                ax.axvline(x, color=color, linewidth=0.7, alpha=0.45, linestyle="--", zorder=0)
+    ax.set_title(ax.get_title(), pad=6 + 72 * LANE_IN * len(names))
+    return [Patch(color=FAULT_COLORS.get(f, "#7f7f7f"), label=f"fault: {f}") for f in names]
 
 
 def timeline(spans: list[OpSpan], windows: list[Window], workers: int, horizon: float,
@@ -55,6 +89,7 @@ def timeline(spans: list[OpSpan], windows: list[Window], workers: int, horizon: 
     highlight = highlight or set()
     fig = Figure(figsize=(11, 1.2 + 0.45 * workers))
     ax = fig.add_subplot()
+    ax.set_title("operations per worker (bar = invoke..completion)")
     handles = _shade(ax, windows, horizon)
     for outcome, color in OUTCOME_COLORS.items():
         rows: dict[int, list] = {}
@@ -80,7 +115,6 @@ def timeline(spans: list[OpSpan], windows: list[Window], workers: int, horizon: 
     ax.set_xlim(0, max(horizon, 1e-3))
     ax.invert_yaxis()
     ax.set_xlabel("time since start (s)")
-    ax.set_title("operations per worker (bar = invoke..completion)")
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, frameon=False)
     return _png(fig)
 
@@ -91,6 +125,7 @@ def latency(points, quantiles: dict, windows: list[Window], horizon: float) -> b
         return None
     fig = Figure(figsize=(11, 3.6))
     ax = fig.add_subplot()
+    ax.set_title("latency")
     handles = _shade(ax, windows, horizon)
     for outcome in ("ok", "fail", "info"):
         xs = [t for t, ms, o in points if o == outcome]
@@ -106,7 +141,6 @@ def latency(points, quantiles: dict, windows: list[Window], horizon: float) -> b
     ax.set_xlim(0, max(horizon, 1e-3))
     ax.set_xlabel("invoke time (s)")
     ax.set_ylabel("latency (ms, log)")
-    ax.set_title("latency")
     h, _ = ax.get_legend_handles_labels()
     ax.legend(handles=h + handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, frameon=False)
     return _png(fig)
@@ -118,6 +152,7 @@ def rate(xs: list, rates: dict, windows: list[Window], horizon: float) -> bytes 
         return None
     fig = Figure(figsize=(11, 3.0))
     ax = fig.add_subplot()
+    ax.set_title("throughput")
     handles = _shade(ax, windows, horizon)
     for outcome, ys in rates.items():
         if any(ys):
@@ -126,44 +161,105 @@ def rate(xs: list, rates: dict, windows: list[Window], horizon: float) -> bytes 
     ax.set_ylim(bottom=0)
     ax.set_xlabel("completion time (s)")
     ax.set_ylabel("ops / s")
-    ax.set_title("throughput")
     h, _ = ax.get_legend_handles_labels()
     ax.legend(handles=h + handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, frameon=False)
     return _png(fig)
 
 
+#: clock-faulted slots drawn in a colour of their own; more are grouped
+MAX_CLOCK_SLOTS = 8
+CLOCK_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
+SYMLOG_LINTHRESH = 0.1
+
+
 def clocks(series: ClockSeries, windows: list[Window], horizon: float) -> bytes | None:
+    """The clock plot as PNG bytes (``clock_figure``), or None when there is no clock data."""
+    fig = clock_figure(series, windows, horizon)
+    return None if fig is None else _png(fig)
+
+
+def clock_figure(series: ClockSeries, windows: list[Window], horizon: float) -> Figure | None:
     """Each worker's wall-clock offset, the nemesis's commanded offsets, and the
-    backend's decision time (which must never go back: the durable floor)."""
+    backend's decision time (which must never go back: the durable floor).
+
+    Legible with any number of workers: the slots the clock nemesis touched
+    (commanded or measured) get a colour each (the first ``MAX_CLOCK_SLOTS``;
+    the rest share one), every other worker is one grey series, and all the
+    namespaces' decision times are one black series. The y range is set from
+    every value drawn, with a margin, so nothing sits on the frame."""
     if series.empty:
         return None
-    fig = Figure(figsize=(11, 3.8))
+    fig = Figure(figsize=(11, 4.2))
     ax = fig.add_subplot()
+    ax.set_title("wall-clock offsets and the backend's clock floor")
     handles = _shade(ax, [w for w in windows if w.f == "clock"], horizon)
-    cmap = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
-    for thread, pts in sorted(series.workers.items()):
-        ax.scatter([t for t, _ in pts], [d / 1000 for _, d in pts], s=16, color=cmap[thread % len(cmap)],
-                   label=f"worker {thread} wall clock", linewidths=0, alpha=0.8, zorder=4)
-    for slot, steps in sorted(series.commanded.items()):
-        xs = [t for t, _ in steps] + [horizon]
-        ys = [d / 1000 for _, d in steps] + [steps[-1][1] / 1000]
-        ax.step(xs, ys, where="post", color=cmap[slot % len(cmap)], linestyle="--", linewidth=1,
-                label=f"slot {slot} commanded")
-    for slot, pts in sorted(series.measured.items()):
-        ax.scatter([t for t, _ in pts], [d / 1000 for _, d in pts], marker="x", s=40, color=cmap[slot % len(cmap)],
-                   label=f"slot {slot} measured", zorder=5)
-    for ns, pts in sorted(series.decisions.items()):
-        ax.plot([t for t, _ in pts], [d / 1000 for _, d in pts], color="black", linewidth=1.3,
-                marker=".", markersize=3, label=f"backend decision time {ns[:14]}")
+    faulted = sorted(set(series.commanded) | set(series.measured))
+    color_of = {slot: CLOCK_COLORS[i] if i < MAX_CLOCK_SLOTS else "#555555" for i, slot in enumerate(faulted)}
+    values: list[float] = [0.0]
+    others = [(t, d / 1000) for thread, pts in series.workers.items() if thread not in color_of for t, d in pts]
+    if others:
+        ax.scatter([t for t, _ in others], [y for _, y in others], s=9, color="#9e9e9e", linewidths=0, alpha=0.55,
+                   zorder=3)
+        values += [y for _, y in others]
+        n = sum(1 for thread in series.workers if thread not in color_of)
+        handles.insert(0, Line2D([], [], marker="o", linestyle="", color="#9e9e9e",
+                                 label=f"{n} worker{'s' if n != 1 else ''} without a clock fault"))
+    for slot in faulted:
+        color = color_of[slot]
+        pts = [(t, d / 1000) for t, d in series.workers.get(slot, [])]
+        if pts:
+            ax.scatter([t for t, _ in pts], [y for _, y in pts], s=16, color=color, linewidths=0, alpha=0.85, zorder=4)
+        steps = series.commanded.get(slot)
+        if steps:
+            xs = [t for t, _ in steps] + [horizon]
+            ys = [d / 1000 for _, d in steps] + [steps[-1][1] / 1000]
+            ax.step(xs, ys, where="post", color=color, linestyle="--", linewidth=1.1, zorder=4)
+            pts += list(zip(xs, ys))
+        measured = [(t, d / 1000) for t, d in series.measured.get(slot, [])]
+        if measured:
+            ax.scatter([t for t, _ in measured], [y for _, y in measured], marker="x", s=40, color=color, zorder=5)
+        values += [y for _, y in pts + measured]
+    for i, slot in enumerate(faulted[:MAX_CLOCK_SLOTS]):
+        handles.insert(i, Patch(color=color_of[slot], label=f"worker {slot} (clock-faulted)"))
+    if len(faulted) > MAX_CLOCK_SLOTS:
+        handles.insert(MAX_CLOCK_SLOTS, Patch(color="#555555",
+                                              label=f"{len(faulted) - MAX_CLOCK_SLOTS} more clock-faulted workers"))
+    for k, (ns, pts) in enumerate(sorted(series.decisions.items())):
+        ax.plot([t for t, _ in pts], [d / 1000 for _, d in pts], color="black", linewidth=1.3, marker=".",
+                markersize=3, zorder=6)
+        values += [d / 1000 for _, d in pts]
+    if series.decisions:
+        n = len(series.decisions)
+        handles.append(Line2D([], [], color="black", marker=".", label=f"backend decision time (the floor), "
+                                                                        f"{n} namespace{'s' if n != 1 else ''}"))
+    if faulted:
+        handles += [Line2D([], [], color="#555555", marker="o", linestyle="", markersize=4, label="dot: worker's wall clock"),
+                    Line2D([], [], color="#555555", linestyle="--", label="dashed: offset the nemesis set"),
+                    Line2D([], [], color="#555555", marker="x", linestyle="", label="cross: offset the worker reported")]
     ax.axhline(0, color="grey", linewidth=0.6)
-    ax.set_yscale("symlog", linthresh=0.1)  # ms jitter and hour-long skews on one axis
+    ax.set_yscale("symlog", linthresh=SYMLOG_LINTHRESH)  # ms jitter and hour-long skews on one axis
+    ax.set_ylim(*_symlog_range(values))
     ax.set_xlim(0, max(horizon, 1e-3))
     ax.set_xlabel("run time (s)")
     ax.set_ylabel("offset from runner clock (s, symlog)")
-    ax.set_title("wall-clock offsets and the backend's clock floor")
-    h, _ = ax.get_legend_handles_labels()
-    ax.legend(handles=h + handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7, frameon=False)
-    return _png(fig)
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, frameon=False)
+    return fig
+
+
+def _symlog_range(values: list[float], margin: float = 0.08) -> tuple[float, float]:
+    """Limits that hold every value with ``margin`` of the span to spare, on the symlog axis."""
+    import math
+
+    def fwd(y: float) -> float:
+        return math.copysign(math.log10(1 + abs(y) / SYMLOG_LINTHRESH), y)
+
+    def back(u: float) -> float:
+        return math.copysign(SYMLOG_LINTHRESH * (10 ** abs(u) - 1), u)
+
+    finite = [v for v in values if math.isfinite(v)] or [0.0]
+    lo, hi = fwd(min(finite)), fwd(max(finite))
+    span = max(hi - lo, 1.0)
+    return back(lo - span * margin), back(hi + span * margin)
 
 
 def linearization(spans: dict, prefix: list, stuck: list, first: int | None, state: str,

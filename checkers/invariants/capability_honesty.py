@@ -22,7 +22,7 @@ from __future__ import annotations
 from backends.contract.capabilities import FENCED_SCOPE, REQUIRED_WRITE_PATHS
 
 from . import dual_ownership, stale_write
-from ._common import Findings, obj, prepare
+from ._common import Findings, obj, once, prepare
 
 PUBLISH_REFUSAL = "capability-unavailable"
 PRE_CAPABILITY_CODES = frozenset(("invalid-request", "ledger-namespace-unbound"))
@@ -35,16 +35,16 @@ def _envelope(value: object) -> dict | None:
     return v if isinstance(v.get("result"), dict) else None
 
 
-def check(history: list[dict], ctx: dict | None = None) -> dict:
+def check(history, ctx: dict | None = None) -> dict:
     ctx = ctx or {}
     prep = prepare(history)
     out = Findings()
     seen: list[tuple[dict, list[int]]] = []
     if _envelope(ctx.get("capabilities")):
         seen.append((_envelope(ctx["capabilities"]), []))
-    for op in prep.ops:
-        if op.f == "capabilities" and op.type == "ok" and op.env is not None and _envelope(op.env):
-            seen.append((op.env, op.indices))
+    for op, env in prep.capabilities:
+        if op.type == "ok" and _envelope(env):
+            seen.append((env, op.indices))
     if not seen:
         out.unknown("no capabilities envelope known (ctx['capabilities'] absent and none in the history)")
         return out.result({"mode": None})
@@ -66,7 +66,7 @@ def check(history: list[dict], ctx: dict | None = None) -> dict:
     if mode == "fenced" or safe is True:
         _check_fenced_profile(out, wc, backend, prep, first_ops)
         for name, checker in (("stale_write", stale_write.check), ("dual_ownership", dual_ownership.check)):
-            r = checker(history, ctx)
+            r = once(prep, name, checker, ctx)
             if r["valid"] is False:
                 a = r["anomalies"][0]
                 out.add("fenced-but-unsafe",
@@ -79,14 +79,14 @@ def check(history: list[dict], ctx: dict | None = None) -> dict:
         for op in prep.ops:
             if op.f != "publish" or not op.definite:
                 continue
-            code = op.code()
+            code = op.code
             if code != PUBLISH_REFUSAL and code not in PRE_CAPABILITY_CODES:
                 out.add("advisory-published",
                         f"The backend advertises mode 'advisory' but answered publish "
-                        f"{op.req.get('operation_id')} with exit {op.exit} {code or 'success'}. An advisory "
+                        f"{op.oid} with exit {op.exit} {code or 'success'}. An advisory "
                         "endpoint has no atomic publication boundary and must refuse every publish-claimed with "
                         "exit 2 capability-unavailable (contract §3, §6).",
-                        [*first_ops, *op.indices], operation_id=op.req.get("operation_id"), code=code)
+                        [*first_ops, *op.indices], operation_id=op.oid, code=code)
         if safe is not False or wc.get("claim_protected_publication") is not False:
             out.add("advisory-claims-safety",
                     "An advisory capability must report claim_protected_publication false and "
@@ -120,7 +120,7 @@ def _check_fenced_profile(out: Findings, wc: dict, backend: dict, prep, ops: lis
     if binding.get("mode") != "explicit-allowlist" or not allow:
         problems.append("the ledger binding is not an explicit non-empty allowlist")
     else:
-        used = {op.req.get("ledger_namespace") for op in prep.ops if op.type == "ok" and op.f != "capabilities"}
+        used = {op.key[0] for op in prep.ops if op.type == "ok" and op.f != "capabilities" and op.key}
         stray = sorted(n for n in used - set(allow) if isinstance(n, str))
         if stray:
             problems.append(f"namespaces {stray} were served but are not in the advertised allowlist")

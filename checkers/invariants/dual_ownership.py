@@ -1,29 +1,39 @@
 """Dual ownership: at most one owner holds a tuple at any backend instant.
 
 Contract §4-§5: a lease is active exactly while ``effective_now <
-expires_at``; acquire on an unexpired active claim must answer ``claim-held``;
-each epoch names one owner generation. Three checks:
+expires_at``; acquire answers ``claim-conflict`` to an unequal witness and
+``claim-held`` to an equal witness with an unexpired active claim; each epoch
+names one owner generation. Checks:
 
 1. one owner per epoch per tuple (every reply showing epoch *e* names the same
-   ``owner_id``);
+   ``owner_id``): ``two-owners-one-epoch``;
 2. the provable holding intervals ``[issued_at, end)`` of two different epochs
    of a tuple never overlap (``leases.Generation.held_interval``; uncertain
    renews/releases shrink an interval to its provable points, so an overlap is
-   never an artefact of a lost reply);
-3. a successful acquire whose own CAS witness shows an active claim that was
-   unexpired at the acquire's decision time (the witness matched, so the claim
-   was live: the answer had to be ``claim-held``).
+   never an artefact of a lost reply): ``overlapping-leases``;
+3. a successful acquire whose own CAS witness shows a claim still unexpired at
+   the acquire's decision time broke a rule either way; which one depends on
+   the record at that instant: if the witness's claim had provably ended or
+   changed before (released, renewed to another expiry, superseded by a newer
+   epoch), the witness was unequal and the answer had to be ``claim-conflict``
+   (``witness-mismatch-accepted``, §5 step 1); otherwise the claim was live
+   and the answer had to be ``claim-held`` (``early-takeover``, §5 step 2).
 """
 
 from __future__ import annotations
 
 from . import leases as _leases
-from ._common import Findings, fmt_tuple, instant_ms, obj, prepare, read_back_of
+from ._common import BAD, Findings, Op, active_text, at, fmt_tuple, once, prepare
 
 
-def check(history: list[dict], ctx: dict | None = None) -> dict:
-    prep = prepare(history)
-    lease_map = _leases.build(prep)
+def check(history, ctx: dict | None = None) -> dict:
+    """(computed once per history and context: ``capability_honesty`` builds on it)"""
+    return once(prepare(history), "dual_ownership", _check, ctx if ctx is not None else {})
+
+
+def _check(history, ctx: dict) -> dict:
+    h = prepare(history)
+    lease_map = _leases.build(h)
     out = Findings()
     intervals = 0
 
@@ -53,40 +63,63 @@ def check(history: list[dict], ctx: dict | None = None) -> dict:
                     "overlapping-leases",
                     f"Tuple {fmt_tuple(key)}: epoch {b[2]} (owner {b[3].owner!r}) was issued at {b[3].issued} "
                     f"while epoch {a[2]} (owner {a[3].owner!r}, issued {a[3].issued}) was provably still held "
-                    f"until at least {_fmt(a[1])}. Two owners held the item at once; acquire must refuse an "
-                    "unexpired active claim with claim-held (contract §4, §5 Acquire).",
+                    f"until at least {at(a[1])}. Two owners held the item at once: a lease is active while "
+                    "effective_now < expires_at, and acquire refuses an unexpired active claim "
+                    "(contract §4, §5 Acquire steps 1-2).",
                     [*a[3].first_op.indices, *(a[4].indices if a[4] else []), *b[3].first_op.indices],
                     tuple=list(key), epochs=[str(a[2]), str(b[2])], owners=[a[3].owner, b[3].owner],
-                    intervals=[[a[3].issued, _fmt(a[1])], [b[3].issued, _fmt(b[1])]],
+                    intervals=[[a[3].issued, at(a[1])], [b[3].issued, at(b[1])]],
                 )
             if best is None or span[1] > best[1]:
                 best = span
 
-    for op in prep.ops:
-        if op.f != "acquire" or op.type != "ok" or op.env is None:
+    for op in h.ops:
+        if op.f != "acquire" or op.type != "ok" or op.le is None:
             continue
-        witness = obj(obj(op.req.get("expected")).get("active"))
-        rb = read_back_of(op)
-        t = instant_ms(rb.get("observed_at")) if rb else None
-        x = instant_ms(witness.get("expires_at"))
-        if witness and t is not None and x is not None and t < x:
+        w, t = op.w_active, op.t
+        if w is None or w is BAD or w[3] is None or t is None or t >= w[3]:
+            continue
+        proof = _witness_superseded(op, w, lease_map.get(op.key, {}))
+        common = dict(tuple=list(op.key or ()), decided_at=at(t), witness=active_text(w))
+        if proof is not None:
+            why, proof_op = proof
             out.add(
-                "acquire-over-live-claim",
-                f"Tuple {fmt_tuple(op.tuple())}: acquire by {op.req.get('owner_id')!r} succeeded at "
-                f"{rb.get('observed_at')} although its matching CAS witness shows epoch "
-                f"{witness.get('epoch')} of {witness.get('owner_id')!r} unexpired until {witness.get('expires_at')}. "
-                "An equal witness with an unexpired active claim must return claim-held (contract §5 Acquire, step 2).",
-                op.indices,
-                tuple=list(op.tuple() or ()), decided_at=rb.get("observed_at"), witness=witness,
-            )
+                "witness-mismatch-accepted",
+                f"Tuple {fmt_tuple(op.key)}: acquire by {op.owner!r} succeeded at {at(t)} with a CAS witness "
+                f"naming {active_text(w)}, but {why} (op {proof_op.i}), so the durable record no longer equalled "
+                "the witness. An unequal witness must return claim-conflict (contract §5 Acquire, step 1).",
+                [*op.indices, *proof_op.indices], **common)
+        else:
+            out.add(
+                "early-takeover",
+                f"Tuple {fmt_tuple(op.key)}: acquire by {op.owner!r} succeeded at {at(t)} although its matching "
+                f"CAS witness shows {active_text(w)}, unexpired until {at(w[3])}. An equal witness with an "
+                "unexpired active claim must return claim-held; takeover is only for an expired record "
+                "(contract §4, §5 Acquire, step 2).",
+                op.indices, **common)
 
     return out.result({"tuples": len(lease_map), "lease_intervals": intervals})
 
 
-def _fmt(ms: int) -> str:
-    from backends.contract.values import format_instant
+def _witness_superseded(op: Op, w: tuple, gens: dict) -> tuple[str, Op] | None:
+    """Evidence that the witness's claim had ended or changed before ``op``
+    decided: its release, a renew to another expiry, or a newer epoch, each
+    decided before ``op`` (earlier decision time, or completed before ``op``
+    was invoked)."""
+    g = gens.get(w[1])
+    t = op.t
 
-    try:
-        return format_instant(ms)
-    except (ValueError, TypeError):
-        return str(ms)
+    def before(other: Op | None, other_t: int | None) -> bool:
+        return other is not None and other is not op and (
+            other.precedes(op) or (other_t is not None and other_t < t))
+
+    if g is not None and g.owner == w[0] and before(g.release_op, g.release_ms):
+        return f"epoch {w[1]} had been released at {at(g.release_ms)}", g.release_op
+    if g is not None and g.owner == w[0] and not g.uncertain_end and g.exp_ms is not None and g.exp_ms != w[3] \
+            and g.exp_at_ms is not None and before(g.exp_op, g.exp_at_ms) and g.exp_op.f == "renew":
+        return f"epoch {w[1]} had been renewed to expire at {at(g.exp_ms)}", g.exp_op
+    for e, newer in gens.items():
+        if e > w[1] and e != (op.claim[1] if op.claim and op.claim is not BAD else None) \
+                and before(newer.first_op, newer.issued_ms):
+            return f"epoch {e} had been issued at {newer.issued}", newer.first_op
+    return None

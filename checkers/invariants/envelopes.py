@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from backends.contract import codes as C
 
-from ._common import Findings, Op, epoch_int, instant_ms, obj, prepare
+from checkers.history import epoch_int, instant_ms
+
+from ._common import Findings, obj, prepare
 
 SURFACE = {
     "capabilities": ("work-claim", "capabilities"),
@@ -60,47 +62,74 @@ FENCE_REASONS = frozenset(("ledger-namespace-mismatch", "item-id-mismatch", "no-
 #: publication codes that may come before the operation_id is accepted / read
 OPERATION_ID_OPTIONAL = frozenset((C.Code.INVALID_REQUEST, C.Code.CAPABILITY_UNAVAILABLE,
                                    C.Code.CANDIDATE_DIGEST_MISMATCH))
+_SUCCESS_MEMBERS = {f: frozenset(BASE | ({"result"} if f == "capabilities" else {"state", "result"})
+                                 | ({"operation_id"} if f in PUBLICATION_FS else set())) for f in SURFACE}
+_ERROR_MEMBERS = frozenset(BASE | {"state", "error"})
+_ERROR_MEMBERS_OID = _ERROR_MEMBERS | {"operation_id"}
+_ERROR_PARTS = frozenset(("code", "message", "details"))
+_OUTCOME = frozenset(("exit", "stdout"))
+RESULT_MEMBERS = {f: frozenset(m) for f, m in RESULT_MEMBERS.items()}
+_messages: dict = {}
 
 
-def check(history: list[dict], ctx: dict | None = None) -> dict:
-    prep = prepare(history)
+def _message(code: str, cmd: str) -> str:
+    got = _messages.get((code, cmd))
+    if got is None:
+        got = _messages[(code, cmd)] = C.message_for(code, cmd)
+    return got
+
+
+#: a problem that is the §2 rule, not a shape rule: it gets its own anomaly type
+OTHER_TUPLE = "the reply names another tuple"
+
+
+def check(history, ctx: dict | None = None) -> dict:
+    """The shape of every reply was judged once, while the history was read
+    (``History.envelope_problems``); this reports it."""
+    h = prepare(history)
     out = Findings()
-    checked = 0
-    for op in prep.ops:
-        if op.env is None or op.f not in SURFACE:
-            continue
-        checked += 1
-        for problem in envelope_problems(op):
+    for op, problems in h.envelope_problems:
+        for problem in problems:
+            if problem.startswith(OTHER_TUPLE):
+                out.add(
+                    "reply-for-another-tuple",
+                    f"{op.f} reply by process {op.process}: {problem}. Every claim key is the immutable tuple "
+                    "(ledger_namespace, item_id); a wrong ledger or item never falls through to another record "
+                    "(contract §2, §6 step 7).",
+                    op.indices, f=op.f, problem=problem,
+                )
+                continue
             out.add(
                 "malformed-envelope",
                 f"{op.f} reply (exit {op.exit}) by process {op.process}: {problem}. Envelope members, codes, "
                 "messages, exit and state are exact in version 1 (contract §8; vectors.md §9).",
                 op.indices, f=op.f, exit=op.exit, problem=problem,
             )
+    checked = sum(1 for op in h.ops if op.exit is not None and op.f in SURFACE)
     return out.result({"envelopes_checked": checked})
 
 
-def envelope_problems(op: Op) -> list[str]:
-    """Every way ``op``'s reply deviates from the contract's envelope shape."""
-    env, f, ex = op.env or {}, op.f, op.exit
+def envelope_problems(f, ex, env, req: dict) -> list[str]:
+    """Every way the reply ``env`` (exit ``ex``) to the request ``req`` of op
+    ``f`` deviates from the contract's envelope shape (the raw records)."""
+    if f not in SURFACE or not isinstance(env, dict):
+        return []
     ns, cmd = SURFACE[f]
     p: list[str] = []
     if env.get("namespace") != ns or env.get("command") != cmd:
         p.append(f"namespace/command are {env.get('namespace')!r}/{env.get('command')!r}, expected {ns!r}/{cmd!r}")
     if env.get("contract_version") != 1 or isinstance(env.get("contract_version"), bool):
         p.append(f"contract_version is {env.get('contract_version')!r}, not 1")
+    _same_tuple(p, env, req)
     want_oid = f in PUBLICATION_FS
     ok = env.get("ok")
     if ok is True:
         if ex != 0:
             p.append(f"ok is true but exit is {ex}")
-        members = set(BASE) | ({"result"} if f == "capabilities" else {"state", "result"})
-        if want_oid:
-            members.add("operation_id")
-        _exact(p, "envelope", env, members)
+        _exact(p, "envelope", env, _SUCCESS_MEMBERS[f])
         if f != "capabilities" and env.get("state") != "committed":
             p.append(f"success state is {env.get('state')!r}, not 'committed'")
-        if want_oid and env.get("operation_id") != op.req.get("operation_id"):
+        if want_oid and env.get("operation_id") != req.get("operation_id"):
             p.append("top-level operation_id does not echo the request")
         _result(p, f, obj(env.get("result")))
         return p
@@ -108,17 +137,17 @@ def envelope_problems(op: Op) -> list[str]:
         p.append(f"ok is {ok!r}, not a boolean")
         return p
     err = env.get("error")
-    members = set(BASE) | {"state", "error"}
+    members = _ERROR_MEMBERS
     code = err.get("code") if isinstance(err, dict) else None
     if want_oid and ("operation_id" in env or code not in OPERATION_ID_OPTIONAL):
-        members.add("operation_id")
-        if env.get("operation_id") != op.req.get("operation_id") and f == "publish":
+        members = _ERROR_MEMBERS_OID
+        if env.get("operation_id") != req.get("operation_id") and f == "publish":
             p.append("top-level operation_id does not echo the request")
     _exact(p, "error envelope", env, members)
     if not isinstance(err, dict):
         p.append("error is not an object")
         return p
-    _exact(p, "error", err, {"code", "message", "details"})
+    _exact(p, "error", err, _ERROR_PARTS)
     if code not in C.EXIT:
         p.append(f"unknown error code {code!r}")
         return p
@@ -129,8 +158,8 @@ def envelope_problems(op: Op) -> list[str]:
     if code == C.Code.INVALID_REQUEST:
         if not isinstance(err.get("message"), str) or not err.get("message"):
             p.append("invalid-request has no message")
-    elif err.get("message") != C.message_for(code, cmd):
-        p.append(f"message for {code} is {err.get('message')!r}, expected {C.message_for(code, cmd)!r}")
+    elif err.get("message") != _message(code, cmd):
+        p.append(f"message for {code} is {err.get('message')!r}, expected {_message(code, cmd)!r}")
     details = err.get("details")
     want = DETAILS.get(code)
     if code == C.Code.LEDGER_NAMESPACE_UNBOUND:
@@ -151,10 +180,28 @@ def envelope_problems(op: Op) -> list[str]:
     return p
 
 
-def _exact(p: list[str], what: str, value: dict, members) -> None:
-    have = set(value)
-    if have != set(members):
-        extra, missing = sorted(have - set(members)), sorted(set(members) - have)
+def _same_tuple(p: list[str], env: dict, req: dict) -> None:
+    """Every tuple a reply names (read-backs, details, result) is the request's."""
+    ns, item = req.get("ledger_namespace"), req.get("item_id")
+    if type(ns) is not str or type(item) is not str:
+        return
+    r, err = env.get("result"), env.get("error")
+    parts = []
+    if type(r) is dict:
+        parts = [("result.read_back", r.get("read_back")), ("result.claim_read_back", r.get("claim_read_back")),
+                 ("result", r if "item_id" in r else None)]
+    elif type(err) is dict and type(err.get("details")) is dict and "item_id" in err["details"]:
+        parts = [("error.details", err["details"])]
+    for where, part in parts:
+        if type(part) is dict and (part.get("item_id") != item or part.get("ledger_namespace") != ns):
+            p.append(f"{OTHER_TUPLE}: {where} is ({part.get('ledger_namespace')}, {part.get('item_id')}), "
+                     f"the request's is ({ns}, {item})")
+
+
+def _exact(p: list[str], what: str, value: dict, members: frozenset) -> None:
+    if value.keys() != members:
+        have = set(value)
+        extra, missing = sorted(have - members), sorted(members - have)
         p.append(f"{what} members differ (extra {extra}, missing {missing})")
 
 
@@ -163,11 +210,12 @@ def _claim(p: list[str], what: str, c: object) -> None:
         p.append(f"{what} is not an object")
         return
     _exact(p, what, c, CLAIM)
-    if epoch_int(c.get("epoch")) in (None, 0):
+    if not epoch_int(c.get("epoch")):
         p.append(f"{what}.epoch {c.get('epoch')!r} is not an active epoch")
-    for k in ("issued_at", "expires_at"):
-        if instant_ms(c.get(k)) is None:
-            p.append(f"{what}.{k} {c.get(k)!r} is not an instant")
+    if instant_ms(c.get("issued_at")) is None:
+        p.append(f"{what}.issued_at {c.get('issued_at')!r} is not an instant")
+    if instant_ms(c.get("expires_at")) is None:
+        p.append(f"{what}.expires_at {c.get('expires_at')!r} is not an instant")
 
 
 def _read_back(p: list[str], what: str, rb: object) -> None:
@@ -199,9 +247,9 @@ def _result(p: list[str], f: str, r: dict) -> None:
         _claim(p, "result.released_claim", r.get("released_claim"))
     if f == "publish":
         _read_back(p, "result.claim_read_back", r.get("claim_read_back"))
-        if not isinstance(r.get("claim_fence"), dict) or set(r["claim_fence"]) != FENCE:
+        if not isinstance(r.get("claim_fence"), dict) or r["claim_fence"].keys() != FENCE:
             p.append("result.claim_fence is not the four-member fence")
     if f == "publication-read":
         outcome = r.get("outcome")
-        if not isinstance(outcome, dict) or set(outcome) != {"exit", "stdout"}:
+        if not isinstance(outcome, dict) or outcome.keys() != _OUTCOME:
             p.append("result.outcome is not {exit, stdout}")

@@ -23,113 +23,136 @@ and the leases it expired early - never as an anomaly.
 
 from __future__ import annotations
 
-from ._common import Findings, Op, fmt_tuple, instant_ms, obj, observed_at, prepare, realtime_regressions
+from ._common import BAD, Findings, History, Op, at, fmt_tuple, prepare, realtime_regressions
 
 DECISION_FS = frozenset(("acquire", "renew", "release", "legacy-create", "legacy-transition"))
 DEFAULT_JUMP_MS = 10_000
 
 
-def fresh_publishes(ops: list[Op]) -> set[int]:
+def fresh_publishes(h: History) -> set[int]:
     """``ip`` of publishes whose reply cannot be a replay: the first attempt of
     its ``operation_id``, completed before any other attempt was invoked."""
+    got = h.derived.get("fresh_publishes")
+    if got is not None:
+        return got
     first: dict[str, Op] = {}
     second_ip: dict[str, int] = {}
-    for op in ops:
-        if op.f != "publish":
+    for op in h.ops:
+        if op.f != "publish" or op.oid is None:
             continue
-        oid = op.req.get("operation_id")
-        if not isinstance(oid, str):
-            continue
-        if oid not in first:
-            first[oid] = op
-        elif oid not in second_ip:
-            second_ip[oid] = op.ip
+        if op.oid not in first:
+            first[op.oid] = op
+        elif op.oid not in second_ip:
+            second_ip[op.oid] = op.ip
     out = set()
     for oid, op in first.items():
         nxt = second_ip.get(oid)
         if op.cp is not None and (nxt is None or op.cp < nxt):
             out.add(op.ip)
+    h.derived["fresh_publishes"] = out
     return out
 
 
-def decision_time(op: Op, fresh: set[int]) -> str | None:
-    """The persisted decision time of a definite reply, or ``None``."""
+def decision_time(op: Op, fresh: set[int]) -> int | None:
+    """The persisted decision time (ms) of a definite reply, or ``None``."""
     if not op.definite:
         return None
     if op.f in DECISION_FS or (op.f == "publish" and op.ip in fresh):
-        return observed_at(op)
+        return op.t
     return None
 
 
-def check(history: list[dict], ctx: dict | None = None) -> dict:
+def check(history, ctx: dict | None = None) -> dict:
     ctx = ctx or {}
-    prep = prepare(history)
-    fresh = fresh_publishes(prep.ops)
+    h = prepare(history)
+    fresh = fresh_publishes(h)
     out = Findings()
 
     def key_of(op: Op):
-        return op.req.get("ledger_namespace") if op.f in DECISION_FS or op.f in ("read", "publish") else None
+        return op.key[0] if op.key and (op.f in DECISION_FS or op.f == "read" or op.f == "publish") else None
 
     def observe_of(op: Op):
         if not op.definite or (op.f == "publish" and op.ip not in fresh):
             return None
-        return observed_at(op)
+        return op.t
 
-    for b, seen, floor, a in realtime_regressions(prep, key_of, lambda op: decision_time(op, fresh), observe_of):
+    for b, seen, floor, a in realtime_regressions(h, key_of, lambda op: decision_time(op, fresh), observe_of):
         out.add(
             "decision-time-regressed",
-            f"Namespace {b.req.get('ledger_namespace')}: {b.f} by process {b.process} observed {seen}, earlier "
-            f"than {floor}, the decision time persisted by {a.f} (process {a.process}) that completed before "
+            f"Namespace {b.key[0]}: {b.f} by process {b.process} observed {at(seen)}, earlier "
+            f"than {at(floor)}, the decision time persisted by {a.f} (process {a.process}) that completed before "
             "it was invoked. The durable clock floor never decreases, across restarts too "
             "(contract §4: effective_now = max(physical, floor)).",
             [*a.indices, *b.indices],
-            namespace=b.req.get("ledger_namespace"), floor=floor, observed=seen,
-            ops_f=[a.f, b.f], tuple=list(b.tuple() or ()),
+            namespace=b.key[0], floor=at(floor), observed=at(seen), ops_f=[a.f, b.f], tuple=list(b.key),
         )
 
-    for op in prep.ops:
-        if op.type != "ok" or op.f not in ("acquire", "renew") or op.env is None:
+    by_epoch: dict[tuple, list[tuple[int, int, Op]]] = {}
+    for op in h.ops:
+        if op.type != "ok" or op.f not in ("acquire", "renew") or op.claim is None or op.claim is BAD:
             continue
-        claim, t = obj(op.result().get("claim")), observed_at(op)
-        t_ms, dur = instant_ms(t), op.req.get("lease_duration_ms")
-        if t_ms is None or not isinstance(dur, int):
+        t, claim = op.t, op.claim
+        if t is None or op.lease is None:
             continue
-        if op.f == "acquire" and claim.get("issued_at") != t:
-            out.add(
-                "issued-at-not-decision-time",
-                f"Tuple {fmt_tuple(op.tuple())}: acquire decided at {t} but issued the claim at "
-                f"{claim.get('issued_at')}. Acquire sets issued_at to the persisted decision time "
-                "(contract §4; vectors.md §5.1 rule 6).",
-                op.indices, tuple=list(op.tuple() or ()), observed_at=t, issued_at=claim.get("issued_at"),
-            )
-        if instant_ms(claim.get("expires_at")) != t_ms + dur:
+        if op.f == "acquire":
+            if claim[1] is not None and claim[2] is not None and op.key is not None:
+                by_epoch.setdefault(op.key, []).append((claim[1], claim[2], op))
+            if claim[2] != t:
+                out.add(
+                    "issued-at-not-decision-time",
+                    f"Tuple {fmt_tuple(op.key)}: acquire decided at {at(t)} but issued the claim at "
+                    f"{at(claim[2])}. Acquire sets issued_at to the persisted decision time "
+                    "(contract §4; vectors.md §5.1 rule 6).",
+                    op.indices, tuple=list(op.key or ()), observed_at=at(t), issued_at=at(claim[2]),
+                )
+        if claim[3] != t + op.lease:
             out.add(
                 "expiry-not-from-decision-time",
-                f"Tuple {fmt_tuple(op.tuple())}: {op.f} decided at {t} with lease_duration_ms {dur} set "
-                f"expires_at {claim.get('expires_at')}. The new expiry is the persisted decision time plus "
+                f"Tuple {fmt_tuple(op.key)}: {op.f} decided at {at(t)} with lease_duration_ms {op.lease} set "
+                f"expires_at {at(claim[3])}. The new expiry is the persisted decision time plus "
                 "the lease duration; client clocks never authorize a lease (contract §4).",
-                op.indices, tuple=list(op.tuple() or ()), observed_at=t, expires_at=claim.get("expires_at"),
-                lease_duration_ms=dur,
+                op.indices, tuple=list(op.key or ()), observed_at=at(t), expires_at=at(claim[3]),
+                lease_duration_ms=op.lease,
             )
 
-    stats = _jump_stats(prep, fresh, int(ctx.get("floor_jump_threshold_ms", DEFAULT_JUMP_MS)))
+    # Epochs serialize a tuple's acquires: a greater epoch was decided later, so it
+    # cannot have been issued at an earlier time unless the decision time went back.
+    for key, rows in by_epoch.items():
+        rows.sort(key=lambda r: r[0])
+        latest = None  # the (issued, op) with the greatest issue time among lower epochs
+        for e, issued, op in rows:
+            if latest is not None and issued < latest[0] and latest[1].claim[1] < e:
+                a = latest[1]
+                out.add(
+                    "decision-time-regressed",
+                    f"Tuple {fmt_tuple(key)}: epoch {e} was issued at {at(issued)}, before epoch {a.claim[1]} "
+                    f"was issued at {at(latest[0])}, although a greater epoch is allocated by a later decision. "
+                    "Decision time went back between the two acquires: the durable clock floor never "
+                    "decreases (contract §4: effective_now = max(physical, floor)).",
+                    [*a.indices, *op.indices], namespace=key[0], tuple=list(key),
+                    epochs=[str(a.claim[1]), str(e)], issued=[at(latest[0]), at(issued)],
+                )
+            if latest is None or issued > latest[0]:
+                latest = (issued, op)
+
+    stats = _jump_stats(h, fresh, int(ctx.get("floor_jump_threshold_ms", DEFAULT_JUMP_MS)))
     return out.result(stats)
 
 
-def _jump_stats(prep, fresh: set[int], threshold: int) -> dict:
+def _jump_stats(h: History, fresh: set[int], threshold: int) -> dict:
     """Forward jumps of the decision time per namespace, and leases they cut short."""
     top: dict[str, int] = {}
     live: dict[str, dict[tuple, int]] = {}  # ns -> tuple -> latest granted expiry (ms)
     jumps: list[dict] = []
     max_jump, expired_early, decisions = 0, 0, 0
-    for _pos, is_comp, op in prep.events:
+    for is_comp, op in h.in_order():
         if not is_comp:
             continue
-        t = instant_ms(decision_time(op, fresh))
-        if t is None:
+        t = decision_time(op, fresh)
+        if t is None or op.key is None:
             continue
         decisions += 1
-        ns = op.req.get("ledger_namespace")
+        ns = op.key[0]
         m = top.get(ns)
         if m is not None and t > m:
             jump = t - m
@@ -142,11 +165,10 @@ def _jump_stats(prep, fresh: set[int], threshold: int) -> dict:
                                   "leases_expired_early": len(cut)})
         if m is None or t > m:
             top[ns] = t
-        if op.type == "ok" and op.f in ("acquire", "renew"):
-            x = instant_ms(obj(op.result().get("claim")).get("expires_at"))
-            if x is not None:
-                live.setdefault(ns, {})[op.tuple()] = x
+        if op.type == "ok" and op.f in ("acquire", "renew") and op.claim not in (None, BAD):
+            if op.claim[3] is not None:
+                live.setdefault(ns, {})[op.key] = op.claim[3]
         elif op.type == "ok" and op.f == "release":
-            live.get(ns, {}).pop(op.tuple(), None)
+            live.get(ns, {}).pop(op.key, None)
     return {"decisions": decisions, "max_jump_ms": max_jump, "jump_threshold_ms": threshold,
             "large_jumps": jumps, "leases_expired_early": expired_early}

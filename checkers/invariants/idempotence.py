@@ -27,9 +27,7 @@ Checks:
 
 from __future__ import annotations
 
-from backends.contract.digests import operation_digest
-
-from ._common import Findings, Op, obj, prepare
+from ._common import Findings, Op, prepare
 
 #: rejections that are always stored. A revision conflict is stored when found
 #: inside the commit boundary but not when found at validation time (vectors.md
@@ -41,27 +39,19 @@ PRE_LOOKUP_CODES = frozenset(("invalid-request", "candidate-digest-mismatch", "l
 
 
 def is_stored_kind(op: Op) -> bool:
-    return op.definite and (op.exit == 0 or op.code() in STORED_CODES)
+    return op.definite and (op.exit == 0 or op.code in STORED_CODES)
 
 
-def _digest(req: dict) -> str | None:
-    try:
-        return operation_digest(req)
-    except (TypeError, ValueError):
-        return None
-
-
-def check(history: list[dict], ctx: dict | None = None) -> dict:
+def check(history, ctx: dict | None = None) -> dict:
     prep = prepare(history)
     out = Findings()
-    groups: dict[tuple, list[tuple[Op, str | None]]] = {}  # (oid, ns, item) -> attempts
+    groups: dict[tuple, list[tuple[Op, str | None]]] = {}  # (oid, (ns, item)) -> attempts
     for op in prep.ops:
-        if op.f == "publish" and isinstance(op.req.get("operation_id"), str):
-            key = (op.req["operation_id"], op.req.get("ledger_namespace"), op.req.get("item_id"))
-            groups.setdefault(key, []).append((op, _digest(op.req)))
+        if op.f == "publish" and op.oid is not None:
+            groups.setdefault((op.oid, op.key), []).append((op, op.digest))
 
-    stored_env: dict[tuple[str, str], tuple[Op, int | None, dict]] = {}  # (oid, digest) -> first stored reply
-    for (oid, _ns, _item), rows in groups.items():
+    stored_env: dict[tuple[str, str], tuple[Op, int | None, bytes]] = {}  # (oid, digest) -> first stored reply
+    for (oid, _key), rows in groups.items():
         first_stored: dict[str, Op] = {}
         for op, d in rows:
             if d is None or not is_stored_kind(op):
@@ -69,8 +59,8 @@ def check(history: list[dict], ctx: dict | None = None) -> dict:
             prev = first_stored.get(d)
             if prev is None:
                 first_stored[d] = op
-                stored_env[(oid, d)] = (op, op.exit, op.env)
-            elif prev.env != op.env or prev.exit != op.exit:
+                stored_env[(oid, d)] = (op, op.exit, op.env_id)
+            elif prev.env_id != op.env_id:
                 out.add(
                     "replay-differs",
                     f"Operation {oid}: two identical requests (digest {d[:19]}...) got different stored "
@@ -78,7 +68,7 @@ def check(history: list[dict], ctx: dict | None = None) -> dict:
                     "must return the stored terminal envelope verbatim, without a second ledger write "
                     "(contract §6 step 4, §8).",
                     [*prev.indices, *op.indices], operation_id=oid, digest=d,
-                    envelopes=[prev.env, op.env],
+                    replies=[[prev.exit, prev.code], [op.exit, op.code]],
                 )
         if len(first_stored) > 1:
             (d1, a), (d2, b) = list(first_stored.items())[:2]
@@ -98,7 +88,7 @@ def check(history: list[dict], ctx: dict | None = None) -> dict:
         for op, d in rows:
             if op.ip <= s0.cp or not op.definite or d is None:
                 continue
-            code = op.code()
+            code = op.code
             if d != d0 and code != "idempotency-conflict" and code not in PRE_LOOKUP_CODES:
                 out.add(
                     "idempotency-conflict-missing",
@@ -118,7 +108,7 @@ def check(history: list[dict], ctx: dict | None = None) -> dict:
         _check_conflict_details(out, oid, rows)
 
     by_id: dict[str, list] = {}
-    for (oid, _ns, _item), rows in groups.items():
+    for (oid, _key), rows in groups.items():
         by_id.setdefault(oid, []).extend(rows)
     reads = _check_publication_reads(out, prep, by_id, stored_env)
     _check_final_outcomes(out, prep, stored_env)
@@ -128,14 +118,15 @@ def check(history: list[dict], ctx: dict | None = None) -> dict:
 
 def _check_conflict_details(out: Findings, oid: str, rows: list[tuple[Op, str | None]]) -> None:
     for op, d in rows:
-        if op.code() != "idempotency-conflict" or d is None:
+        if op.code != "idempotency-conflict" or d is None:
             continue
-        det = op.details()
-        if det.get("actual_operation_digest") != d or det.get("expected_operation_digest") == d:
+        expected, actual = op.conflict_digests
+        det = {"expected_operation_digest": expected, "actual_operation_digest": actual}
+        if actual != d or expected == d:
             out.add(
                 "idempotency-conflict-details",
-                f"Operation {oid}: idempotency-conflict reports actual digest {det.get('actual_operation_digest')} "
-                f"and expected {det.get('expected_operation_digest')}, but the submitted request digests to {d}. "
+                f"Operation {oid}: idempotency-conflict reports actual digest {actual} "
+                f"and expected {expected}, but the submitted request digests to {d}. "
                 "A conflict names the stored digest and the submitted one, which differ (contract §6 step 4; "
                 "vectors.md §8.6 commit step 2).",
                 op.indices, operation_id=oid, submitted_digest=d, details=det,
@@ -145,11 +136,10 @@ def _check_conflict_details(out: Findings, oid: str, rows: list[tuple[Op, str | 
 def _check_publication_reads(out, prep, groups, stored_env) -> int:
     n = 0
     for op in prep.ops:
-        if op.f != "publication-read" or op.type != "ok" or op.env is None:
+        if op.f != "publication-read" or op.type != "ok" or op.exit is None:
             continue
         n += 1
-        r = op.result()
-        oid, digest = r.get("operation_id"), r.get("operation_digest")
+        oid, digest, outcome_exit, outcome_id, _spec = op.outcome
         submitted = {d for _op, d in groups.get(oid, ())}
         if submitted and digest not in submitted:
             out.add(
@@ -161,11 +151,10 @@ def _check_publication_reads(out, prep, groups, stored_env) -> int:
             )
             continue
         seen = stored_env.get((oid, digest))
-        outcome = obj(r.get("outcome"))
-        if seen is not None and (outcome.get("exit") != seen[1] or outcome.get("stdout") != seen[2]):
+        if seen is not None and outcome_id != seen[2]:
             out.add(
                 "publication-read-differs",
-                f"Operation {oid}: the publication read returned an outcome (exit {outcome.get('exit')}) that "
+                f"Operation {oid}: the publication read returned an outcome (exit {outcome_exit}) that "
                 f"differs from the stored reply the writer got (exit {seen[1]}). The read exposes the stored "
                 "terminal outcome exactly (contract §6; vectors.md §8.7).",
                 [*seen[0].indices, *op.indices], operation_id=oid, digest=digest,
@@ -174,28 +163,26 @@ def _check_publication_reads(out, prep, groups, stored_env) -> int:
 
 
 def _check_final_outcomes(out, prep, stored_env) -> None:
-    fin = prep.final_durable
-    if not isinstance(fin, dict) or not isinstance(fin.get("publication_outcomes"), list):
+    fin = prep.final
+    if fin is None:
         return
     seen: set = set()
-    for rec in fin["publication_outcomes"]:
-        rec = obj(rec)
-        key = (rec.get("operation_id"), rec.get("ledger_namespace"), rec.get("item_id"))
+    for oid, ns, item, digest, exit_code, env_id, _spec in fin.outcomes:
+        key = (oid, ns, item)
         if key in seen:
             out.add(
                 "duplicate-stored-outcome",
-                f"Operation {key[0]}: the final durable state holds two outcomes for one operation identity. "
+                f"Operation {oid}: the final durable state holds two outcomes for one operation identity. "
                 "At most one terminal outcome (and one write) per operation_id (contract §6, §8).",
-                [prep.final_index], operation_id=key[0],
+                [fin.index], operation_id=oid,
             )
         seen.add(key)
-        env = obj(rec.get("envelope"))
-        mine = stored_env.get((key[0], rec.get("operation_digest")))
-        if mine is not None and (env.get("exit") != mine[1] or env.get("stdout") != mine[2]):
+        mine = stored_env.get((oid, digest))
+        if mine is not None and env_id != mine[2]:
             out.add(
                 "stored-outcome-differs",
-                f"Operation {key[0]}: the durable outcome (exit {env.get('exit')}) differs from the reply the "
+                f"Operation {oid}: the durable outcome (exit {exit_code}) differs from the reply the "
                 f"writer received (exit {mine[1]}). The stored envelope is the one first returned "
                 "(contract §8; vectors.md §3.1).",
-                [*mine[0].indices, prep.final_index], operation_id=key[0],
+                [*mine[0].indices, fin.index], operation_id=oid,
             )

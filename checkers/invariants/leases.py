@@ -21,17 +21,18 @@ subset of when the lease was really held, so overlaps found with it are real.
 
 from __future__ import annotations
 
-from ._common import Op, Prepared, epoch_int, instant_ms, obj, read_back_of
+from ._common import BAD, History, Op, at
 
 
 class Generation:
     __slots__ = ("owner", "issued", "issued_ms", "first_op", "live_ms", "live_op",
-                 "exp_at_ms", "exp_ms", "exp_hi_ms", "exp_op", "release_ms", "release_op", "uncertain_end", "conflicts")
+                 "exp_at_ms", "exp_ms", "exp_hi_ms", "exp_op", "release_ms", "release_op", "uncertain_end", "conflicts",
+                 "set_expiries", "unset_shown", "acquired", "uncertain_renew")
 
-    def __init__(self, owner: str, issued: str, op: Op):
+    def __init__(self, owner: str, issued_ms: int | None, op: Op):
         self.owner = owner
-        self.issued = issued
-        self.issued_ms = instant_ms(issued)
+        self.issued_ms = issued_ms
+        self.issued = at(issued_ms) if issued_ms is not None else ""
         self.first_op = op
         self.live_ms: int | None = None
         self.live_op: Op | None = None
@@ -42,7 +43,11 @@ class Generation:
         self.release_ms: int | None = None
         self.release_op: Op | None = None
         self.uncertain_end = False
-        self.conflicts: list[tuple[str, str, Op]] = []  # (owner, issued_at, op) disagreeing with the first
+        self.conflicts: list[tuple[str, str, Op]] = []  # (owner, issued_at text, op) disagreeing with the first
+        self.set_expiries: set[int] = set()  # expiries a successful acquire or renew of it set
+        self.unset_shown: list[tuple[int, Op]] = []  # expiries shown before any decision was seen setting them
+        self.acquired = False  # a successful acquire's own reply shows it (its first expiry is known)
+        self.uncertain_renew = False  # a renew of unknown outcome may have set an expiry no reply shows
 
     def held_interval(self) -> tuple[int, int, Op] | None:
         """``(start_ms, end_ms_exclusive, op proving the end)``, or ``None``."""
@@ -65,24 +70,28 @@ class Generation:
 
 Leases = dict[tuple[str, str], dict[int, Generation]]
 
-_cache: list = [None, None]
 
-
-def _see(gens: dict[int, Generation], active: dict, t_ms: int | None, op: Op, *, is_release: bool = False,
-         sets_expiry: bool = True) -> None:
-    e = epoch_int(active.get("epoch"))
-    owner, issued, expires = active.get("owner_id"), active.get("issued_at"), active.get("expires_at")
-    if e is None or not isinstance(owner, str) or not isinstance(issued, str):
+def _see(gens: dict[int, Generation], active: tuple | None, t_ms: int | None, op: Op, *, is_release: bool = False,
+         sets_expiry: bool = True, decided: bool = False) -> None:
+    if active is None or active is BAD:
+        return
+    owner, e, issued, x_ms = active
+    if e is None or owner is None or issued is None:
         return
     g = gens.get(e)
     if g is None:
         g = gens[e] = Generation(owner, issued, op)
-    elif g.owner == "" and g.issued == "":  # placeholder left by an uncertain renew/release
-        g.owner, g.issued, g.issued_ms, g.first_op = owner, issued, instant_ms(issued), op
-    elif owner != g.owner or issued != g.issued:
-        g.conflicts.append((owner, issued, op))
+    elif g.owner == "" and g.issued_ms is None:  # placeholder left by an uncertain renew/release
+        g.owner, g.issued_ms, g.issued, g.first_op = owner, issued, at(issued), op
+    elif owner != g.owner or issued != g.issued_ms:
+        g.conflicts.append((owner, at(issued), op))
         return
-    x_ms = instant_ms(expires)
+    if x_ms is not None:
+        if decided:  # the claim a successful acquire / renew returned: it set this expiry
+            g.set_expiries.add(x_ms)
+            g.acquired = g.acquired or op.f == "acquire"
+        elif x_ms not in g.set_expiries and len(g.unset_shown) < 64:
+            g.unset_shown.append((x_ms, op))
     if t_ms is None:
         return
     if is_release:
@@ -102,52 +111,45 @@ def _see(gens: dict[int, Generation], active: dict, t_ms: int | None, op: Op, *,
             g.exp_hi_ms = max(g.exp_hi_ms, x_ms)
 
 
-def build(prep: Prepared) -> Leases:
-    """Per tuple, per epoch: the ``Generation`` evidence (cached per history)."""
-    if _cache[0] is prep:
-        return _cache[1]
+_FS = frozenset(("acquire", "renew", "release", "read", "publish", "legacy-create", "legacy-transition"))
+
+
+def build(h: History) -> Leases:
+    """Per tuple, per epoch: the ``Generation`` evidence (cached on the history)."""
+    got = h.derived.get("leases")
+    if got is not None:
+        return got
     leases: Leases = {}
-    for op in prep.ops:
+    for op in h.ops:
         f = op.f
-        if f not in ("acquire", "renew", "release", "read", "publish", "legacy-create", "legacy-transition"):
+        if f not in _FS:
             continue
-        key = op.tuple()
+        key = op.key
         if key is None:
             continue
         if op.uncertain:
-            if f in ("renew", "release"):
-                e = epoch_int(op.req.get("epoch"))
-                if e is not None:
-                    gens = leases.setdefault(key, {})
-                    g = gens.get(e)
-                    if g is None:
-                        # remember it even before any reply shows the epoch
-                        g = gens[e] = Generation("", "", op)
-                        g.issued_ms = None
-                    g.uncertain_end = True
+            if f in ("renew", "release") and op.epoch is not None:
+                gens = leases.setdefault(key, {})
+                g = gens.get(op.epoch)
+                if g is None:
+                    # remember it even before any reply shows the epoch
+                    g = gens[op.epoch] = Generation("", None, op)
+                g.uncertain_end = True
+                g.uncertain_renew = g.uncertain_renew or f == "renew"
             continue
-        if op.env is None:
+        if op.exit is None:
             continue
         gens = leases.setdefault(key, {})
-        rb = read_back_of(op)
-        t_ms = instant_ms(rb.get("observed_at")) if rb else None
-        r = op.result()
-        if op.type == "ok" and f == "release" and isinstance(r.get("released_claim"), dict):
-            _see(gens, r["released_claim"], t_ms, op, is_release=True)
-        if op.type == "ok" and f in ("acquire", "renew") and isinstance(r.get("claim"), dict):
-            _see(gens, r["claim"], t_ms, op)
-        if rb is not None and isinstance(rb.get("active"), dict):
+        t_ms = op.t if op.le is not None else None
+        if op.type == "ok" and f == "release":
+            _see(gens, op.claim, t_ms, op, is_release=True)
+        if op.type == "ok" and (f == "acquire" or f == "renew"):
+            _see(gens, op.claim, t_ms, op, decided=True)
+        if op.le is not None and op.active is not None:
             # A read does not persist its time (vectors.md §5.1 rule 3): after a backward
             # clock step later decisions may carry *earlier* times, so a read's time is
             # not on the decision timeline - it proves identity only. A replayed publish
             # carries an old claim_read_back: a point, not the latest expiry.
-            _see(gens, rb["active"], None if f == "read" else t_ms, op, sets_expiry=f != "publish")
-    _cache[0], _cache[1] = prep, leases
+            _see(gens, op.active, None if f == "read" else t_ms, op, sets_expiry=f != "publish")
+    h.derived["leases"] = leases
     return leases
-
-
-def claim_identity(value: object) -> tuple[str, str] | None:
-    a = obj(value)
-    if isinstance(a.get("owner_id"), str) and isinstance(a.get("issued_at"), str):
-        return a["owner_id"], a["issued_at"]
-    return None

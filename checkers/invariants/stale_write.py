@@ -14,7 +14,10 @@ one transactional coordinator serializes ... every write path"). Checks:
 3. per tuple, accepted publishes in decision-time order form a revision chain:
    each ``expected_revision`` is the previous accepted candidate (or the seeded
    revision) - unless an uncertain publish (``info``) with that candidate may
-   have committed in between;
+   have committed in between. A publish whose own reply was lost but which a
+   later read proves committed (a ``publication-read`` or the final state
+   shows its stored success) is accepted, at the decision time that stored
+   envelope states: overwriting it is a lost update like any other;
 4. every revision observed anywhere (ok publishes, ``actual_revision`` of
    revision conflicts, the final durable ledgers) is the seeded revision or the
    candidate of a publication that was or may have been accepted. A rejected
@@ -27,52 +30,84 @@ The seeded revisions come from ``ctx["initial_durable"]`` or
 
 from __future__ import annotations
 
-import base64
-import binascii
 import bisect
-import hashlib
 
 from . import leases as _leases
-from ._common import Findings, Op, epoch_int, fmt_tuple, initial_revisions, instant_ms, obj, prepare
+from ._common import BAD, Findings, History, Op, at, fmt_tuple, initial_revisions, once, prepare
 
 
-def check(history: list[dict], ctx: dict | None = None) -> dict:
+def revealed_outcomes(h: History) -> dict[str, tuple[tuple, Op | None, str | None]]:
+    """``operation_id -> (outcome spec, op that shows it, operation_digest)`` for every stored
+    publication outcome a ``publication-read`` or the final durable state
+    shows (``op`` None: the final state); ``checkers.history.outcome_spec``
+    says what a spec holds. Cached on the history."""
+    got = h.derived.get("revealed_outcomes")
+    if got is not None:
+        return got
+    out: dict[str, tuple[tuple, Op | None, str | None]] = {}
+    for op in h.ops:
+        if op.f == "publication-read" and op.type == "ok":
+            oid, dg, _ex, _env, spec = op.outcome
+            if oid is not None and spec is not None and oid not in out:
+                out[oid] = (spec, op, dg)
+    if h.final is not None:
+        for oid, _ns, _item, dg, _ex, _env, spec in h.final.outcomes:
+            if isinstance(oid, str) and spec is not None and oid not in out:
+                out[oid] = (spec, None, dg)
+    h.derived["revealed_outcomes"] = out
+    return out
+
+
+def check(history, ctx: dict | None = None) -> dict:
+    """(computed once per history and context: ``capability_honesty`` builds on it)"""
+    return once(prepare(history), "stale_write", _check, ctx if ctx is not None else {})
+
+
+def _check(history, ctx: dict) -> dict:
     ctx = ctx or {}
-    prep = prepare(history)
+    h = prepare(history)
     out = Findings()
-    lease_map = _leases.build(prep)
+    lease_map = _leases.build(h)
     seeds = initial_revisions(ctx)
     assumed = seeds is None
     seeds = dict(seeds or {})
+    revealed = revealed_outcomes(h)
 
-    accepted: dict[tuple, list[tuple[int, Op]]] = {}
+    accepted: dict[tuple, list[tuple[int, Op, Op | None]]] = {}  # (decision time, publish, proof of commit)
     possible: dict[tuple, set[str]] = {}  # candidates that were or may have been accepted
-    maybe: dict[tuple, set[str]] = {}  # candidates of uncertain publishes only
-    seen_oids: set[tuple] = set()
+    maybe: dict[tuple, set[str]] = {}  # candidates of uncertain publishes not proven either way
+    seen_oids: set[tuple] = set()  # (operation id, tuple): an outcome is stored per (id, namespace, item)
     legacy: set[tuple] = set()  # tuples a legacy write may have changed: their bytes are not ours to judge
-    for op in prep.ops:
-        if op.f in ("legacy-create", "legacy-transition") and op.type != "fail" and op.tuple():
-            legacy.add(op.tuple())
+    uncertain: list[Op] = []
+    for op in h.ops:
+        if op.f in ("legacy-create", "legacy-transition") and op.type != "fail" and op.key:
+            legacy.add(op.key)
         if op.f != "publish":
             continue
-        key = op.tuple()
+        key = op.key
         if key is None:
             continue
-        if assumed and key not in seeds and isinstance(op.req.get("expected_revision"), str):
-            seeds[key] = op.req["expected_revision"]
-        cand = op.req.get("candidate_sha256")
-        if op.type == "ok" and op.env is not None:
+        if assumed and key not in seeds and op.exp_rev is not None:
+            seeds[key] = op.exp_rev
+        cand = op.cand
+        if op.type == "ok" and op.exit is not None:
             possible.setdefault(key, set()).add(cand)
-            oid = (op.req.get("operation_id"), key)  # an outcome is stored per (id, namespace, item)
-            if oid in seen_oids:
+            if (op.oid, key) in seen_oids:
                 continue  # a replay of the same accepted request
-            seen_oids.add(oid)
-            t = instant_ms(obj(op.result().get("claim_read_back")).get("observed_at"))
-            if t is not None:
-                accepted.setdefault(key, []).append((t, op))
+            seen_oids.add((op.oid, key))
+            if op.t is not None:
+                accepted.setdefault(key, []).append((op.t, op, None))
         elif op.uncertain:
             possible.setdefault(key, set()).add(cand)
-            maybe.setdefault(key, set()).add(cand)
+            uncertain.append(op)
+    for op in uncertain:  # lost replies: a later read may show what was stored
+        spec, proof, digest = revealed.get(op.oid, (None, None, None))
+        if spec is None:
+            maybe.setdefault(op.key, set()).add(op.cand)
+        elif spec[0] == "ok" and digest == op.digest and spec[1] == op.cand and spec[3] is not None \
+                and op.oid not in seen_oids:
+            seen_oids.add(op.oid)
+            accepted.setdefault(op.key, []).append((spec[3], op, proof))
 
     for key, rows in accepted.items():
         gens = lease_map.get(key, {})
@@ -82,67 +117,59 @@ def check(history: list[dict], ctx: dict | None = None) -> dict:
         for _, e in issued:
             m = max(m, e)
             prefix_max.append(m)
-        for t, op in rows:
-            _check_fence(out, key, t, op, gens, times, prefix_max)
+        for t, op, proof in rows:
+            if proof is None and op.type == "ok":
+                _check_fence(out, key, t, op, gens, times, prefix_max)
         if key not in legacy:
             _check_chain(out, key, rows, seeds.get(key), maybe.get(key, set()))
 
     observed = 0
-    for op in prep.ops:
-        key = op.tuple()
+    for op in h.ops:
+        key = op.key
         if op.f != "publish" or key is None or not op.definite:
             continue
         rev, what = None, ""
         if op.type == "ok":
-            rev, what = op.result().get("committed_revision"), "committed_revision"
-        elif op.code() == "ledger-revision-conflict":
-            rev, what = op.details().get("actual_revision"), "actual_revision of a revision conflict"
+            rev, what = op.committed, "committed_revision"
+        elif op.code == "ledger-revision-conflict":
+            rev, what = op.conflict_revisions[1], "actual_revision of a revision conflict"
         if isinstance(rev, str):
             observed += 1
             _check_known(out, key, rev, what, op.indices, seeds, possible, legacy)
 
-    fin = prep.final_durable
-    for led in (fin.get("ledgers") if isinstance(fin, dict) else None) or []:
-        led = obj(led)
-        key, rev = (led.get("ledger_namespace"), led.get("item_id")), led.get("revision")
+    fin = h.final
+    for key, (rev, actual) in (fin.ledgers.items() if fin is not None else ()):
         if not isinstance(rev, str) or (assumed and key not in seeds):
             continue  # no seed known for a tuple nobody published: nothing to compare with
         observed += 1
-        try:
-            actual = "sha256:" + hashlib.sha256(base64.b64decode(led.get("source_base64", ""), validate=True)).hexdigest()
-        except (binascii.Error, TypeError, ValueError):
-            actual = None
         if actual != rev:
             out.add(
                 "ledger-bytes-mismatch",
                 f"Tuple {fmt_tuple(key)}: the final durable ledger claims revision {rev} but its bytes digest to "
                 f"{actual}. A revision is the sha256 of the exact item bytes (contract §6; vectors.md §10).",
-                [prep.final_index], tuple=list(key), revision=rev, bytes_digest=actual,
+                [fin.index], tuple=list(key), revision=rev, bytes_digest=actual,
             )
-        _check_known(out, key, rev, "final durable revision", [prep.final_index], seeds, possible, legacy)
+        _check_known(out, key, rev, "final durable revision", [fin.index], seeds, possible, legacy)
 
     stats = {"accepted_publishes": sum(len(r) for r in accepted.values()), "observed_revisions": observed,
-             "seed_revisions_assumed": assumed, "tuples_with_legacy_writes": len(legacy)}
+             "seed_revisions_assumed": assumed, "tuples_with_legacy_writes": len(legacy),
+             "commits_proven_by_reads": sum(1 for r in accepted.values() for row in r if row[1].uncertain)}
     return out.result(stats)
 
 
 def _check_fence(out: Findings, key, t: int, op: Op, gens, times, prefix_max) -> None:
-    fence = obj(op.req.get("claim_fence"))
-    e, owner = epoch_int(fence.get("epoch")), fence.get("owner_id")
-    r = op.result()
-    crb = obj(r.get("claim_read_back"))
-    active = obj(crb.get("active"))
-    at = crb.get("observed_at")
+    e, owner = op.epoch, op.owner
+    active = op.active
     reasons = []
-    if (fence.get("ledger_namespace"), fence.get("item_id")) != key:
+    if op.fence_key != key:
         reasons.append("the fence names a different tuple")
-    if not active:
+    if active is None or active is BAD:
         reasons.append("its own claim_read_back shows no active claim")
-    elif active.get("owner_id") != owner or epoch_int(active.get("epoch")) != e:
-        reasons.append(f"its own claim_read_back shows owner {active.get('owner_id')!r} epoch {active.get('epoch')}")
-    elif (instant_ms(active.get("expires_at")) or 0) <= t:
-        reasons.append(f"its own claim_read_back shows the claim expired at {active.get('expires_at')}")
-    if r.get("claim_fence") != fence:
+    elif active[0] != owner or active[1] != e:
+        reasons.append(f"its own claim_read_back shows owner {active[0]!r} epoch {active[1]}")
+    elif (active[3] or 0) <= t:
+        reasons.append(f"its own claim_read_back shows the claim expired at {at(active[3])}")
+    if not op.fence_echo:
         reasons.append("the reply's claim_fence is not the submitted fence")
     proof: list[int] = []
     if e is not None:
@@ -163,48 +190,60 @@ def _check_fence(out: Findings, key, t: int, op: Op, gens, times, prefix_max) ->
     if reasons:
         out.add(
             "stale-fence-accepted",
-            f"Tuple {fmt_tuple(key)}: publish {op.req.get('operation_id')} with fence owner {owner!r} epoch "
-            f"{fence.get('epoch')} was accepted at {at}, but " + "; ".join(reasons) + ". A publication commits "
+            f"Tuple {fmt_tuple(key)}: publish {op.oid} with fence owner {owner!r} epoch "
+            f"{e} was accepted at {at(t)}, but " + "; ".join(reasons) + ". A publication commits "
             "only under the active, unexpired owner generation, checked inside the commit boundary "
             "(contract §6 step 7).",
-            [*op.indices, *proof], tuple=list(key), operation_id=op.req.get("operation_id"),
-            fence_epoch=fence.get("epoch"), decided_at=at, reasons=reasons,
+            [*op.indices, *proof], tuple=list(key), operation_id=op.oid,
+            fence_epoch=None if e is None else str(e), decided_at=at(t), reasons=reasons,
         )
-    if r.get("committed_revision") != op.req.get("candidate_sha256"):
+    if op.committed != op.cand:
         out.add(
             "committed-revision-mismatch",
-            f"Tuple {fmt_tuple(key)}: publish {op.req.get('operation_id')} reports committed_revision "
-            f"{r.get('committed_revision')}, not its candidate {op.req.get('candidate_sha256')}. Publication "
+            f"Tuple {fmt_tuple(key)}: publish {op.oid} reports committed_revision "
+            f"{op.committed}, not its candidate {op.cand}. Publication "
             "writes the exact candidate bytes (contract §6 step 9).",
-            op.indices, tuple=list(key), operation_id=op.req.get("operation_id"),
+            op.indices, tuple=list(key), operation_id=op.oid,
         )
 
 
 def _check_chain(out: Findings, key, rows, seed: str | None, maybe: set[str]) -> None:
     rows = sorted(rows, key=lambda r: r[0])
-    current, prev_op = seed, None
+    current, prev = seed, None
     i = 0
     while i < len(rows):
         j = i
         while j < len(rows) and rows[j][0] == rows[i][0]:
             j += 1
-        group = [op for _t, op in rows[i:j]]
+        group = list(rows[i:j])
         while group:  # equal decision times: follow the chain greedily
-            pick = next((op for op in group if op.req.get("expected_revision") == current), group[0])
+            pick = next((r for r in group if r[1].exp_rev == current), group[0])
             group.remove(pick)
-            exp = pick.req.get("expected_revision")
+            _t, op, proof = pick
+            exp = op.exp_rev
             if current is not None and exp != current and exp not in maybe:
+                shown = [] if prev is None or prev[2] is None else prev[2].indices
+                by = ""
+                if prev is not None:
+                    by = f"(written by {prev[1].oid}"
+                    if prev[2] is not None:
+                        by += f", whose own reply was lost but a later read (op {prev[2].i}) shows it committed). "
+                    elif prev[1].uncertain:
+                        by += ", whose own reply was lost but the final durable state holds its stored success). "
+                    else:
+                        by += "). "
                 out.add(
                     "revision-chain-broken",
-                    f"Tuple {fmt_tuple(key)}: publish {pick.req.get('operation_id')} was accepted with "
+                    f"Tuple {fmt_tuple(key)}: publish {op.oid} was accepted with "
                     f"expected_revision {exp}, but the durable revision was {current} "
-                    + (f"(written by {prev_op.req.get('operation_id')}). " if prev_op else "(the seed). ")
+                    + (by or "(the seed). ")
                     + "The durable revision must equal expected_revision, inside the same commit boundary - "
                     "otherwise an update is lost (contract §6 step 8).",
-                    [*(prev_op.indices if prev_op else []), *pick.indices], tuple=list(key),
+                    [*(prev[1].indices if prev else []), *shown, *op.indices,
+                     *(proof.indices if proof is not None else [])], tuple=list(key),
                     expected_revision=exp, durable_revision=current,
                 )
-            current, prev_op = pick.req.get("candidate_sha256"), pick
+            current, prev = op.cand, pick
         i = j
 
 

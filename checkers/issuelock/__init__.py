@@ -24,7 +24,7 @@ ISSUELOCK_CHECKERS = {
 
 
 def run_checkers(history: list[dict], ctx: dict | None = None, checkers: dict | None = None) -> dict:
-    from checkers.invariants._common import shared_preparation
+    from checkers.records import shared_preparation
 
     with shared_preparation(history):
         return compose(checkers if checkers is not None else ISSUELOCK_CHECKERS)(history, ctx or {})

@@ -24,7 +24,8 @@ from backends.contract.values import parse_instant
 from backends.issuelock.contract import reader as R
 from backends.issuelock.contract.envelopes import reply_code
 from backends.issuelock.contract.fields import IssueKey
-from checkers.invariants._common import Findings, Op, prepare
+from checkers.invariants._common import Findings
+from checkers.records import Op, prepare
 
 WRITERS = ("bootstrap", "lock", "heartbeat", "renew", "recover")
 MINTERS = ("bootstrap", "lock", "recover")   # writers that mint a new task_session_id

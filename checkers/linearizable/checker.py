@@ -14,11 +14,12 @@ returns, so ops that share an endpoint are concurrent.
 
 Two engines run that one search in the same order, so they agree on verdicts,
 memo sizes, prefixes and budgets: ``_search_python`` below (the reference) and
-``_search_compiled``, the C core of ``_search.c`` (built by ``pip install``).
-Both see only integers: model states are interned to small ints (``sid``) by
-``_States``, whose ``step(op, sid) -> sid'`` (``-1`` = illegal) runs the
-model's own ``step``; each engine memoizes it per (op, sid), so the model is
-asked once per distinct pair and stays a plain Python ``Model``.
+``_CompiledSearch``, the C core of ``_search.c`` (built by ``pip install``).
+Both see only integers: model states are interned to small ints (``sid``,
+``_States``), and each engine memoizes ``(op, sid) -> sid'`` (``-1`` =
+illegal), so the model's own Python ``step`` is asked once per distinct pair
+(the core calls it directly, or not at all for an op the model's ``effect``
+describes) and a model stays a plain Python ``Model``.
 
 One reduction beyond Porcupine, exact for verdicts: ops that never returned
 (``return_time == INF``) with identical input and output are interchangeable,
@@ -141,8 +142,9 @@ class Budget:
     ``seconds``: wall time spent searching this partition (its own slices,
     not the others'); ``configurations``: memo entries; ``memo_bytes``: the
     memo's size, counted the same way for both engines as ``configurations
-    x (16 + 8 * ceil(ops / 64))`` bytes (a key, a state id, the op set as a
-    bitset), so both engines stop at the same configuration. ``None`` = no
+    x config_bytes(ops)``: what the compiled core holds per configuration
+    (its hash, state id and op bitset, and up to four 8-byte table slots), so
+    both engines stop at the same configuration. ``None`` = no
     limit. The defaults let a realistic history's partitions finish (most
     need a few hundred configurations) and stop a pathological one within
     seconds and a few hundred MB.
@@ -155,7 +157,7 @@ class Budget:
     def max_configurations(self, n_ops: int) -> int:
         cap = 2**62 if self.configurations is None else self.configurations
         if self.memo_bytes is not None:
-            cap = min(cap, self.memo_bytes // (16 + 8 * ((n_ops + 63) // 64)))
+            cap = min(cap, self.memo_bytes // config_bytes(n_ops))
         return max(1, cap)
 
     @classmethod
@@ -179,6 +181,11 @@ class Budget:
                 f"{self.max_configurations(n_ops):,} configurations" if (self.configurations is not None
                                                                          or self.memo_bytes is not None) else ""]
         return " / ".join(b for b in bits if b) or "unlimited"
+
+
+def config_bytes(n_ops: int) -> int:
+    """Memo bytes a configuration costs in the compiled core: (hash, sid, bitset) + slots at 25-50% load."""
+    return 8 * (2 + (n_ops + 63) // 64) + 32
 
 
 DEFAULT_BUDGET = Budget()
@@ -286,10 +293,11 @@ class _Keyed:
 class _States:
     """The model seen through interned states: ``step(op, sid) -> sid'`` or -1 if illegal.
 
-    ``states`` (sid -> state; sid 0 is ``init()``) and ``interned`` (state ->
-    sid) are plain so the compiled core can call the model's own ``step`` and
-    intern into them itself (``direct``: states compare by ``==``/``hash``);
-    a model with its own ``equal``/``hash`` goes through ``step``.
+    ``states``: sid -> state (sid 0 is ``init()``); ``interned``: state (or,
+    for a model with its own ``equal``/``hash``, a ``_Keyed`` wrapper) ->
+    sid. The reference engine steps through it, and so does the compiled core
+    for a model with its own ``equal``/``hash``; for any other model the core
+    keeps a plain list and dict of the same shape and interns into them itself.
     """
 
     def __init__(self, model: Model, ops: Sequence[Operation]):
@@ -618,7 +626,7 @@ def check_operations(model: Model, ops: Sequence[Operation], timeout: float | No
             res.result = OK
             continue
         part = list(part)
-        max_conf = cap if memo_bytes is None else max(1, min(cap, memo_bytes // (16 + 8 * ((len(part) + 63) >> 6))))
+        max_conf = cap if memo_bytes is None else max(1, min(cap, memo_bytes // config_bytes(len(part))))
         search = search_with(model, part, _twins(part) if symmetry else None, verbose, max_conf)
         found = search.slice()
         if found is None:

@@ -1,163 +1,211 @@
-"""A claim-chaos history -> the checker's operations (inputs and outputs as small tuples).
+"""A claim-chaos ``History`` -> the checker's operations (inputs and outputs as small tuples).
 
-Each client invoke/completion pair becomes one ``Operation`` on the register
-``(ledger_namespace, item_id)``. Inputs and outputs are hashable tuples so the
-checker can memoize the model's step per (op, state).
+Each client op of ``checkers.history.History`` becomes one ``Operation`` on
+the register ``(ledger_namespace, item_id)``. Inputs and outputs are hashable
+tuples so the checker can memoize the model's step per (op, state). Call and
+return "times" are the op's positions in the history (real-time order is the
+order of the file, and positions never tie).
 
-* ``ok`` / ``fail`` completions carry a parsed reply: the decision time the
-  backend states IN the reply (``observed_at`` of read_back, claim_read_back
-  or error details), the claim record it shows, and what the op-specific
-  payload says.
-* ``info`` completions (crash, timeout, lost reply, uncertain exit 6) and ops
-  still open at the end return at +inf with output ``UNKNOWN``.
-* Ops that can neither change nor reveal state (an ``info`` read, an
-  ``invalid-request``) are dropped: they are legal anywhere.
+* ``ok`` / ``fail`` completions carry the parsed reply: the decision time the
+  backend states IN the reply, the claim record it shows, and what the
+  op-specific payload says (``parse_output``).
+* ``info`` completions (crash, timeout, lost reply, an outcome the reply says
+  is unknown) and ops still open at the end return at +inf with output
+  ``UNKNOWN``.
+* Ops that can neither change nor reveal state (an ``info`` read, a refusal
+  whose reply says nothing changed and shows nothing, e.g. ``invalid-request``
+  or ``clock-floor-persistence-failed``) are dropped: they are legal anywhere,
+  and an ``unchanged`` reply is taken at its word.
+
+Publication outcomes are compared as *specs* (what the decision was) and as
+envelope identities (``Op.env_id``): a spec is
+``("ok", committed_revision, last_epoch, owner_id, epoch)``,
+``("claim-fence-rejected", reason, active_owner_id, active_epoch)`` or
+``("ledger-revision-conflict", expected_revision, actual_revision)``.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-from datetime import datetime
 from typing import Any
 
-from checkers.history import FAIL, INFO, OK, pairs
+from checkers.history import BAD, FAIL, OK, History, Op, instant_ms  # noqa: F401 - instant_ms re-exported
 
 from .model import INF, UNKNOWN, Operation
 
-#: stored-outcome / envelope identity: canonical JSON of {exit, envelope}
-Envelope = str
-Active = tuple  # (owner_id, epoch, issued_at_ms | None, expires_at_ms | None); None = unknown time
-Record = tuple  # (last_epoch, Active | None)
-
 CLAIM_OPS = ("read", "acquire", "renew", "release")
 PUBLISH_OPS = ("publish", "publication-read")
+CLAIM_CODES = frozenset(("claim-conflict", "claim-held", "claim-expired", "epoch-exhausted"))
 
 
-def instant_ms(text: str) -> int:
-    """``YYYY-MM-DDTHH:MM:SS.mmmZ`` -> ms since the Unix epoch."""
-    dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    return int(dt.timestamp() * 1000)
-
-
-def canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def digest(request: dict) -> str:
-    return "sha256:" + hashlib.sha256(canonical(request).encode()).hexdigest()
-
-
-def active_tuple(active: dict | None) -> Active | None:
+def active_tuple(active: dict | None) -> tuple | None:
+    """A manifest-shaped active claim dict -> ``(owner_id, epoch, issued_ms, expires_ms)``."""
     if active is None:
         return None
     return (active["owner_id"], int(active["epoch"]), instant_ms(active["issued_at"]),
             instant_ms(active["expires_at"]))
 
 
-def record_of(rb: dict) -> tuple[int | None, Record]:
-    """A read_back-shaped dict -> (observed_at, (last_epoch, active))."""
-    t = instant_ms(rb["observed_at"]) if rb.get("observed_at") else None
-    return t, (int(rb["last_epoch"]), active_tuple(rb.get("active")))
+def _complete(a: Any) -> bool:
+    """A fully known active tuple (or none)."""
+    return a is None or (a is not BAD and None not in a)
 
 
-def parse_input(f: str, req: dict) -> tuple:
+def _fence_static(op: Op) -> str | None:
+    """The fence rejection decided by the request alone (wrong namespace / item), or None."""
+    fk = op.fence_key
+    if fk is None or op.key is None:
+        return "ledger-namespace-mismatch"
+    if fk[0] != op.key[0]:
+        return "ledger-namespace-mismatch"
+    if fk[1] != op.key[1]:
+        return "item-id-mismatch"
+    return None
+
+
+def parse_input(op: Op) -> tuple | None:
+    """The register input of ``op``; ``None`` when the request is malformed
+    (the backend refuses it before any decision)."""
+    f = op.f
     if f == "read":
         return ("read",)
     if f == "acquire":
-        exp = req["expected"]
-        return ("acquire", req["owner_id"], int(req["lease_duration_ms"]), int(exp["last_epoch"]),
-                active_tuple(exp.get("active")))
-    if f == "renew":
-        return ("renew", req["owner_id"], int(req["epoch"]), instant_ms(req["expected_expires_at"]),
-                int(req["lease_duration_ms"]))
-    if f == "release":
-        return ("release", req["owner_id"], int(req["epoch"]), instant_ms(req["expected_expires_at"]), 0)
+        if op.owner is None or op.lease is None or op.w_le is None or not _complete(op.w_active):
+            return None
+        return ("acquire", op.owner, op.lease, op.w_le, op.w_active)
+    if f == "renew" or f == "release":
+        lease = op.lease if f == "renew" else 0
+        if op.owner is None or op.epoch is None or op.exp_expires is None or lease is None:
+            return None
+        return (f, op.owner, op.epoch, op.exp_expires, lease)
     if f == "publish":
-        fence = req["claim_fence"]
-        return ("publish", req["operation_id"], digest(req), req["expected_revision"], req["candidate_sha256"],
-                fence.get("ledger_namespace") == req["ledger_namespace"] and fence.get("item_id") == req["item_id"],
-                fence.get("owner_id"), int(fence["epoch"]))
+        if None in (op.oid, op.digest, op.exp_rev, op.cand, op.owner, op.epoch):
+            return None
+        return ("publish", op.oid, op.digest, op.exp_rev, op.cand, _fence_static(op), op.owner, op.epoch)
     if f == "publication-read":
-        return ("pread", req["operation_id"])
-    raise ValueError(f"not a register op: {f}")
+        return None if op.oid is None else ("pread", op.oid)
+    return None
 
 
-def parse_output(f: str, exit_code: int, env: dict) -> tuple | None:
-    """A definite reply -> (code, t, record, payload); None if it reveals nothing (a no-op)."""
-    if exit_code == 0:
-        res = env["result"]
-        if f == "read":
-            t, rec = record_of(res["read_back"])
-            return ("ok", t, rec, None)
-        if f in ("acquire", "renew"):
-            t, rec = record_of(res["read_back"])
-            return ("ok", t, rec, active_tuple(res["claim"]))
-        if f == "release":
-            t, rec = record_of(res["read_back"])
-            return ("ok", t, rec, active_tuple(res["released_claim"]))
-        if f == "publish":
-            t, rec = record_of(res["claim_read_back"])
-            return ("ok", t, rec, (res["committed_revision"], canonical({"exit": 0, "envelope": env})))
+def reply_spec(op: Op) -> tuple | None:
+    """The outcome spec of a definite publish reply (see the module docstring)."""
+    if op.exit == 0:
+        a = op.active
+        if a is None or a is BAD:
+            return ("ok", op.committed, op.le, None, None)
+        return ("ok", op.committed, op.le, a[0], a[1])
+    if op.code == "claim-fence-rejected":
+        reason, _so, _se, owner, epoch = op.fence_details
+        return (op.code, reason, owner, epoch)
+    if op.code == "ledger-revision-conflict":
+        return (op.code, *op.conflict_revisions)
+    return None
+
+
+def revealed_spec(spec: tuple | None) -> tuple | None:
+    """``checkers.history.outcome_spec`` (a stored envelope read back) -> a model spec."""
+    if spec is None:
+        return None
+    if spec[0] == "ok":
+        _, committed, (le, a), _t = spec
+        if a is None or a is BAD:
+            return ("ok", committed, le, None, None)
+        return ("ok", committed, le, a[0], a[1])
+    if spec[0] == "claim-fence-rejected":
+        return spec[:4]
+    return spec
+
+
+def parse_output(op: Op) -> tuple | None:
+    """A definite reply -> ``(code, t, record, payload)``; ``None`` if it
+    changes and reveals nothing (a no-op); ``UNKNOWN`` if it is too malformed
+    to say (the envelopes checker judges it)."""
+    f, code = op.f, op.code
+    rec = (op.le, op.active) if op.le is not None else None
+    if rec is not None and (op.le < 0 or not _complete(op.active)):
+        return UNKNOWN
+    if op.exit == 0:
         if f == "publication-read":
-            out = res["outcome"]
-            stored = canonical({"exit": out["exit"], "envelope": out.get("stdout", out.get("envelope"))})
-            return ("ok", None, None, (res["operation_digest"], out["exit"] == 0, stored))
-    err = env.get("error") or {}
-    code, details = err.get("code"), err.get("details") or {}
-    if f in CLAIM_OPS and code in ("claim-conflict", "claim-held", "claim-expired", "epoch-exhausted"):
-        t, rec = record_of(details)
-        return (code, t, rec, None)
+            _oid, dg, ex, env, spec = op.outcome
+            if dg is None or ex is None:
+                return UNKNOWN
+            return ("ok", None, None, (dg, ex == 0, env, revealed_spec(spec)))
+        if rec is None or op.t is None:
+            return UNKNOWN
+        if f == "read":
+            return ("ok", op.t, rec, None)
+        if f == "publish":
+            return ("ok", op.t, rec, (op.committed, op.env_id, reply_spec(op), op.fence_echo))
+        if not _complete(op.claim) or op.claim is None:
+            return UNKNOWN
+        return ("ok", op.t, rec, op.claim)
+    if f in CLAIM_OPS and code in CLAIM_CODES:
+        return UNKNOWN if rec is None or op.t is None else (code, op.t, rec, None)
     if f == "publish":
-        whole = canonical({"exit": exit_code, "envelope": env})
         if code == "claim-fence-rejected":
-            active_epoch = details.get("active_epoch")
-            return (code, instant_ms(details["observed_at"]), None,
-                    (details.get("reason"), details.get("active_owner_id"),
-                     None if active_epoch is None else int(active_epoch), whole))
+            reason, s_owner, s_epoch, a_owner, a_epoch = op.fence_details
+            if op.t is None:
+                return UNKNOWN
+            return (code, op.t, None, (reason, a_owner, a_epoch, op.env_id, s_owner, s_epoch))
         if code == "ledger-revision-conflict":
-            return (code, None, None, (details.get("actual_revision"), whole))
+            expected, actual = op.conflict_revisions
+            return (code, None, None, (actual, op.env_id, expected))
         if code == "idempotency-conflict":
-            return (code, None, None, (details.get("expected_operation_digest"), whole))
+            return (code, None, None, (op.conflict_digests[0], op.env_id))
     if f == "publication-read" and code == "operation-not-found":
         return (code, None, None, None)
-    return None  # invalid request, ledger-invalid, capability...: changes and reveals nothing
+    return None  # invalid request, ledger-invalid, capability, unchanged store failures: no change
 
 
-def history_to_operations(history: list[dict]) -> tuple[list[Operation], list[int]]:
-    """Client ops on registers -> (operations, history index of each op's invoke).
+def to_operation(op: Op) -> Operation | None:
+    """One client op as a register operation; ``None`` when it can neither
+    change nor reveal a register (see the module docstring)."""
+    f = op.f
+    if (f not in CLAIM_OPS and f not in PUBLISH_OPS) or op.key is None:
+        return None
+    inp = parse_input(op)
+    if inp is None:
+        return None  # a malformed request is refused before any decision
+    output: Any = UNKNOWN
+    ret = INF
+    if op.type == OK or op.type == FAIL:
+        output = parse_output(op) if op.exit is not None else UNKNOWN
+        if output is None:
+            return None
+        ret = op.cp
+    elif f == "read" or f == "publication-read":
+        return None  # an info read proves nothing and changes nothing
+    client = op.process
+    return Operation(client if isinstance(client, int) else -1, inp, op.ip, output, ret, (op.i, op.c, op.key))
 
-    ``Operation.metadata`` is ``(invoke index, completion index | None)``.
-    """
-    ops: list[Operation] = []
-    for pair in pairs(history):
-        inv, done = pair.invoke, pair.completion
-        f = inv.get("f")
-        if f not in CLAIM_OPS and f not in PUBLISH_OPS:
-            continue
-        req = inv.get("value")
-        if not isinstance(req, dict) or "ledger_namespace" not in req or "item_id" not in req:
-            continue
-        try:
-            inp = parse_input(f, req)
-        except (KeyError, TypeError, ValueError):
-            continue  # a malformed request is refused before any decision
-        kind = pair.type
-        output: Any = UNKNOWN
-        ret = INF
-        if kind in (OK, FAIL):
-            value = done.get("value") or {}
-            try:
-                output = parse_output(f, value.get("exit"), value.get("envelope") or {})
-            except (KeyError, TypeError, ValueError, AttributeError):
-                output = UNKNOWN  # an unparseable reply proves nothing here (envelope checkers judge it)
-            if output is None:
-                continue
-            ret = done["time"]
-        elif kind == INFO and f in ("read", "publication-read"):
-            continue
-        key = (req["ledger_namespace"], req["item_id"])
-        meta = (inv["index"], done["index"] if done else None, key)
-        client = inv.get("process")
-        ops.append(Operation(client if isinstance(client, int) else -1, inp, inv["time"], output, ret, meta))
-    return ops, [op.metadata[0] for op in ops]
+
+def _count_references(part: list[Operation]) -> list[Operation]:
+    """Publication inputs end with how many ops of the register name their
+    operation id (the model drops an outcome nobody can ask about any more)."""
+    refs: dict = {}
+    for o in part:
+        if o.input[0] in ("publish", "pread"):
+            refs[o.input[1]] = refs.get(o.input[1], 0) + 1
+    for o in part:
+        if o.input[0] in ("publish", "pread"):
+            o.input = (*o.input, refs[o.input[1]])
+    return part
+
+
+def register_operations(history):
+    """``(key, [Operation])`` per register, built one register at a time (in
+    order of each register's first op). ``Operation.metadata`` is ``(invoke
+    index, completion index | None, key)``."""
+    by_key: dict = {}
+    for op in History.of(history).ops:
+        if op.key is not None:
+            by_key.setdefault(op.key, []).append(op)
+    for key, ops in by_key.items():
+        part = [o for o in map(to_operation, ops) if o is not None]
+        if part:
+            yield key, _count_references(part)
+
+
+def history_to_operations(history) -> tuple[list[Operation], list[int]]:
+    """Every register operation of the history -> (operations, history index of each op's invoke)."""
+    ops = [o for _key, part in register_operations(history) for o in part]
+    return ops, [o.metadata[0] for o in ops]

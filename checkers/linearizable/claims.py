@@ -3,9 +3,12 @@
 State of one register (a hashable tuple):
 ``(last_epoch, active, revision, floor, outcomes)``
 
-* ``active``: ``(owner_id, epoch, issued_at, expires_at)`` or ``None``; a time
-  is ``None`` when the op that set it ended ``info`` (its decision time was
-  never seen) and is bound by the first reply that shows it.
+* ``active``: ``(owner_id, epoch, issued_at, expires_at)`` or ``None``. Times
+  are ints (ms) once a reply showed them. An op that ended ``info`` took
+  effect at an instant no reply showed, so what it set is ``Pending(lease,
+  lo, hi)``: the expiry is ``t + lease`` for the unseen decision time ``t``
+  in ``[lo, hi)`` (and an acquire's ``issued_at`` is ``t`` itself, ``None``
+  until bound). The first reply that shows the claim binds it, and must fit.
 * ``revision``: the ledger revision, or ``UNBOUND`` until a reply reveals it
   (the seeded bytes are not known to the checker unless ``ctx`` says).
 * ``floor``: the latest decision time linearized on this item. Time is the
@@ -14,47 +17,75 @@ State of one register (a hashable tuple):
   back along the linearization (reads report it but persist nothing).
   Decisions on other items of the namespace can only raise the real floor,
   so this is a sound lower bound.
-* ``outcomes``: stored publication outcomes, sorted ``(operation_id, digest,
-  succeeded, envelope | None)``; ``None`` = stored by an ``info`` publish,
-  bound by the first replay or ``publication-read``.
+* ``outcomes``: what may be stored per publication ``operation_id``, sorted
+  ``(operation_id, alternatives, seen)``: ``seen`` counts the partition's ops
+  naming that id linearized so far (the entry goes once all are, since no
+  later op can ask); each alternative is ``ABSENT`` (nothing
+  stored) or ``(digest, spec, env_id | None)``: ``spec`` is what was decided
+  (see ``claim_ops``), ``env_id`` the stored envelope's identity, ``None``
+  while an ``info`` publish stored it and no replay or ``publication-read``
+  has shown it yet. One entry holds every alternative the history has not
+  decided between (a revision conflict may or may not have been stored), so
+  outcomes nobody reads back never multiply the states.
 
-The model is nondeterministic (``NondeterministicModel``, power set): an
-``info`` op (or an uncertain exit 6) may have had any of its possible effects
-at an unknown time, and is never rejected; a ``ledger-revision-conflict`` may
-be the unstored validation-time refusal or the stored commit-time one. So a
-correct backend's history is always linearizable, while e.g. a publish
-accepted under a fence whose epoch is not the active one (or after expiry),
-or two unexpired owners, has no linearization.
+The model is exact about indeterminate operations (``NondeterministicModel``,
+power set): an ``info`` op took effect exactly once, at some instant between
+its invoke and the end of the run, or never. Its effect, and any outcome it
+stores, is the one the contract prescribes for the register's state at that
+instant (§5, §6): a publish stores a fence rejection with the reason and the
+active owner/epoch of that state, a revision conflict whose details are the
+request's expected revision and the revision of that state, or a success
+writing its candidate. A stored outcome that no such instant produces - say a
+``ledger-revision-conflict`` naming the candidate as expected and the
+request's own expected revision as actual - has no linearization. A definite
+refusal (``state: "unchanged"``) is taken at its word: it changed nothing.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from backends.api import EPOCH_MAX
 from backends.contract import format_instant
 
 from .checker import ILLEGAL, OK, Budget, check_operations
-from .claim_ops import active_tuple, history_to_operations, instant_ms
+from .claim_ops import active_tuple, instant_ms, register_operations
 from .model import UNKNOWN, NondeterministicModel, Operation
 
 UNBOUND = "<unbound>"
+ANY = "<any>"  # a detail of a prescribed outcome the history has not revealed
+NEVER = 1 << 62  # no upper bound on an unseen decision time
 State = tuple
+
+
+class Pending(NamedTuple):
+    """An expiry set at an unseen decision time ``t`` in ``[lo, hi)``: ``t + lease``."""
+
+    lease: int
+    lo: int
+    hi: int
 
 
 # --------------------------------------------------------------------------- binding what a reply shows
 
 
 def _bind_active(act: tuple | None, shown: tuple | None) -> tuple | None | bool:
-    """``act`` with its unknown times taken from ``shown``; False if they disagree."""
+    """``act`` with its unseen times taken from ``shown``; False if they cannot be."""
     if act is None or shown is None:
         return act if act is shown else False
     if act[0] != shown[0] or act[1] != shown[1]:
         return False
-    if (act[2] is not None and act[2] != shown[2]) or (act[3] is not None and act[3] != shown[3]):
+    issued, exp = act[2], act[3]
+    if type(exp) is Pending:
+        t = shown[3] - exp.lease
+        if not exp.lo <= t < exp.hi:
+            return False
+        if issued is None:
+            return shown if shown[2] == t else False
+    elif exp != shown[3]:
         return False
-    return shown
+    return shown if issued == shown[2] else False
 
 
 def _bind(le: int, act: tuple | None, shown: tuple | None) -> tuple | None | bool:
@@ -66,33 +97,69 @@ def _bind(le: int, act: tuple | None, shown: tuple | None) -> tuple | None | boo
     return _bind_active(act, shown[1])
 
 
-def _with_outcome(outs: tuple, entry: tuple) -> tuple:
-    return tuple(sorted([o for o in outs if o[0] != entry[0]] + [entry], key=lambda o: (o[0], o[1])))
+def _bind_expiry(act: tuple, x: int) -> tuple | bool:
+    """``act`` whose expiry is said to be ``x`` (a CAS tuple's expected expiry); False if it cannot be."""
+    issued, exp = act[2], act[3]
+    if type(exp) is Pending:
+        t = x - exp.lease
+        if not exp.lo <= t < exp.hi:
+            return False
+        return (act[0], act[1], t if issued is None else issued, x)
+    return act if exp == x else False
 
 
-def _stored(outs: tuple, op_id: str) -> tuple | None:
+def _expired(act: tuple, t: int) -> bool | None:
+    """Is ``act`` expired at time ``t`` (True / False / None: unknown)?"""
+    exp = act[3]
+    if type(exp) is Pending:
+        if t >= exp.hi - 1 + exp.lease:
+            return True
+        return False if t < exp.lo + exp.lease else None
+    return t >= exp
+
+
+ABSENT = "<absent>"  # the alternative "nothing is stored under this operation_id"
+NOTHING = frozenset((ABSENT,))
+
+
+def _alts(outs: tuple, op_id: str) -> tuple[frozenset, int]:
+    """What may be stored under ``op_id`` (``ABSENT`` and/or ``(digest, spec,
+    env_id)``), and how many of the partition's ops naming it are linearized."""
     for o in outs:
         if o[0] == op_id:
-            return o
-    return None
+            return o[1], o[2]
+    return NOTHING, 0
 
 
-#: the 5th member of an outcome that may or may not be stored (an unstored
-#: validation-time revision conflict, or an ``info`` publish that may not have
-#: been decided): one state instead of two, resolved only when the operation id
-#: is observed again (a replay, another request under it, a publication read).
-#: Forking at once would double the state set per such op and never merge it.
-MAYBE = "maybe"
+def _put(outs: tuple, op_id: str, alts: frozenset, seen: int, refs: int) -> tuple:
+    """``outs`` after one more op naming ``op_id``. Once every op of the
+    partition naming it is linearized, no later op can ask: the entry goes
+    (exact, and it keeps states small in long histories)."""
+    rest = [o for o in outs if o[0] != op_id]
+    if seen + 1 < refs:
+        rest.append((op_id, alts, seen + 1))
+    return tuple(sorted(rest, key=lambda o: o[0]))
 
 
-def _resolved(s: State, op_id: str) -> list[State] | None:
-    """The two readings of a MAYBE outcome of ``op_id`` (stored, absent), or None."""
-    le, act, rev, floor, outs = s
-    entry = _stored(outs, op_id)
-    if entry is None or len(entry) < 5:
-        return None
-    kept = tuple(o for o in outs if o[0] != op_id)
-    return [(le, act, rev, floor, _with_outcome(kept, entry[:4])), (le, act, rev, floor, kept)]
+def _merged(s: State, inp: tuple, results: list) -> list[State]:
+    """Successor states from per-alternative results ``(le, act, rev, floor, alts)``:
+    states that differ only in what ``op_id`` may have stored become one state
+    whose entry holds every alternative (exact: the outcome of one operation id
+    is a fact of its own), so unresolved outcomes never multiply the states."""
+    outs = s[4]
+    op_id, refs = inp[1], inp[-1]
+    _, seen = _alts(outs, op_id)
+    by_rest: dict = {}
+    for le, act, rev, floor, alts in results:
+        by_rest.setdefault((le, act, rev, floor), set()).update(alts)
+    return [(le, act, rev, floor, _put(outs, op_id, frozenset(alts), seen, refs))
+            for (le, act, rev, floor), alts in by_rest.items()]
+
+
+def _fits(prescribed: tuple, shown: tuple | None) -> bool:
+    """A revealed outcome spec matches the one an ``info`` publish stored."""
+    return shown is not None and len(shown) == len(prescribed) and all(
+        p == ANY or p == v for p, v in zip(prescribed, shown))
 
 
 # --------------------------------------------------------------------------- claim ops
@@ -118,38 +185,40 @@ def _claim_ok(s: State, inp: tuple, out: tuple) -> list[State]:
     kind = inp[0]
     if kind == "acquire":
         witness = _bind(le, act, (inp[3], inp[4])) if inp[3] == le else False
-        if witness is False or (act is not None and witness[3] is not None and t < witness[3]) or le >= EPOCH_MAX:
+        if witness is False or (witness is not None and t < witness[3]) or le >= EPOCH_MAX:
             return []
         new = (inp[1], le + 1, t, t + inp[2])
         return [(le + 1, new, rev, t, outs)] if claim == new and rec == (le + 1, new) else []
     _, owner, epoch, expected_expires, lease = inp
-    if act is None or act[0] != owner or act[1] != epoch or act[3] not in (None, expected_expires):
+    if act is None or act[0] != owner or act[1] != epoch:
         return []
-    if t >= expected_expires:
+    bound = _bind_expiry(act, expected_expires)
+    if bound is False or t >= expected_expires:
         return []
     if kind == "renew":
-        issued = act[2] if act[2] is not None else claim[2]
-        new = (owner, epoch, issued, t + lease)
+        new = (owner, epoch, bound[2], t + lease)
         return [(le, new, rev, t, outs)] if claim == new and rec == (le, new) else []
-    released = _bind_active((owner, epoch, act[2], expected_expires), claim)
-    return [(le, None, rev, t, outs)] if released and rec == (le, None) else []
+    return [(le, None, rev, t, outs)] if claim == bound and rec == (le, None) else []
 
 
 def _claim_info(s: State, inp: tuple) -> list[State]:
-    """Any effect the op could have had at an unknown time >= floor (or none)."""
+    """Every effect the op could have had at an unseen instant (or none)."""
     le, act, rev, floor, outs = s
     kind = inp[0]
     if kind == "acquire":
-        if inp[3] != le or _bind_active(act, inp[4]) is False or le >= EPOCH_MAX:
+        bound = _bind(le, act, (inp[3], inp[4])) if inp[3] == le else False
+        if bound is False or le >= EPOCH_MAX:
             return [s]
-        return [s, (le + 1, (inp[1], le + 1, None, None), rev, floor, outs)]
-    _, owner, epoch, expected_expires, _ = inp
-    if act is None or act[0] != owner or act[1] != epoch or act[3] not in (None, expected_expires):
+        lo = floor if bound is None else max(floor, bound[3])  # a takeover decides at or after the expiry
+        return [s, (le + 1, (inp[1], le + 1, None, Pending(inp[2], lo, NEVER)), rev, floor, outs)]
+    _, owner, epoch, expected_expires, lease = inp
+    if act is None or act[0] != owner or act[1] != epoch or floor >= expected_expires:
+        return [s]  # a CAS mismatch, or already expired at any time it could have been decided
+    bound = _bind_expiry(act, expected_expires)
+    if bound is False:
         return [s]
-    if floor >= expected_expires:
-        return [s]  # already expired at any time it could have been decided
     if kind == "renew":
-        return [s, (le, (owner, epoch, act[2], None), rev, floor, outs)]
+        return [s, (le, (owner, epoch, bound[2], Pending(lease, floor, expected_expires)), rev, floor, outs)]
     return [s, (le, None, rev, floor, outs)]
 
 
@@ -157,88 +226,114 @@ def _claim_info(s: State, inp: tuple) -> list[State]:
 
 
 def _fence_reason(inp: tuple, act: tuple | None, t: int | None) -> str | None:
-    """The engine's fence verdict; ``None`` = passes. ``t=None``: time unknown."""
-    _, _, _, _, _, fence_here, owner, epoch = inp
-    if not fence_here:
-        return "fence-elsewhere"  # namespace or item mismatch; the exact reason is checked by shape checkers
+    """The engine's fence verdict at ``t`` (None: passes); ``t=None`` or an
+    unseen expiry: the expiry is not judged."""
+    static, owner, epoch = inp[5], inp[6], inp[7]
+    if static is not None:
+        return static
     if act is None:
         return "no-active-claim"
     if act[0] != owner:
         return "owner-mismatch"
     if act[1] != epoch:
         return "epoch-mismatch"
-    if t is not None and act[3] is not None and t >= act[3]:
+    if t is not None and _expired(act, t) is True:
         return "claim-expired"
     return None
 
 
-def _publish(s: State, inp: tuple, out: Any) -> list[State]:
-    views = _resolved(s, inp[1])
-    if views is not None:
-        return [x for v in views for x in _publish(v, inp, out)]
-    le, act, rev, floor, outs = s
-    op_id, dg, expected_rev, candidate = inp[1], inp[2], inp[3], inp[4]
-    stored = _stored(outs, op_id)
+def _owner_epoch(act: tuple | None) -> tuple:
+    return (None, None) if act is None else (act[0], act[1])
+
+
+def _info_publish(le: int, act, rev: str, floor: int, inp: tuple) -> list[tuple]:
+    """What an unseen publish decision could have done, by the state it met (§6 steps 7-9)."""
+    dg, expected_rev, candidate = inp[2], inp[3], inp[4]
+    unchanged = {ABSENT}  # it never ran, or was refused before the commit boundary (nothing stored)
+    reason = _fence_reason(inp, act, None)
+    if reason is not None:
+        unchanged.add((dg, ("claim-fence-rejected", reason, *_owner_epoch(act)), None))
+        return [(le, act, rev, floor, unchanged)]
+    unchanged.add((dg, ("claim-fence-rejected", "claim-expired", act[0], act[1]), None))  # the lease ran out first
+    if _expired(act, floor) is True:
+        return [(le, act, rev, floor, unchanged)]
+    out = []
+    if rev in (UNBOUND, expected_rev):
+        out.append((le, act, candidate, floor, {(dg, ("ok", candidate, le, act[0], act[1]), None)}))
+    if rev != expected_rev:
+        unchanged.add((dg, ("ledger-revision-conflict", expected_rev, ANY if rev == UNBOUND else rev), None))
+    out.append((le, act, rev, floor, unchanged))
+    return out
+
+
+def _publish_given(le: int, act, rev: str, floor: int, inp: tuple, out: Any, alt) -> list[tuple]:
+    """The publish, given what was stored under its operation_id before (``alt``)."""
+    dg, expected_rev, candidate = inp[2], inp[3], inp[4]
     if out is UNKNOWN:
-        if stored is not None:
-            return [s]
-        states = [(le, act, rev, floor, _with_outcome(outs, (op_id, dg, False, None, MAYBE)))]
-        definitely_expired = act is not None and act[3] is not None and floor >= act[3]
-        if _fence_reason(inp, act, None) is None and not definitely_expired and rev in (UNBOUND, expected_rev):
-            states.append((le, act, candidate, floor, _with_outcome(outs, (op_id, dg, True, None))))
-        return states
+        return [(le, act, rev, floor, {alt})] if alt is not ABSENT else _info_publish(le, act, rev, floor, inp)
     code, t, rec, payload = out
-    envelope = payload[-1]
     if code == "idempotency-conflict":
-        return [s] if stored is not None and stored[1] != dg and payload[0] == stored[1] else []
-    if stored is not None:  # a replay: the stored envelope verbatim, old observed_at and all
-        if stored[1] != dg or stored[2] != (code == "ok"):
-            return []
-        if stored[3] is None:
-            return [(le, act, rev, floor, _with_outcome(outs, (op_id, dg, stored[2], envelope)))]
-        return [s] if stored[3] == envelope else []
+        return [(le, act, rev, floor, {alt})] if alt is not ABSENT and alt[0] != dg and payload[0] == alt[0] else []
+    if code == "ok":
+        committed, env_id, spec, fence_echo = payload
+    elif code == "claim-fence-rejected":
+        reason, a_owner, a_epoch, env_id, s_owner, s_epoch = payload
+        spec = (code, reason, a_owner, a_epoch)
+    else:  # ledger-revision-conflict
+        actual, env_id, d_expected = payload
+        spec = (code, d_expected, actual)
+    if alt is not ABSENT:  # a replay: the stored envelope verbatim, old observed_at and all
+        stored_dg, stored_spec, stored_env = alt
+        if stored_dg != dg:
+            return []  # a different request under a stored id gets idempotency-conflict
+        if stored_env is None:
+            return [(le, act, rev, floor, {(dg, spec, env_id)})] if _fits(stored_spec, spec) else []
+        return [(le, act, rev, floor, {alt})] if stored_env == env_id else []
+    stored = (dg, spec, env_id)
     if code == "ledger-revision-conflict":
-        actual = payload[0]
-        if actual == expected_rev or rev not in (UNBOUND, actual):
+        # details name the request's expected revision and the durable one, which differ (§6 step 8)
+        if d_expected != expected_rev or actual is None or actual == expected_rev or rev not in (UNBOUND, actual):
             return []
-        # a validation-time refusal (not stored) or a stored commit-time one
-        return [(le, act, actual, floor, _with_outcome(outs, (op_id, dg, False, envelope, MAYBE)))]
+        # refused at validation time (not stored), or inside the commit boundary (stored)
+        may_store = _fence_reason(inp, act, None) is None and _expired(act, floor) is not True
+        return [(le, act, actual, floor, {ABSENT, stored} if may_store else {ABSENT})]
     if t < floor:
         return []
     if code == "claim-fence-rejected":
-        reason, active_owner, active_epoch, _ = payload
-        if (active_owner, active_epoch) != ((act[0], act[1]) if act else (None, None)):
+        if (a_owner, a_epoch) != _owner_epoch(act) or (s_owner, s_epoch) != (inp[6], inp[7]):
             return []
         expected_reason = _fence_reason(inp, act, t)
-        unknown_expiry = act is not None and act[3] is None and expected_reason is None
-        if not (reason == expected_reason or (expected_reason == "fence-elsewhere"
-                                               and reason in ("ledger-namespace-mismatch", "item-id-mismatch"))
-                or (unknown_expiry and reason == "claim-expired")):
+        unseen_expiry = expected_reason is None and act is not None and _expired(act, t) is None
+        if not (reason == expected_reason or (unseen_expiry and reason == "claim-expired")):
             return []
-        return [(le, act, rev, t, _with_outcome(outs, (op_id, dg, False, envelope)))]
+        return [(le, act, rev, t, {stored})]
     # fresh success
     bound = _bind(le, act, rec)
     if bound is False or _fence_reason(inp, bound, t) is not None or rev not in (UNBOUND, expected_rev):
         return []
-    if payload[0] != candidate:
+    if committed != candidate or not fence_echo:
         return []
-    return [(le, bound, candidate, t, _with_outcome(outs, (op_id, dg, True, envelope)))]
+    return [(le, bound, candidate, t, {stored})]
+
+
+def _publish(s: State, inp: tuple, out: Any) -> list[State]:
+    le, act, rev, floor, outs = s
+    results = []
+    for alt in _alts(outs, inp[1])[0]:
+        results += _publish_given(le, act, rev, floor, inp, out, alt)
+    return _merged(s, inp, results)
 
 
 def _publication_read(s: State, inp: tuple, out: tuple) -> list[State]:
-    views = _resolved(s, inp[1])
-    if views is not None:
-        return [x for v in views for x in _publication_read(v, inp, out)]
     le, act, rev, floor, outs = s
-    stored = _stored(outs, inp[1])
+    alts, seen = _alts(outs, inp[1])
     if out[0] == "operation-not-found":
-        return [s] if stored is None else []
-    dg, succeeded, envelope = out[3]
-    if stored is None or stored[1] != dg or stored[2] != succeeded:
-        return []
-    if stored[3] is None:
-        return [(le, act, rev, floor, _with_outcome(outs, (stored[0], dg, succeeded, envelope)))]
-    return [s] if stored[3] == envelope else []
+        return [(le, act, rev, floor, _put(outs, inp[1], NOTHING, seen, inp[-1]))] if ABSENT in alts else []
+    dg, _succeeded, env_id, spec = out[3]
+    for alt in alts:
+        if alt is not ABSENT and alt[0] == dg and (alt[2] == env_id if alt[2] is not None else _fits(alt[1], spec)):
+            return [(le, act, rev, floor, _put(outs, inp[1], frozenset(((dg, spec, env_id),)), seen, inp[-1]))]
+    return []
 
 
 # --------------------------------------------------------------------------- the step
@@ -255,7 +350,7 @@ def claim_step(s: State, inp: tuple, out: Any) -> list[State]:
         return _publication_read(s, inp, out)
     le, act, rev, floor, outs = s
     code, t, rec, _ = out
-    if t is not None and t < floor:
+    if t < floor:
         return []  # decision time went back past a persisted decision
     if kind == "read":
         bound = _bind(le, act, rec)
@@ -272,11 +367,13 @@ def _describe_state(s: State) -> str:
     le, act, rev, floor, outs = s
     claim = "none" if act is None else f"{act[0]}@{act[1]} [{_instant(act[2])}, {_instant(act[3])})"
     return (f"last_epoch={le} active={claim} revision={rev[:19]} floor={_instant(floor)} "
-            f"outcomes={len(outs)}")
+            f"outcomes={sum(1 for _, alts, _seen in outs if ABSENT not in alts)}")
 
 
 def _instant(ms) -> str:
     """Backend times as the contract writes them (ms since the epoch otherwise unreadable)."""
+    if type(ms) is Pending:
+        return f"t+{ms.lease}ms, t in [{_instant(ms.lo)}, {'...' if ms.hi >= NEVER else _instant(ms.hi)})"
     return format_instant(ms) if isinstance(ms, int) and ms > 0 else str(ms)
 
 
@@ -318,7 +415,7 @@ def initial_states(durable: dict | None) -> dict:
 # --------------------------------------------------------------------------- the checker
 
 
-def check(history: list[dict], ctx: dict) -> dict:
+def check(history, ctx: dict) -> dict:
     """Linearizability of a claim-chaos history, one register per (namespace, item).
 
     ``ctx`` may hold ``timeout`` (seconds, default 60), ``initial_durable``
@@ -328,39 +425,40 @@ def check(history: list[dict], ctx: dict) -> dict:
     starts fresh with its ledger revision unbound (learnt from the replies).
     ``linearizable_budget`` (``Budget.from_mapping``) bounds each tuple's
     search; a tuple over it is ``unknown`` with the reason.
+
+    One register at a time: its operations are built, searched and dropped,
+    so memory holds one partition's search, not the whole history's.
     """
-    ops, _ = history_to_operations(history)
     starts = initial_states(ctx.get("initial_durable") or ctx.get("durable"))
     for name, rev in (ctx.get("initial_revisions") or {}).items():
         key = tuple(name.split("/", 1))
         le, act, _, floor, outs = starts.get(key, (0, None, UNBOUND, 0, ()))
         starts[key] = (le, act, rev, floor, outs)
     budget = Budget.from_mapping(ctx.get("linearizable_budget"))  # per (namespace, item)
-    nd = claim_model()
-    base = nd.to_model()
+    base = claim_model().to_model()
     fresh: State = (0, None, UNBOUND, 0, ())
-    results = []
-    verdict = OK
-    for part in nd.partition(ops) if ops else []:
-        key = part[0].metadata[2]
+    summaries, anomalies, unknown = [], [], []
+    verdict, op_count = OK, 0
+    for key, part in register_operations(history):
+        op_count += len(part)
         start = starts.get(key, fresh)
         model = replace(base, init=lambda start=start: frozenset([start]), partition=None)
         res = check_operations(model, part, timeout=ctx.get("timeout", 60), budget=budget)
-        results.append((key, part, res, model))
         if res.result == ILLEGAL:
             verdict = ILLEGAL
+            anomalies.append(_anomaly(key, part, res))
         elif res.result != OK and verdict == OK:
             verdict = "unknown"
-    anomalies = [_anomaly(key, part, res) for key, part, res, model in results if res.result == ILLEGAL]
-    unknown = [f"{k[0]}/{k[1]}: {reason}" for k, _, r, _ in results for reason in r.reasons]
+        unknown += [f"{key[0]}/{key[1]}: {reason}" for reason in res.reasons]
+        p = res.partitions[0] if res.partitions else None
+        summaries.append({"ledger_namespace": key[0], "item_id": key[1], "ops": len(part), "result": res.result,
+                          "configurations": p.configurations if p else 0,
+                          **({"reason": p.reason} if p and p.reason else {})})
     return {
         "valid": {OK: True, ILLEGAL: False}.get(verdict, "unknown"),
         "model": "work-claim-register",
-        "op_count": len(ops),
-        "partitions": [{"ledger_namespace": k[0], "item_id": k[1], "ops": len(p), "result": r.result,
-                        "configurations": r.partitions[0].configurations if r.partitions else 0,
-                        **({"reason": r.partitions[0].reason} if r.partitions and r.partitions[0].reason else {})}
-                       for k, p, r, _ in results],
+        "op_count": op_count,
+        "partitions": summaries,
         "anomalies": anomalies,
         **({"unknown_reasons": unknown[:20]} if unknown else {}),
     }

@@ -1,0 +1,175 @@
+"""Scale of ``chaos check``: realistic histories of 100k, 300k and 1M ops
+(``benchmarks/history_gen.py``), wall time, CPU and peak RSS, whole and per
+checker, and whether the cost grows linearly.
+
+    python benchmarks/check_scale.py [--sizes 100k,300k,1m] [--dir /tmp/claim-chaos-scale]
+        [--per-checker 100k,300k,1m] [--jobs 2]
+
+Every figure is measured in a fresh subprocess, so each process's peak RSS
+is its own (``os.wait4``'s ``ru_maxrss``; CPU is user + system, including
+the forked second process of ``--jobs 2``, which ``chaos check`` reaps):
+
+* ``chaos check`` itself (the Done-when figure): the peak RSS of its largest
+  process (``wait4``), of each of its two processes, and the peak summed PSS
+  of both (sampled from /proc: pages they share copy-on-write counted once);
+* ``read``: ``History.read`` alone (the one pass over the file);
+* one row per checker: ``chaos check --only NAME --jobs 1``, i.e. read plus
+  that checker; ``+cpu`` / ``+rss`` are what it adds to ``read``.
+
+Linearity: CPU per op at each size against the smallest size (1.00 =
+linear). The machine's load average is printed before and after: on a
+shared machine, wall time is what the others left us; CPU is the cost.
+Generated histories are cached under ``--dir`` (keyed by size and seed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import selectors
+import subprocess
+import sys
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from benchmarks.history_gen import GenConfig, generate  # noqa: E402
+from checkers import default_checkers  # noqa: E402
+
+SIZES = {"100k": 100_000, "300k": 300_000, "1m": 1_000_000}
+READ_ONLY = "import sys; from checkers.history import History; h = History.read(sys.argv[1]); print(len(h.ops))"
+
+
+def measured(argv: list[str]) -> dict:
+    """Run ``argv``: its wall time, CPU (user + system, its reaped children
+    included) and peak RSS, from ``os.wait4`` of exactly this child."""
+    t = time.perf_counter()
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    sampler = PssSampler(p.pid)
+    # read both pipes to EOF before waiting, so a large output cannot block the child
+    sel = selectors.DefaultSelector()
+    sel.register(p.stdout, selectors.EVENT_READ, "out")
+    sel.register(p.stderr, selectors.EVENT_READ, "err")
+    chunks = {"out": [], "err": []}
+    while sel.get_map():
+        for key, _ in sel.select():
+            data = key.fileobj.read1(65536)
+            if not data:
+                sel.unregister(key.fileobj)
+            else:
+                chunks[key.data].append(data)
+    sampler.stop()
+    _, status, usage = os.wait4(p.pid, 0)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    out, err = b"".join(chunks["out"]), b"".join(chunks["err"])
+    return {"wall": time.perf_counter() - t, "cpu": usage.ru_utime + usage.ru_stime, "rss_mb": usage.ru_maxrss / 1024,
+            "pss_mb": sampler.peak_kb / 1024,
+            "out": out.decode(), "err": err.decode()[-400:], "rc": p.returncode}
+
+
+class PssSampler:
+    """Peak of the summed proportional set size (``Pss``, /proc/PID/smaps_rollup)
+    of a process and its children, sampled every 0.2 s: memory of a process
+    tree that shares pages copy-on-write, each shared page counted once."""
+
+    def __init__(self, pid: int):
+        self.pid, self.peak_kb, self._stop = pid, 0, threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _pss_kb(self, pid: int) -> int:
+        try:
+            with open(f"/proc/{pid}/smaps_rollup") as f:
+                kb = next((int(line.split()[1]) for line in f if line.startswith("Pss:")), 0)
+            kids = []
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{task}/children") as f:
+                    kids += [int(c) for c in f.read().split()]
+        except (OSError, ValueError):
+            return 0
+        return kb + sum(self._pss_kb(k) for k in kids)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak_kb = max(self.peak_kb, self._pss_kb(self.pid))
+            self._stop.wait(0.2)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def history(size: str, seed: int, root: str) -> tuple[str, dict]:
+    d = os.path.join(root, f"{size}-seed{seed}")
+    meta = os.path.join(d, "generated.json")
+    if not os.path.exists(meta):
+        info = generate(GenConfig(ops=SIZES[size], seed=seed), d)
+        with open(meta, "w") as f:
+            json.dump(info, f)
+    with open(meta) as f:
+        return d, json.load(f)
+
+
+def row(name: str, m: dict, ops: int, extra: str = "") -> str:
+    return (f"  {name:<22} {m['wall']:8.1f} s {m['cpu']:8.1f} s {m['rss_mb']:9.0f} MB "
+            f"{m['cpu'] / ops * 1e6:8.1f} us/op  {extra}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="100k,300k,1m")
+    ap.add_argument("--per-checker", default="100k,300k,1m", help="sizes to measure each checker at ('' = none)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--jobs", default="1,2", help="chaos check --jobs values to measure")
+    ap.add_argument("--dir", default="/tmp/claim-chaos-scale")
+    args = ap.parse_args()
+    sizes = [s for s in args.sizes.split(",") if s]
+    args.jobs = [int(j) for j in args.jobs.split(",") if j]
+    per = {s for s in args.per_checker.split(",") if s}
+    py = sys.executable
+    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
+    print(f"  {'':<22} {'wall':>10} {'cpu':>10} {'peak RSS':>12} {'cpu/op':>12}")
+    per_op: dict[int, dict[str, float]] = {}
+    for size in sizes:
+        d, info = history(size, args.seed, args.dir)
+        ops = info["ops"]
+        print(f"{size}: {ops:,} ops, {info['entries']:,} history entries, {info['bytes'] / 2**20:,.0f} MiB "
+              f"(generated in {info['seconds']} s; {d})")
+        for jobs in args.jobs:
+            whole = measured([py, "-m", "chaos.cli", "check", d, "--json", "--jobs", str(jobs)])
+            procs = {}
+            try:
+                result = json.loads(whole["out"])
+                procs = result.get("processes") or {}
+                verdict = {True: "valid", False: "INVALID"}.get(result["valid"], "unknown")
+            except ValueError:
+                verdict = f"crashed (rc {whole['rc']}): {whole['err']}"
+            split = f"peak PSS {whole['pss_mb']:.0f} MB"
+            if procs:
+                parent, child = procs["parent_max_rss_kb"] / 1024, procs["child_max_rss_kb"] / 1024
+                split = (f"peak RSS per process {parent:.0f} + {child:.0f} MB; peak PSS of both "
+                         f"{whole['pss_mb']:.0f} MB")
+            print(row(f"chaos check --jobs {jobs}", whole, ops, f"{verdict}; {split}"), flush=True)
+            per_op.setdefault(jobs, {})[size] = whole["cpu"] / ops
+        if size not in per:
+            continue
+        read = measured([py, "-c", READ_ONLY, os.path.join(d, "history.jsonl")])
+        print(row("read (History.read)", read, ops), flush=True)
+        for name in default_checkers():
+            m = measured([py, "-m", "chaos.cli", "check", d, "--only", name, "--jobs", "1"])
+            word = m["out"].strip().splitlines()[-1] if m["out"].strip() else f"rc {m['rc']}"
+            print(row(name, m, ops, f"+cpu {m['cpu'] - read['cpu']:6.1f} s  +rss {m['rss_mb'] - read['rss_mb']:5.0f} MB"
+                      f"  {word}"), flush=True)
+    base = sizes[0]
+    for jobs, costs in per_op.items():
+        print(f"linearity (chaos check --jobs {jobs}: CPU per op, against {base}): "
+              + ", ".join(f"{s} {costs[s] / costs[base]:.2f}" for s in sizes))
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,453 @@
+"""Property-based fuzzing of every input path (hypothesis): whatever the
+arguments, matrix, scenario, test.yaml, stored run, manifest or reply bytes,
+the CLI ends with a result or ONE line and exit 254 -- never a traceback,
+never exit 255 -- and writes nothing outside the temporary directory it was
+given.
+
+The CLI runs in-process (``chaos.cli.main``). ``chaos run`` stops where a run
+would start: the runner is replaced by one that only makes the run directory
+and ``latest`` (what an escaping name would misplace), so thousands of
+configurations are tried in seconds. Writes are watched by a Python audit hook
+(``sys.addaudithook``): every ``open`` for writing, ``mkdir``, ``rename``,
+``symlink``, ``remove`` ... of the code under test is checked against the
+example's directory; symlinks left behind must resolve inside it.
+
+The example counts add up to well over 2,000 (``FUZZ_SCALE`` multiplies them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import shutil
+import sys
+import tempfile
+import threading
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from chaos import cli
+
+SCALE = float(os.environ.get("FUZZ_SCALE", "1"))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+VECTORS = os.path.join(ROOT, "..", "shared", "vectors", "work-claims")
+CASES = sorted(c for c in os.listdir(VECTORS) if os.path.isfile(os.path.join(VECTORS, c, "manifest.json")))
+
+
+def examples(n: int):
+    return settings(max_examples=max(1, int(n * SCALE)), deadline=None, database=None,
+                    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
+                                           HealthCheck.data_too_large])
+
+
+# ------------------------------------------------------------------ the write guard
+
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+_PATH_EVENTS = {"os.mkdir": (0,), "os.rename": (0, 1), "os.replace": (0, 1), "os.remove": (0,), "os.rmdir": (0,),
+                "os.symlink": (1,), "os.link": (1,), "os.chmod": (0,), "os.chown": (0,), "os.truncate": (0,),
+                "os.utime": (0,), "shutil.rmtree": (0,), "shutil.copyfile": (1,), "shutil.move": (1,)}
+
+
+class WriteGuard:
+    """Records every write the code under test makes outside ``allowed``."""
+
+    def __init__(self):
+        self.active = False
+        self.thread = None
+        self.allowed: list[str] = []
+        self.violations: list[tuple[str, str]] = []
+        sys.addaudithook(self._hook)  # cannot be removed: it does nothing unless active
+
+    def _inside(self, path) -> bool:
+        if isinstance(path, int):
+            return True  # an fd already opened (checked when it was)
+        if isinstance(path, bytes):
+            path = os.fsdecode(path)
+        real = os.path.realpath(os.path.abspath(str(path)))
+        return any(real == a or real.startswith(a + os.sep) for a in self.allowed)
+
+    def _hook(self, event, args):
+        if not self.active or threading.current_thread() is not self.thread:
+            return
+        if event == "open":
+            path, mode, flags = args
+            writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+                mode is None and isinstance(flags, int) and flags & _WRITE_FLAGS)
+            if writing and path is not None and not self._inside(path):
+                self.violations.append((event, str(path)))
+        elif event in _PATH_EVENTS:
+            for i in _PATH_EVENTS[event]:
+                if i < len(args) and args[i] is not None and not self._inside(args[i]):
+                    self.violations.append((event, str(args[i])))
+
+    @contextlib.contextmanager
+    def confined(self, directory: str):
+        self.allowed = [os.path.realpath(directory), "/dev/null", *_CACHES]
+        self.violations = []
+        self.thread = threading.current_thread()
+        self.active = True
+        try:
+            yield
+        finally:
+            self.active = False
+
+
+GUARD = WriteGuard()
+
+
+def _caches() -> list[str]:
+    """The caches the suite and its libraries keep by design (not inputs' doing):
+    the built fault libraries, matplotlib's config and font cache."""
+    import matplotlib
+
+    from chaos.faults.failsync import cache_dir
+
+    return [os.path.realpath(p) for p in (cache_dir(), matplotlib.get_configdir(), matplotlib.get_cachedir())]
+
+
+_CACHES: list[str] = []
+
+
+@pytest.fixture
+def sandbox(tmp_path, monkeypatch):
+    """``make()`` -> a fresh directory per example, the working directory while the CLI runs."""
+    import chaos.runner
+
+    monkeypatch.setattr(chaos.runner, "run", _runner_stub)
+    if not _CACHES:
+        _CACHES.extend(_caches())
+    made = []
+
+    def make() -> str:
+        d = tempfile.mkdtemp(dir=tmp_path)
+        made.append(d)
+        return d
+    yield make
+    for d in made:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def _runner_stub(cfg) -> int:
+    """Where ``chaos run`` would start working: make the run dir and ``latest`` only."""
+    from chaos.store import RunDir
+
+    run = RunDir(cfg.store, cfg.name)
+    run.write_yaml("test.yaml", {"name": cfg.name})
+    run.link_latest()
+    return 0
+
+
+def cli_in(directory: str, argv: list[str]) -> tuple[int, str]:
+    """``chaos ARGV`` in-process, in ``directory``, writes confined to it."""
+    err, out = io.StringIO(), io.StringIO()
+    old = os.getcwd()
+    os.chdir(directory)
+    try:
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out), GUARD.confined(directory):
+            try:
+                code = cli.main(argv)
+            except SystemExit as e:  # --help / --version style exits of argparse
+                code = int(e.code or 0)
+    finally:
+        os.chdir(old)
+    return code, err.getvalue()
+
+
+def assert_clean(directory: str, code: int, err: str, argv) -> None:
+    assert "Traceback" not in err, (argv, err[-3000:])
+    assert code != 255, (argv, err[-3000:])
+    if code == 254:
+        lines = [ln for ln in err.splitlines() if ln.startswith("chaos: error:")]
+        assert len(lines) == 1 and len(lines[0]) <= 800, (argv, err[-2000:])
+    assert not GUARD.violations, (argv, GUARD.violations[:5])
+    real = os.path.realpath(directory)
+    for base, dirs, files in os.walk(directory):
+        for name in dirs + files:
+            p = os.path.join(base, name)
+            if os.path.islink(p):
+                target = os.path.realpath(p)
+                assert target == real or target.startswith(real + os.sep), (argv, p, os.readlink(p))
+
+
+# ------------------------------------------------------------------ strategies
+
+NAMES = st.one_of(st.sampled_from(["../..", "..", ".", "/tmp/x", "a/b", "latest", "", "-x", "ok-name", "a" * 130,
+                                   "a\x00b", "\n", "~", "$HOME", "é", "a b", "%2e%2e"]),
+                  st.text(max_size=20))
+NUMBERS = st.one_of(st.sampled_from(["nan", "inf", "-inf", "-1", "0", "1e300", "1e-300", "0x10", "", " ", "1_0"]),
+                    st.floats(allow_nan=True, allow_infinity=True).map(repr),
+                    st.integers(-10**20, 10**20).map(str), st.text(max_size=8))
+FLAG_VALUES = {
+    "--backend": st.sampled_from(["sqlite", "postgres", "gitjournal", "external", "python", "reference", "nosuch", ""]),
+    "--workload": st.sampled_from(["claims", "issue-lock", "nosuch", ""]),
+    "--nemesis": st.one_of(st.sampled_from(["none", "", "kill", "kill,pause", "clock,fsync,lost-reply,restart",
+                                            "nosuch", ",,", "kill,kill"]), st.text(max_size=12)),
+    "--workers": NUMBERS, "--time-limit": NUMBERS, "--seed": NUMBERS, "--op-timeout": NUMBERS,
+    "--name": NAMES,
+    "--scenario": st.one_of(st.sampled_from(["paused-writer", "response-loss", "nosuch", "", "/dev/zero", "/proc",
+                                             "../x"]), st.text(max_size=10)),
+    "--dsn": st.one_of(st.sampled_from(["host=127.0.0.1 port=1", "=== bad", "postgresql://[::1", "dbname='x",
+                                        "postgresql://u:p@h/db?sslmode=nosuch", ""]), st.text(max_size=20)),
+    "--factory": st.one_of(st.sampled_from(["nosuchmod:fn", "backends.sqlite:open_backend", ":", "a:", "os:getcwd",
+                                            "backends.sqlite:nosuch", "json:dumps"]), st.text(max_size=12)),
+    "--command": st.one_of(st.sampled_from(["python -m chaos.cli backend sqlite", "'unbalanced", "", "/bin/false"]),
+                           st.text(max_size=12)),
+    "--profile": st.sampled_from(["profiles/chaos-sqlite.yaml", "/dev/zero", "nosuch.yaml", "/proc", ""]),
+}
+
+
+def _store_value(d: str):
+    return st.sampled_from([os.path.join(d, "store"), os.path.join(d, "a", "b"), os.path.join(d, "f"),
+                            os.path.join(d, "f", "x"), "store", "./s", os.path.join(d, "store", "..", "s2")])
+
+
+@st.composite
+def run_argv(draw, d: str):
+    argv = ["run", "--store", draw(_store_value(d))]
+    for flag in draw(st.lists(st.sampled_from(sorted(FLAG_VALUES)), max_size=5, unique=True)):
+        argv += [flag, draw(FLAG_VALUES[flag])]
+    if draw(st.booleans()):
+        argv += ["--time-limit", "1", "--workers", "1"]  # often valid enough to reach the runner stub
+    return argv
+
+
+SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-10**12, 10**12), st.floats(allow_nan=True),
+                    st.text(max_size=10), st.sampled_from(["sqlite", "kill", "none", "claims", "../x", "nan"]))
+
+
+def docs(keys):
+    key = st.one_of(st.sampled_from(keys), st.text(max_size=6))
+    return st.recursive(SCALARS, lambda kids: st.one_of(st.lists(kids, max_size=4),
+                                                        st.dictionaries(key, kids, max_size=5)), max_leaves=12)
+
+
+def yaml_texts(keys, valid: dict):
+    """YAML text: a valid document, a random one over the right keys, or raw mutations of either."""
+    mapping = st.dictionaries(st.sampled_from(keys), docs(keys), max_size=len(keys))
+    base = st.one_of(st.just(valid), mapping, st.builds(lambda m: {**valid, **m}, mapping), docs(keys))
+
+    def dump(doc) -> str:
+        return yaml.safe_dump(doc, allow_unicode=True)
+
+    mutation = st.sampled_from(["", "&a x", "*a", "\t", "{", "]", ": :", "!!python/object:os.system x", "%YAML 1.1",
+                                "---", "\x00", "? [1]\n: 2", "<<: *a", "a: &a [*a]", "\ufeff", "- " * 120 + "x"])
+    return st.one_of(base.map(dump),
+                     st.tuples(base.map(dump), st.integers(0, 400), mutation).map(
+                         lambda t: t[0][:t[1]] + t[2] + t[0][t[1]:]),
+                     st.binary(max_size=200).map(lambda b: b.decode("latin-1")))
+
+
+def _write(path: str, text) -> str:
+    with open(path, "wb") as f:
+        f.write(text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text)
+    return path
+
+
+# ------------------------------------------------------------------ chaos run arguments
+
+
+@examples(500)
+@given(data=st.data())
+def test_fuzz_run_arguments(sandbox, data):
+    d = sandbox()
+    with open(os.path.join(d, "f"), "w") as f:
+        f.write("a file where a directory is expected")
+    argv = data.draw(run_argv(d))
+    code, err = cli_in(d, argv)
+    assert code in (0, 254), (argv, code, err[-2000:])
+    assert_clean(d, code, err, argv)
+
+
+# ------------------------------------------------------------------ files: matrix, scenario, test.yaml
+
+MATRIX_KEYS = ["name", "workload", "workloads", "backends", "nemeses", "seeds", "time_limit", "workers", "store"]
+VALID_MATRIX = {"name": "m", "backends": ["sqlite"], "nemeses": [[], ["kill"]], "seeds": [1, 2], "time_limit": 1,
+                "workers": 1}
+
+
+@examples(400)
+@given(text=yaml_texts(MATRIX_KEYS, VALID_MATRIX), junit=st.sampled_from([None, "j.xml", "nodir/j.xml", "."]),
+       dry=st.booleans())
+def test_fuzz_matrix_file(sandbox, monkeypatch, text, junit, dry):
+    import chaos.commands.test_all as test_all
+
+    d = sandbox()
+
+    def one(req, timeout=None, env=None):  # a run that "happened": no subprocess, nothing written
+        return test_all.RunOutcome(req, 0, None, {}, 0.0, "")
+
+    monkeypatch.setattr(test_all, "run_one", one)
+    path = _write(os.path.join(d, "m.yaml"), text)
+    argv = ["test-all", "--matrix", path, "--store", os.path.join(d, "store")]
+    argv += ["--dry-run"] if dry else []
+    argv += ["--junit", os.path.join(d, junit)] if junit else []
+    code, err = cli_in(d, argv)
+    assert code in (0, 254), (text, code, err[-2000:])
+    assert_clean(d, code, err, argv)
+
+
+SCENARIO_KEYS = ["name", "description", "workers", "time_limit", "nemesis", "claims", "nemesis_opts"]
+VALID_SCENARIO = {"name": "s", "description": "d", "workers": 1, "time_limit": 1, "nemesis": ["kill"],
+                  "claims": {"lease_ms": 500}, "nemesis_opts": {"pause_ms": [100, 200]}}
+
+
+@examples(300)
+@given(text=yaml_texts(SCENARIO_KEYS + ["lease_ms", "work_ms", "pause_ms", "pause_at"], VALID_SCENARIO))
+def test_fuzz_scenario_file(sandbox, text):
+    d = sandbox()
+    path = _write(os.path.join(d, "s.yaml"), text)
+    argv = ["run", "--scenario", path, "--store", os.path.join(d, "store"), "--nemesis", "none"]
+    code, err = cli_in(d, argv)
+    assert code in (0, 254), (text, code, err[-2000:])
+    assert_clean(d, code, err, argv)
+
+
+CONFIG_KEYS = ["name", "backend", "workload", "nemesis", "workers", "time_limit", "seed", "op_timeout", "claims",
+               "nemesis_opts", "faults", "dsn", "factory", "profile", "backend_command", "fsync_history", "store"]
+VALID_CONFIG = {"name": "t", "backend": "sqlite", "workload": "claims", "nemesis": [], "workers": 1, "time_limit": 1,
+                "seed": 1}
+
+
+@examples(300)
+@given(text=yaml_texts(CONFIG_KEYS, VALID_CONFIG))
+def test_fuzz_run_config_file(sandbox, text):
+    d = sandbox()
+    path = _write(os.path.join(d, "test.yaml"), text)
+    argv = ["run", "--config", path, "--store", os.path.join(d, "store")]
+    code, err = cli_in(d, argv)
+    assert code in (0, 254), (text, code, err[-2000:])
+    assert_clean(d, code, err, argv)
+
+
+# ------------------------------------------------------------------ stored runs: check and serve
+
+RESULT_KEYS = ["schema_version", "test", "capabilities", "verdict", "exit_code", "checkers", "fault_coverage",
+               "stats", "started_at", "notes", "ctx", "valid", "name", "nemesis", "command", "anomalies", "ops"]
+
+
+def _run_dir(d: str, results, test_text: str, history: bytes) -> str:
+    from chaos.testing.synthetic import make_run
+
+    run_dir = make_run(d, name="r", verdict="valid", workers=2)
+    if results is not None:
+        _write(os.path.join(run_dir, "results.json"), results)
+    _write(os.path.join(run_dir, "test.yaml"), test_text)
+    with open(os.path.join(run_dir, "history.jsonl"), "ab") as f:
+        f.write(history)
+    return run_dir
+
+
+HISTORY_TAILS = st.one_of(
+    st.just(b""),
+    st.lists(docs(["process", "type", "f", "value", "index", "time", "error", "exit", "envelope", "invoke", "ok",
+                   "info", "nemesis"]), max_size=4).map(lambda ops: b"".join(json.dumps(o).encode() + b"\n" for o in ops)),
+    st.binary(max_size=100), st.just(b"[" * 5000 + b"\n"), st.just(b'{"process": 0, "type": "ok"'))
+
+
+@examples(250)
+@given(results=st.one_of(st.none(), docs(RESULT_KEYS).map(json.dumps), st.binary(max_size=80),
+                         st.just("[" * 50_000)),
+       test_text=yaml_texts(["name", "backend", "seed", "command", "nemesis"], {"name": "r"}),
+       history=HISTORY_TAILS, write=st.sampled_from([False, False, False, True]))  # --write renders plots: slow
+@pytest.mark.slow
+def test_fuzz_check_a_stored_run(sandbox, results, test_text, history, write):
+    d = sandbox()
+    run_dir = _run_dir(d, results, test_text, history)
+    argv = ["check", run_dir, "--no-linearizable"] + (["--write"] if write else [])
+    code, err = cli_in(d, argv)
+    assert code in (0, 1, 2, 254), (argv, code, err[-2000:])
+    assert_clean(d, code, err, argv)
+
+
+@examples(150)
+@given(results=st.one_of(docs(RESULT_KEYS).map(json.dumps), st.binary(max_size=80)), name=NAMES)
+def test_fuzz_serve_index_of_a_store(sandbox, results, name):
+    from chaos.commands.serve import index_page
+
+    d = sandbox()
+    store = os.path.join(d, "store")
+    run_dir = _run_dir(store, results, "name: r\n", b"")
+    safe = "".join(c for c in name if c not in "/\x00") or "x"
+    if safe not in (".", ".."):
+        with contextlib.suppress(OSError):
+            os.rename(os.path.dirname(run_dir), os.path.join(store, safe))
+    with GUARD.confined(d):
+        page = index_page(store)
+    assert page.startswith("<!DOCTYPE html>") and not GUARD.violations
+
+
+# ------------------------------------------------------------------ manifests
+
+
+def _mutate(raw: bytes, at: int, insert: bytes, cut: int) -> bytes:
+    at %= max(1, len(raw))
+    return raw[:at] + insert + raw[at + cut:]
+
+
+@examples(200)
+@given(at=st.integers(0, 10**6), insert=st.one_of(st.binary(max_size=8),
+                                                   st.sampled_from([b'"', b"{", b"}", b",", b"NaN", b'"x": 1,', b"\n",
+                                                                    b"\xff", b"[" * 3000])),
+       cut=st.integers(0, 40), case=st.sampled_from(CASES))
+def test_fuzz_conformance_manifest(sandbox, monkeypatch, at, insert, cut, case):
+    import chaos.conform.suite as suite
+
+    d = sandbox()
+    vectors = os.path.join(d, "vectors")
+    shutil.copytree(os.path.realpath(VECTORS), vectors)
+    path = os.path.join(vectors, case, "manifest.json")
+    raw = open(path, "rb").read()
+    _write(path, _mutate(raw, at, insert, cut))
+    seen = {}
+
+    def loaded_only(backend, vectors_dir, cases, options, on_result=None, on_loaded=None):
+        from chaos.conform.manifest import load_cases
+
+        seen["cases"] = load_cases(vectors_dir, cases)   # strict loading is the input path; replay is not
+        return suite.Report(backend=backend, vectors=str(vectors_dir), results=[])
+
+    monkeypatch.setattr(suite, "run_conformance", loaded_only)
+    monkeypatch.setattr("chaos.commands.conform.run_conformance", loaded_only)
+    argv = ["conform", "--backend", "reference", "--vectors", vectors, "--case", case, "--json"]
+    code, err = cli_in(d, argv)
+    assert code in (0, 1, 254), (code, err[-2000:])
+    assert_clean(d, code, err, argv)
+
+
+# ------------------------------------------------------------------ what an external program prints
+
+
+@examples(400)
+@given(out=st.one_of(st.binary(max_size=300), docs(["ok", "state", "error", "result", "code"]).map(
+    lambda doc: json.dumps(doc).encode() + b"\n"), st.just(b"[" * 100_000 + b"\n")),
+    err=st.binary(max_size=50))
+def test_fuzz_external_reply_bytes(out, err):
+    from backends.external import Indeterminate, parse_reply
+
+    try:
+        envelope = parse_reply(out, err)
+    except Indeterminate:
+        return
+    assert isinstance(envelope, dict)
+
+
+@examples(60)
+@given(out=st.binary(max_size=120), code=st.integers(0, 255), stderr_only=st.booleans())
+def test_fuzz_external_program_run(tmp_path_factory, out, code, stderr_only):
+    """A real program printing anything and exiting with any status: a reply or ``Indeterminate``."""
+    from backends.external import Indeterminate
+    from backends.external.process import run_cli
+
+    d = tmp_path_factory.mktemp("prog")
+    data = _write(str(d / "out.bin"), out)
+    script = f"cat {data} {'>&2' if stderr_only else ''}; exit {code}"
+    try:
+        exit_code, envelope = run_cli(["/bin/sh", "-c", script], b"{}", {}, 10)
+    except Indeterminate:
+        return
+    assert isinstance(envelope, dict) and exit_code == code
