@@ -193,7 +193,8 @@ class Engine:
             if self._expired(op, active, now):
                 return claim_error(op, Code.CLAIM_EXPIRED, read_back(rec, now)), None
             if op == "renew":
-                renewed = Active(active.owner_id, active.epoch, active.issued_at, now + req.lease_duration_ms)
+                renewed = Active(active.owner_id, active.epoch, active.issued_at,
+                                 self._renewed_expiry(active, now, req.lease_duration_ms))
                 new = ClaimRecord(rec.ledger_namespace, rec.item_id, rec.last_epoch, renewed)
                 return claim_success("renew", {"claim": claim_json(renewed), "read_back": read_back(new, now)}), new
             new = ClaimRecord(rec.ledger_namespace, rec.item_id, rec.last_epoch, None)
@@ -331,6 +332,10 @@ class Engine:
     def _next_epoch(self, rec: ClaimRecord) -> int | None:
         """§4, §5 Acquire 3-4: exactly last_epoch + 1; None when exhausted (never wrap)."""
         return None if rec.last_epoch >= EPOCH_MAX else rec.last_epoch + 1
+
+    def _renewed_expiry(self, active: Active, now: int, lease_ms: int) -> int:
+        """§4, §5 Renew: a renewed expiry is the persisted decision time + the lease."""
+        return now + lease_ms
 
     def _tuple_matches(self, active: Active, req: RenewRequest) -> bool:
         """§5 Renew, Release: owner, epoch and expected expiry are one CAS tuple."""

@@ -562,8 +562,9 @@ class Run:
     @staticmethod
     def _workload_gate(verdict: str, paths: dict, stats: dict, notes: list) -> str:
         """A valid verdict proves something only if the run exercised what it was
-        configured to: every requested path completed, most ops were definite."""
-        if verdict != "valid":
+        configured to: every requested path completed, most ops were definite.
+        (An unknown run says these reasons too; an invalid one stands.)"""
+        if verdict == "invalid":
             return verdict
         from workloads.coverage import missing as missing_paths
 

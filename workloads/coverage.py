@@ -37,7 +37,6 @@ from typing import Callable
 
 from backends.contract.digests import operation_digest
 from backends.contract.values import parse_instant
-from checkers.history import pairs
 from workloads.races import EPISODES, PROBE_OFFSETS, PROBE_OPS, probe_name
 
 AGENTS = "agents"      # a path every agent cycle takes (and the racers' prologues)
@@ -273,14 +272,31 @@ def _fsync_windows(history: list[dict]) -> list[tuple[int, float]]:
     return out
 
 
+def pairs(history) -> list[tuple[dict, dict | None]]:
+    """Each client invoke with the next completion of its process (``None``
+    while still open), in invoke order, raw (the ``intent``, ``clock_ms`` and
+    ``fault`` members the history type does not keep)."""
+    open_by_process: dict = {}
+    out: list = []
+    for op in history:
+        if not isinstance(op, dict) or op.get("process") == "nemesis":
+            continue
+        if op.get("type") == "invoke":
+            open_by_process[op.get("process")] = len(out)
+            out.append([op, None])
+        elif op.get("type") in ("ok", "fail", "info") and op.get("process") in open_by_process:
+            out[open_by_process.pop(op.get("process"))][1] = op
+    return [(inv, done) for inv, done in out]
+
+
 def attempts(history: list[dict]) -> list[Attempt]:
     """Every client op as an ``Attempt`` (the final phase's read-back included)."""
     out: list[Attempt] = []
     windows = _fsync_windows(history)
     seen: dict[tuple, str] = {}           # (op id, digest) -> type of its last attempt
     ids: dict[str, set] = {}              # op id -> {(ns, item, digest)}
-    for p in pairs(history):
-        inv, done = p.invoke, p.completion or {}
+    for inv, done in pairs(history):
+        done = done or {}
         f, req = inv.get("f"), inv.get("value") if isinstance(inv.get("value"), dict) else {}
         typ = done.get("type", "info")
         env = (done.get("value") or {}).get("envelope") if isinstance(done.get("value"), dict) else None

@@ -541,6 +541,80 @@ class RenewRewritesIssued(SqliteBackend):
         self.store = StoreView(self.store, self, _RenewRewritesIssued)
 
 
+class _NamespaceBlind(TxnView):
+    """Claims keyed by item id alone: every namespace's item shares the record
+    of the first provisioned namespace (equal ids in different namespaces are
+    NOT unrelated here)."""
+
+    def _home(self) -> str:
+        return sorted(self.owner.config.namespaces)[0]
+
+    def get_claim(self, ns, item_id):
+        return self.inner.get_claim(self._home(), item_id)
+
+    def put_claim(self, rec) -> None:
+        self.inner.put_claim(ClaimRecord(self._home(), rec.item_id, rec.last_epoch, rec.active))
+
+
+class NamespaceBlind(SqliteBackend):
+    """``namespace-blind``: the claim table is keyed by item_id only; a claim
+    in one namespace is the claim of the same item id in every other one
+    (and replies show the record of the namespace it was stored under)."""
+
+    def __init__(self, spec: dict, clock: Clock, hooks: Hooks):
+        super().__init__(spec, clock, hooks)
+        self.store = StoreView(self.store, self, _NamespaceBlind)
+
+
+class RenewExtendsExpiry(SqliteBackend):
+    """``renew-extends-expiry``: a renew adds the lease to the OLD expiry
+    instead of to the decision time (a lease renewed early lasts longer than
+    one lease from now; one renewed late is already nearly gone)."""
+
+    def _renewed_expiry(self, active, now, lease_ms):
+        return active.expires_at + lease_ms
+
+
+class ReadBackLags(SqliteBackend):
+    """``read-back-lags``: an acquire's read-back shows last_epoch before the
+    increment (a cached high-water mark): active.epoch != last_epoch."""
+
+    def _acquire(self, op, req):
+        reply = super()._acquire(op, req)
+        if reply.exit != 0:
+            return reply
+        env = copy.deepcopy(reply.envelope)
+        rb = env["result"]["read_back"]
+        rb["last_epoch"] = str(int(rb["last_epoch"]) - 1)
+        return Reply(reply.exit, env)
+
+
+class _BytesNormalized(TxnView):
+    def put_ledger(self, ns, item_id, data: bytes) -> None:
+        self.inner.put_ledger(ns, item_id, data.rstrip(b"\n") + b"\n\n")   # BUG: "normalizes" the bytes
+
+
+class BytesNormalized(SqliteBackend):
+    """``bytes-normalized``: publication stores the candidate with its line
+    endings "normalized" (a trailing blank line), not the exact bytes; the
+    reply still names the candidate's revision."""
+
+    def __init__(self, spec: dict, clock: Clock, hooks: Hooks):
+        super().__init__(spec, clock, hooks)
+        self.store = StoreView(self.store, self, _BytesNormalized)
+
+
+class FencedLocalScope(SqliteBackend):
+    """``fenced-local-scope``: the capability says fenced / safe_exclusive_dispatch
+    while naming a local-filesystem coordination scope (which is advisory)."""
+
+    def _capabilities(self, op, req):
+        reply = super()._capabilities(op, req)
+        env = copy.deepcopy(reply.envelope)
+        env["result"]["backend"]["coordination_scope"] = "local-filesystem"
+        return Reply(reply.exit, env)
+
+
 def _json_object(request) -> dict | None:
     import json
 
@@ -662,6 +736,19 @@ def _p(name, rule, section, must, cls, *names) -> PlantedBug:
 
 
 RED_TEAM: dict[str, PlantedBug] = {b.name: b for b in (
+    _p("namespace-blind", "tuple-identity", "§2",
+       "equal item ids in different namespaces are unrelated; a reply names the request's tuple", NamespaceBlind,
+       "reply-for-another-tuple", "overlapping-leases", "two-owners-one-epoch"),
+    _p("fenced-local-scope", "fenced-profile", "§3",
+       "fenced needs a shared transactional coordinator (a local-filesystem scope is advisory)",
+       FencedLocalScope, "fenced-profile-inconsistent"),
+    _p("read-back-lags", "active-epoch", "§4", "active.epoch equals last_epoch", ReadBackLags,
+       "epoch-readback-mismatch"),
+    _p("renew-extends-expiry", "times-from-decision", "§4, §5 Renew",
+       "a renewed expiry is the persisted decision time + lease_duration_ms", RenewExtendsExpiry,
+       "expiry-not-from-decision-time"),
+    _p("bytes-normalized", "exact-bytes", "§6 step 9", "publish the exact candidate bytes", BytesNormalized,
+       "ledger-bytes-mismatch", "unaccepted-revision", "committed-revision-mismatch"),
     _p("advisory-claims-fenced", "fenced-promise", "§1, §3",
        "a fenced backend enumerates every write path; a bypass prevents mode fenced", AdvisoryClaimsFenced,
        "fenced-but-unsafe", "fenced-profile-inconsistent", "stale-fence-accepted"),
@@ -685,7 +772,7 @@ RED_TEAM: dict[str, PlantedBug] = {b.name: b for b in (
     _p("floor-not-persisted-on-reject", "floor-monotonic", "§4",
        "every authoritative decision, a rejection too, MUST durably persist the floor before replying",
        FloorNotPersistedOnReject, "decision-time-regressed", "final-floor-lost"),
-    _p("epoch-wraps", "epoch-exhausted", "§4",
+    _p("epoch-wraps", "epoch-never-reused", "§2, §4",
        "at the epoch high-water mark: epoch-exhausted; epochs MUST NOT wrap", EpochWraps,
        "epoch-decreased", "epoch-reallocated", "false-epoch-exhausted", "epoch-not-next"),
     _p("lying-unchanged", "unchanged-means-unchanged", "§4, §8",

@@ -15,6 +15,10 @@ well-formed request with a valid candidate.
    and require its canonical id to equal the request's item_id". An accepted
    publish whose candidate is not such an item (judged by the contract's own
    validator, ``backends.contract.ledger_invalid_details``).
+
+The raw request is needed, so ``request_problems`` runs while the history is
+read (``checkers.history``, like the envelope shape check); ``check`` reports
+what it found for replies that prove what happened.
 """
 
 from __future__ import annotations
@@ -40,52 +44,58 @@ def _decoded(req: dict) -> bytes | None:
         return None
 
 
-def check(history: list[dict], ctx: dict | None = None) -> dict:
-    from backends.contract import ledger_invalid_details
+def request_problems(exit_code, env, req) -> list[tuple[str, dict]]:
+    """``[(kind, data)]`` for one publish reply and its raw request."""
+    if not isinstance(req, dict) or not isinstance(env, dict):
+        return []
+    code = (env.get("error") or {}).get("code") if isinstance(env.get("error"), dict) else None
+    missing = sorted(PUBLISH_MEMBERS - set(req))
+    if missing:
+        return [] if code == "invalid-request" else [("incomplete-request-accepted", {"missing": missing,
+                                                                                       "code": code})]
+    if exit_code != 0:
+        return []
+    data = _decoded(req)
+    if data is None:
+        return []
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    if digest != req.get("candidate_sha256"):
+        return [("candidate-digest-accepted", {"digest": digest, "candidate_sha256": req.get("candidate_sha256")})]
+    item = req.get("item_id")
+    if isinstance(item, str):
+        from backends.contract import ledger_invalid_details
 
-    prep = prepare(history)
-    out = Findings()
-    seen = 0
-    for op in prep.ops:
-        if op.f != "publish" or not op.definite:
-            continue
-        seen += 1
-        oid = op.req.get("operation_id")
-        missing = sorted(PUBLISH_MEMBERS - set(op.req))
-        if missing:
-            if op.code() != "invalid-request":
-                out.add(
-                    "incomplete-request-accepted",
-                    f"Operation {oid}: a publish without {', '.join(missing)} got exit {op.exit} "
-                    f"{op.code() or 'success'} instead of exit 2 invalid-request. Every commit attempt, a retry "
-                    "after a lost reply included, carries the complete request; an operation id alone is not a "
-                    "retry (contract §6).",
-                    op.indices, operation_id=oid, missing=missing)
-            continue
-        if op.exit != 0:
-            continue
-        data = _decoded(op.req)
-        if data is None:
-            continue
-        digest = "sha256:" + hashlib.sha256(data).hexdigest()
-        if digest != op.req.get("candidate_sha256"):
-            out.add(
-                "candidate-digest-accepted",
-                f"Operation {oid}: accepted a candidate whose bytes hash to {digest[:19]}... although the request "
-                f"names candidate_sha256 {str(op.req.get('candidate_sha256'))[:19]}...; the digest must match "
-                "before anything is decided (contract §6 step 2, candidate-digest-mismatch).",
-                op.indices, operation_id=oid, digest=digest, candidate_sha256=op.req.get("candidate_sha256"))
-            continue
-        item = op.req.get("item_id")
-        issues = ledger_invalid_details(data, item, b"") if isinstance(item, str) else None
+        issues = ledger_invalid_details(data, item, b"")
         if issues is not None:
-            out.add(
-                "invalid-candidate-accepted",
-                f"Operation {oid}: accepted a candidate that is not a valid schema-1 ledger item with id {item} "
-                f"({_summary(issues)}). Candidate validation comes before any decision (contract §6 step 5, "
-                "ledger-invalid).",
-                op.indices, operation_id=oid, item_id=item, issues=issues)
-    return out.result({"publishes_seen": seen})
+            return [("invalid-candidate-accepted", {"item_id": item, "issues": issues})]
+    return []
+
+
+def check(history, ctx: dict | None = None) -> dict:
+    h = prepare(history)
+    out = Findings()
+    for op, kind, data in h.request_problems:
+        if not op.definite:
+            continue
+        oid = op.oid
+        if kind == "incomplete-request-accepted":
+            out.add("incomplete-request-accepted",
+                    f"Operation {oid}: a publish without {', '.join(data['missing'])} got exit {op.exit} "
+                    f"{data['code'] or 'success'} instead of exit 2 invalid-request. Every commit attempt, a "
+                    "retry after a lost reply included, carries the complete request; an operation id alone "
+                    "is not a retry (contract §6).", op.indices, operation_id=oid, **data)
+        elif kind == "candidate-digest-accepted":
+            out.add("candidate-digest-accepted",
+                    f"Operation {oid}: accepted a candidate whose bytes hash to {data['digest'][:19]}... "
+                    f"although the request names candidate_sha256 {str(data['candidate_sha256'])[:19]}...; "
+                    "the digest must match before anything is decided (contract §6 step 2, "
+                    "candidate-digest-mismatch).", op.indices, operation_id=oid, **data)
+        else:
+            out.add("invalid-candidate-accepted",
+                    f"Operation {oid}: accepted a candidate that is not a valid schema-1 ledger item with id "
+                    f"{data['item_id']} ({_summary(data['issues'])}). Candidate validation comes before any "
+                    "decision (contract §6 step 5, ledger-invalid).", op.indices, operation_id=oid, **data)
+    return out.result({"publishes_judged": sum(1 for op in h.ops if op.f == "publish" and op.definite)})
 
 
 def _summary(issues) -> str:

@@ -105,8 +105,8 @@ def _check(history, ctx: dict) -> dict:
         if spec is None:
             maybe.setdefault(op.key, set()).add(op.cand)
         elif spec[0] == "ok" and digest == op.digest and spec[1] == op.cand and spec[3] is not None \
-                and op.oid not in seen_oids:
-            seen_oids.add(op.oid)
+                and (op.oid, op.key) not in seen_oids:
+            seen_oids.add((op.oid, op.key))
             accepted.setdefault(op.key, []).append((spec[3], op, proof))
 
     for key, rows in accepted.items():
