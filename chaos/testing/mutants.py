@@ -311,6 +311,15 @@ class EpochWraps(SqliteBackend):
         return 1 if nxt is None else nxt
 
 
+class SignedEpochs(SqliteBackend):
+    """``signed-epochs``: the epoch counter is a signed 64-bit integer:
+    above 2**63 - 1 it reports epoch-exhausted although the unsigned
+    high-water mark has room left."""
+
+    def _next_epoch(self, rec):
+        return None if rec.last_epoch >= 2**63 - 1 else super()._next_epoch(rec)
+
+
 class RenewIgnoresExpiry(SqliteBackend):
     """``renew-ignores-expiry``: renew / release compare owner and epoch but
     not expected_expires_at: a stale expiry is honoured."""
@@ -775,6 +784,9 @@ RED_TEAM: dict[str, PlantedBug] = {b.name: b for b in (
     _p("epoch-wraps", "epoch-never-reused", "§2, §4",
        "at the epoch high-water mark: epoch-exhausted; epochs MUST NOT wrap", EpochWraps,
        "epoch-decreased", "epoch-reallocated", "false-epoch-exhausted", "epoch-not-next"),
+    _p("signed-epochs", "epoch-exhausted", "§2, §4",
+       "epochs are unsigned 64-bit: epoch-exhausted only at 18446744073709551615", SignedEpochs,
+       "false-epoch-exhausted"),
     _p("lying-unchanged", "unchanged-means-unchanged", "§4, §8",
        "a reply whose time or change was not persisted is never a success or a semantic rejection; "
        "state unchanged means nothing changed", LyingUnchanged,
@@ -789,7 +801,7 @@ RED_TEAM: dict[str, PlantedBug] = {b.name: b for b in (
        "epoch-reallocated", "epoch-decreased", "epoch-reused", "epoch-high-water-lost", "final-epoch-lost"),
     _p("renew-ignores-expiry", "renew-release-cas", "§5 Renew, Release",
        "owner, epoch and expected expiry are one CAS tuple: a mismatch is claim-conflict", RenewIgnoresExpiry,
-       "false-claim-conflict", "renew-cas-ignored", "witness-mismatch-accepted"),
+       "false-claim-conflict", "renew-after-expiry", "false-claim-expired", "nonlinearizable"),
     _p("renew-rewrites-issued", "epoch-one-owner", "§2, §4, §5 Renew",
        "renew retains issued_at and epoch: an epoch is one owner generation", RenewRewritesIssued,
        "two-owners-one-epoch", "epoch-reused"),
@@ -844,3 +856,12 @@ def _opener(cls):
 
 for _bug in RED_TEAM.values():   # open_<name>: one factory per planted bug (chaos run / chaos backend --factory)
     globals().setdefault(f"open_{_bug.name.replace('-', '_')}", _opener(_bug.cls))
+
+
+def red_team_table() -> str:
+    """``RED_TEAM`` as the table docs/mutants.md prints (a test keeps them equal)."""
+    rows = ["| planted bug (`open_<name>`) | rule | contract | the MUST it breaks | anomaly types that name it |",
+            "|---|---|---|---|---|"]
+    for b in RED_TEAM.values():
+        rows.append(f"| `{b.name}` | `{b.rule}` | {b.section} | {b.must} | {', '.join(f'`{n}`' for n in b.names)} |")
+    return "\n".join(rows)
