@@ -35,12 +35,20 @@ BUGS = {
 }
 
 
-def failing_run(name: str, store: str) -> str | None:
-    """Run the bug once with its recipe; the run directory when it was invalid."""
+def failing_run(name: str, store: str, tries: int = 2) -> str | None:
+    """Run the bug with its recipe (its seed, then the next ones); the first invalid run's directory."""
+    for k in range(tries):
+        run_dir = _one_run(name, store, BUGS[name][2] + k)
+        if run_dir:
+            return run_dir
+    return None
+
+
+def _one_run(name: str, store: str, seed: int) -> str | None:
     from chaos.commands.test_all import RunRequest, run_one
     from chaos.testing.mutants_detect import RECIPES, chaos
 
-    factory, recipe, seed = BUGS[name]
+    factory, recipe, _ = BUGS[name]
     if name == "sync-off":
         out = run_one(RunRequest(backend="sqlite", nemesis=["power-loss"], seed=seed, time_limit=6, workers=4,
                                  store=store, factory=factory, name=name))

@@ -47,6 +47,18 @@ class Indeterminate(ChaosError):
     timeout, lost reply). Recorded as ``info``."""
 
 
+class ReplyProtocolViolation(Indeterminate):
+    """The backend process exited on its own without a contract reply (a
+    non-contract exit code, or stdout not exactly one JSON object + LF). Still
+    indeterminate for the state; ``evidence`` (op, argv, exit, stdout and
+    stderr excerpts) goes into the history as the op's ``protocol`` member and
+    becomes a ``reply-protocol`` finding."""
+
+    def __init__(self, message: str, evidence: dict):
+        super().__init__(message)
+        self.evidence = evidence
+
+
 class ReplyLostIndeterminate(Indeterminate):
     """The operation committed but its reply was deliberately dropped (a
     response-loss fault). Still indeterminate to the caller."""

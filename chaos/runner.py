@@ -126,11 +126,21 @@ class RunConfig:
     # an explicit fault schedule, replacing the seeded one: [{"time": ns, "f", "value"}, ...] in time
     # order, heals included (``chaos shrink`` writes reduced ones; the packages still come from ``nemesis``)
     faults: list | None = None
+    scale: float | None = None      # lease/work/deadline scale (None: measured at start, chaos.timing)
+    auto_workers: bool = False      # workers / time_limit / op_timeout were defaults: scaled with the latency
+    auto_time_limit: bool = False
+    auto_op_timeout: bool = False
+    timing: dict = field(default_factory=dict)  # what chaos.timing measured and chose
+    nodes: str = "local"            # "docker": server and workers in containers (chaos.nodes.docker)
+    docker_host: str | None = None  # the daemon (default: $DOCKER_HOST, else the local socket)
+    node_memory: str | None = None  # docker resource limits on every container ("256m")
+    node_cpus: float | None = None
 
 
 def nemesis_opts(cfg: RunConfig) -> dict:
     """What the nemesis packages are built from (pure data of the config)."""
-    return dict(cfg.nemesis_opts, workers=cfg.workers, backend=cfg.backend, **backend_options(cfg))
+    return dict(cfg.nemesis_opts, workers=cfg.workers, backend=cfg.backend, scale=cfg.scale or 1.0,
+                **backend_options(cfg))
 
 
 def backend_options(cfg: RunConfig) -> dict:
@@ -138,7 +148,7 @@ def backend_options(cfg: RunConfig) -> dict:
     from chaos.workload_kinds import workload_kind
 
     return {"dsn": cfg.dsn, "command": cfg.backend_command, "profile": cfg.profile, "factory": cfg.factory,
-            "protocol": workload_kind(cfg).protocol}
+            "nodes": None if cfg.nodes == "local" else cfg.nodes, "protocol": workload_kind(cfg).protocol}
 
 
 def nemesis_plan(cfg: RunConfig):
@@ -175,6 +185,8 @@ class Run:
         self.interrupted = False
         self.slots: list[Slot] = []
         self.cleanups: list = []
+        self.final_incomplete: list[str] = []  # why the final durable check could not run (-> unknown)
+        self.known_deviations: list[dict] = []  # acknowledged findings (the profile's known_deviations)
 
     # ------------------------------------------------------------------ setup
 
@@ -267,6 +279,7 @@ class Run:
     def execute(self) -> int:
         cfg = self.cfg
         procs.set_child_subreaper()
+        self.children_before = procs.descendants()
         clean_stale_tmp(os.path.abspath(cfg.store))
         run = RunDir(cfg.store, cfg.name)
         self._watchdog(run)  # first: from here on a SIGKILL of this process leaves nothing behind
@@ -293,6 +306,13 @@ class Run:
             except (StoreUnavailable, UnknownBackend) as e:  # what the input names cannot be reached or loaded
                 raise SetupFailed(f"--backend {cfg.backend}: {e}") from None
             spec, capabilities = target.spec, target.capabilities
+            self.known_deviations = list(getattr(target, "known_deviations", None) or [])
+            if kind.name == "claims":
+                client_gen, world = self._black_box_world(target, kind, world, notes)
+                self._calibrate(target, run, world)
+                client_gen, world = kind.build(cfg)
+                run.write_yaml("test.yaml", dict(asdict(cfg), dsn=redact_dsn(cfg.dsn)))   # with what was chosen
+                run.write_jsonl("schedule.jsonl", plan_schedule(cfg))
             clock_faults, fsync, power, env_for = self._faults(run, target)
             t0 = time.monotonic_ns()
             driver = RealDriver(history, self.slots, None, t0, self.stop)
@@ -300,6 +320,8 @@ class Run:
             for t in range(cfg.workers):
                 self.slots.append(Slot(t, routes.spec_for(spec, t) if routes else spec, env_for, run.file("logs"),
                                        driver.completions, cfg.op_timeout, self._note_pid))
+                if getattr(target, "nodes", None) is not None:   # --nodes docker: each host in a container
+                    self.slots[-1].launcher = target.worker_launcher(t)
             env = FaultEnv(self.slots, clock_faults, fsync, coverage, history, t0, target)
             env.power, env.routes = power, routes
             nem_gen, table, pkgs = nemesis_plan(cfg)
@@ -333,7 +355,7 @@ class Run:
                     for rec in final_state_records(final_state):  # split: no reader holds one huge line
                         history.append(dict(rec, time=driver.now()))
                 except Exception as e:
-                    notes.append(f"final durable export failed: {type(e).__name__}: {e}")
+                    self.final_incomplete.append(f"final durable export failed: {type(e).__name__}: {e}")
             lost = sum(s.exited_after_commit for s in self.slots)
             if lost:
                 coverage.took_effect("lost-reply", lost)
@@ -343,6 +365,9 @@ class Run:
             ops = history.snapshot()
             results = self._results(cfg, run, ops, coverage, capabilities, started, notes, world, kind)
             results["target"] = target.describe()
+            landed = kill_landings(ops)
+            if landed and "kill" in results["fault_coverage"]:
+                results["fault_coverage"]["kill"]["during"] = landed
         finally:
             self._teardown()
             for s, h in old.items():
@@ -358,6 +383,8 @@ class Run:
         run.link_latest()
         print(f"chaos: {results['verdict']} ({results['stats']['ops']} ops, seed {cfg.seed}) -> {run.path}",
               file=sys.stderr)
+        for line in known_lines(results):
+            print(f"chaos: {line}", file=sys.stderr)
         if self.interrupted:
             return 130
         return results["exit_code"]
@@ -378,7 +405,94 @@ class Run:
         # let every lease expire (real time: the backend's clock is the authority)
         self.stop.wait(kind.settle_s(self.cfg))
         reads = kind.final_reads(history.snapshot(), world)
+        start = len(history.snapshot())
         interpret(clients(reads), threads, driver, self.cfg.seed, process_of=process_of)
+        if kind.name == "claims" and self.cfg.claims.get("commit"):
+            self._final_git(driver, history, world, threads, process_of)
+        for op in history.snapshot()[start:]:
+            if op.get("process") != NEMESIS and op["type"] == "info":
+                self.final_incomplete.append(f"final read-back {op['f']} ended info: {str(op.get('error', ''))[:160]}")
+
+    def _final_git(self, driver, history, world, threads, process_of) -> None:
+        """Git-backed ledgers, as their users run them: the final agent commits
+        every item file still differing from HEAD, then ``claim-verify`` runs on
+        every ledger; both are client ops in the history (checked by
+        ``checkers.invariants.git_finalization``)."""
+        by_ns: dict = {}
+        for ns, item in world.tuples:
+            by_ns.setdefault(ns, []).append(item)
+        ops = [{"f": "commit", "value": {"ledger_namespace": ns, "all": True, "item_ids": items}}
+               for ns, items in by_ns.items()]
+        interpret(clients(ops), threads, driver, self.cfg.seed, process_of=process_of)
+        verifies = [{"f": "verify", "value": {"ledger_namespace": ns}} for ns in by_ns]
+        interpret(clients(verifies), threads, driver, self.cfg.seed, process_of=process_of)
+
+    def _black_box_world(self, target, kind, world, notes: list):
+        """A black-box program: the namespaces it minted at provision (the suite
+        adopts them), a cooperating agent that commits (Git-backed ledgers), no
+        publications when its items have no public path. Recorded in
+        ``cfg.claims`` so the workload is rebuilt from the config alone."""
+        cfg = self.cfg
+        adopted = list(getattr(target, "namespaces", None) or world.namespaces)
+        if adopted != list(world.namespaces):
+            cfg.adopted_namespaces = adopted   # not a RunConfig field: a new provision mints new ones
+        if getattr(target, "commits", False):
+            cfg.claims = dict(cfg.claims, commit=True)
+        if not getattr(target, "publishes", True):
+            cfg.claims = dict(cfg.claims, publish=False)
+            notes.append("the backend has no public path to seed ledger items (profile items.path: null): "
+                         "publications are not exercised")
+        return kind.build(cfg)
+
+    def _calibrate(self, target, run, world) -> None:
+        """Measure the call latency (unless ``--scale`` was given) and scale the
+        run's times to it (``chaos.timing``); updates ``cfg`` and its command."""
+        from chaos import timing
+        from workloads.claims import ClaimsConfig
+        from workloads.items import mint_item_id
+        from workloads.random import Stream
+
+        cfg = self.cfg
+        ccfg = ClaimsConfig(**cfg.claims)
+        measured = None
+        if cfg.scale is None:
+            item, _ = mint_item_id(Stream(cfg.seed, ("calibration",)))
+            try:
+                measured = timing.measure(target.spec, {}, world.namespaces[0], item,
+                                          run.file("logs", "calibration.log"))
+            except Exception as e:  # a backend that cannot even answer: the run itself will say so
+                measured = {"error": f"{type(e).__name__}: {e}"}
+        chosen = timing.choose(measured, cfg.scale, lease_ms=ccfg.lease_ms, workers_default=cfg.workers,
+                               time_limit_default=cfg.time_limit)
+        cfg.scale = chosen["scale"]
+        if cfg.auto_workers:
+            cfg.workers = chosen["workers"]
+        if cfg.auto_time_limit:
+            cfg.time_limit = chosen["time_limit"]
+        if cfg.auto_op_timeout and chosen["op_timeout_min"] > cfg.op_timeout:
+            cfg.op_timeout = chosen["op_timeout_min"]
+        cfg.claims = timing.scaled_claims(cfg.claims, cfg.scale, ccfg)
+        ccfg = ClaimsConfig(**cfg.claims)
+        mode = ((((target.capabilities or {}).get("result") or {}).get("operations") or {}).get("work_claim") or {}).get("mode")
+        if mode == "merge-coordinated" and chosen["slow"] and "kill_at" not in cfg.nemesis_opts:
+            # a merge-coordinated publish is several durable steps (intent, item, final),
+            # each a separate write of a process-per-call program: most kills aim inside
+            # one (chaos.nemesis.process; a fast in-process backend's publish is too short
+            # to aim at without stalling the nemesis thread)
+            cfg.nemesis_opts = dict(cfg.nemesis_opts, kill_at="publish", kill_publish_share=0.75)
+        cfg.timing = {"measured": measured, "scale": cfg.scale, "workers": cfg.workers, "time_limit": cfg.time_limit,
+                      "op_timeout": cfg.op_timeout, "lease_ms": ccfg.lease_ms, "work_ms": list(ccfg.work_ms),
+                      "backoff_ms": list(ccfg.backoff_ms)}
+        if "--config" not in cfg.command:
+            cfg.command = _with_flags(cfg.command, {"--scale": str(cfg.scale), "--workers": str(cfg.workers),
+                                                    "--time-limit": str(cfg.time_limit),
+                                                    "--op-timeout": f"{cfg.op_timeout:g}"})
+        m = measured or {}
+        seen = (f"measured read {m.get('read_ms')} ms, decision {m.get('decision_ms')} ms; "
+                if m and "error" not in m else "")
+        print(f"chaos: timing: {seen}scale {cfg.scale} -> lease {ccfg.lease_ms} ms, work {ccfg.work_ms[0]}-"
+              f"{ccfg.work_ms[1]} ms, op deadline {cfg.op_timeout} s, {cfg.workers} workers, {cfg.time_limit} s",
+              file=sys.stderr)
 
     def _results(self, cfg, run, ops, coverage, capabilities, started, notes, world, kind) -> dict:
         client = [o for o in ops if o.get("process") != NEMESIS and o["type"] != "invoke"]
@@ -387,18 +501,25 @@ class Run:
                  "duration_s": round(ops[-1]["time"] / 1e9, 3) if ops else 0.0}
         checker_results: dict = {}
         ctx: dict = {}
+        known_report: list = []
         verdict = "unknown"
         if self.interrupted:
             notes.append("the run was interrupted before the final phase; not checked")
         else:
             try:
                 ctx = kind.ctx(cfg, world, capabilities)
+                if self.known_deviations:
+                    ctx["known_deviations"] = self.known_deviations
                 merged = kind.check(ops, ctx)
+                known_report = merged.get("known_deviations", [])
                 checker_results = merged.get("checkers", {})
                 v = merged.get("valid")
                 verdict = "valid" if v is True else "invalid" if v is False else "unknown"
             except Exception as e:
                 notes.append(f"checkers unavailable: {type(e).__name__}: {e}")
+        if self.final_incomplete and verdict == "valid":
+            verdict = "unknown"
+            notes += [f"the final durable check could not run: {n}" for n in self.final_incomplete]
         missing = coverage.missing()
         if missing and verdict == "valid":
             verdict = "unknown"
@@ -419,6 +540,8 @@ class Run:
             "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "run_dir": run.path,
             "notes": notes,
+            "known_deviations": known_report,
+            "timing": cfg.timing or None,
         }
 
     def _teardown(self) -> None:
@@ -436,6 +559,46 @@ class Run:
         tmp_dirs = [os.path.dirname(self.pidfile)] if hasattr(self, "pidfile") else []
         for d in tmp_dirs:
             shutil.rmtree(d, ignore_errors=True)
+        # what the run's programs left behind (an external CLI's daemonized child from a
+        # set-up call, re-parented to this subreaper): everything under us that is new
+        for pid in procs.descendants() - getattr(self, "children_before", set()):
+            procs.ProcessTree(pid).kill()
+
+
+def kill_landings(ops: list[dict]) -> dict[str, int]:
+    """Per op kind, how many kills landed while that op was in flight."""
+    out: dict[str, int] = {}
+    for o in ops:
+        if o.get("process") == NEMESIS and o.get("f") == "kill" and o.get("type") == "ok":
+            for k in (o.get("value") or {}).get("killed") or []:
+                if k.get("gone") and k.get("during"):
+                    out[k["during"]] = out.get(k["during"], 0) + 1
+    return out
+
+
+def _with_flags(command: str, flags: dict[str, str]) -> str:
+    """``command`` with each ``--flag value`` set (replaced or appended)."""
+    import shlex
+
+    words = shlex.split(command)
+    for flag, value in flags.items():
+        if flag in words:
+            i = words.index(flag)
+            words[i + 1:i + 2] = [value]
+        else:
+            words += [flag, value]
+    return shlex.join(words)
+
+
+def known_lines(results: dict) -> list[str]:
+    """Console lines for the acknowledged findings (and acknowledgements that matched nothing)."""
+    out = []
+    for d in results.get("known_deviations") or []:
+        if d.get("matched"):
+            out.append(f"known: {d['id']} ({d['anomaly']}) x{d['matched']}: {d.get('reason')}")
+        else:
+            out.append(f"known deviation {d['id']} matched nothing in this run (acknowledgement unused)")
+    return out
 
 
 def run(cfg: RunConfig) -> int:

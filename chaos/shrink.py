@@ -17,7 +17,9 @@ once the majority is decided), in rounds until a whole round removes nothing:
 The reduced schedule runs as ``RunConfig.faults`` (an explicit fault list in
 ``test.yaml``; the packages still come from ``nemesis``), so every candidate
 and the result are reproducible with ``chaos run --config FILE``. At the end
-the minimal config is replayed ``--confirm`` times (5) and the count reported.
+the minimal config is replayed ``--confirm`` times (5) and the count reported;
+when it fails in fewer than 4 of 5 (a majority of 3 during the search can be
+luck), the previous kept config is confirmed instead, and so on.
 Everything goes beside the original: ``RUN_DIR/shrunk/`` holds ``test.yaml``
 (the minimal config), ``shrink.json`` (every candidate, its replays, verdicts
 and timing) and ``run/`` (a failing replay of the minimal config). It stops
@@ -82,12 +84,15 @@ def load_run(run_dir: str) -> tuple[dict, dict, list[dict]]:
     return cfg, results, [{"time": r["time"], "f": r["f"], "value": r["value"]} for r in rows]
 
 
+def failing_invariants(results: dict) -> list[str]:
+    """Every invalid checker, in ``PREFERENCE`` order (unknown names last)."""
+    bad = [n for n, r in (results.get("checkers") or {}).items() if isinstance(r, dict) and r.get("valid") is False]
+    return [n for n in PREFERENCE if n in bad] + [n for n in bad if n not in PREFERENCE]
+
+
 def failing_invariant(results: dict) -> str | None:
     """The checker to keep failing: the first invalid one in ``PREFERENCE`` order."""
-    bad = [n for n, r in (results.get("checkers") or {}).items() if isinstance(r, dict) and r.get("valid") is False]
-    for name in PREFERENCE:
-        if name in bad:
-            return name
+    bad = failing_invariants(results)
     return bad[0] if bad else None
 
 
@@ -168,7 +173,10 @@ class Shrinker:
                  log: Callable[[str], None] | None = None):
         self.run_dir = os.path.abspath(run_dir)
         self.cfg, self.results, ops = load_run(self.run_dir)
-        self.invariant = invariant or failing_invariant(self.results)
+        # without --invariant: the run's failing checkers in preference order; one that does not fail
+        # again in the original's replays (an incidental finding) gives way to the next
+        self.candidates = [invariant] if invariant else failing_invariants(self.results)
+        self.invariant = self.candidates[0] if self.candidates else None
         if self.invariant is None:
             raise ValueError(f"{run_dir}: no checker failed in this run (verdict {self.results.get('verdict')}); "
                              "nothing to shrink")
@@ -176,6 +184,7 @@ class Shrinker:
         self.replays = replays
         self.majority = replays // 2 + 1
         self.confirm = confirm
+        self.stable = -(-4 * confirm // 5)   # fails in at least 4 of 5 confirmation replays
         self.budget_s = budget_s
         self.t0 = time.monotonic()
         self.out_dir = os.path.join(self.run_dir, "shrunk")
@@ -185,6 +194,7 @@ class Shrinker:
         self.runs = 0
         self.steps: list[dict] = []
         self.best_dir: str | None = None
+        self.accepted: list[dict] = []     # every config kept, in order (the last is the smallest)
 
     # ------------------------------------------------------------------ replays
 
@@ -245,6 +255,7 @@ class Shrinker:
             if self.best_dir and os.path.isdir(self.best_dir):
                 shutil.rmtree(self.best_dir, ignore_errors=True)
             self.best_dir = kept
+            self.accepted.append(cfg)
         elif kept and os.path.isdir(kept):
             shutil.rmtree(kept, ignore_errors=True)
         return ok
@@ -256,9 +267,13 @@ class Shrinker:
         units = self.units
         exhausted = False
         try:
-            if not self.fails(cfg, "the original (explicit schedule)"):
-                raise ValueError(f"the original run does not fail {self.invariant} again in a majority of "
-                                 f"{self.replays} replays: nothing to shrink")
+            for inv in self.candidates:
+                self.invariant = inv
+                if self.fails(cfg, f"the original (explicit schedule), {inv}"):
+                    break
+            else:
+                raise ValueError(f"the original run does not fail {' or '.join(self.candidates)} again in a "
+                                 f"majority of {self.replays} replays: nothing to shrink")
             changed = True
             while changed:
                 changed = False
@@ -342,27 +357,47 @@ class Shrinker:
 
     # ------------------------------------------------------------------ result
 
-    def _finish(self, cfg: dict, exhausted: bool) -> Outcome:
-        os.makedirs(self.out_dir, exist_ok=True)
-        cfg_path = os.path.join(self.out_dir, "test.yaml")
-        with open(cfg_path, "w") as f:
-            yaml.safe_dump(_plain(cfg), f, sort_keys=False)
+    def _confirm(self, cfg: dict, exhausted: bool) -> tuple[int, int, str | None]:
+        """(failed, replays, a failing replay's dir) of ``cfg`` over ``confirm`` replays; stops once the
+        stable threshold can no longer be reached."""
         confirmed = done = 0
-        keep_confirm = None
+        keep = None
         for _ in range(self.confirm):
             if exhausted and done:   # out of budget: one confirmation replay at most
                 break
+            if done - confirmed > self.confirm - self.stable:
+                break
             self.runs += 1
-            r = self._replay(cfg, f"confirm{done + 1}")
+            r = self._replay(cfg, f"confirm{self.runs:03d}")
             done += 1
             if r.failed:
                 confirmed += 1
-                if keep_confirm is None:
-                    keep_confirm = r.run_dir
+                if keep is None:
+                    keep = r.run_dir
                     continue
             if r.run_dir and os.path.isdir(r.run_dir):
                 shutil.rmtree(r.run_dir, ignore_errors=True)
+        return confirmed, done, keep
+
+    def _finish(self, cfg: dict, exhausted: bool) -> Outcome:
+        """Confirm the smallest kept config; when it fails in fewer than 4 of 5 (a majority of 3 can
+        be luck), fall back to the previous kept one, and so on, while the budget lasts."""
+        os.makedirs(self.out_dir, exist_ok=True)
+        candidates = [c for c in reversed(self.accepted) if c is not cfg] if self.accepted else []
+        confirmed, done, keep_confirm = self._confirm(cfg, exhausted)
         self.log(f"shrink: the minimal config fails {self.invariant} in {confirmed} of {done} replays")
+        for older in candidates:
+            if confirmed >= self.stable or exhausted or self.elapsed() >= self.budget_s:
+                break
+            if keep_confirm and os.path.isdir(keep_confirm):
+                shutil.rmtree(keep_confirm, ignore_errors=True)
+            cfg = older
+            confirmed, done, keep_confirm = self._confirm(cfg, exhausted)
+            self.log(f"shrink: fell back to a larger config ({len(_units_of(cfg))} faults, {cfg['workers']} workers, "
+                     f"{cfg['time_limit']:g} s): fails in {confirmed} of {done} replays")
+        cfg_path = os.path.join(self.out_dir, "test.yaml")
+        with open(cfg_path, "w") as f:
+            yaml.safe_dump(_plain(cfg), f, sort_keys=False)
         kept = keep_confirm or self.best_dir
         minimal = os.path.join(self.out_dir, "run")
         if os.path.isdir(minimal):

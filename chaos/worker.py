@@ -29,6 +29,21 @@ from chaos.host import HostClient
 SETUP_BACKOFF_S = 0.5  # after a worker host failed to open its backend
 
 
+def _groups(pids: list[int]) -> set[int]:
+    """The process groups of ``pids`` other than the host's and ours (each CLI
+    call of an external backend runs in its own session)."""
+    mine = os.getpgid(0)
+    out = set()
+    for pid in pids[1:]:
+        try:
+            g = os.getpgid(pid)
+        except ProcessLookupError:
+            continue
+        if g != mine and g != pids[0]:
+            out.add(g)
+    return out
+
+
 class Slot:
     """One client thread's worker process and its op thread."""
 
@@ -48,8 +63,10 @@ class Slot:
         self.armed_exit: str | None = None  # lost-reply armed for this op class (re-armed on a fresh host)
         self.park_publish_ms: int | None = None  # paused-writer: hold the next publish at the barrier
         self.parked = 0                          # evidence: publishes parked and SIGSTOPped
+        self.current: str | None = None          # the ``f`` of the op in flight (what a kill lands inside)
         self.powered = threading.Event()         # cleared while the power-loss nemesis has the machine off
         self.indeterminate = 0                   # ops of this slot that ended info (partition evidence)
+        self.launcher = None                     # callable(generation) -> argv prefix: hosts in containers
         self.powered.set()
         self._inbox: "queue.Queue[dict | None]" = queue.Queue()
         self._thread = threading.Thread(target=self._loop, daemon=True, name=f"slot-{thread}")
@@ -76,7 +93,8 @@ class Slot:
             self.generation += 1
             log = os.path.join(self.log_dir, f"worker-{self.thread}-{self.generation}.log")
             cls = HostClient
-            self.client = cls(self.spec, env=self.env_for(self.thread), log_path=log)
+            launcher = self.launcher(self.generation) if self.launcher else None
+            self.client = cls(self.spec, env=self.env_for(self.thread), log_path=log, launcher=launcher)
             self.on_start(self.client.pid)
             if self.armed_exit:  # the fault is "this slot's next commit", whatever host serves it
                 self.client.exit_after_commit(self.armed_exit)
@@ -92,7 +110,14 @@ class Slot:
             return None
         popen = getattr(client, "proc", None)
         if popen is not None and popen.poll() is None:
-            procs.ProcessTree(client.pid, popen=popen).kill()
+            tree = procs.ProcessTree(client.pid, popen=popen)
+            groups = _groups(tree.pids())
+            tree.kill()
+            for pgid in groups:  # a CLI's own session: whatever it forked and detached from the tree too
+                try:
+                    os.killpg(pgid, 9)
+                except (ProcessLookupError, PermissionError):
+                    pass
         client.kill()
         return client.pid
 
@@ -124,6 +149,13 @@ class Slot:
             self.completions.put(done)
 
     def run_op(self, op: dict) -> dict:
+        self.current = op["f"]
+        try:
+            return self._run_op(op)
+        finally:
+            self.current = None
+
+    def _run_op(self, op: dict) -> dict:
         done = {"process": op["process"], "f": op["f"]}
         try:
             client = self.ensure_started()
@@ -143,7 +175,8 @@ class Slot:
         except Indeterminate as e:
             self._note_exit()
             self.kill()
-            return dict(done, type="info", error=str(e))
+            evidence = getattr(e, "evidence", None)  # ReplyProtocolViolation: a reply-protocol finding
+            return dict(done, type="info", error=str(e), **({"protocol": evidence} if evidence else {}))
         except Exception as e:  # a harness-side failure is indeterminate too
             self.kill()
             return dict(done, type="info", error=f"{type(e).__name__}: {e}")

@@ -26,7 +26,8 @@ class ClaimsKind:
     def build(self, cfg):
         from workloads.claims import ClaimsConfig, claims_workload
 
-        return claims_workload(cfg.seed, ClaimsConfig(**cfg.claims))
+        # a black-box program's minted namespaces (chaos.runner adopts them; never recorded in test.yaml)
+        return claims_workload(cfg.seed, ClaimsConfig(**cfg.claims), namespaces=getattr(cfg, "adopted_namespaces", None))
 
     def target(self, cfg, run, note_pid, note_dir):
         from chaos import sut

@@ -52,7 +52,10 @@ def run_checkers(history, ctx: dict | None = None, checkers: dict | None = None,
     collecting = gc.isenabled()
     gc.disable()  # the history is millions of long-lived objects: collections would walk them again and again
     try:
-        return _run(History.of(history), ctx, checkers, jobs)
+        from checkers import known
+
+        # the profile's acknowledged findings (checkers.known): shown as known, never hiding anything else
+        return known.apply(_run(History.of(history), ctx, checkers, jobs), (ctx or {}).get("known_deviations"))
     finally:
         if collecting:
             gc.enable()

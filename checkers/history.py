@@ -349,17 +349,27 @@ class FinalState:
     * ``ledgers``: ``(ns, item) -> (revision, digest of the bytes | None)``;
     * ``outcomes``: ``[(operation_id, ns, item, operation_digest, exit, env_id, spec)]``
       (``spec`` as ``outcome_spec``; ``env_id`` of ``{exit, envelope: stdout}``);
-    * ``index``: the history index of the first ``final-state`` record.
+    * ``index``: the history index of the first ``final-state`` record;
+    * ``observed``: the arrays the export observed (a black-box export of
+      item files: ``{"ledgers"}``; the others are not compared);
+    * ``git_items``: ``(ns, item, commit) -> revision`` of a Git-backed black-box export.
     """
 
     def __init__(self, index: int) -> None:
         self.index = index
+        self.observed = {"claims", "clock_floors", "ledgers", "publication_outcomes"}
+        self.git_items: dict[tuple, Any] = {}
         self.claims: dict[tuple, tuple] = {}
         self.floors: dict[str, tuple] = {}
         self.ledgers: dict[tuple, tuple] = {}
         self.outcomes: list[tuple] = []
 
     def add(self, durable: dict) -> None:
+        if isinstance(durable.get("observed"), list):
+            self.observed = {x for x in durable["observed"] if isinstance(x, str)}
+        for g in _obj(durable.get("git")).get("items") or ():
+            g = _obj(g)
+            self.git_items[(g.get("ledger_namespace"), g.get("item_id"), g.get("commit"))] = g.get("revision")
         for c in durable.get("claims") or ():
             c = _obj(c)
             self.claims[(c.get("ledger_namespace"), c.get("item_id"))] = (
@@ -671,6 +681,8 @@ class _Builder:
                 op.le = -1  # shown, but not a canonical epoch (the envelopes checker says so)
         elif "observed_at" in d:
             op.t = instant_ms(d.get("observed_at"))
+        elif "decided_at" in env:  # an issue-lock reply: the store's own decision time
+            op.t = instant_ms(env.get("decided_at"))
         claim = r.get("claim") if "claim" in r else r.get("released_claim")
         if claim is not None or "claim" in r or "released_claim" in r:
             op.claim = _active_of(claim)

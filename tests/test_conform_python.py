@@ -52,3 +52,17 @@ def test_bad_factory_arguments_are_one_line_usage_errors(args, needle):
     p = conform(*args)
     assert p.returncode == 254 and needle in p.stderr and "Traceback" not in p.stderr
     assert len(p.stderr.strip().splitlines()) == 1
+
+
+@needs_vectors
+def test_the_guides_file_store_class_passes_every_case_it_can_run():
+    """docs/backend-authors.md's Python-class example stores in a JSON file, not
+    the SQLite file: the generic adapter seeds and exports through its Store."""
+    p = conform("--backend", "python", "--factory", "chaos.testing.filestore:open_backend", "--json")
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-500:]
+    report = json.loads(p.stdout)
+    assert report["failed"] == 0 and report["errors"] == 0 and report["passed"] >= 14
+    reasons = {c["case"]: c["notes"][0] for c in report["cases"] if c["status"] == "not-applicable"}
+    assert set(reasons) == {"advisory-publication-rejection", "advisory-unfenced", "clock-floor-persistence-failure",
+                            "publication-clock-floor-failure"}
+    assert all(r.startswith("needs ") for r in reasons.values())

@@ -112,7 +112,8 @@ def test_unconfigurable_case_is_not_applicable_never_pass(tmp_path, capsys):
     manifest.write_text(manifest.read_text().replace('"legacy_create_v1": "reject-claimed-id"',
                                                      '"legacy_create_v1": "allow-anything"'))
     rc, report = conform_json(capsys, "--backend", "sqlite", "--vectors", str(root))
-    assert (rc, report["passed"], report["not_applicable"]) == (0, 0, 1)
+    assert (rc, report["passed"], report["not_applicable"]) == (2, 0, 1)  # nothing compared: not a pass
+    assert "no case was applicable" in report["vacuous"]
     assert report["cases"][0]["status"] == "not-applicable"
     assert "legacy_create_v1" in report["cases"][0]["notes"][0]
     adapter = SqliteAdapter({})

@@ -18,9 +18,15 @@ CLI = f"{sys.executable} -m chaos.cli backend"
 
 
 def test_every_shipped_profile_loads():
-    names = {load_profile(os.path.join(PROFILES, f)).name for f in os.listdir(PROFILES) if f.endswith(".yaml")}
-    assert {"chaos-sqlite", "chaos-gitjournal", "wowbagger-alpha2"} <= names
-    wow = load_profile(os.path.join(PROFILES, "wowbagger-alpha2.yaml"))
+    from backends.issuelock.external import load_lock_profile
+
+    def load(path):  # each profile through the loader of its protocol
+        return load_lock_profile(path) if "protocol: issue-lock" in open(path).read() else load_profile(path)
+    names = {load(os.path.join(PROFILES, f)).name for f in os.listdir(PROFILES) if f.endswith(".yaml")}
+    assert {"chaos-sqlite", "chaos-gitjournal", "wowbagger-0.1.0-alpha.7", "issuelock-chaos-sqlite",
+            "issuelock-chaos-gitfile"} <= names
+    wow = load_profile(os.path.join(PROFILES, "wowbagger-0.1.0-alpha.7.yaml"))
+    assert wow.black_box and wow.api_version == 2 and wow.provision_mints_namespace
     assert (wow.busy.exit, wow.busy.code, wow.busy.reason) == (6, "claim-store-unavailable", "claim-store-locked")
 
 
@@ -83,3 +89,58 @@ print(json.dumps({ok!r}))
     assert reply.exit == 0 and reply.envelope == {"ok": True, "result": {"backend": {"name": "x"}}}
     assert b.invocations == 3
     assert json.loads(json.dumps(reply.envelope))  # plain data
+
+
+def test_what_a_call_forks_dies_with_the_call(tmp_path):
+    """A program that leaves a child running in its process group: the child is
+    killed when the call ends (each call runs in its own session)."""
+    import psutil
+
+    pidfile = tmp_path / "child.pid"
+    cmd = _script(tmp_path, f"""import os, subprocess, sys, json
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+open({str(pidfile)!r}, "w").write(str(child.pid))
+print(json.dumps({{"ok": True, "result": {{}}}}))
+""")
+    reply = ExternalBackend({"command": cmd, "ledger": str(tmp_path)}).call("capabilities", {})
+    assert reply.exit == 0
+    pid = int(pidfile.read_text())
+    import time
+
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                break
+        except psutil.NoSuchProcess:
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError(f"the call's child {pid} outlived the call")
+
+
+def test_a_non_contract_exit_is_a_protocol_violation_with_evidence(tmp_path):
+    from backends.external import ReplyProtocolError
+
+    cmd = _script(tmp_path, "import sys; sys.stderr.write('EIO: i/o error, fsync\\n'); sys.exit(1)\n")
+    with pytest.raises(ReplyProtocolError) as e:
+        ExternalBackend({"command": cmd, "ledger": str(tmp_path)}).call("acquire", {})
+    assert e.value.evidence["exit"] == 1 and e.value.evidence["stdout"] == ""
+    assert "EIO" in e.value.evidence["stderr"] and e.value.evidence["op"] == "acquire"
+    cmd = _script(tmp_path, 'print(\'{"ok": true}\'); raise SystemExit(7)\n')
+    with pytest.raises(ReplyProtocolError, match="not a contract exit code"):
+        ExternalBackend({"command": cmd, "ledger": str(tmp_path)}).call("read", {})
+
+
+def test_an_export_printed_inside_an_envelope_is_unwrapped(tmp_path):
+    durable = {"clock_floors": [], "claims": [], "ledgers": [], "publication_outcomes": []}
+    cmd = _script(tmp_path, f"import json; print(json.dumps({{'ok': True, 'result': {{'durable': {durable!r}}}}}))\n")
+    profile = {"name": "wrapped", "admin": {"seed": ["s"], "export": ["admin", "export"]},
+               "export": {"unwrap": "/result/durable", "requests": False}}
+    b = ExternalBackend({"command": cmd, "ledger": str(tmp_path), "profile": profile})
+    assert b.admin("export", str(tmp_path)) == durable
+    assert b.profile.export.requests is False
+    bad = ExternalBackend({"command": cmd, "ledger": str(tmp_path),
+                           "profile": dict(profile, export={"unwrap": "/result/nothing"})})
+    with pytest.raises(RuntimeError, match="has no /result/nothing"):
+        bad.admin("export", str(tmp_path))

@@ -180,7 +180,8 @@ def test_gitjournal_run_is_valid_and_merge_coordinated(tmp_path):
 @pytest.mark.slow
 def test_external_cli_run_is_valid_and_kills_the_cli_child(tmp_path):
     p = chaos_run(tmp_path, "--backend", "external", "--command", "python -m chaos.cli backend sqlite",
-                  "--nemesis", "kill,pause,clock,lost-reply", "--time-limit", "6", "--workers", "3", "--seed", "3")
+                  "--nemesis", "kill,pause,clock,lost-reply", "--time-limit", "6", "--workers", "3", "--seed", "3",
+                  "--scale", "1")  # the fault schedule of a fast backend: every fault fires within 6 s
     results, history, latest = finished(tmp_path, p)
     failed = {k: v for k, v in results["checkers"].items() if v["valid"] is not True}
     assert results["verdict"] == "valid", (results["notes"], failed, results["fault_coverage"])

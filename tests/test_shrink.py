@@ -123,3 +123,31 @@ def test_real_shrink_of_a_planted_bug_reaches_a_small_run_that_fails_in_4_of_5(t
     res = sh.shrink()
     assert len(fault_units(res.config, res.config["faults"])) <= 3 and res.config["workers"] <= 4
     assert res.confirmed >= 4 and os.path.isfile(os.path.join(res.minimal_dir, "results.json"))
+
+
+def test_a_minimal_config_that_fails_only_by_luck_falls_back_to_a_stable_larger_one(tmp_path):
+    run = _stored_run(tmp_path)
+
+    class Lucky(Oracle):
+        def __call__(self, cfg, name):
+            self.calls += 1
+            failed = cfg["workers"] >= 2 or self.calls % 2 == 0   # one worker: every other replay only
+            return Replay("invalid" if failed else "valid", failed, None, 0.0)
+
+    out = Shrinker(run, replay=Lucky(set()), log=lambda _: None).shrink()
+    assert out.config["workers"] == 2 and out.confirmed >= 4
+
+
+def test_an_incidental_failing_checker_gives_way_to_the_next_that_reproduces(tmp_path):
+    run = _stored_run(tmp_path)          # stale_write (preferred) and linearizable failed
+
+    class OnlyLinearizable(Oracle):
+        def __call__(self, cfg, name):
+            self.calls += 1
+            return Replay("invalid", self.sh.invariant == "linearizable", None, 0.0)
+
+    oracle = OnlyLinearizable(set())
+    sh = Shrinker(run, replay=oracle, log=lambda _: None)
+    oracle.sh = sh
+    out = sh.shrink()
+    assert sh.invariant == "linearizable" and out.confirmed == 5

@@ -62,6 +62,7 @@ class ClaimsConfig:
     publish: bool = True
     blind_retry_rate: float = 0.1    # per cycle: re-send the identical publish blindly
     stale_fence_rate: float = 0.3    # per cycle that re-holds an item: publish first with the old epoch
+    commit: bool = False      # Git-backed ledger: commit each acknowledged publication (see _commit_step)
 
 
 @dataclass(frozen=True)
@@ -85,11 +86,15 @@ class Universe:
         }
 
 
-def universe(seed: int, cfg: ClaimsConfig) -> Universe:
+def universe(seed: int, cfg: ClaimsConfig, namespaces_given: list[str] | None = None) -> Universe:
+    """The seeded tuples; ``namespaces_given`` replaces the minted namespaces
+    (a program that mints its own at provision), the items stay the same."""
     s = Stream(seed, ("universe",))
     namespaces, tuples, items = [], [], {}
-    for _ in range(cfg.namespaces):
+    for n in range(cfg.namespaces):
         ns, s = mint_namespace(s)
+        if namespaces_given is not None:
+            ns = namespaces_given[n]
         namespaces.append(ns)
         for i in range(cfg.items):
             item, s = mint_item_id(s)
@@ -119,7 +124,8 @@ class Agent:
     stale_epoch: str | None = None  # an older epoch of the current item under this owner (stale fence)
     stale: bool = False           # the publish in flight carries the stale fence
     blind_done: bool = False      # this cycle's blind retry was sent
-    after: "Agent | None" = None  # blind-retry: where the agent goes on afterwards
+    after: "Agent | None" = None  # blind-retry / commit: where the agent goes on afterwards
+    commit_req: dict | None = None  # the Git commit of an acknowledged publication
 
 
 def plan_cycle(seed: int, thread, cycle: int, n_tuples: int, cfg: ClaimsConfig) -> dict:
@@ -196,6 +202,8 @@ class ClaimsWorkload(Gen):
                                         "item_id": p["item_id"]}, a
         if a.step in ("pub-retry", "blind-retry"):
             return "publish", a.pending, a
+        if a.step == "commit":
+            return "commit", a.commit_req, a
         raise AssertionError(a.step)
 
     # ------------------------------------------------------------------ generator
@@ -236,6 +244,33 @@ class ClaimsWorkload(Gen):
         return Agent(step="read", at=ctx.time + wait, cycle=a.cycle + 1, pub_n=a.pub_n, owner=a.owner, held=a.held)
 
     def _step(self, ctx: Context, t, a: Agent, ev: dict) -> tuple[Agent, tuple]:
+        nxt, revs = self._agent_step(ctx, t, a, ev)
+        return self._commit_step(ctx, t, a, ev, nxt), revs
+
+    # ------------------------------------------------------------------ the cooperating agent's Git step
+
+    def _commit_step(self, ctx: Context, t, a: Agent, ev: dict, nxt: Agent) -> Agent:
+        """Git-backed ledgers (``cfg.commit``): after an acknowledged publish the
+        agent commits the item (its program's documented finalization), then
+        goes on as it would have. The commit is the ``commit`` op (history);
+        after it, any later decision's reconciliation finalizes the publication."""
+        if a.step == "commit":
+            return nxt if ev["type"] == "ok" else self._end_cycle(ctx, t, a, False)
+        if not self.cfg.commit or ev["type"] != "ok" or a.step not in ("publish", "pub-retry", "blind-retry",
+                                                                         "pub-read"):
+            return nxt
+        req = a.pending or {}
+        result = ((ev.get("value") or {}).get("envelope") or {}).get("result") or {}
+        if a.step == "pub-read":  # a recovered publication: its stored outcome
+            result = (((result.get("outcome") or {}).get("stdout") or {}).get("result")) or {}
+        rev = result.get("committed_revision")
+        if not rev or not req:
+            return nxt
+        commit = {"ledger_namespace": result.get("ledger_namespace"), "item_id": result.get("item_id"),
+                  "operation_id": req.get("operation_id"), "committed_revision": rev}
+        return replace(a, step="commit", commit_req=commit, after=nxt, at=ctx.time)
+
+    def _agent_step(self, ctx: Context, t, a: Agent, ev: dict) -> tuple[Agent, tuple]:
         typ = ev["type"]
         value = ev.get("value") or {}
         env = value.get("envelope") or {}
@@ -311,9 +346,11 @@ class ClaimsWorkload(Gen):
         return self._end_cycle(ctx, t, a, backoff=False), revs
 
 
-def claims_workload(seed: int, cfg: ClaimsConfig | None = None) -> tuple[ClaimsWorkload, Universe]:
+def claims_workload(seed: int, cfg: ClaimsConfig | None = None,
+                    namespaces: list[str] | None = None) -> tuple[ClaimsWorkload, Universe]:
     """The client generator and the universe it works on (seed the store with
-    ``world.durable()`` before the workers start)."""
+    ``world.durable()`` before the workers start). ``namespaces``: the ones the
+    backend minted at provision, instead of the seed's."""
     cfg = cfg or ClaimsConfig()
-    world = universe(seed, cfg)
+    world = universe(seed, cfg, namespaces)
     return ClaimsWorkload(cfg, world), world

@@ -23,16 +23,17 @@ happen in every run:
 * ``foreign_recover``: an agent seeing someone else's lock tries ``recover``
   on it (``foreign_claimant`` / ``healthy_foreign_lock``); a live foreign lock
   is also tried with ``bootstrap`` (a takeover attempt, ``healthy_foreign_lock``);
-* ``probe``: a request under a token the server cannot resolve
-  (``identity_unresolved``), and a recover of the agent's own canonical lock
-  (``already_canonical``) or of an issue without a lock (``no_durable_lock``).
+* ``probe``: a recovery under a token the server cannot resolve
+  (``identity_unresolved``), of an issue nobody locked (``no_durable_lock``),
+  and of the agent's own canonical lock (``already_canonical``).
 
 The universe (a pure function of the seed): repositories, issues, the
 identities, and incomplete legacy locks with committed work on their branches
 (the pre-#953 thin shape, a half-upgraded one whose stale top-level claimant
 names someone else, an unparseable expiry, a claimant whose profile differs,
 a missing worktree and one checked out on another branch). Each legacy
-owner's first cycle goes to its legacy issue.
+owner's first cycles go to its legacy issue, and no other agent starts there
+(recovery gets a head start over takeovers; both still race afterwards).
 
 After ``info`` the thread's process is retired; the agent keeps its identity
 but forgets every session (a new process knows no token).
@@ -49,6 +50,8 @@ from workloads.random import Stream
 
 GHOST_TOKEN = "tok-ghost"            # resolves to a username without a profile
 UNKNOWN_TOKEN = "tok-nobody"         # resolves to nothing
+UNLOCKED_ISSUE = 1                   # no run ever locks it (issues are numbered from 100)
+OWNER_HEAD_START = 3                 # a legacy owner's first cycles go to its own legacy lock
 LEGACY_VARIANTS = ("thin", "half-upgraded", "unparseable-expiry", "wrong-profile", "worktree-missing",
                    "worktree-other-branch", "thin-no-generation")
 
@@ -57,7 +60,7 @@ LEGACY_VARIANTS = ("thin", "half-upgraded", "unparseable-expiry", "wrong-profile
 class IssueLockConfig:
     repos: int = 2
     issues: int = 5                 # per repository
-    legacy_locks: int = 6           # incomplete legacy locks seeded (<= repos * issues)
+    legacy_locks: int = 7           # incomplete legacy locks seeded (<= repos * issues, <= workers)
     ttl_ms: int = 2000
     work_ms: tuple = (100, 600)
     backoff_ms: tuple = (20, 200)
@@ -156,8 +159,11 @@ def plan_cycle(seed: int, thread, cycle: int, world: Universe, cfg: IssueLockCon
     s = Stream(seed, ("issuelock", thread, cycle))
     issue, s = s.randint(0, len(world.issues) - 1)
     legacy = world.legacy_of(thread)
-    if cycle == 0 and legacy is not None:
+    if cycle < OWNER_HEAD_START and legacy is not None:   # owners go to their legacy lock first ...
         issue = world.issues.index(legacy.key)
+    elif cycle == 0:                                        # ... and nobody else starts there
+        fresh = [i for i, k in enumerate(world.issues) if k not in {x.key for x in world.legacy}] or [issue]
+        issue = fresh[issue % len(fresh)]
     work, s = s.randint(*cfg.work_ms)
     backoff, s = s.randint(*cfg.backoff_ms)
     commits, s = s.randint(*cfg.commits)
@@ -210,7 +216,11 @@ class IssueLockWorkload(Gen):
         if step in ("bootstrap", "takeover"):
             return "bootstrap", base
         if step == "ghost":
-            return "recover", dict(base, agent_token=GHOST_TOKEN, branch_name="agent-ghost/none",
+            token = GHOST_TOKEN if a.cycle % 2 == 0 else UNKNOWN_TOKEN  # a username without profile; nobody
+            return "recover", dict(base, agent_token=token, branch_name="agent-ghost/none",
+                                   worktree_path="branches/none", expected_head="0" * 40)
+        if step == "no-lock":   # an issue of the same repository that nobody ever locked
+            return "recover", dict(base, issue_number=UNLOCKED_ISSUE, branch_name=f"{username_of(thread)}/none",
                                    worktree_path="branches/none", expected_head="0" * 40)
         if step in ("lock", "relock"):
             branch, worktree = a.binding if step == "relock" else (a.pending["branch_name"], a.pending["worktree_path"])
@@ -299,10 +309,6 @@ class IssueLockWorkload(Gen):
         if plan["probe"] and not a.probed:
             return self._go(ctx, a, "ghost", probed=True)
         if lock is None:
-            if plan["probe"] and not a.pending:  # recover with nothing to recover: no_durable_lock
-                return self._go(ctx, a, "own-recover", pending={"branch_name": f"{username_of(t)}/none",
-                                                                "worktree_path": "branches/none",
-                                                                "expected_head": "0" * 40})
             return self._go(ctx, a, "bootstrap")
         recover_req = {"branch_name": lock.get("branch_name") or "unknown", "expected_head":
                        binding.get("branch_head") or "0" * 40,
@@ -344,6 +350,8 @@ class IssueLockWorkload(Gen):
         if step == "inspect":
             return self._from_inspect(ctx, t, a, env) if typ == "ok" else self._end(ctx, t, a)
         if step == "ghost":
+            return self._go(ctx, a, "no-lock")
+        if step == "no-lock":
             return self._go(ctx, a, "inspect")
         if step in ("bootstrap", "takeover"):
             if typ == "ok":

@@ -31,6 +31,9 @@ REQUIRED_WRITE_PATHS = {
 }
 MERGE_WRITE_PATHS = {**REQUIRED_WRITE_PATHS, "claimed_publication_v1": "git-journal-fence"}
 
+#: the work-claim api_version these backends implement (version 2 only renames the oversized-candidate error)
+API_VERSION = 1
+
 
 def is_fenced(config: BackendConfig) -> bool:
     """All conditions of vectors.md §8.1 (and contract §3) hold."""
@@ -63,7 +66,7 @@ def work_claim_operation(config: BackendConfig) -> dict:
         mode, publication, enforced, safe = "advisory", False, "none", False
     return {
         "supported": True,
-        "api_version": 1,
+        "api_version": API_VERSION,
         "mode": mode,
         "claim_protected_publication": publication,
         "fencing_enforced_at": enforced,

@@ -39,6 +39,23 @@ def pointer_join(parts: list[str | int]) -> str:
     return "".join("/" + escape_pointer_token(str(p)) for p in parts)
 
 
+_MISSING = object()
+
+
+def pointer_get(doc, pointer: str, default=_MISSING):
+    """The value at an RFC 6901 pointer into objects (``KeyError`` when absent
+    and no ``default`` is given)."""
+    node = doc
+    for token in pointer.lstrip("/").split("/") if pointer else []:
+        token = token.replace("~1", "/").replace("~0", "~")
+        if not isinstance(node, dict) or token not in node:
+            if default is _MISSING:
+                raise KeyError(pointer)
+            return default
+        node = node[token]
+    return node
+
+
 class _Duplicate(Exception):
     def __init__(self, key: str, pairs: list):
         self.key = key

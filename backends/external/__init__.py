@@ -11,7 +11,15 @@
   first one);
 * ``env``: extra environment for every invocation (e.g. the libfaketime and
   fsync-shim preloads from ``chaos.faults``). ``backend.env`` may be changed
-  between calls by a harness.
+  between calls by a harness;
+* ``commit_lock``: the file the cooperating agents serialize their Git
+  commits on (Git-backed profiles, ``items.commit``).
+
+Besides the contract operations, ``call("commit", ...)`` is the cooperating
+agent's Git step (``backends.external.git``): ``{ledger_namespace, item_id,
+operation_id, committed_revision}`` commits one acknowledged publication's
+item file; ``{ledger_namespace, "all": true, item_ids}`` commits every listed
+item file that differs from ``HEAD``. Its reply is the harness's own record.
 
 Each op maps to argv (profile ``argv`` templates) + the raw request on
 stdin. The reply must be exactly one JSON object + LF (strict parse). A
@@ -30,15 +38,16 @@ libfaketime (this module never passes time in a request).
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import time
 
 from backends.api import BackendConfig, Clock, Hooks, Reply
 from backends.contract import EXIT, compact_json
-from backends.external.process import Indeterminate, parse_reply, run_cli
+from backends.external.process import Indeterminate, ReplyProtocolError, parse_reply, run_cli
 from backends.external.profile import ExternalProfile, load_profile
 
-__all__ = ["ExternalBackend", "Indeterminate", "open_backend", "parse_reply", "load_profile"]
+__all__ = ["ExternalBackend", "Indeterminate", "ReplyProtocolError", "open_backend", "parse_reply", "load_profile"]
 
 
 def _expand(template: list[str], ledger: str, namespaces: list[str], profile: ExternalProfile,
@@ -80,6 +89,7 @@ class ExternalBackend:
         ledgers = spec.get("ledgers") or {"": spec["ledger"]}
         self.ledgers: dict[str, str] = dict(ledgers)
         self.env: dict[str, str] = dict(spec.get("env") or {})
+        self.commit_lock: str | None = spec.get("commit_lock")
         self.config = BackendConfig(name=self.profile.backend_name or self.profile.name,
                                     namespaces=[ns for ns in self.ledgers if ns])
         self.invocations = 0
@@ -99,13 +109,13 @@ class ExternalBackend:
     def argv(self, template: list[str], ledger: str, namespaces: list[str] | None = None, **extra) -> list[str]:
         return self.prefix + _expand(template, ledger, namespaces or [], self.profile, extra)
 
-    def invoke(self, argv: list[str], stdin: bytes) -> tuple[int, dict]:
+    def invoke(self, argv: list[str], stdin: bytes, op: str = "") -> tuple[int, dict]:
         """One invocation, retrying a declared busy reply."""
         busy = self.profile.busy
         attempts = busy.attempts if busy else 1
         for attempt in range(attempts):
             self.invocations += 1
-            code, envelope = run_cli(argv, stdin, self.env, self.profile.timeout_s)
+            code, envelope = run_cli(argv, stdin, self.env, self.profile.timeout_s, op)
             if busy is None or not busy.matches(code, envelope) or attempt == attempts - 1:
                 return code, envelope
             time.sleep(busy.backoff_ms / 1000.0)
@@ -114,12 +124,39 @@ class ExternalBackend:
     # ------------------------------------------------------------------ Backend protocol
 
     def call(self, op: str, request: bytes | dict) -> Reply:
+        if op == "commit":
+            return self.commit(request if isinstance(request, dict) else json.loads(bytes(request)))
         template = self.profile.argv.get(op)
         if template is None:
             raise ValueError(f"profile {self.profile.name!r} has no command for {op!r}")
         raw = b"" if op == "verify" else (bytes(request) if not isinstance(request, dict) else compact_json(request))
-        code, envelope = self.invoke(self.argv(template, self.ledger_for(request)), raw)
+        code, envelope = self.invoke(self.argv(template, self.ledger_for(request)), raw, op)
         return Reply(code, self.normalise(op, envelope))
+
+    # ------------------------------------------------------------------ the cooperating agent (git)
+
+    def item_relpath(self, ledger: str, item_id: str, repo: str) -> str:
+        return os.path.relpath(os.path.join(ledger, self.profile.items.path.replace("{item_id}", item_id)), repo)
+
+    def commit(self, request: dict) -> Reply:
+        """One Git step of the cooperating agent (see the module docstring)."""
+        from backends.external import git
+
+        if not self.commit_lock:
+            raise ValueError("commit needs a spec with commit_lock (a Git-backed profile)")
+        ledger = self.ledgers.get(request.get("ledger_namespace")) or next(iter(self.ledgers.values()))
+        try:
+            repo = git.top_level(ledger)
+            if request.get("all"):
+                rel = [self.item_relpath(ledger, i, repo) for i in request.get("item_ids") or []]
+                result = git.commit_all(repo, rel, "claim-chaos: commit the remaining publications", self.commit_lock)
+            else:
+                rel = self.item_relpath(ledger, request["item_id"], repo)
+                result = git.commit_item(repo, rel, request["committed_revision"],
+                                         f"claim-chaos: publication {request.get('operation_id')}", self.commit_lock)
+        except git.GitFailed as e:
+            return Reply(1, {"ok": False, "error": {"code": "git-failed", "message": str(e)}})
+        return Reply(0, {"ok": True, "result": result})
 
     def normalise(self, op: str, envelope: dict) -> dict:
         """Apply the profile's declared differences (and only those)."""
@@ -141,7 +178,7 @@ class ExternalBackend:
         argv = self.argv(template, ledger, namespaces)
         if write_paths is not None:
             argv += ["--write-paths", json.dumps(write_paths)]
-        code, out = self.invoke(argv, b"")
+        code, out = self.invoke(argv, b"", "provision")
         if code != 0:
             raise RuntimeError(f"provision failed (exit {code}): {out}")
         return out
@@ -150,9 +187,27 @@ class ExternalBackend:
         template = self.profile.admin.get(what)
         if template is None:
             raise ValueError(f"profile {self.profile.name!r} has no admin {what!r}")
-        code, out = run_cli(self.argv(template, ledger, **extra), stdin, self.env, self.profile.timeout_s)
+        code, out = run_cli(self.argv(template, ledger, **extra), stdin, self.env, self.profile.timeout_s,
+                            f"admin {what}")
         if code != 0:
             raise RuntimeError(f"admin {what} failed (exit {code}): {out}")
+        if what == "export":
+            out = self.unwrap_export(out)
+        return out
+
+    def unwrap_export(self, out: dict) -> dict:
+        """The durable object of an export reply (``export.unwrap``: a JSON
+        pointer into a printed envelope), with outcomes as stored."""
+        from backends.contract.jsonstrict import pointer_get
+
+        pointer = self.profile.export.unwrap
+        if pointer:
+            try:
+                out = pointer_get(out, pointer)
+            except KeyError:
+                raise RuntimeError(f"admin export: reply has no {pointer} (profile export.unwrap)") from None
+        if not isinstance(out, dict):
+            raise RuntimeError(f"admin export: not an object: {str(out)[:200]}")
         return out
 
     def close(self) -> None:

@@ -1,4 +1,10 @@
-"""Run one invocation of an external contract CLI and read its one reply."""
+"""Run one invocation of an external contract CLI and read its one reply.
+
+Each invocation runs in its own session (so its own process group); whatever
+it forked into that group is killed when the call ends, and a caller that
+kills the invoking process tree kills the group too: a program cannot leave
+processes behind (``chaos.worker.Slot.kill`` relies on this).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,10 @@ import subprocess
 
 from backends.contract import loads_reply_line
 
+#: the exit codes of the contract (0, and 2-6); anything else is a protocol violation
+CONTRACT_EXITS = frozenset({0, 2, 3, 4, 5, 6})
+EXCERPT = 400
+
 
 class Indeterminate(Exception):
     """The invocation proves nothing: the program crashed (killed by a
@@ -16,19 +26,98 @@ class Indeterminate(Exception):
     Indeterminate``; ``backends`` cannot import ``chaos``)."""
 
 
-def run_cli(argv: list[str], stdin: bytes, env: dict, timeout_s: float) -> tuple[int, dict]:
-    """``(exit, envelope)`` of one invocation; raises ``Indeterminate``."""
+class ReplyProtocolError(Indeterminate):
+    """The program exited on its own, but not as the contract says: a
+    non-contract exit code, or stdout that is not exactly one JSON object and
+    LF. Its state effect stays indeterminate; ``evidence`` names the call, the
+    exit and excerpts of stdout and stderr (checkers report it as a
+    ``reply-protocol`` finding)."""
+
+    def __init__(self, message: str, evidence: dict):
+        super().__init__(message)
+        self.evidence = evidence
+
+
+def _excerpt(raw: bytes, tail: bool = False) -> str:
+    """At most ``EXCERPT`` characters: the head of stdout, the tail of stderr
+    (where a traceback or an error message ends)."""
+    text = raw.decode(errors="replace")
+    if len(text) <= EXCERPT:
+        return text
+    return f"({len(raw)} bytes) ..." + text[-EXCERPT:] if tail else text[:EXCERPT] + f"... ({len(raw)} bytes)"
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)   # our own session: only what this call started
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _pump(proc, stdin: bytes) -> tuple[list, list, list]:
+    """Feed stdin and drain stdout/stderr in threads (so neither side can block
+    the other); returns the buffers and the threads."""
+    import threading
+
+    out: list[bytes] = []
+    err: list[bytes] = []
+
+    def feed() -> None:
+        try:
+            proc.stdin.write(stdin)
+        except (BrokenPipeError, OSError):
+            pass
+        finally:
+            try:
+                proc.stdin.close()
+            except OSError:
+                pass
+
+    threads = [threading.Thread(target=feed, daemon=True),
+               threading.Thread(target=lambda: out.append(proc.stdout.read()), daemon=True),
+               threading.Thread(target=lambda: err.append(proc.stderr.read()), daemon=True)]
+    for t in threads:
+        t.start()
+    return out, err, threads
+
+
+def run_cli(argv: list[str], stdin: bytes, env: dict, timeout_s: float, op: str = "") -> tuple[int, dict]:
+    """``(exit, envelope)`` of one invocation; raises ``Indeterminate``.
+
+    The call is over when the program exits: then its process group is killed
+    (a child it left running, even one holding our pipes, cannot keep the call
+    open or outlive it) and the output read so far is its reply."""
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env={**os.environ, **env}, start_new_session=True)
+    out_buf, err_buf, threads = _pump(proc, stdin)
+    timed_out = False
     try:
-        out, err = proc.communicate(stdin, timeout=timeout_s)
+        proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)  # our own session: only what we started
-        proc.communicate()
-        raise Indeterminate(f"timed out after {timeout_s} s: {' '.join(argv)}") from None
+        timed_out = True
+    finally:
+        _kill_group(proc.pid)  # anything the call forked and left running in its group
+        proc.wait()
+        for t in threads:
+            t.join(timeout=10)
+        for stream in (proc.stdout, proc.stderr):
+            stream.close()
+    if timed_out:
+        raise Indeterminate(f"timed out after {timeout_s} s: {' '.join(argv)}")
+    out, err = b"".join(out_buf), b"".join(err_buf)
     if proc.returncode < 0:
         raise Indeterminate(f"killed by signal {-proc.returncode}: {' '.join(argv)}")
-    return proc.returncode, parse_reply(out, err)
+    evidence = {"op": op, "argv": argv, "exit": proc.returncode, "stdout": _excerpt(out),
+                "stderr": _excerpt(err, tail=True)}
+    try:
+        envelope = loads_reply_line(out)
+    except ValueError as e:
+        raise ReplyProtocolError(f"exit {proc.returncode}, stdout is not one JSON object + LF ({e}); "
+                                 f"stderr: {_excerpt(err, tail=True)[-200:]!r}", dict(evidence, problem=str(e))) from None
+    if proc.returncode not in CONTRACT_EXITS:
+        raise ReplyProtocolError(f"exit {proc.returncode} is not a contract exit code",
+                                 dict(evidence, problem=f"exit {proc.returncode} is not a contract exit code"))
+    return proc.returncode, envelope
 
 
 def parse_reply(out: bytes, err: bytes = b"") -> dict:

@@ -104,14 +104,17 @@ class LockEngine:
             return None
         return {"username": ident["username"], "profile": ident["profile"]}
 
-    def _begin(self, txn, op: str, key: IssueKey, refuse_unknown: bool = True) -> tuple[dict | None, int]:
-        """The repository (looking it up takes the store's serialization lock)
-        and then the decision time, read after any wait for that lock."""
-        repo = txn.repository(key.repository)
+    def _begin(self, txn, op: str, req: Request, refuse_unknown: bool = True) -> tuple:
+        """``(repository, now, identity, lock)`` of one decision: the repository
+        first (looking it up takes the store's serialization lock), then the
+        decision time, read after any wait for that lock, then the caller's
+        server-resolved identity and the issue's lock (None without one)."""
+        repo = txn.repository(req.key.repository)
         now = self._now()
         if repo is None and refuse_unknown:
             raise _Done(E.refusal(op, C.BINDING_MISMATCH, now, {"field": "repository"}))
-        return repo, now
+        ident = self._identity(txn, req.agent_token)
+        return repo, now, ident, (txn.get_lock(req.key) if repo is not None else None)
 
     @staticmethod
     def _observed(txn, key: IssueKey, repo: dict, branch_name: str | None, worktree_path: str | None) -> dict:
@@ -124,6 +127,17 @@ class LockEngine:
 
     def _refuse(self, op: str, refusal: G.Refusal, now: int, **members) -> Reply:
         return E.refusal(op, refusal.code, now, refusal.details, **members)
+
+    def _write_verified(self, txn, op: str, key: IssueKey, lock: dict, now: int) -> tuple[dict | None, Reply | None]:
+        """Write ``lock``, read it back through the one reader and verify it:
+        ``(what is stored, None)``, or the fail-closed reply naming the missing fields."""
+        txn.put_lock(key, lock)
+        back = txn.get_lock(key)
+        missing = self._verify_written(back)
+        if missing:
+            return back, E.failed_after_write(op, C.INCOMPLETE, now, {"missing_fields": missing},
+                                              implementation_allowed=False, lock=back)
+        return back, None
 
     def _run(self, write: bool, body) -> Reply:
         try:
@@ -178,9 +192,7 @@ class LockEngine:
         key = req.key
 
         def body(txn):
-            repo, now = self._begin(txn, "bootstrap", key)
-            ident = self._identity(txn, req.agent_token)
-            lock = txn.get_lock(key)
+            repo, now, ident, lock = self._begin(txn, "bootstrap", req)
             observed = self._observed(txn, key, repo, lock.get("branch_name"), lock.get("worktree_path")) \
                 if lock else None
             refusal = self._gate("bootstrap", lock, ident, now, observed)
@@ -194,15 +206,13 @@ class LockEngine:
             branch = f"{ident['username']}/issue-{key.issue_number}-{tag}"
             worktree = f"branches/{key.repo}-{key.issue_number}-{tag}"
             txn.create_binding(key, branch, worktree, repo["base_head"])
-            txn.put_lock(key, self._build_bootstrap_lock(key, branch, worktree, ident, txn.ttl_ms(), now,
-                                                         generation, session))
-            back = txn.get_lock(key)
+            back, failed = self._write_verified(txn, "bootstrap", key, self._build_bootstrap_lock(
+                key, branch, worktree, ident, txn.ttl_ms(), now, generation, session), now)
             new_binding = self._observed(txn, key, repo, branch, worktree)
-            missing = self._verify_written(back)
-            if missing:
-                return E.failed_after_write("bootstrap", C.INCOMPLETE, now, {"missing_fields": missing},
-                                            implementation_allowed=False, lock=back, binding=new_binding,
-                                            exact_next_action=self._next(key, False, C.INCOMPLETE, back, new_binding))
+            if failed is not None:
+                failed.envelope.update(binding=new_binding,
+                                       exact_next_action=self._next(key, False, C.INCOMPLETE, back, new_binding))
+                return failed
             return E.success("bootstrap", now, True, lock=back, task_session_id=R.task_session_id(back),
                              implementation_allowed=True, prior=R.summary(lock), binding=new_binding,
                              exact_next_action=self._next(key, True, None, back, new_binding, R.task_session_id(back)))
@@ -212,21 +222,16 @@ class LockEngine:
         key, branch, worktree = req.key, req.get("branch_name"), req.get("worktree_path")
 
         def body(txn):
-            repo, now = self._begin(txn, "lock", key)
-            ident = self._identity(txn, req.agent_token)
-            lock = txn.get_lock(key)
+            repo, now, ident, lock = self._begin(txn, "lock", req)
             observed = self._observed(txn, key, repo, branch, worktree)
             refusal = self._gate("relock", lock, ident, key, branch, worktree, now, observed)
             if refusal is not None:
                 return self._refuse("lock", refusal, now, lock=R.summary(lock), binding=observed)
             new = B.build_canonical_issue_lock(key, branch, worktree, ident, txn.ttl_ms(), now,
                                                R.lock_generation(lock) + 1, "lock")
-            txn.put_lock(key, new)
-            back = txn.get_lock(key)
-            missing = self._verify_written(back)
-            if missing:
-                return E.failed_after_write("lock", C.INCOMPLETE, now, {"missing_fields": missing}, lock=back,
-                                            implementation_allowed=False)
+            back, failed = self._write_verified(txn, "lock", key, new, now)
+            if failed is not None:
+                return failed
             return E.success("lock", now, True, lock=back, task_session_id=R.task_session_id(back),
                              implementation_allowed=True, prior=R.summary(lock), binding=observed)
         return self._run(True, body)
@@ -235,9 +240,7 @@ class LockEngine:
         key, session = req.key, req.get("task_session_id")
 
         def body(txn):
-            _, now = self._begin(txn, op, key)
-            ident = self._identity(txn, req.agent_token)
-            lock = txn.get_lock(key)
+            _, now, ident, lock = self._begin(txn, op, req)
             refusal = self._gate("heartbeat" if op == "heartbeat" else "renew", lock, ident, session, now)
             if refusal is not None:
                 return self._refuse(op, refusal, now, lock=R.summary(lock))
@@ -256,9 +259,7 @@ class LockEngine:
         key, session = req.key, req.get("task_session_id")
 
         def body(txn):
-            _, now = self._begin(txn, "commit", key)
-            ident = self._identity(txn, req.agent_token)
-            lock = txn.get_lock(key)
+            _, now, ident, lock = self._begin(txn, "commit", req)
             refusal = self._gate("heartbeat", lock, ident, session, now)  # a fenced write: the heartbeat gate
             if refusal is not None:
                 return self._refuse("commit", refusal, now, lock=R.summary(lock))
@@ -272,9 +273,7 @@ class LockEngine:
         key, session = req.key, req.get("task_session_id")
 
         def body(txn):
-            repo, now = self._begin(txn, "create-pr", key)
-            ident = self._identity(txn, req.agent_token)
-            lock = txn.get_lock(key)
+            repo, now, ident, lock = self._begin(txn, "create-pr", req)
             observed = self._observed(txn, key, repo, (lock or {}).get("branch_name"),
                                       (lock or {}).get("worktree_path"))
             refusal = self._gate("create_pr", lock, ident, session, now, observed)
@@ -294,9 +293,7 @@ class LockEngine:
         key = req.key
 
         def body(txn):
-            repo, now = self._begin(txn, "inspect", key)
-            ident = self._identity(txn, req.agent_token)
-            lock = txn.get_lock(key)
+            repo, now, ident, lock = self._begin(txn, "inspect", req)
             branch = req.get("branch_name") or (lock or {}).get("branch_name")
             worktree = req.get("worktree_path") or (lock or {}).get("worktree_path")
             observed = self._observed(txn, key, repo, branch, worktree)
@@ -311,9 +308,7 @@ class LockEngine:
         branch, worktree, expected = req.get("branch_name"), req.get("worktree_path"), req.get("expected_head")
 
         def body(txn):
-            repo, now = self._begin(txn, "recover", key, refuse_unknown=False)
-            ident = self._identity(txn, req.agent_token)
-            lock = txn.get_lock(key) if repo is not None else None
+            repo, now, ident, lock = self._begin(txn, "recover", req, refuse_unknown=False)
             observed = self._observed(txn, key, repo, branch, worktree) if repo is not None else None
             refusal = self._recovery_refusal(lock, ident, key, branch, worktree, expected, now, observed)
             # the full lock the decision saw: recovery's evidence, re-decided by the checkers
@@ -323,12 +318,10 @@ class LockEngine:
                 return E.success("recover", now, False, dry_run=True, decision="would_recover", lock=lock,
                                  binding=observed)
             new = B.build_recovered_lock(lock, ident, txn.ttl_ms(), now, observed["branch_head"])
-            txn.put_lock(key, new)
-            back = txn.get_lock(key)
-            missing = self._verify_written(back)
+            back, failed = self._write_verified(txn, "recover", key, new, now)
+            if failed is not None:
+                return failed
             after = txn.branch(key.repository, branch)
-            if missing:
-                return E.failed_after_write("recover", C.INCOMPLETE, now, {"missing_fields": missing}, lock=back)
             return E.success("recover", now, True, dry_run=False, decision="recovered", lock=back,
                              task_session_id=R.task_session_id(back), prior=R.summary(lock), prior_lock=lock,
                              head_after=after["head"] if after else None, binding=observed)

@@ -36,6 +36,7 @@ import yaml
 from backends.api import Reply
 from backends.contract.jsonstrict import compact_json
 from backends.external.process import Indeterminate, run_cli
+from backends.external.profile import Busy
 from backends.issuelock.contract.codes import OPERATIONS
 
 __all__ = ["ExternalLockBackend", "LockProfile", "load_lock_profile", "open_backend", "Indeterminate"]
@@ -50,12 +51,12 @@ class LockProfileError(ValueError):
 
 
 @dataclass
-class LockBusy:
-    exit: int = 6
+class LockBusy(Busy):
+    """The work-claim profile's busy rule, read from an issue-lock reply
+    (``reason_code`` + ``details.reason`` instead of ``error``)."""
+
     code: str = "store_unavailable"
     reason: str = "database-locked"
-    attempts: int = 20
-    backoff_ms: int = 50
 
     def matches(self, code: int, envelope: dict) -> bool:
         return (code == self.exit and isinstance(envelope, dict) and envelope.get("reason_code", envelope.get(

@@ -12,11 +12,13 @@ of this project, written from ../shared/spec/issue-lock-contract.md) through
 class (registry signature ``open_backend(spec, clock, hooks)``) built over the
 SQLite store it is given (``chaos.conform.adapters.python``).
 
-Prints one row per case (status pass / fail / not-applicable /
+Prints one row per case (status pass / fail / error / not-applicable /
 profile-substituted, and time) and, for each failing case, the mismatches
-with their JSON paths. ``--json`` prints one object instead. Exit 0 only when
-every applicable case passes, 1 otherwise; a bad manifest or argument is one
-line on stderr and exit 254.
+with their JSON paths; an ``error`` case failed at set-up or export, so
+nothing was compared. ``--json`` prints one object instead. Exit 0 only when
+every applicable case passes; 1 when a comparison failed; 2 when nothing was
+compared (no applicable case, or every one an error) or some case is an
+error; a bad manifest or argument is one line on stderr and exit 254.
 """
 
 from __future__ import annotations
@@ -98,12 +100,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"{'case':<36} {'status':<20} {'time':>8}")
 
     report = run_conformance(args.backend, vectors, args.case, options, on_result=printer, on_loaded=header)
-    if args.json:
-        json.dump(report.to_json(), sys.stdout, indent=2)
-        sys.stdout.write("\n")
-    else:
-        _print_summary(report)
-    return report.exit_code
+    return _finish(args, report)
 
 
 def _run_issue_lock(args: argparse.Namespace) -> int:
@@ -118,13 +115,17 @@ def _run_issue_lock(args: argparse.Namespace) -> int:
     def header(_cases) -> None:
         if not args.json:
             print(f"chaos conform --protocol issue-lock --backend {args.backend}  vectors: {vectors}")
-            print(f"{'case':<44} {'status':<12} {'time':>8}")
+            print(f"{'case':<52} {'status':<8} {'time':>8}")
 
     def row(result) -> None:
-        print(f"{result.case:<44} {result.status:<12} {result.seconds:>7.2f}s", flush=True)
+        print(f"{result.case:<52} {result.status:<8} {result.seconds:>7.2f}s", flush=True)
 
     report = run_issue_lock_conformance(args.backend, vectors, args.case, options,
                                         on_result=None if args.json else row, on_loaded=header)
+    return _finish(args, report)
+
+
+def _finish(args: argparse.Namespace, report: Report) -> int:
     if args.json:
         json.dump(report.to_json(), sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -150,6 +151,11 @@ def _print_summary(report: Report) -> None:
         for note in r.notes:
             if "harness failure" in note:
                 print(f"    note: {note}")
-    print(f"\n{report.count('pass')} passed, {report.count('fail')} failed, "
+    for r in report.results:
+        if r.status == "error":
+            print(f"\n--- {r.case}: error (nothing compared): {r.notes[0] if r.notes else ''}")
+    print(f"\n{report.count('pass')} passed, {report.count('fail')} failed, {report.count('error')} errors, "
           f"{report.count('not-applicable')} not applicable, "
           f"{report.count('profile-substituted')} profile-substituted")
+    if report.vacuous:
+        print(f"chaos conform: {report.vacuous} (exit 2)")

@@ -45,6 +45,7 @@ ACTION_MEMBERS: dict[str, frozenset] = {
     "ledger-publication.read": frozenset({"operation", "request"}),
     "control.inject-fault": frozenset({"operation", "target"}),
     "control.restart": frozenset({"operation"}),
+    "work-claim.claim-adopt": frozenset({"operation", "request", "physical_now"}),   # api_version 2
 }
 PUBLISH_OPS = ("ledger-publication.preflight", "ledger-publication.commit")
 
@@ -57,6 +58,18 @@ class Case:
     path: Path
     manifest: dict
     sources: dict[str, bytes] = field(repr=False)
+
+    @property
+    def api_version(self) -> int:
+        """The work-claim api_version the case was written for: version 2
+        manifests (the program's own ``spec/fixtures/work-claims``) declare the
+        backend's ``write_serialization`` or use a version 2 member (revision
+        adoption); version 1 manifests have neither."""
+        m = self.manifest
+        v2 = "write_serialization" in m["initial"]["backend"] or any(
+            a["operation"] == "work-claim.claim-adopt" for a in m["actions"]) or any(
+            "committed_revision" in led for led in m["initial"]["durable"]["ledgers"])
+        return 2 if v2 else 1
 
     @property
     def initial(self) -> dict:
@@ -205,8 +218,14 @@ def _check_sources(c: _Checker, files, sources: dict[str, bytes]) -> dict[str, s
 
 def _check_state(c: _Checker, state, where: str, digests: dict[str, str]) -> None:
     c.obj(state, where, ("backend", "faults", "durable", "process"))
-    backend = c.obj(state["backend"], f"{where}.backend",
-                    ("name", "coordination_scope", "durability", "ledger_binding", "write_paths"))
+    members = ("name", "coordination_scope", "durability", "ledger_binding", "write_paths")
+    if "write_serialization" in (state["backend"] if isinstance(state.get("backend"), dict) else {}):
+        members += ("write_serialization",)   # api_version 2 manifests
+    backend = c.obj(state["backend"], f"{where}.backend", members)
+    if "write_serialization" in backend:
+        ws = c.obj(backend["write_serialization"], f"{where}.backend.write_serialization", ("scope", "blocks_until"))
+        for k, v in ws.items():
+            c.string(v, f"{where}.backend.write_serialization.{k}")
     for key in ("name", "coordination_scope", "durability"):
         c.string(backend[key], f"{where}.backend.{key}")
     binding = c.obj(backend["ledger_binding"], f"{where}.backend.ledger_binding", ("mode", "namespaces"))
@@ -228,7 +247,13 @@ def _check_state(c: _Checker, state, where: str, digests: dict[str, str]) -> Non
         c.obj(rec, f"{where}.durable.claims[{i}]", ("ledger_namespace", "item_id", "last_epoch", "active"))
     for i, led in enumerate(c.arr(durable["ledgers"], f"{where}.durable.ledgers")):
         w = f"{where}.durable.ledgers[{i}]"
-        c.obj(led, w, ("ledger_namespace", "item_id", "revision", "source_base64"))
+        v2 = tuple(k for k in ("committed_revision", "authorized_revision", "adoptions") if k in led)
+        c.obj(led, w, ("ledger_namespace", "item_id", "revision", "source_base64") + v2)
+        for k in ("committed_revision", "authorized_revision"):
+            if k in led and led[k] not in digests:
+                c.fail(f"{w}.{k}", "is not a source file digest")
+        for j, ad in enumerate(c.arr(led.get("adoptions", []), f"{w}.adoptions")):
+            c.obj(ad, f"{w}.adoptions[{j}]", ("adopted_at", "adopted_by", "from_revision", "to_revision"))
         data = decode_canonical_base64(led["source_base64"])
         if data is None:
             c.fail(f"{w}.source_base64", "is not canonical base64")

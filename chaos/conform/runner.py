@@ -38,6 +38,7 @@ PUBLIC_OPS = {
     "legacy-transition-v1.commit": "legacy-transition",
     "legacy-create-v1.commit": "legacy-create",
     "ledger-publication.read": "publication-read",
+    "work-claim.claim-adopt": "claim-adopt",
 }
 CLAIM_DECISIONS = ("acquire", "renew", "release")
 ONE_SHOT = ("claim-response-loss", "publication-response-loss", "publication-outcome-unknown")
@@ -49,7 +50,7 @@ DEFAULT_PIN_MS = parse_instant("2030-01-11T00:00:00.000Z")
 @dataclass
 class CaseResult:
     case: str
-    status: str                      # pass | fail | not-applicable | profile-substituted
+    status: str                      # pass | fail | error | not-applicable | profile-substituted
     seconds: float
     diff: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -85,8 +86,10 @@ class CaseRun:
 
     # ----------------------------------------------------------------- actions
 
-    def run(self) -> None:
+    def setup(self) -> None:
         self.adapter.setup(self.case, initial_clock_ms(self.case))
+
+    def run(self) -> None:
         for i, action in enumerate(self.case.actions):
             try:
                 entry = self.step(action)
@@ -173,7 +176,7 @@ def _envelope(reply: Reply) -> dict:
 
 def needs(case: Case) -> list[str]:
     """The backend abilities (``chaos.sut.abilities``) replaying ``case`` takes."""
-    from backends.contract import REQUIRED_WRITE_PATHS
+    from backends.contract import MERGE_WRITE_PATHS, REQUIRED_WRITE_PATHS
 
     out = []
     if any(case.initial["durable"][k] for k in case.initial["durable"]):
@@ -190,25 +193,39 @@ def needs(case: Case) -> list[str]:
     paths = case.initial["backend"]["write_paths"]
     if paths.get("alternate") == "bypass":
         out.append("advisory-setup")
-    if {k: v for k, v in paths.items() if k != "alternate"} != {
-            k: v for k, v in REQUIRED_WRITE_PATHS.items() if k != "alternate"}:
+    # the fenced and the merge-coordinated inventories are standard; anything else is custom
+    if not any({k: v for k, v in paths.items() if k != "alternate"} == {k: v for k, v in std.items() if k != "alternate"}
+               for std in (REQUIRED_WRITE_PATHS, MERGE_WRITE_PATHS)):
         out.append("write-paths")
     if any(a["operation"].startswith("legacy-") for a in case.actions):
         out.append("legacy-writes")
+    if any(a["operation"] == "work-claim.claim-adopt" for a in case.actions):
+        out.append("claim-adopt")
     return out
 
 
-def run_case(case: Case, adapter: Adapter, abilities=None) -> CaseResult:
+def run_case(case: Case, adapter: Adapter, abilities=None, api_version: int | None = None) -> CaseResult:
     """Replay ``case`` on ``adapter`` and compare; never raises for a backend
-    or harness failure (it becomes a failing result with the reason). With
-    the backend's ``abilities``, a case needing a missing one is not applicable
-    (its reason is the ability's), before the adapter is asked."""
+    or harness failure. With the backend's ``abilities``, a case needing a
+    missing one is not applicable (its reason is the ability's), before the
+    adapter is asked; so is a case written for another ``api_version``.
+
+    A case whose set-up (provision, seed, faults) or final export fails is an
+    ``error``: nothing was compared, which is not the same as a comparison
+    that failed (``fail``)."""
     start = time.monotonic()
+    if api_version is not None and case.api_version != api_version:
+        adapter.close()
+        return CaseResult(case.name, "not-applicable", time.monotonic() - start,
+                          notes=[f"the case is written for work-claim api_version {case.api_version}; "
+                                 f"the backend speaks api_version {api_version}"])
     run = CaseRun(case, adapter)
     expected = copy.deepcopy(case.expected)
     lines: list[str] = []
     substitutions: list[str] = []
     actual_final = None
+    error = None
+    phase = "check"
     try:
         try:
             reason = abilities.missing(needs(case)) if abilities is not None else None
@@ -216,12 +233,20 @@ def run_case(case: Case, adapter: Adapter, abilities=None) -> CaseResult:
             if reason:  # never run, never counted as a pass
                 return CaseResult(case.name, "not-applicable", time.monotonic() - start, notes=[reason])
             substitutions = adapter.adjust_expected(case, expected)
+            phase = "set-up"
+            run.setup()
+            phase = "actions"
             run.run()
+            phase = "export"
             actual_final = run.final_state()
         finally:
             adapter.close()  # every process and temp dir of the case goes here
     except Exception as e:
+        if phase in ("set-up", "export"):
+            error = f"{phase} failed: {type(e).__name__}: {e}"
         lines.append(f"harness: {type(e).__name__}: {e}")
+    if error is not None:
+        return CaseResult(case.name, "error", time.monotonic() - start, [], [error, *run.notes], run.transcript)
     notes = list(substitutions)
     exp_t, act_t, t_notes = prepare_transcript(case.actions, expected["transcript"], run.transcript,
                                                adapter.profile)

@@ -27,8 +27,24 @@ class Report:
         return sum(1 for r in self.results if r.status == status)
 
     @property
+    def vacuous(self) -> str | None:
+        """Why this report proved nothing (exit 2), else None."""
+        ran = [r for r in self.results if r.status != "not-applicable"]
+        if not ran:
+            return "no case was applicable to this backend: nothing was compared"
+        if all(r.status == "error" for r in ran):
+            return "every applicable case failed at set-up or export: nothing was compared"
+        return None
+
+    @property
     def exit_code(self) -> int:
-        return 0 if all(r.status in PASSING or r.status == "not-applicable" for r in self.results) else 1
+        """1 when a comparison failed; 2 when nothing (or not everything
+        applicable) was compared; 0 only when every applicable case passed."""
+        if any(r.status == "fail" for r in self.results):
+            return 1
+        if self.vacuous or any(r.status == "error" for r in self.results):
+            return 2
+        return 0
 
     def to_json(self) -> dict:
         return {
@@ -37,6 +53,8 @@ class Report:
             "passed": self.count("pass"),
             "failed": self.count("fail"),
             "not_applicable": self.count("not-applicable"),
+            "errors": self.count("error"),
+            "vacuous": self.vacuous,
             "profile_substituted": self.count("profile-substituted"),
             "cases": [r.to_json() for r in self.results],
         }
@@ -50,7 +68,9 @@ def run_conformance(backend: str, vectors: Path, cases: list[str] | None = None,
     from chaos import sut
 
     report = Report(backend, str(vectors))
-    abilities = sut.get(backend, conforms=True).abilities(dict(options or {}))
+    backend_obj = sut.get(backend, conforms=True)
+    abilities = backend_obj.abilities(dict(options or {}))
+    api_version = backend_obj.api_version(dict(options or {}))
     session = open_session(backend, dict(options or {}))
     try:
         if on_loaded is not None:
@@ -59,9 +79,9 @@ def run_conformance(backend: str, vectors: Path, cases: list[str] | None = None,
             try:
                 adapter = session.new_adapter()
             except Exception as e:  # the backend could not even be prepared
-                result = CaseResult(case.name, "fail", 0.0, [f"harness: {type(e).__name__}: {e}"])
+                result = CaseResult(case.name, "error", 0.0, [], [f"set-up failed: {type(e).__name__}: {e}"])
             else:
-                result = run_case(case, adapter, abilities)
+                result = run_case(case, adapter, abilities, api_version)
             report.results.append(result)
             if on_result is not None:
                 on_result(result)

@@ -47,7 +47,7 @@ class HostClient:
     """
 
     def __init__(self, spec: dict, env: dict | None = None, log_path: str | None = None,
-                 python: str = sys.executable, ready_timeout: float = 30.0):
+                 python: str = sys.executable, ready_timeout: float = 30.0, launcher: list[str] | None = None):
         from chaos.errors import SetupFailed
         from chaos.faults import procs
 
@@ -65,7 +65,8 @@ class HostClient:
         self._dead_reason: str | None = None
         self.last_wall_ms: int | None = None  # the worker's wall clock at its latest call reply
         self.proc = subprocess.Popen(
-            [python, "-m", "chaos.host", "--spec-env", "CHAOS_HOST_SPEC"],
+            # launcher: an argv prefix that runs the host elsewhere (chaos.nodes.relay: in a container)
+            [*(launcher or [python]), "-m", "chaos.host", "--spec-env", "CHAOS_HOST_SPEC"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
             env=full_env, start_new_session=True,
         )
@@ -150,6 +151,10 @@ class HostClient:
             return Reply(msg["exit"], msg["envelope"])
         if msg.get("lost"):
             raise ReplyLostIndeterminate(f"reply lost: {msg.get('error', msg)}")
+        if isinstance(msg.get("protocol"), dict):
+            from chaos.errors import ReplyProtocolViolation
+
+            raise ReplyProtocolViolation(f"reply protocol violated: {msg.get('error', msg)}", msg["protocol"])
         raise Indeterminate(f"no reply: {msg.get('error', msg)}")
 
     # ------------------------------------------------------------------ public API

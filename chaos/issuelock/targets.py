@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Callable
 
 from chaos.errors import SetupFailed, UsageError
+from chaos.sut.base import Target, open_spec
 
 STORES = ("sqlite", "gitfile", "external")
 DEFAULT_PROFILE = str(Path(__file__).resolve().parents[2] / "profiles" / "issuelock-chaos-sqlite.yaml")
@@ -63,31 +64,22 @@ def lock_abilities(store: str, opts: dict | None = None) -> dict:
     }
 
 
-def _open(spec: dict):
-    from backends.registry import open_backend
+class LockTarget(Target):
+    """``chaos.sut.base.Target`` for an issue-lock store: the same surface
+    (spec, export, close, describe); seeded without a capabilities call (the
+    protocol has none). ``run`` is a ``RunDir`` or a plain directory."""
 
-    return open_backend(spec)
-
-
-class LockTarget:
-    name = ""
-
-    def __init__(self, cfg, base_dir: str, note_pid: Callable[[int], None] | None = None,
+    def __init__(self, cfg, run, note_pid: Callable[[int], None] | None = None,
                  note_dir: Callable[[str], None] | None = None):
-        self.cfg = cfg
-        self.base_dir = getattr(base_dir, "path", base_dir)  # a RunDir or a directory
-        self.note_pid = note_pid or (lambda _pid: None)
-        self.note_dir = note_dir or (lambda _d: None)
-        self.spec: dict = {}
-        self.capabilities = None   # the issue-lock protocol has no capabilities operation
-        self.server = None
+        super().__init__(cfg, run, note_pid or (lambda _pid: None), note_dir or (lambda _d: None))
+        self.base_dir = getattr(run, "path", run)
 
     def make_spec(self) -> dict:
         raise NotImplementedError
 
     def setup(self, _namespaces, durable: dict) -> None:
         self.spec = self.make_spec()
-        backend = _open(self.spec)
+        backend = open_spec(self.spec)
         try:
             backend.store.seed(durable)
         except Exception as e:
@@ -95,18 +87,8 @@ class LockTarget:
         finally:
             backend.close()
 
-    def export(self) -> dict:
-        backend = _open(self.spec)
-        try:
-            return backend.store.export_durable()
-        finally:
-            backend.close()
-
-    def close(self) -> None:
-        return None
-
     def describe(self) -> dict:
-        return {"backend": self.name, "protocol": "issue-lock", "spec": dict(self.spec)}
+        return dict(super().describe(), protocol="issue-lock")
 
 
 class SqliteLockTarget(LockTarget):

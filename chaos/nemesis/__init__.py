@@ -167,12 +167,13 @@ class Coverage:
 
 def _registry() -> dict:
     """nemesis -> {mechanism (the ability's ``via``) -> ``package(opts)``}."""
-    from chaos.nemesis import clock, io, partition, power, process, server
+    from chaos.nemesis import clock, docker, io, partition, power, process, server
 
     return {
-        "kill": {"workers": process.kill_package, "server": server.kill_package},
-        "pause": {"workers": process.pause_package, "server": server.pause_package},
-        "restart": {"workers": process.restart_package},
+        "kill": {"workers": process.kill_package, "server": server.kill_package, "docker-api": docker.kill_package},
+        "pause": {"workers": process.pause_package, "server": server.pause_package,
+                  "docker-api": docker.pause_package},
+        "restart": {"workers": process.restart_package, "docker-api": docker.restart_package},
         "clock": {"workers": clock.package},
         "fsync": {"workers": io.fsync_package, "server": server.fsync_package},
         "lost-reply": {"exit-after-commit": io.lost_reply_package, "proxy": server.lost_reply_package},
@@ -290,13 +291,27 @@ def supported(backend: str, opts: dict | None = None) -> list[str]:
     return [name for name, (ok, _) in support(backend, opts).items() if ok and name in DEFAULT_ORDER]
 
 
+def _scaled(pkg: Package, scale: float) -> Package:
+    """A slow backend (``chaos.timing``): the gaps between faults grow with
+    ``sqrt(scale)``, so it gets fewer faults per second than a fast one but
+    more per operation (per-operation parity would leave a two-minute run of a
+    process-per-call program with a handful of faults). A fault's own duration
+    stays (a pause still outlasts a lease as designed)."""
+    gen = pkg.generator
+    if scale == 1.0 or not isinstance(gen, FaultCycle):
+        return pkg
+    k = scale ** 0.5
+    gap = (int(gen.gap_ms[0] * k), int(gen.gap_ms[1] * k))
+    return replace(pkg, generator=replace(gen, gap_ms=gap))
+
+
 def compose_packages(names, opts: dict) -> tuple[Gen | None, dict, list[Package]]:
     """Union of the named packages: (nemesis generator, {f: (package, execute)}, packages)."""
     pkgs = []
     for name in names:
         if name not in NEMESES.keys():
             raise KeyError(name)
-        pkgs.append(build(name, opts))
+        pkgs.append(_scaled(build(name, opts), opts.get("scale") or 1.0))
     table = {}
     for p in pkgs:
         table[p.name] = p

@@ -30,19 +30,57 @@ def _draw_one(s, workers):
     return {"targets": targets}, s
 
 
+def _inside(env, kind: str, prefer: int, wait_s: float) -> int | None:
+    """A slot whose op in flight is ``kind``: ``prefer`` if it is, else the
+    lowest such slot; waits (polling) up to ``wait_s`` for one to start."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        busy = [t for t, slot in enumerate(env.slots) if slot.current == kind and slot.pid is not None]
+        if busy:
+            return prefer if prefer in busy else busy[0]
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.005)
+
+
 def kill_package(opts: dict) -> Package:
+    """``kill_at: publish`` with ``kill_publish_share`` (0..1): that share of
+    the kills aim inside a publish (the drawn slot if it is publishing, else
+    one that is, waiting up to ``kill_wait_ms`` for one; then ``delay_ms``
+    into the call). A merge-coordinated publish is several durable steps
+    (intent, item, final), so a kill between them is the case that matters."""
+    share = float(opts.get("kill_publish_share", 0.0)) if opts.get("kill_at") == "publish" else 0.0
+    scale = float(opts.get("scale") or 1.0)
+
     def execute(env, op):
-        killed = []
-        for t in op["value"]["targets"]:
+        killed, value = [], op["value"]
+        targets = list(value["targets"])
+        if value.get("at") == "publish":
+            t = _inside(env, "publish", targets[0], min(8.0, opts.get("kill_wait_ms", 3000) * scale / 1000))
+            if t is not None:  # else: no publish in flight within the wait; kill the drawn target
+                time.sleep(value.get("delay_ms", 0) / 1000)
+                targets = [t]
+        for t in targets:
             slot = env.slots[t]
             tree = procs.ProcessTree(slot.pid).pids() if slot.pid is not None else []
+            during = slot.current  # the op in flight: a kill inside a publish is what matters most
             pid = slot.kill()
             if pid is not None:
                 # the tree: an external backend's CLI child dies with its worker
-                killed.append({"slot": t, "pid": pid, "tree": tree, "gone": all(_gone(p) for p in [pid, *tree])})
+                killed.append({"slot": t, "pid": pid, "tree": tree, "during": during,
+                               "gone": all(_gone(p) for p in [pid, *tree])})
         return {"killed": killed, "took_effect": any(k["gone"] for k in killed)}
 
-    gen = FaultCycle("kill", _draw_one, opts.get("workers", 1), gap_ms=opts.get("kill_gap_ms", (2000, 6000)))
+    def draw(s, workers):
+        value, s = _draw_one(s, workers)
+        if share:
+            u, s = s.random()
+            if u < share:
+                delay, s = s.randint(0, int(opts.get("kill_delay_ms", 400) * scale))
+                value.update(at="publish", delay_ms=delay)
+        return value, s
+
+    gen = FaultCycle("kill", draw, opts.get("workers", 1), gap_ms=opts.get("kill_gap_ms", (2000, 6000)))
     return Package("kill", gen, execute, lambda env: {"took_effect": True}, "workers")
 
 

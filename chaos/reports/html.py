@@ -55,6 +55,7 @@ def render(run: RunData) -> str:
         _header(run),
         _checkers(run),
         _anomalies(run, spans),
+        _known(run),
         "<h2 id=\"timeline\">Timeline</h2>",
         _img("plot-timeline", "Timeline of operations per worker, colored by outcome, nemesis windows shaded",
              plots.timeline(spans, windows, workers, horizon, highlight), "no operations recorded"),
@@ -156,6 +157,8 @@ def _checkers(run: RunData) -> str:
         total = stats.get("anomalies_total", len(r.get("anomalies") or []))
         notes = [_e(r["error"])] if r.get("error") else []
         notes += [_e(x) for x in (r.get("unknown_reasons") or [])[:5]]
+        if r.get("known"):
+            notes.append(f"{len(r['known'])} known (acknowledged by the profile)")
         secs = stats.get("seconds")
         rows.append(f'<tr><td>{_e(name)}</td><td class="v-{word}">{word}</td><td>{_e(total)}</td>'
                     f'<td>{"" if secs is None else f"{secs:.3f}"}</td><td>{"<br>".join(notes)}</td></tr>')
@@ -215,6 +218,26 @@ def _anomalies(run: RunData, spans: list) -> str:
             out.append(f"<p>... and {len(anomalies) - MAX_ANOMALIES} more {_e(name)} anomalies in results.json.</p>")
     if count == 0:
         out.append("<p>None found.</p>")
+    return "\n".join(out)
+
+
+def _known(run: RunData) -> str:
+    """Findings the profile acknowledges (``checkers.known``), and acknowledgements that matched nothing."""
+    devs = run.results.get("known_deviations") or []
+    if not devs:
+        return ""
+    out = ['<h2 id="known-deviations">Known deviations</h2><table><tr><th>id</th><th>anomaly</th><th>matched</th>'
+           '<th>reason</th><th>reference</th></tr>']
+    for d in devs:
+        matched = d.get("matched", 0)
+        out.append(f'<tr><td>{_e(d.get("id"))}</td><td>{_e(d.get("anomaly"))}</td>'
+                   f'<td>{_e(matched) if matched else "0 (unused acknowledgement)"}</td>'
+                   f'<td>{_e(d.get("reason"))}</td><td>{_e(d.get("reference") or "")}</td></tr>')
+    out.append("</table>")
+    for name, r in run.checkers.items():
+        for a in ((r.get("known") or []) if isinstance(r, dict) else [])[:MAX_ANOMALIES]:
+            out.append(f'<div class="known"><b>known {_e(name)}: {_e(a.get("type"))}</b> '
+                       f'({_e((a.get("known") or {}).get("id"))}, ops {_e(a.get("ops"))})<p>{_e(a.get("explanation"))}</p></div>')
     return "\n".join(out)
 
 

@@ -45,6 +45,9 @@ def run_suite(run: RunData) -> ET.Element:
     ET.SubElement(props, "property", name="nemesis", value=",".join(t.get("nemesis") or []))
     ET.SubElement(props, "property", name="verdict", value=run.verdict)
     ET.SubElement(props, "property", name="run_dir", value=run.run_dir)
+    for d in run.results.get("known_deviations") or []:
+        ET.SubElement(props, "property", name=f"known:{d.get('id')}",
+                      value=f"matched {d.get('matched', 0)}: {d.get('reason')}")
     if run.command:
         ET.SubElement(props, "property", name="command", value=run.command)
     failures = errors = 0
@@ -61,6 +64,10 @@ def run_suite(run: RunData) -> ET.Element:
             el.text = "\n".join(run.problems) or "results.json has no checkers"
             continue
         word = _word(r.get("valid") if isinstance(r, dict) else None)
+        if isinstance(r, dict) and r.get("known"):  # acknowledged findings: shown, never a failure by themselves
+            out = ET.SubElement(case, "system-out")
+            out.text = _cap("\n".join(f"known ({(a.get('known') or {}).get('id')}): {a.get('type')} "
+                                       f"(ops {a.get('ops')}): {a.get('explanation')}" for a in r["known"]))
         if word == "invalid":
             failures += 1
             anomalies = r.get("anomalies") or []

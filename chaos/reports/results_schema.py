@@ -30,6 +30,9 @@ TOP_LEVEL = {
     "finished_at": (False, (str, type(None)), "UTC ISO-8601 end of the run"),
     "run_dir": (False, (str, type(None)), "absolute path of the run directory"),
     "notes": (False, (list,), "plain-language reasons for an unknown verdict, setup problems"),
+    "known_deviations": (False, (list,), "the profile's acknowledged findings: id, anomaly, reason, reference, "
+                                          "matched (0: the acknowledgement matched nothing)"),
+    "timing": (False, (dict, type(None)), "measured call latency and the lease/work/deadline scale chosen from it"),
 }
 
 TEST = {

@@ -39,6 +39,7 @@ ABILITIES: dict[str, str] = {
     "write-paths": "provision a custom write-path inventory",
     "legacy-writes": "the legacy write commands (transition-v1, create-v1)",
     "claim-verify": "the Git reconciliation command (merge-coordinated ledgers)",
+    "claim-adopt": "operator adoption of a committed out-of-protocol revision (api_version 2)",
     "commit": "ledger items live in a git work tree a cooperating agent commits",
 }
 

@@ -23,7 +23,8 @@ from chaos.errors import UsageError
 from chaos.sut.abilities import Abilities
 
 #: the backend-specific options of run / conform / doctor, and their flags
-OPTIONS = {"dsn": "--dsn", "command": "--command", "profile": "--profile", "factory": "--factory"}
+OPTIONS = {"dsn": "--dsn", "command": "--command", "profile": "--profile", "factory": "--factory",
+           "nodes": "--nodes"}   # nodes: "docker" (containers, chaos.nodes.docker); local is the default
 
 
 def open_spec(spec: dict):
@@ -112,6 +113,12 @@ class Sut:
     def declare(self, opts: dict) -> dict:
         """ability -> ``can(how, via)`` / ``cannot(why)`` (``chaos.sut.abilities``)."""
         return {}
+
+    def api_version(self, opts: dict | None = None) -> int:
+        """The work-claim ``api_version`` it speaks (conformance runs the vectors of that version)."""
+        from backends.contract.capabilities import API_VERSION
+
+        return API_VERSION
 
     # ------------------------------------------------------------------ usage
 

@@ -20,61 +20,157 @@ def resolve_command(command: str) -> str:
     interpreter (the venv that has the suite's dependencies)."""
     import shlex
 
-    from chaos.conform.adapters.external import resolve_command as conform_resolve
-
     words = shlex.split(command)
+    if words[:1] == ["chaos"]:
+        return shlex.join([sys.executable, "-m", "chaos.cli", *words[1:]])
     if words[:1] in (["python"], ["python3"]):
         return shlex.join([sys.executable, *words[1:]])
-    return conform_resolve(command)
+    return command
 
 
 class ExternalTarget(Target):
+    """Privileged mode (the profile has ``admin seed``/``export``): provision,
+    seed and export through those commands. Black-box mode (no ``admin seed``):
+    only what the program's users have. Provision through its command (adopting
+    the namespace it mints, ``provision_mints_namespace``), write the seeded
+    items as files where its docs say they live (``items.path``), commit them
+    with the namespace file when the ledger is Git-backed, and read the state
+    back through public reads at the end (the runner's final phase), with the
+    item files and Git history as the export (``observed: ["ledgers"]``)."""
+
     name = "external"
 
     def setup(self, namespaces, durable: dict) -> None:
         from backends.contract import compact_json
-        from backends.external import ExternalBackend, load_profile
-        from chaos.conform.adapters.external import DEFAULT_PROFILE
+        from backends.external import ExternalBackend
 
-        if not self.cfg.backend_command:
-            raise UsageError("chaos run --backend external needs --command '...'")
-        profile_path = os.path.abspath(self.cfg.profile or os.path.normpath(DEFAULT_PROFILE))
-        try:
-            profile = load_profile(profile_path)
-        except ValueError as e:
-            raise UsageError(str(e)) from None
-        for need in ("seed", "export"):
-            if need not in profile.admin:
-                raise UsageError(f"profile {profile.name} has no privileged '{need}' command; chaos run needs it")
+        profile_path = os.path.abspath(self.cfg.profile or default_profile())
+        profile = profile_of({"profile": profile_path})
+        self.profile = profile
+        self.black_box = profile.black_box
+        if not self.black_box and "export" not in profile.admin:
+            raise UsageError(f"profile {profile.name} has 'admin seed' but no 'admin export'")
         command = resolve_command(self.cfg.backend_command)
         root = self.run.file("ledgers")
         os.makedirs(root, exist_ok=True)
         if profile.git:
             subprocess.run(["git", "init", "-q", root], check=True, capture_output=True)
         groups = [[ns] for ns in namespaces] if profile.one_namespace_per_ledger else [list(namespaces)]
-        ledgers: dict[str, str] = {}
-        for i, group in enumerate(groups):
-            path = os.path.join(root, f"ledger-{i + 1}")
+        paths = [os.path.join(root, f"ledger-{i + 1}") for i in range(len(groups))]
+        for path in paths:
             os.makedirs(path, exist_ok=True)
-            for ns in group:
-                ledgers[ns] = path
-        self.spec = {"backend": "external", "command": command, "profile": profile_path, "ledgers": ledgers}
-        self.groups = groups
+        self.spec = {"backend": "external", "command": command, "profile": profile_path,
+                     "ledgers": {ns: paths[i] for i, g in enumerate(groups) for ns in g},
+                     "commit_lock": self.run.file("tmp", "git-commit.lock")}
         self.backend = ExternalBackend(self.spec)
-        raw = compact_json(durable)
         try:
-            for group in groups:
-                self.backend.provision(ledgers[group[0]], group)
-                self.backend.admin("seed", ledgers[group[0]], raw, namespace=group[0])
+            adopted = self._provision(groups, paths)
+            if adopted != list(namespaces):
+                self.spec["ledgers"] = {ns: paths[i] for i, ns in enumerate(adopted)}
+                self.backend = ExternalBackend(self.spec)
+                groups = [[ns] for ns in adopted]
+            self.namespaces = adopted
+            self.groups = groups
+            self.publishes = True
+            if self.black_box and profile.items.path is None:
+                self.publishes = False   # items are not files: no public path to seed them, nothing to publish
+                self.item_ids = {}
+            elif self.black_box:
+                self._write_items(durable, dict(zip(namespaces, adopted)), root)
+            else:
+                raw = compact_json(durable)
+                for group in groups:
+                    self.backend.admin("seed", self.spec["ledgers"][group[0]], raw, namespace=group[0])
             self.capabilities = self.backend.call("capabilities", {}).envelope
+        except UsageError:
+            raise
         except Exception as e:
             raise SetupFailed(f"external backend setup failed: {type(e).__name__}: {e}") from None
+
+    @property
+    def known_deviations(self) -> list[dict]:
+        return list(self.profile.known_deviations)
+
+    @property
+    def commits(self) -> bool:
+        """A cooperating agent commits each acknowledged publication (Git-backed, ``items.commit``)."""
+        return bool(self.profile.git and self.profile.items.commit)
+
+    def _provision(self, groups: list[list[str]], paths: list[str]) -> list[str]:
+        """Provision every ledger; the namespaces it is bound to, in plan order."""
+        from backends.contract.jsonstrict import pointer_get
+
+        out = []
+        for group, path in zip(groups, paths):
+            if not self.profile.provision_mints_namespace:
+                self.backend.provision(path, group)
+                out += group
+                continue
+            reply = self.backend.provision(path, [])
+            minted = pointer_get(reply, self.profile.provision_namespace_pointer, None)
+            if not isinstance(minted, str):
+                raise SetupFailed(f"provision reply has no namespace at {self.profile.provision_namespace_pointer}: "
+                                  f"{str(reply)[:300]}")
+            out.append(minted)
+        return out
+
+    def _write_items(self, durable: dict, rename: dict, root: str) -> None:
+        """Black-box seeding: item files only (claims, floors and outcomes can
+        only come from the program's own decisions), committed when Git-backed."""
+        import base64
+
+        from backends.external import git
+
+        for key in ("claims", "clock_floors", "publication_outcomes"):
+            if durable.get(key):
+                raise SetupFailed(f"black-box set-up cannot seed {key} (profile {self.profile.name} has no admin seed)")
+        self.item_ids: dict[str, list[str]] = {}
+        for led in durable.get("ledgers") or []:
+            ns = rename.get(led["ledger_namespace"], led["ledger_namespace"])
+            self.item_ids.setdefault(ns, []).append(led["item_id"])
+            ledger = self.spec["ledgers"][ns]
+            path = os.path.join(ledger, self.profile.items.path.replace("{item_id}", led["item_id"]))
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb") as f:
+                f.write(base64.b64decode(led["source_base64"]))
+        if self.profile.git:
+            git.commit_paths(root, ["."], "claim-chaos: provision ledgers and seed items")
 
     def export(self) -> dict:
         from backends.gitjournal.projection import merge
 
+        if self.black_box:
+            return self._observed_export()
         return merge([self.backend.admin("export", self.spec["ledgers"][g[0]], namespace=g[0]) for g in self.groups])
 
+    def _observed_export(self) -> dict:
+        """What black-box mode can observe of the final state: every item file's
+        bytes (as the program's docs place them) and, Git-backed, the revision
+        of each item at every commit that touched it. Claims and outcomes are
+        read back by the final phase through public reads (in the history);
+        floors are not observable."""
+        from backends.contract.values import encode_base64
+        from backends.external import git
+
+        ledgers, history = [], []
+        for ns, ledger in self.spec["ledgers"].items():
+            for item in self.item_ids.get(ns, []):
+                path = os.path.join(ledger, self.profile.items.path.replace("{item_id}", item))
+                try:
+                    with open(path, "rb") as f:
+                        data = f.read()
+                except FileNotFoundError:
+                    continue
+                ledgers.append({"ledger_namespace": ns, "item_id": item, "revision": git.revision(data),
+                                "source_base64": encode_base64(data)})
+                if self.profile.git:
+                    repo = git.top_level(ledger)
+                    history += [{"ledger_namespace": ns, "item_id": item, **c}
+                                for c in git.item_history(repo, self.backend.item_relpath(ledger, item, repo))]
+        out = {"ledgers": ledgers, "observed": ["ledgers"]}
+        if self.profile.git:
+            out["git"] = {"head": git.head(self.run.file("ledgers")), "items": history}
+        return out
 
 def default_profile() -> str:
     from chaos.conform.adapters.external import DEFAULT_PROFILE
@@ -112,6 +208,14 @@ class ExternalSut(Sut):
         super().check(opts)
         if opts.get("protocol") != "issue-lock":
             profile_of(opts)  # a broken profile is a config error up front, not a failure of every case
+        else:
+            from backends.issuelock.external import LockProfileError, load_lock_profile
+            from chaos.issuelock.targets import DEFAULT_PROFILE
+
+            try:
+                load_lock_profile(opts.get("profile") or DEFAULT_PROFILE)
+            except LockProfileError as e:
+                raise UsageError(str(e)) from None
 
     protocols = ("work-claim", "issue-lock")
 
@@ -130,10 +234,15 @@ class ExternalSut(Sut):
         who = f"profile {xp.name}"
         floor = xp.faults.get("clock_floor_persist") or {}
         pou = xp.faults.get("publication-outcome-unknown") or {}
+        replay = xp.black_box and (bool(xp.namespace_file) or not xp.provision_mints_namespace)
         return {
             "seed": can(f"{who}: privileged 'admin seed' command", "admin") if "seed" in admin
-            else cannot(f"{who} has no privileged seed command"),
+            else can(f"{who}: black box: namespace file + item files (+ git commit), claims and floors by public "
+                     "replay at pinned clocks", "replay") if replay
+            else cannot(f"{who} has no privileged seed command and no namespace_file to bind a case's namespaces"),
             "export": can(f"{who}: privileged 'admin export' command", "admin") if "export" in admin
+            else can(f"{who}: black box: public reads (read, publication-read) and the item files; floors are not "
+                     "observable", "public-reads") if xp.black_box
             else cannot(f"{who} has no privileged export command"),
             "barrier": can(f"{who}: the program's opt-in barrier directory ${xp.barrier_env}", "env-dir")
             if xp.barrier_env else cannot(f"{who} declares no barrier: a black-box call cannot be parked inside itself"),
@@ -157,8 +266,14 @@ class ExternalSut(Sut):
             else cannot(f"{who} maps no legacy write commands"),
             "claim-verify": can(f"{who}: claim-verify command") if xp.argv.get("verify") and xp.git
             else cannot(f"{who} declares no git-backed claim-verify"),
-            "commit": cannot("chaos run does not commit this program's items"),
+            "commit": can(f"{who}: a cooperating agent commits each acknowledged publication (items.commit)", "git")
+            if xp.git and xp.items.commit else cannot(f"{who} declares no Git-backed item commits (items.commit)"),
+            "claim-adopt": can(f"{who}: claim-adopt command") if xp.argv.get("claim-adopt")
+            else cannot(f"{who} maps no claim-adopt command"),
         }
+
+    def api_version(self, opts: dict | None = None) -> int:
+        return profile_of(dict(opts or {})).api_version
 
     def target(self, cfg, run, note_pid, note_dir) -> Target:
         return ExternalTarget(cfg, run, note_pid, note_dir)

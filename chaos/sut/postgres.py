@@ -48,6 +48,7 @@ class PostgresTarget(Target):
         self.schema: str | None = None
         self.owned_server = False
         self.postmasters: list[int] = []
+        self.nodes = None          # chaos.nodes.docker.Nodes with --nodes docker
         self._closed = False
 
     def setup(self, namespaces, durable: dict) -> None:
@@ -57,6 +58,8 @@ class PostgresTarget(Target):
         nemeses = set(self.cfg.nemesis)
         if self.cfg.dsn:
             self.admin_dsn = self.cfg.dsn
+        elif getattr(self.cfg, "nodes", "local") == "docker":
+            self._docker_server()
         else:
             from chaos.faults.pgserver import PgServer, PgServerError
 
@@ -78,7 +81,7 @@ class PostgresTarget(Target):
                 self.server.extra_env = self.server_fsync.env()
             self.start_server()
             self.admin_dsn = self.server.dsn()
-        worker_dsn = self.admin_dsn
+        worker_dsn = self.server.dsn(inside=True) if self.nodes is not None else self.admin_dsn
         if "lost-reply" in nemeses:
             host, port = self._tcp_target()
             self.proxy = counting_proxy(host, port)
@@ -104,6 +107,26 @@ class PostgresTarget(Target):
         if self.cfg.factory:   # an outside class over PostgresStore (a variant of the suite's own)
             self.spec.update(backend="python", factory=self.cfg.factory)
 
+    def _docker_server(self) -> None:
+        """The server in a container of the run's Docker daemon (``chaos.nodes.docker``)."""
+        from chaos.nodes.docker import DockerPgServer, Nodes
+
+        try:
+            self.nodes = Nodes(self.cfg.docker_host, memory=self.cfg.node_memory, cpus=self.cfg.node_cpus)
+            self.server = DockerPgServer(self.nodes, max_connections=max(100, 4 * self.cfg.workers + 20))
+        except Exception as e:
+            raise SetupFailed(f"--nodes docker: {type(e).__name__}: {e}") from None
+        self.owned_server = True
+        self.note_dir(self.server.dir)
+        self.start_server()
+        self.admin_dsn = self.server.dsn()
+
+    def worker_launcher(self, t: int):
+        """Slot ``t``'s host launcher: generation -> the relay argv (a new container each time)."""
+        from chaos.nodes.docker import launcher
+
+        return lambda generation: launcher(self.nodes, self.server, f"chaos-{self.nodes.token}-w{t}-{generation}")
+
     def _tcp_target(self) -> tuple[str, int]:
         if self.server is not None:
             return "127.0.0.1", self.server.port
@@ -128,6 +151,8 @@ class PostgresTarget(Target):
         out.update(schema=self.schema, own_server=self.owned_server, through_proxy=self.proxy is not None)
         if self.server is not None:
             out.update(server_dir=self.server.dir, postmaster_pids=list(self.postmasters))
+        if self.nodes is not None:
+            out.update(nodes="docker", docker=self.nodes.client.api.base_url, image=self.nodes.image)
         return out
 
     def export(self) -> dict:
@@ -148,6 +173,8 @@ class PostgresTarget(Target):
                 except OSError:
                     pass
                 self.server.cleanup()   # stops (or kills) the server tree, removes its /tmp dir
+                if self.nodes is not None:
+                    self.nodes.close()      # every container of the run, whatever its state
             elif self.schema and self.admin_dsn:
                 self._drop_schema()
             if self.server_fsync is not None:
@@ -173,6 +200,33 @@ def _export_with(spec: dict) -> dict:
         backend.close()
 
 
+def _docker_abilities(opts: dict) -> dict:
+    """``--nodes docker``: the server and the workers are containers; faults go through the Docker API."""
+    no_net = "containers run on --network none and reach the server over a unix socket: no proxy between them"
+    no_preload = "the worker containers do not carry this machine's preload libraries"
+    return {
+        "seed": can("PostgresStore.seed through the server container's unix socket (bind-mounted)", "store"),
+        "export": can("a fresh PostgresStore reads the schema through the same socket", "store"),
+        "barrier": can("the engine's before_commit hook in the worker host (in its container)", "hook"),
+        "floor-fault": can("a trigger raising on the floor table", "trigger"),
+        "restart": can("the server container: container.restart() through the Docker API (SIGINT: fast shutdown, start)",
+                       "docker-api"),
+        "kill": can("the server container: container.kill() (SIGKILL) and start through the Docker API, "
+                    "crash recovery", "docker-api"),
+        "pause": can("the server container: container.pause()/unpause() (the daemon's cgroup freezer)", "docker-api"),
+        "clock": cannot(no_preload),
+        "fsync": cannot(no_preload),
+        "lost-reply": cannot(no_net),
+        "partition": cannot(no_net),
+        "power-loss": cannot("PostgreSQL's durability is its own WAL and fsync; the power-loss shim is for file stores"),
+        "advisory-setup": can("the real bypass writer (admin.enable_bypass_writer)", "bypass"),
+        "write-paths": can("provisioned with the case's inventory (a missing entry stays missing)"),
+        "legacy-writes": can("the engine's legacy refusals"),
+        "claim-verify": cannot("a strict fenced store has nothing to reconcile with git"),
+        "commit": cannot("items live in the database, not in a git work tree"),
+    }
+
+
 def _no_own_server(opts: dict) -> str | None:
     """Why the server faults are unavailable, else None."""
     if opts.get("dsn"):
@@ -190,9 +244,11 @@ class PostgresSut(Sut):
     summary = "strict fenced: one READ COMMITTED transaction per decision, namespace row lock"
     cli = True
     cli_ledger = False          # --dsn / --schema, not a directory
-    takes = ("dsn", "factory")   # factory: a class over PostgresStore, opened like the python backend
+    takes = ("dsn", "factory", "nodes")   # factory: a class over PostgresStore, opened like the python backend
 
     def declare(self, opts: dict) -> dict:
+        if opts.get("nodes") == "docker":
+            return _docker_abilities(opts)
         no_server = _no_own_server(opts)
         server = (lambda how: cannot(no_server)) if no_server else (lambda how: can(how, "server"))
         return {

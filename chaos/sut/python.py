@@ -3,7 +3,7 @@ entry, ``--factory MOD:FN``), served inside the worker hosts like sqlite."""
 
 from __future__ import annotations
 
-from chaos.sut.abilities import can
+from chaos.sut.abilities import can, cannot
 from chaos.sut.base import Sut, Target
 from chaos.sut.sqlite import SqliteSut
 
@@ -50,9 +50,19 @@ class PythonSut(Sut):
             from chaos.issuelock.targets import lock_abilities
 
             return lock_abilities(self.name, opts)
-        rows = SqliteSut().declare(opts)  # today: the factory is given the SQLite file and its mechanisms
-        rows["seed"] = can("the factory's store.seed, over the SQLite file it is given", "store")
-        rows["export"] = can("the factory's store.export_durable", "store")
+        rows = SqliteSut().declare(opts)
+        rows["seed"] = can("the factory's store.seed (Store protocol) before the host serves", "store")
+        rows["export"] = can("the factory's store.export_durable, by a fresh open after the host stopped", "store")
+        factory = opts.get("factory")
+        if factory:
+            from chaos.conform.adapters.python import probe
+
+            if probe(factory) != "sqlite":  # not over SqliteStore: none of the SQLite file's mechanisms
+                rows["floor-fault"] = cannot(f"{factory}: its store offers no floor-failure trigger")
+                rows["advisory-setup"] = cannot(f"{factory}: its store offers no real bypass writer")
+                rows["outcome-unknown-fault"] = can(f"{factory}: the fsync EIO shim on its storage path at the commit",
+                                                    "fsync")
+                rows["write-paths"] = can("the spec's write_paths (the factory's own configuration)")
         return rows
 
     def target(self, cfg, run, note_pid, note_dir) -> Target:

@@ -7,8 +7,8 @@ Every checker is pure, near-linear in the history length, and treats ``info``
 
 from __future__ import annotations
 
-from . import (capability_honesty, decisions, dual_ownership, durability, envelopes, epochs, floors, idempotence,
-               stale_write)
+from . import (capability_honesty, decisions, dual_ownership, durability, envelopes, epochs, floors, git_finalization,
+               idempotence, reply_protocol, stale_write)
 
 INVARIANTS = {
     "dual_ownership": dual_ownership.check,
@@ -20,6 +20,8 @@ INVARIANTS = {
     "durability": durability.check,
     "envelopes": envelopes.check,
     "capability_honesty": capability_honesty.check,
+    "git_finalization": git_finalization.check,
+    "reply_protocol": reply_protocol.check,
 }
 
 __all__ = ["INVARIANTS"]

@@ -30,6 +30,7 @@ def check(history: list[dict], ctx: dict) -> dict:
     attempts = 0
     for key, ops in m.by_key.items():
         chain: dict[int, object] = {}
+        ambiguous: set[int] = set()   # generations written more than once: no unique predecessor to judge
         for lo in ops:
             if lo.f in ("bootstrap", "lock") and lo.type in ("ok", "fail") and lo.env.get("prior", lo.env.get(
                     "lock")) is not None:
@@ -39,10 +40,12 @@ def check(history: list[dict], ctx: dict) -> dict:
                 continue
             g = R.lock_generation(w)
             other = chain.get(g)
-            if other is not None and R.task_session_id(other.wrote) != R.task_session_id(w):
-                add(f, RULE, "two-owners-at-one-generation",
-                    f"{key}: sessions {R.task_session_id(other.wrote)} and {R.task_session_id(w)} both hold "
-                    f"generation {g}", other.ops + lo.ops)
+            if other is not None:
+                ambiguous.add(g)
+                if R.task_session_id(other.wrote) != R.task_session_id(w):
+                    add(f, RULE, "two-owners-at-one-generation",
+                        f"{key}: sessions {R.task_session_id(other.wrote)} and {R.task_session_id(w)} both hold "
+                        f"generation {g}", other.ops + lo.ops)
             chain.setdefault(g, lo)
             prior = lo.env.get("prior") or {}
             claimant = R.lock_claimant(w)
@@ -55,7 +58,7 @@ def check(history: list[dict], ctx: dict) -> dict:
                     lo.ops, prior=prior)
         for g, lo in sorted(chain.items()):
             before = chain.get(g - 1)
-            if before is None or lo.at is None:
+            if before is None or lo.at is None or g - 1 in ambiguous:
                 continue
             old, new = before.wrote, lo.wrote
             if R.same_identity(R.lock_claimant(old), R.lock_claimant(new)):

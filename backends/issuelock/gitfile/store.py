@@ -36,6 +36,7 @@ import shutil
 import time
 
 from backends.api import CommitOutcomeUnknown, StoreUnavailable
+from backends.gitjournal import fsio
 from backends.contract.jsonstrict import canonical_json, loads_strict
 from backends.issuelock.contract import reader as R
 from backends.issuelock.contract.fields import IssueKey
@@ -44,35 +45,15 @@ from backends.issuelock.gitfile import git as G
 LOCK_WAIT_S = 5.0
 
 
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def write_atomic(path: str, data: bytes) -> None:
-    """tmp + fsync + rename + fsync(dir). Raises ``OSError``; before the rename
-    the old file is untouched (the temp file is removed)."""
+    """tmp + fsync + rename + fsync(dir) (``backends.gitjournal.fsio``, the one
+    home of that discipline). Raises ``OSError``; before the rename the old
+    file is untouched (the temp file is removed)."""
     d = os.path.dirname(path)
-    os.makedirs(d, exist_ok=True)
-    tmp = f"{path}.tmp.{os.getpid()}.{time.monotonic_ns()}"
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    fsio.makedirs_durable(d)
+    tmp = fsio.write_tmp(d, os.path.basename(path), data)
     os.replace(tmp, path)
-    _fsync_dir(d)
-
-
-class _Renamed(Exception):
-    """A failure after the new lock file was renamed into place."""
+    fsio.fsync_dir(d)
 
 
 class GitFileTxn:

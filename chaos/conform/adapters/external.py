@@ -32,7 +32,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -43,15 +42,9 @@ from backends.external import ExternalBackend, Indeterminate, load_profile
 from chaos.conform.adapters.base import AdapterError, Parked, Profile
 from chaos.conform.adapters.gitjournal import adjust_for_profile, not_applicable_for_profile
 from chaos.errors import UsageError
+from chaos.sut.external import resolve_command
 
 DEFAULT_PROFILE = os.path.join(os.path.dirname(__file__), "..", "..", "..", "profiles", "chaos-sqlite.yaml")
-
-
-def resolve_command(command: str) -> str:
-    """``chaos ...`` means this suite's own CLI run by this interpreter."""
-    if command.split()[:1] == ["chaos"]:
-        return f"{sys.executable} -m chaos.cli {command.split(None, 1)[1] if ' ' in command else ''}".strip()
-    return command
 
 
 def _has_fault(case, name: str) -> bool:
@@ -65,8 +58,13 @@ class ExternalAdapter:
             raise UsageError("chaos conform --backend external needs --command '...'")
         self.command = resolve_command(options["command"])
         self.xprofile = load_profile(options.get("profile") or os.path.normpath(DEFAULT_PROFILE))
-        self.profile = Profile(backend_name=self.xprofile.backend_name or "", exports_requests=True,
-                               refuses_before_reading=self.xprofile.refuses_before_reading)
+        xp = self.xprofile
+        self.black_box = xp.black_box
+        self.profile = Profile(backend_name=xp.backend_name or "",
+                               exports_requests=xp.export.requests and not self.black_box,
+                               refuses_before_reading=xp.refuses_before_reading)
+        self.replayed = 0
+        self.unbound = False
         self.dir = tempfile.mkdtemp(prefix="chaos-conform-external-")
         self.backend: ExternalBackend | None = None
         self.clock = None
@@ -81,17 +79,36 @@ class ExternalAdapter:
     # ------------------------------------------------------------------ applicability
 
     def not_applicable(self, case) -> str | None:
+        from chaos.conform.adapters import blackbox
+
         xp = self.xprofile
         if xp.profile == "merge-coordinated":
             reason = not_applicable_for_profile(case)
             if reason:
                 return reason
+        if self.black_box:
+            if xp.provision_mints_namespace and not xp.namespace_file:
+                return (f"profile {xp.name}: the program mints its own namespace and declares no namespace_file, "
+                        "so the vectors' fixed namespaces cannot be bound")
+            if xp.items.path is None and case.initial["durable"]["ledgers"]:
+                return (f"profile {xp.name} declares no item files (items.path: null): seeded ledger items have no "
+                        "public path")
+            return blackbox.replay_reason(case)
         # seed, export, fault mechanisms, advisory set-up, write paths, legacy
         # commands: the backend's abilities (chaos.sut.external), asked first
         return None
 
     def adjust_expected(self, case, expected: dict) -> list[str]:
         notes = adjust_for_profile(case, expected) if self.xprofile.profile == "merge-coordinated" else []
+        if self.black_box:
+            if expected["final"]["durable"]["clock_floors"]:
+                notes.append("black box: clock floors are not observable through public reads and are not "
+                             "compared (the transcript's observed_at values still pin them)")
+            expected["final"]["durable"].pop("clock_floors", None)
+            d = case.initial["durable"]
+            if d["claims"] or d["clock_floors"]:
+                notes.append("black box: claims and floors seeded by public replay (acquire/release at pinned "
+                             "clocks), not by a privileged seed")
         if not self.xprofile.barrier_env and any(a["operation"] == "ledger-publication.preflight" for a in case.actions) and any(
                 a["operation"] == "work-claim.acquire" for a in case.actions):
             notes.append("barrier emulated by deferring the black-box publish to its commit: "
@@ -104,6 +121,7 @@ class ExternalAdapter:
         from chaos.faults.faketime import ClockFault
 
         xp = self.xprofile
+        self._case = case
         self.clock = ClockFault(os.path.join(self.dir, "faketime"))
         self.clock.set_absolute(clock_ms)
         b = case.initial["backend"]
@@ -127,8 +145,12 @@ class ExternalAdapter:
             os.makedirs(self.barrier_dir)
             self.backend.env[self.xprofile.barrier_env] = self.barrier_dir
         durable = compact_json(case.initial["durable"])
+        if self.black_box:
+            self._black_box_setup(case, groups, root)
         for ns_group in groups:
             ledger = self.ledgers[ns_group[0]]
+            if self.black_box:
+                break
             if not (self.advisory and xp.advisory_setup == "unprovisioned"):
                 wp = None
                 if xp.provision_write_paths:
@@ -144,6 +166,62 @@ class ExternalAdapter:
         for name, armed in case.initial["faults"].items():
             if armed:
                 self.arm_fault(name)
+
+    def _black_box_setup(self, case, groups: list[list[str]], root: str) -> None:
+        """Namespaces through the documented namespace file + provision, items as
+        committed files, claims and floors by public replay (``blackbox``)."""
+        from backends.external import git
+        from chaos.conform.adapters import blackbox
+
+        xp = self.xprofile
+        provisioned = not (self.advisory and xp.advisory_setup == "unprovisioned")
+        for group in groups:
+            ledger = self.ledgers[group[0]]
+            if provisioned and xp.namespace_file:
+                path = os.path.join(ledger, xp.namespace_file)
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                with open(path, "w") as f:
+                    f.write(group[0] + "\n")
+        if xp.items.path is not None:
+            blackbox.write_items(case, self.ledgers, xp.items.path, committed=True)
+        if xp.git:
+            git.commit_paths(root, ["."], "claim-chaos: bind the case's namespaces and seed its items")
+        if xp.items.path is not None:
+            blackbox.write_items(case, self.ledgers, xp.items.path, committed=False)  # uncommitted working bytes
+        unbind = self.advisory and xp.advisory_setup == "unprovisioned" and bool(case.initial["durable"]["claims"]) \
+            and bool(xp.namespace_file)
+        self.unbound = self.advisory and xp.advisory_setup == "unprovisioned"
+        if unbind:  # claims of an advisory endpoint: bound while replayed, then the namespace file goes
+            provisioned = True
+            for group in groups:
+                path = os.path.join(self.ledgers[group[0]], xp.namespace_file)
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                with open(path, "w") as f:
+                    f.write(group[0] + "\n")
+            if xp.git:
+                git.commit_paths(root, ["."], "claim-chaos: bind the namespace for the replay")
+        if provisioned:
+            wp = case.initial["backend"]["write_paths"] if xp.provision_write_paths else None
+            for group in groups:
+                out = self.backend.provision(self.ledgers[group[0]], [] if xp.provision_mints_namespace else group,
+                                             None if xp.provision_mints_namespace else wp)
+                from backends.contract.jsonstrict import pointer_get
+
+                got = pointer_get(out, xp.provision_namespace_pointer, None) if xp.provision_mints_namespace else group[0]
+                if got != group[0]:
+                    raise AdapterError(f"provision bound {got!r}, not the namespace file's {group[0]!r}")
+        for at, op, req in blackbox.replay_plan(case):
+            self.clock.set_absolute(at)
+            reply = self._call(op, req)
+            self.replayed += 1
+            if op == "acquire" and reply.exit != 0:
+                raise AdapterError(f"seed replay: acquire at {at} answered exit {reply.exit}: {str(reply.envelope)[:300]}")
+        if unbind:
+            for group in groups:
+                os.unlink(os.path.join(self.ledgers[group[0]], xp.namespace_file))
+            if xp.git:
+                git.commit_removal(root, [os.path.relpath(os.path.join(self.ledgers[g[0]], xp.namespace_file), root)
+                                          for g in groups], "claim-chaos: unprovision (advisory endpoint)")
 
     def _env(self, case) -> dict:
         fault = None
@@ -249,6 +327,21 @@ class ExternalAdapter:
 
         if self.fsync is not None:
             self.fsync.disarm()
+        if self.black_box:
+            from chaos.conform.adapters import blackbox
+
+            bound = []
+            if self.unbound:  # an advisory endpoint's claims are read with its namespace file back in place
+                for ns, ledger in self.ledgers.items():
+                    path = os.path.join(ledger, self.xprofile.namespace_file)
+                    with open(path, "w") as f:
+                        f.write(ns + "\n")
+                    bound.append(path)
+            try:
+                return blackbox.observed_export(self._case, self._call, self.ledgers, self.xprofile.items.path)
+            finally:
+                for path in bound:
+                    os.unlink(path)
         by_ledger = {}
         for ns, ledger in self.ledgers.items():
             by_ledger.setdefault(ledger, ns)

@@ -41,6 +41,9 @@ from chaos.conform.adapters.base import Profile
 from chaos.conform.adapters.hosted import HostedAdapter
 
 LOCK_WAIT_MS = 3000
+#: contract v2 §3 (the Git-journal profile example): who one recorded write blocks, and until when
+MERGE_WRITE_SERIALIZATION = {"scope": "all-worktrees-of-one-repository",
+                             "blocks_until": "peer-commit-visible-in-this-checkout"}
 
 
 def _bypass(case) -> bool:
@@ -68,6 +71,9 @@ def adjust_for_profile(case, expected: dict) -> list[str]:
     for i, (action, entry) in enumerate(zip(case.actions, expected["transcript"])):
         if action["operation"] == "work-claim.capabilities" and entry.get("exit") == 0:
             entry["stdout"]["result"] = merge_capability_result(namespaces[0])
+            if case.api_version == 2:  # contract v2 §3: the Git-journal profile's own serialization
+                entry["stdout"]["result"]["backend"]["write_serialization"] = dict(MERGE_WRITE_SERIALIZATION)
+                entry["stdout"]["result"]["operations"]["work_claim"]["api_version"] = 2
             notes.append(f"transcript[{i}]: capabilities substituted by the merge-coordinated profile "
                          f"(binding = the first endpoint's one namespace)")
     if _bypass(case):
@@ -90,7 +96,7 @@ def not_applicable_for_profile(case) -> str | None:
         if any(a["operation"] == "work-claim.capabilities" for a in case.actions):
             return "a Git ledger cannot report a bypass write-path inventory (advisory = unprovisioned)"
         return None
-    if dict(paths) != REQUIRED_WRITE_PATHS:
+    if dict(paths) not in (REQUIRED_WRITE_PATHS, MERGE_WRITE_PATHS):
         return f"the merge-coordinated profile always enumerates its four write paths (case has {sorted(paths)})"
     return None
 

@@ -1,0 +1,123 @@
+"""Slow programs: measure the backend's call latency at start and scale the
+run's times to it (issue 10; nothing here is tuned for one program).
+
+The defaults of the claims workload (1.5 s leases, 0.1-2 s of work, 8 s op
+deadlines, 10 workers, 30 s) fit a backend answering in milliseconds. A
+backend whose every call starts a process (0.3 s idle, seconds under load)
+would see its leases expire before any work is done, and a run would end
+``valid`` having published nothing. So before the workload starts, one worker
+host makes a few real calls: ``read`` of a scratch tuple (observational) and
+``acquire`` + ``release`` of it (decisions: lock, floor, journal), each timed
+end to end. The scratch item is not one of the run's tuples (the checkers
+never see it); its calls are listed in ``timing.calls``.
+
+From the slowest decision (``decision_ms``, the max of the timed decisions,
+not the median, since contention only makes it worse), when reads show a
+process per call (median read above ``PROCESS_MS``):
+
+* the lease grows by ``LEASE_MARGIN`` decisions (renew -> publish -> release
+  must fit in it), ``scale = (lease + LEASE_MARGIN * decision) / lease``, and
+  the longest work grows by the same margin, so a lease still expires before
+  its renew about as often as the workload designs (``scaled_claims``);
+* the gaps between faults grow with ``sqrt(scale)`` (``chaos.nemesis._scaled``);
+* the op deadline is at least ``DEADLINE_COVERS`` decisions;
+* when a read costs more than ``PROCESS_MS`` (the median: a process per call;
+  in-process backends answer in a few ms even on a loaded machine), the
+  default worker count drops to ``2 * cpu_count`` (at least 3): more
+  CPU-bound processes than that only queue behind each other;
+* the default time limit grows (up to ``MAX_TIME_LIMIT_S``) so the run still
+  completes about as many agent cycles as the default run does (a cycle is the
+  mean work plus ``CALLS_PER_CYCLE`` calls, against 5 ms calls and 10 workers).
+
+A value the user set explicitly (``--workers``, ``--time-limit``, a scenario's
+``claims``) is kept. ``chaos run --scale K`` skips the measurement and uses
+``K``: the recorded command carries ``--scale`` (and the chosen workers and
+time limit), so a run reproduces without measuring again. The chosen values
+are printed and stored in ``test.yaml`` and ``results.json["timing"]``.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+
+LEASE_MARGIN = 3      # decisions a lease must cover beyond the work: renew, publish, release
+CALLS_PER_CYCLE = 6
+MEAN_WORK_MS = 1050
+DEADLINE_COVERS = 12
+PROCESS_MS = 100
+MAX_TIME_LIMIT_S = 120.0
+
+
+def measure(spec: dict, env: dict, namespace: str, item_id: str, log_path: str, timeout: float = 60.0) -> dict:
+    """Time real calls through one worker host (see the module docstring)."""
+    from chaos.host import HostClient
+
+    calls: list[dict] = []
+    tup = {"ledger_namespace": namespace, "item_id": item_id}
+    host = HostClient(spec, env=env, log_path=log_path)
+    try:
+        def timed(f: str, req: dict):
+            t = time.monotonic()
+            reply = host.call(f, req, timeout=timeout)
+            ms = (time.monotonic() - t) * 1000
+            calls.append({"f": f, "ms": round(ms, 1), "exit": reply.exit})
+            return reply
+
+        rb = None
+        for _ in range(3):
+            rb = (timed("read", tup).envelope.get("result") or {}).get("read_back") or rb
+        for n in range(2):
+            expected = {"last_epoch": (rb or {}).get("last_epoch", "0"), "active": (rb or {}).get("active")}
+            owner = f"calibration-{n}"
+            got = timed("acquire", dict(tup, owner_id=owner, lease_duration_ms=60_000, expected=expected))
+            claim = (got.envelope.get("result") or {}).get("claim")
+            if not claim:
+                break
+            rel = timed("release", dict(tup, owner_id=owner, epoch=claim["epoch"],
+                                        expected_expires_at=claim["expires_at"]))
+            rb = (rel.envelope.get("result") or {}).get("read_back") or rb
+    finally:
+        host.close()
+    reads = [c["ms"] for c in calls if c["f"] == "read"]
+    decisions = [c["ms"] for c in calls if c["f"] != "read"]
+    return {"read_ms": round(statistics.median(reads), 1) if reads else None,
+            "decision_ms": round(max(decisions), 1) if decisions else None,
+            "calls": calls, "scratch": tup}
+
+
+def choose(measured: dict | None, scale: float | None, *, lease_ms: int, workers_default: int,
+           time_limit_default: float) -> dict:
+    """The scale and what it implies (``scale`` given: no measurement needed)."""
+    decision = (measured or {}).get("decision_ms") or 0.0
+    read = (measured or {}).get("read_ms") or 0.0
+    slow = read > PROCESS_MS or (scale is not None and scale > 1.0)
+    if scale is None:  # only a process-per-call backend is scaled: an in-process one stays put under load too
+        scale = max(1.0, round((lease_ms + LEASE_MARGIN * decision) / lease_ms, 2)) if slow else 1.0
+    workers = max(3, min(workers_default, 2 * (os.cpu_count() or 1))) if slow else workers_default
+    time_limit = time_limit_default
+    if slow and measured and decision:
+        # as many agent cycles as the default run's: a cycle is the work plus its calls
+        per_worker_fast = (MEAN_WORK_MS + CALLS_PER_CYCLE * 5) / workers_default
+        margin = lease_ms * (scale - 1)
+        per_worker_slow = (MEAN_WORK_MS + margin / 2 + CALLS_PER_CYCLE * decision) / workers
+        time_limit = min(MAX_TIME_LIMIT_S,
+                         max(time_limit_default, round(time_limit_default * per_worker_slow / per_worker_fast)))
+    return {"scale": scale, "workers": workers, "time_limit": float(time_limit), "slow": slow,
+            "op_timeout_min": round(DEADLINE_COVERS * decision / 1000, 1)}
+
+
+def scaled_claims(claims: dict, scale: float, defaults) -> dict:
+    """``claims`` overrides for ``scale`` (members the user set are kept): the
+    lease grows by ``margin = lease * (scale - 1)``, and so does the longest
+    work, so a lease still expires before its renew about as often as the
+    workload designs while a renewed lease covers the calls that follow it."""
+    out = dict(claims)
+    if scale == 1.0:
+        return out
+    margin = int(round(defaults.lease_ms * (scale - 1)))
+    out.setdefault("lease_ms", defaults.lease_ms + margin)
+    if "work_ms" not in out:
+        out["work_ms"] = (defaults.work_ms[0], defaults.work_ms[1] + margin)
+    return out

@@ -1,0 +1,190 @@
+"""The black-box findings: reply-protocol violations, Git finalization with the
+final claim-verify, known deviations (acknowledged, shown, never hiding
+anything else), and the latency scaling of slow programs."""
+
+from __future__ import annotations
+
+import checkers
+from checkers import known
+from checkers.invariants import git_finalization, reply_protocol
+from chaos import timing
+from workloads.claims import ClaimsConfig
+
+NS = "wbns_" + "a" * 32
+ITEM = "wb_01Q474AK00K6XASESHCWPQXND0"
+REV = "sha256:" + "1" * 64
+
+
+def _h(*ops):
+    out = []
+    for i, op in enumerate(ops):
+        out.append({"index": i, "time": i, **op})
+    return out
+
+
+def _pair(process, f, value, completion):
+    return [{"process": process, "type": "invoke", "f": f, "value": value}, {"process": process, "f": f, **completion}]
+
+
+EIO = {"op": "acquire", "argv": ["node", "x"], "exit": 1, "stdout": "", "stderr": "EIO: i/o error, fsync\n",
+       "problem": "stdout is not one line ending in LF"}
+
+
+def test_a_process_that_exits_on_its_own_without_a_reply_is_a_finding():
+    h = _h(*_pair(0, "acquire", {"ledger_namespace": NS, "item_id": ITEM},
+                  {"type": "info", "error": "reply protocol violated", "protocol": EIO}))
+    r = reply_protocol.check(h, {})
+    assert r["valid"] is False and r["anomalies"][0]["type"] == "reply-protocol"
+    assert r["anomalies"][0]["data"]["exit"] == 1 and "EIO" in r["anomalies"][0]["data"]["stderr"]
+
+
+def test_a_process_the_suite_killed_stays_plain_info():
+    h = _h(*_pair(0, "acquire", {"ledger_namespace": NS, "item_id": ITEM},
+                  {"type": "info", "error": "no reply: host process 5 exited with status -9"}))
+    assert reply_protocol.check(h, {})["valid"] is True
+
+
+def _publish_ok(process, op_id):
+    return _pair(process, "publish", {"operation_id": op_id, "ledger_namespace": NS, "item_id": ITEM},
+                 {"type": "ok", "value": {"exit": 0, "envelope": {"ok": True, "result": {"committed_revision": REV}}}})
+
+
+def _commit(process, op_id, committed=True):
+    return _pair(process, "commit", {"ledger_namespace": NS, "item_id": ITEM, "operation_id": op_id,
+                                     "committed_revision": REV},
+                 {"type": "ok", "value": {"exit": 0, "envelope": {"ok": True, "result": {
+                     "committed": committed, "git_commit": "c1"}}}})
+
+
+def _verify(process, publications, findings=()):
+    return _pair(process, "verify", {"ledger_namespace": NS},
+                 {"type": "ok", "value": {"exit": 0, "envelope": {"ok": True, "result": {
+                     "findings": list(findings), "publications": publications}}}})
+
+
+def test_a_committed_publication_must_be_finalized_with_its_bytes():
+    good = [{"operation_id": "p1", "item_id": ITEM, "committed_revision": REV, "git_finalized": True,
+             "git_commit": "c1"}]
+    final = {"process": "nemesis", "type": "info", "f": "final-state",
+             "value": {"durable": {"observed": ["ledgers"], "git": {"items": [
+                 {"ledger_namespace": NS, "item_id": ITEM, "commit": "c1", "revision": REV}]}}}}
+    h = _h(*_publish_ok(0, "p1"), *_commit(0, "p1"), *_verify(1, good), final)
+    assert git_finalization.check(h, {})["valid"] is True
+    unfinalized = [dict(good[0], git_finalized=False, git_commit=None)]
+    r = git_finalization.check(_h(*_publish_ok(0, "p1"), *_commit(0, "p1"), *_verify(1, unfinalized)), {})
+    assert [a["type"] for a in r["anomalies"]] == ["publication-not-finalized"]
+    wrong_bytes = dict(final, value={"durable": {"git": {"items": [
+        {"ledger_namespace": NS, "item_id": ITEM, "commit": "c1", "revision": "sha256:" + "2" * 64}]}}})
+    r = git_finalization.check(_h(*_publish_ok(0, "p1"), *_commit(0, "p1"), *_verify(1, good), wrong_bytes), {})
+    assert [a["type"] for a in r["anomalies"]] == ["finalized-bytes-differ"]
+    r = git_finalization.check(_h(*_publish_ok(0, "p1"), *_verify(1, [])), {})
+    assert [a["type"] for a in r["anomalies"]] == ["acknowledged-publication-unlisted"]
+    r = git_finalization.check(_h(*_verify(1, [], findings=[{"code": "stale-write-detected", "item_id": ITEM}])), {})
+    assert r["anomalies"][0]["type"] == "claim-verify-finding"
+    # superseded: its agent never committed its bytes; not finalized is then no finding
+    r = git_finalization.check(_h(*_publish_ok(0, "p1"), *_commit(0, "p1", committed=False), *_verify(1, unfinalized)), {})
+    assert r["valid"] is True
+
+
+def test_a_final_verify_that_could_not_run_is_unknown():
+    h = _h(*_pair(1, "verify", {"ledger_namespace": NS}, {"type": "info", "error": "timed out"}))
+    assert git_finalization.check(h, {})["valid"] == "unknown"
+
+
+DEV = {"id": "eio-exit-1", "anomaly": "reply-protocol", "match": {"exit": 1, "stderr": {"contains": "EIO"}},
+       "reason": "EIO escapes as exit 1", "reference": "docs/wowbagger-findings.md"}
+
+
+def test_a_known_deviation_is_shown_as_known_and_does_not_make_the_run_invalid():
+    h = _h(*_pair(0, "acquire", {"ledger_namespace": NS, "item_id": ITEM},
+                  {"type": "info", "error": "reply protocol violated", "protocol": EIO}))
+    plain = checkers.run_checkers(h, {})
+    assert plain["valid"] is False
+    merged = checkers.run_checkers(h, {"known_deviations": [DEV]})
+    rp = merged["checkers"]["reply_protocol"]
+    others = {r["valid"] for name, r in merged["checkers"].items() if name != "reply_protocol"}
+    assert rp["valid"] is True and rp["anomalies"] == [] and merged["valid"] is not False
+    assert merged["valid"] == (True if others <= {True} else "unknown")
+    assert rp["known"][0]["known"]["id"] == "eio-exit-1"
+    assert merged["known_deviations"][0]["matched"] == 1
+
+
+def test_an_acknowledgement_matching_nothing_is_reported_and_others_still_count():
+    other = dict(EIO, exit=3, stderr="boom")
+    h = _h(*_pair(0, "acquire", {"ledger_namespace": NS, "item_id": ITEM},
+                  {"type": "info", "error": "x", "protocol": other}))
+    merged = checkers.run_checkers(h, {"known_deviations": [DEV]})
+    assert merged["valid"] is False    # not acknowledged: still a finding
+    assert merged["known_deviations"][0]["unmatched"] is True
+
+
+def test_matching_is_exact_on_type():
+    a = {"type": "reply-protocol", "data": {"exit": True}}
+    assert not known.matches({"anomaly": "reply-protocol", "match": {"exit": 1}}, a)   # True is not 1
+    assert known.matches({"anomaly": "reply-protocol", "match": {"exit": True}}, a)
+
+
+def test_a_fast_backend_is_never_scaled_and_a_slow_one_is():
+    fast = timing.choose({"read_ms": 3.0, "decision_ms": 80.0}, None, lease_ms=1500, workers_default=10,
+                         time_limit_default=30.0)
+    assert (fast["scale"], fast["workers"], fast["time_limit"]) == (1.0, 10, 30.0)
+    slow = timing.choose({"read_ms": 300.0, "decision_ms": 600.0}, None, lease_ms=1500, workers_default=10,
+                         time_limit_default=30.0)
+    assert slow["scale"] == round((1500 + timing.LEASE_MARGIN * 600) / 1500, 2)
+    assert 3 <= slow["workers"] <= 10 and 30.0 < slow["time_limit"] <= timing.MAX_TIME_LIMIT_S
+    claims = timing.scaled_claims({}, slow["scale"], ClaimsConfig())
+    margin = claims["lease_ms"] - 1500
+    assert margin == timing.LEASE_MARGIN * 600 and claims["work_ms"] == (100, 2000 + margin)
+    assert timing.scaled_claims({"lease_ms": 900}, 2.0, ClaimsConfig())["lease_ms"] == 900   # the user's value stays
+    given = timing.choose(None, 2.5, lease_ms=1500, workers_default=10, time_limit_default=30.0)
+    assert given["scale"] == 2.5
+
+
+def test_known_findings_are_shown_in_report_html_and_junit(tmp_path):
+    import json as _json
+
+    from chaos import reports
+
+    h = _h(*_pair(0, "acquire", {"ledger_namespace": NS, "item_id": ITEM},
+                  {"type": "info", "error": "reply protocol violated", "protocol": EIO}))
+    merged = checkers.run_checkers(h, {"known_deviations": [DEV, dict(DEV, id="stale-ack", anomaly="nothing-like-it")]})
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "history.jsonl").write_text("".join(_json.dumps(o) + "\n" for o in h))
+    results = {"schema_version": 1, "test": {"name": "t", "backend": "external", "workload": "claims", "nemesis": [],
+                                            "workers": 1, "time_limit": 1.0, "seed": 1, "command": "chaos run"},
+               "capabilities": None, "verdict": "valid", "exit_code": 0, "checkers": merged["checkers"],
+               "fault_coverage": {}, "stats": {"ops": 1, "ok": 0, "fail": 0, "info": 1, "duration_s": 0.0},
+               "notes": [], "known_deviations": merged["known_deviations"]}
+    (run / "results.json").write_text(_json.dumps(results))
+    reports.write_all(str(run))
+    html = (run / "report.html").read_text()
+    assert 'id="known-deviations"' in html and "eio-exit-1" in html and "0 (unused acknowledgement)" in html
+    junit = (run / "junit.xml").read_text()
+    assert 'name="known:eio-exit-1"' in junit and "known (eio-exit-1): reply-protocol" in junit
+    assert "<failure" not in junit
+
+
+def test_a_run_whose_final_durable_check_could_not_run_is_unknown_never_valid():
+    from types import SimpleNamespace
+
+    from chaos.nemesis import Coverage
+    from chaos.runner import Run, RunConfig
+
+    class AllValid:  # every checker passed: only the final phase can make the run unknown
+        name = "claims"
+
+        def ctx(self, cfg, world, capabilities):
+            return {}
+
+        def check(self, ops, ctx):
+            return {"valid": True, "checkers": {"x": {"valid": True, "anomalies": [], "stats": {}}}}
+
+    cfg = RunConfig(seed=1, workers=1)
+    r = Run(cfg)
+    clean = r._results(cfg, SimpleNamespace(path="/x"), [], Coverage([]), None, "t", [], None, AllValid())
+    assert clean["verdict"] == "valid"
+    r.final_incomplete.append("final durable export failed: RuntimeError: boom")
+    out = r._results(cfg, SimpleNamespace(path="/x"), [], Coverage([]), None, "t", [], None, AllValid())
+    assert out["verdict"] == "unknown" and out["exit_code"] == 2
+    assert any("could not run" in n and "boom" in n for n in out["notes"])

@@ -1,0 +1,99 @@
+"""The real Wowbagger 0.1.0-alpha.7 CLI, as a black box (issue 10), whenever
+Node >= 20 is here: conformance against its own api_version 2 vectors and a
+short ``chaos run``. Every failure must be one documented in
+docs/wowbagger-findings.md; the program's folder is never written."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SUT = ROOT.parent / "shared" / "sut" / "wowbagger-0.1.0-alpha.7"
+PROFILE = ROOT / "profiles" / "wowbagger-0.1.0-alpha.7.yaml"
+
+
+def _node_major() -> int | None:
+    node = shutil.which("node")
+    if node is None:
+        return None
+    out = subprocess.run([node, "--version"], capture_output=True, text=True).stdout.strip()
+    m = re.match(r"v(\d+)\.", out)
+    return int(m.group(1)) if m else None
+
+
+_MAJOR = _node_major()
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not (SUT / "bin" / "wowbagger.js").is_file(), reason=f"the program is not at {SUT}"),
+    pytest.mark.skipif(_MAJOR is None or _MAJOR < 20,
+                       reason=f"Wowbagger needs Node >= 20 (found {'no node' if _MAJOR is None else f'v{_MAJOR}'})"),
+]
+COMMAND = f"node {SUT / 'bin' / 'wowbagger.js'}"
+
+#: the conformance failures docs/wowbagger-findings.md documents (F2, F3), with a line each must show
+DOCUMENTED_FAILURES = {
+    "clock-floor-persistence-failure": "transcript[0].stdout.error.details.ledger_namespace: expected",
+    "publication-outcome-unknown": "transcript[2].exit: expected 2, got 0",
+}
+
+
+def _tree_digest(path: Path) -> dict:
+    return {str(p.relative_to(path)): p.stat().st_mtime_ns for p in path.rglob("*") if p.is_file()}
+
+
+def test_conformance_against_its_own_v2_vectors_fails_only_as_documented():
+    before = _tree_digest(SUT)
+    p = subprocess.run([sys.executable, "-m", "chaos.cli", "conform", "--backend", "external", "--profile",
+                        str(PROFILE), "--command", COMMAND, "--vectors", str(SUT / "spec" / "fixtures" / "work-claims"),
+                        "--json"], capture_output=True, text=True, cwd=ROOT, timeout=1500)
+    report = json.loads(p.stdout)
+    by = {c["case"]: c for c in report["cases"]}
+    failed = {n for n, c in by.items() if c["status"] == "fail"}
+    assert failed == set(DOCUMENTED_FAILURES), {n: by[n]["diff"][:4] for n in failed}
+    for name, line in DOCUMENTED_FAILURES.items():
+        assert any(d.startswith(line) for d in by[name]["diff"]), by[name]["diff"]
+    assert p.returncode == 1 and report["errors"] == 0
+    ran = [c for c in by.values() if c["status"] in ("pass", "profile-substituted")]
+    assert len(ran) >= 10
+    assert all(c["notes"] and c["notes"][0] for c in by.values() if c["status"] == "not-applicable")
+    assert "epoch" in by["epoch-exhaustion"]["notes"][0] and "legacy" in by["legacy-write-refusals"]["notes"][0]
+    assert _tree_digest(SUT) == before   # the program's folder is read-only to the suite
+
+
+def test_a_short_chaos_run_commits_verifies_and_finds_only_documented_deviations(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "chaos.cli", "run", "--backend", "external", "--profile", str(PROFILE),
+                        "--command", COMMAND, "--nemesis", "kill,fsync", "--time-limit", "25", "--workers", "3",
+                        "--scale", "2", "--seed", "5", "--store", str(tmp_path / "store")],
+                       capture_output=True, text=True, cwd=ROOT, timeout=900)
+    latest = tmp_path / "store" / "latest"
+    results = json.loads((latest / "results.json").read_text())
+    unacknowledged = {name: [a["type"] for a in r.get("anomalies", [])]
+                      for name, r in results["checkers"].items() if r.get("anomalies")}
+    f4 = any((a.get("known") or {}).get("id") == "F4-killed-publish-conflict"
+             for a in results["checkers"]["decisions"].get("known", []))
+    # F4 also breaks linearizability there: documented, not acknowledged (too broad to match)
+    allowed = {"linearizable": ["nonlinearizable"]} if f4 else {}
+    assert all(set(types) <= set(allowed.get(name, [])) for name, types in unacknowledged.items()), \
+        (unacknowledged, results["notes"])
+    assert p.returncode == results["exit_code"]
+    history = [json.loads(line) for line in (latest / "history.jsonl").read_text().splitlines()]
+    done = [o for o in history if o["type"] != "invoke" and o.get("process") != "nemesis"]
+    verifies = [o for o in done if o["f"] == "verify"]
+    assert len(verifies) == 2 and all(o["type"] == "ok" for o in verifies)   # one ledger per minted namespace
+    assert results["checkers"]["git_finalization"]["valid"] is True
+    namespaces = {o["value"]["envelope"]["result"]["ledger_namespace"] for o in verifies}
+    assert all(re.fullmatch(r"wbns_[0-9a-f]{32}", ns) for ns in namespaces)   # the program minted them
+    assert results["timing"]["scale"] == 2.0 and results["test"]["workers"] == 3
+    assert [d["id"] for d in results["known_deviations"]] == ["F1-eio-exit-1", "F2-floor-failure-details",
+                                                               "F4-killed-publish-conflict"]
+    assert (latest / "ledgers" / ".git").is_dir()
+    assert subprocess.run(["git", "-C", str(latest / "ledgers"), "log", "--oneline"], capture_output=True,
+                          text=True).stdout.count("\n") >= 1
