@@ -66,8 +66,11 @@ from workloads.interpreter import interpret, simulate
 
 def grace_ns(cfg) -> int:
     """How long the workload may go on past its time limit for an armed fault to
-    take effect: as long again as the run, 5 s at least, 60 s at most."""
-    return int(min(max(cfg.time_limit, 5.0), 60.0) * SEC)
+    take effect: as long again as the run, or three op deadlines (the armed
+    worker's op in flight, its next acquire and its publish: on a loaded machine
+    one claim cycle is all it may get in a short run), whichever is longer;
+    5 s at least, 60 s at most. It ends as soon as the evidence is in."""
+    return int(min(max(cfg.time_limit, 3 * cfg.op_timeout, 5.0), 60.0) * SEC)
 
 
 @dataclass(frozen=True)
@@ -389,14 +392,13 @@ class Run:
         except Exception as e:  # a report failure never loses the verdict
             print(f"chaos: report not written: {type(e).__name__}: {e}", file=sys.stderr)
         run.link_latest()
-        if results.get("workload_coverage"):
+        if results.get("workload_coverage"):  # per path; the summary below says how many completed
             from workloads.coverage import format_table
 
             print("chaos: workload coverage\n" + format_table(results["workload_coverage"]), file=sys.stderr)
-        print(f"chaos: {results['verdict']} ({results['stats']['ops']} ops, seed {cfg.seed}) -> {run.path}",
-              file=sys.stderr)
-        for line in known_lines(results):
-            print(f"chaos: {line}", file=sys.stderr)
+        from chaos.reports.console import summary
+
+        print(summary(results, run.path), file=sys.stderr)
         if self.interrupted:
             return 130
         return results["exit_code"]
@@ -621,17 +623,6 @@ def _with_flags(command: str, flags: dict[str, str]) -> str:
         else:
             words += [flag, value]
     return shlex.join(words)
-
-
-def known_lines(results: dict) -> list[str]:
-    """Console lines for the acknowledged findings (and acknowledgements that matched nothing)."""
-    out = []
-    for d in results.get("known_deviations") or []:
-        if d.get("matched"):
-            out.append(f"known: {d['id']} ({d['anomaly']}) x{d['matched']}: {d.get('reason')}")
-        else:
-            out.append(f"known deviation {d['id']} matched nothing in this run (acknowledgement unused)")
-    return out
 
 
 def run(cfg: RunConfig) -> int:

@@ -40,17 +40,23 @@ COMPLETIONS = (OK, FAIL, INFO)
 #: first matching row wins; this table is the rule, ``classify`` applies it, and
 #: docs/architecture.md ("Classification") prints it.
 CLASSIFICATION = (
-    ("exit 0, ok true, any state but unknown (committed; none for capabilities; the issue lock's "
-     "changed / unchanged)", OK),
-    ("exit != 0, ok false, state unchanged: every semantic refusal, also exit 6 "
-     "clock-floor-persistence-failed, claim-store-unavailable and epoch-exhausted "
-     "(the reply says nothing changed)", FAIL),
-    ("state unknown: publication-outcome-unknown, claim-verify findings "
-     "(the reply says the outcome is unknown)", INFO),
-    ("no reply: crash, timeout, lost reply, unparseable output, not an object", INFO),
-    ("anything else: a reply contradicting itself (e.g. exit 0 with ok false, "
-     "exit 4 with state committed) proves nothing; the envelopes checker reports it", INFO),
+    ("exit 0, `ok: true`, any `state` but `unknown` (`committed`; none for capabilities; the issue lock's "
+     "`changed` / `unchanged`)", OK),
+    ("exit != 0, `ok: false`, `state: \"unchanged\"`: every semantic refusal, and exit 6 "
+     "`clock-floor-persistence-failed`, `claim-store-unavailable`, `epoch-exhausted` (the reply says "
+     "nothing changed)", FAIL),
+    ("`state: \"unknown\"`: exit 6 `publication-outcome-unknown`, `claim-verify` findings (the reply says "
+     "the outcome is unknown)", INFO),
+    ("no reply: crash, timeout, lost reply, unparseable output, not a JSON object", INFO),
+    ("anything else: a reply contradicting itself (exit 0 with `ok: false`, exit 4 with `state: "
+     "\"committed\"`, ...) proves nothing; the `envelopes` checker reports it", INFO),
 )
+
+
+def classification_table() -> str:
+    """``CLASSIFICATION`` as the table docs/architecture.md prints (a test keeps the two equal)."""
+    rows = [f"| {reply} | `{kind}` |" for reply, kind in CLASSIFICATION]
+    return "\n".join(["| reply | recorded |", "|---|---|", *rows])
 
 
 def classify(exit_code: int | None, envelope: dict | None) -> str:
