@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import hashlib
 import re
 from pathlib import Path
 
@@ -658,6 +659,37 @@ def test_final_ledger_bytes_are_the_accepted_candidate():
     (led,) = fin["value"]["durable"]["ledgers"]
     led["source_base64"] = base64.b64encode(b"bytes nobody published\n").decode()
     named(s, "stale_write", "ledger-bytes-mismatch", [fin["index"]])
+
+
+@covers("complete-request")
+def test_a_publish_without_its_complete_request_is_refused():
+    s = Scenario()
+    req, p = published(s)
+    all_valid(s)
+    # a retry that names its operation id but drops the fence, and the backend accepts it
+    del invoke_of(s, p)["value"]["claim_fence"]
+    named(s, "requests", "incomplete-request-accepted", idx(p))
+
+
+@covers("candidate-digest")
+def test_a_candidate_whose_bytes_miss_its_digest_is_refused():
+    s = Scenario()
+    req, p = published(s)
+    all_valid(s)
+    invoke_of(s, p)["value"]["candidate_sha256"] = "sha256:" + "e" * 64
+    named(s, "requests", "candidate-digest-accepted", idx(p))
+
+
+@covers("candidate-valid")
+def test_a_candidate_that_is_not_the_requests_item_is_refused():
+    s = Scenario()
+    req, p = published(s)
+    all_valid(s)
+    # the bytes are a valid item, but another one: its id is not the request's item_id
+    other = ledger_bytes("other-item", "a one")
+    invoke_of(s, p)["value"].update(candidate_source_base64=base64.b64encode(other).decode(),
+                                    candidate_sha256="sha256:" + hashlib.sha256(other).hexdigest())
+    named(s, "requests", "invalid-candidate-accepted", idx(p))
 
 
 @covers("idempotency")
