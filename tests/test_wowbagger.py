@@ -93,7 +93,7 @@ def test_a_short_chaos_run_commits_verifies_and_finds_only_documented_deviations
     assert all(re.fullmatch(r"wbns_[0-9a-f]{32}", ns) for ns in namespaces)   # the program minted them
     assert results["timing"]["scale"] == 2.0 and results["test"]["workers"] == 3
     assert list(known) == ["F1-eio-exit-1", "F2-floor-failure-details", "F4-killed-publish-conflict",
-                           "F5-refused-acquire-took-effect"]
+                           "F5-refused-acquire-took-effect", "F6-unbound-details"]
     assert (latest / "ledgers" / ".git").is_dir()
     assert subprocess.run(["git", "-C", str(latest / "ledgers"), "log", "--oneline"], capture_output=True,
                           text=True).stdout.count("\n") >= 1
