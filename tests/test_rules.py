@@ -709,6 +709,21 @@ def test_identical_retry_is_replayed_verbatim():
     named(s, "idempotence", "retry-not-replayed", idx(p, retry))
 
 
+def test_a_retry_the_store_could_not_decide_is_not_a_missing_replay():
+    # found by the default soak (sqlite seed 5): a replay during the fsync nemesis got exit 6
+    # claim-store-unavailable ("no authoritative decision was possible and nothing changed", §8)
+    s = Scenario()
+    req, p = published(s)
+    retry = s.call(2, "publish", req, 3_000)
+    other = s.call(2, "publish", s.publish("pub_a_1", "agent-a", "1", s.seed_rev(), "a two"), 4_000)
+    unavailable = publication_error(Code.CLAIM_STORE_UNAVAILABLE, {"reason": "database-unopenable"},
+                                    operation_id="pub_a_1")
+    reply(retry, unavailable)
+    reply(other, unavailable)
+    assert retry["type"] == other["type"] == "fail"
+    all_valid(s)
+
+
 @covers("idempotency")
 def test_different_request_under_a_stored_operation_id():
     s = Scenario()

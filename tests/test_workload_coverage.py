@@ -71,6 +71,13 @@ def test_what_is_requested_follows_the_configuration_and_what_the_run_reached():
     # only the prologue, or an answer that proves nothing: the run did not get there
     assert not coverage(history((hold, wrong)), plan_for({}, 10, None))["renew with a stale expiry"]["requested"]
     assert not coverage(history((stale, info)), plan_for({}, 10, None))["renew with a stale expiry"]["requested"]
+    # a store that could not decide (found by the default soak, sqlite seed 2: the exhausted acquire
+    # met the fsync nemesis) answered nothing about the path either
+    for code in ("clock-floor-persistence-failed", "claim-store-unavailable"):
+        undecided = {"type": "fail", "value": {"exit": 6, "envelope": {"ok": False, "state": "unchanged",
+                                                                       "error": {"code": code, "details": {}}}}}
+        row = coverage(history((stale, undecided)), plan_for({}, 10, None))["renew with a stale expiry"]
+        assert row == {"requested": False, "attempted": 1, "completed": 0}, code
     # not in the rotation: never requested
     only = plan_for({"episodes": ["stale-witness"]}, 10, None)
     assert not coverage(history((stale, wrong)), only)["renew with a stale expiry"]["requested"]
@@ -137,3 +144,28 @@ def test_probes_that_never_land_make_the_run_unknown_and_the_correct_backend_is_
     results, _ = _run(tmp_path / "b", "--nemesis", "none", "--workers", "4", "--time-limit", "8", scenario=PROBES)
     assert results["verdict"] == "valid", results["notes"]
     assert results["workload_coverage"]["probe renew at exactly expires_at"]["completed"] > 0
+
+
+def _il(process, f, req, typ, code=None):
+    env = {"ok": typ == "ok", "op": f, **({"reason_code": code} if code else {})}
+    return [{"process": process, "type": "invoke", "f": f, "value": req},
+            {"process": process, "type": typ, "f": f, "value": {"exit": 0 if typ == "ok" else 3, "envelope": env}}]
+
+
+def test_the_issue_lock_paths_are_counted_and_gated_like_the_claims_paths():
+    from workloads.issuelock import GHOST_TOKEN
+    from workloads.issuelock_coverage import coverage as issue_lock_coverage
+
+    key = {"agent_token": "tok-agent-0", "issue_number": 100}
+    refused = (_il(0, "inspect", key, "ok") + _il(0, "bootstrap", key, "fail", "healthy_foreign_lock")
+               + _il(1, "recover", dict(key, agent_token=GHOST_TOKEN), "fail", "identity_unresolved"))
+    table = issue_lock_coverage(refused)
+    assert table["bootstrap refused: healthy foreign lock"] == {"requested": False, "attempted": 1, "completed": 1}
+    assert table["recover refused: identity_unresolved"] == {"requested": False, "attempted": 1, "completed": 1}
+    assert table["recover refused: no_durable_lock"]["attempted"] == 0      # aimed by its request only
+    notes: list = []
+    assert Run._workload_gate("valid", table, {"ops": 3, "info": 0}, notes) == "unknown"
+    assert notes == ["requested workload paths never completed: bootstrap (lock taken), heartbeat"]
+    took = refused + _il(0, "bootstrap", key, "ok") + _il(0, "heartbeat", key, "ok")
+    assert Run._workload_gate("valid", issue_lock_coverage(took), {"ops": 5, "info": 0}, []) == "valid"
+    assert not any(r["requested"] for r in issue_lock_coverage([]).values())   # no clients: nothing asked

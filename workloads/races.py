@@ -655,7 +655,7 @@ def _epoch_exhaustion():
         tup = {"ledger_namespace": x.ns, "item_id": x.exhausted}
         wit = {"last_epoch": rb.get("last_epoch"), "active": rb.get("active")}
         pin = x.expires(rb["active"]) if rb.get("active") else None
-        return [("a", x.acquire("a", wit, "acquire-exhausted", tup=tup, clock_ms=pin))]
+        return [("a", x.acquire("a", wit, "take-last-epoch", tup=tup, clock_ms=pin))]
 
     def over(x):
         claim = x.f.other_claim   # a got the last epoch: b's takeover at its expiry has none left

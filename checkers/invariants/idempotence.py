@@ -36,6 +36,9 @@ STORED_CODES = frozenset(("claim-fence-rejected",))
 #: validation steps 1-3 come before the idempotency lookup (step 4)
 PRE_LOOKUP_CODES = frozenset(("invalid-request", "candidate-digest-mismatch", "ledger-namespace-unbound",
                               "capability-unavailable"))
+#: replies that decided nothing at all (§8: "no authoritative decision was possible and nothing
+#: changed"): neither a replay nor a conflict was owed
+NO_DECISION_CODES = frozenset(("claim-store-unavailable",))
 
 
 def is_stored_kind(op: Op) -> bool:
@@ -89,6 +92,8 @@ def check(history, ctx: dict | None = None) -> dict:
             if op.ip <= s0.cp or not op.definite or d is None:
                 continue
             code = op.code
+            if code in NO_DECISION_CODES:
+                continue
             if d != d0 and code != "idempotency-conflict" and code not in PRE_LOOKUP_CODES:
                 out.add(
                     "idempotency-conflict-missing",
