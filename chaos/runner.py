@@ -376,6 +376,10 @@ class Run:
             if parked:
                 coverage.took_effect("pause", parked)
             ops = history.snapshot()
+            aimed = sum(1 for o in ops if o.get("type") != "invoke" and isinstance(o.get("fault"), dict)
+                        and o["fault"].get("by") == "kill-nemesis" and o["fault"].get("inside"))
+            if aimed:   # kills armed for a publish proved themselves inside their calls
+                coverage.took_effect("kill", aimed)
             results = self._results(cfg, run, ops, coverage, capabilities, started, notes, world, kind)
             results["target"] = target.describe()
             landed = kill_landings(ops)
@@ -630,13 +634,18 @@ class Run:
 
 
 def kill_landings(ops: list[dict]) -> dict[str, int]:
-    """Per op kind, how many kills landed while that op was in flight."""
+    """Per op kind, how many of the kill nemesis's kills landed while that op
+    was in flight (a kill armed for a publish lands with the publish's
+    completion: ``fault.by == "kill-nemesis"`` and ``inside``)."""
     out: dict[str, int] = {}
     for o in ops:
         if o.get("process") == NEMESIS and o.get("f") == "kill" and o.get("type") == "ok":
             for k in (o.get("value") or {}).get("killed") or []:
                 if k.get("gone") and k.get("during"):
                     out[k["during"]] = out.get(k["during"], 0) + 1
+        fault = o.get("fault") if o.get("type") != "invoke" else None
+        if isinstance(fault, dict) and fault.get("by") == "kill-nemesis" and fault.get("inside"):
+            out[o["f"]] = out.get(o["f"], 0) + 1
     return out
 
 

@@ -11,6 +11,7 @@ from chaos.nemesis import NEMESES
 from chaos.nemesis.clock import BACKWARD_S, FORWARD_S, STROBE_S, drawer
 from chaos.runner import Run, RunConfig
 from workloads.random import Stream
+from test_nemesis_faults import make_env, world  # noqa: F401  (fixture)
 
 
 def _draws(gen, n=80):
@@ -70,3 +71,36 @@ def test_a_black_box_run_without_item_files_arms_no_publish_lost_reply():
     Run(cfg2)._black_box_world(SimpleNamespace(namespaces=list(world.namespaces), commits=False, publishes=True),
                                kind, world, [])
     assert "lost_reply_classes" not in cfg2.nemesis_opts
+
+
+def test_a_kill_aimed_at_a_publish_is_armed_for_the_next_publish_and_lands_with_it(tmp_path, world):  # noqa: F811
+    """kill-call: the kill nemesis arms the next publish any worker sends; that
+    publish's completion carries the evidence, and kill_landings counts it only
+    when the signal was inside the call."""
+    from chaos.runner import kill_landings
+    from workloads.items import publish_request, revision_of
+
+    spec, w = world
+    env, slot = make_env(tmp_path, spec)
+    pkg = NEMESES["kill"]({"workers": 1, "backend": "sqlite", "kill_at": "publish", "kill_publish_share": 1.0})
+    value, _ = pkg.generator.draw(Stream(5, ("nemesis", "kill", 0)), 1)
+    assert value["at"] == "publish" and 0 <= value["at_u"] < 1 and "delay_ms" not in value
+    ns, item = w.tuples[0]
+    tup = {"ledger_namespace": ns, "item_id": item}
+    try:
+        got = slot.run_op({"process": 0, "f": "acquire", "value": dict(tup, owner_id="o", lease_duration_ms=60_000,
+                                                                         expected={"last_epoch": "0", "active": None})})
+        fence = dict(tup, owner_id="o", epoch=got["value"]["envelope"]["result"]["claim"]["epoch"])
+        armed = pkg.execute(env, {"f": "kill", "value": dict(value, at_u=0.0)})
+        assert armed == {"armed": "next publish", "took_effect": None}
+        assert pkg.execute(env, {"f": "kill", "value": value})["armed"] == "a publish kill is still pending"
+        rev = revision_of(w.seed_items[(ns, item)])
+        first = slot.run_op({"process": 1, "f": "publish", "value": publish_request("pub_1", ns, item, rev, fence, "o")})
+        assert first["fault"]["by"] == "kill-nemesis" and first["fault"]["kind"] == "kill"
+        assert (first["type"] == "info") == bool(first["fault"]["inside"])
+        second = slot.run_op({"process": 2, "f": "publish", "value": publish_request("pub_2", ns, item, rev, fence, "o")})
+        assert "fault" not in second   # one arm, one publish
+        assert kill_landings([first, second]) == ({"publish": 1} if first["fault"]["inside"] else {})
+    finally:
+        pkg.final(env)
+        slot.stop()
