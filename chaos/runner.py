@@ -66,8 +66,11 @@ from workloads.interpreter import interpret, simulate
 
 def grace_ns(cfg) -> int:
     """How long the workload may go on past its time limit for an armed fault to
-    take effect: as long again as the run, 5 s at least, 60 s at most."""
-    return int(min(max(cfg.time_limit, 5.0), 60.0) * SEC)
+    take effect: as long again as the run, or three op deadlines (the armed
+    worker's op in flight, its next acquire and its publish: on a loaded machine
+    one claim cycle is all it may get in a short run), whichever is longer;
+    5 s at least, 60 s at most. It ends as soon as the evidence is in."""
+    return int(min(max(cfg.time_limit, 3 * cfg.op_timeout, 5.0), 60.0) * SEC)
 
 
 @dataclass(frozen=True)
@@ -240,7 +243,9 @@ class Run:
             self.cleanups.append(power.cleanup)
 
         def env_for(t: int) -> dict:
-            env: dict = {}
+            from chaos.host.server import PIN_DIR_ENV
+
+            env: dict = {PIN_DIR_ENV: run.tmp}  # a black-box pin's timestamp file lives (and dies) with the run
             libs = []
             if t in clock_faults:
                 env.update(clock_faults[t].env())
@@ -298,6 +303,8 @@ class Run:
         results = None
         try:
             kind = workload_kind(cfg)
+            if kind.name == "claims":
+                self._fit_episodes(notes)
             client_gen, world = kind.build(cfg)
             target = kind.target(cfg, run, self._note_pid, self._note_dir)
             self.cleanups.append(target.close)
@@ -317,9 +324,15 @@ class Run:
             t0 = time.monotonic_ns()
             driver = RealDriver(history, self.slots, None, t0, self.stop)
             routes = self._routes(target)
+            from chaos import sut
+
+            # a paused writer parks at the engine's barrier hook where there is one, else it is
+            # frozen inside its call (chaos.faults.incall)
+            barrier = sut.get(cfg.backend).abilities(backend_options(cfg)).has("barrier", via="hook")
             for t in range(cfg.workers):
                 self.slots.append(Slot(t, routes.spec_for(spec, t) if routes else spec, env_for, run.file("logs"),
                                        driver.completions, cfg.op_timeout, self._note_pid))
+                self.slots[-1].barrier = barrier
                 if getattr(target, "nodes", None) is not None:   # --nodes docker: each host in a container
                     self.slots[-1].launcher = target.worker_launcher(t)
             env = FaultEnv(self.slots, clock_faults, fsync, coverage, history, t0, target)
@@ -363,6 +376,10 @@ class Run:
             if parked:
                 coverage.took_effect("pause", parked)
             ops = history.snapshot()
+            aimed = sum(1 for o in ops if o.get("type") != "invoke" and isinstance(o.get("fault"), dict)
+                        and o["fault"].get("by") == "kill-nemesis" and o["fault"].get("inside"))
+            if aimed:   # kills armed for a publish proved themselves inside their calls
+                coverage.took_effect("kill", aimed)
             results = self._results(cfg, run, ops, coverage, capabilities, started, notes, world, kind)
             results["target"] = target.describe()
             landed = kill_landings(ops)
@@ -381,10 +398,13 @@ class Run:
         except Exception as e:  # a report failure never loses the verdict
             print(f"chaos: report not written: {type(e).__name__}: {e}", file=sys.stderr)
         run.link_latest()
-        print(f"chaos: {results['verdict']} ({results['stats']['ops']} ops, seed {cfg.seed}) -> {run.path}",
-              file=sys.stderr)
-        for line in known_lines(results):
-            print(f"chaos: {line}", file=sys.stderr)
+        if results.get("workload_coverage"):  # per path; the summary below says how many completed
+            from workloads.coverage import format_table
+
+            print("chaos: workload coverage\n" + format_table(results["workload_coverage"]), file=sys.stderr)
+        from chaos.reports.console import summary
+
+        print(summary(results, run.path), file=sys.stderr)
         if self.interrupted:
             return 130
         return results["exit_code"]
@@ -427,6 +447,25 @@ class Run:
         verifies = [{"f": "verify", "value": {"ledger_namespace": ns}} for ns in by_ns]
         interpret(clients(verifies), threads, driver, self.cfg.seed, process_of=process_of)
 
+    def _fit_episodes(self, notes: list) -> None:
+        """Racer episodes that need an ability the backend lacks (a black-box
+        program cannot seed a claim record, may map no legacy commands) are
+        left out up front, each with its reason; recorded in ``cfg.claims``
+        (``episodes``), so the workload and its coverage plan follow."""
+        from chaos import sut
+        from workloads.claims import ClaimsConfig
+        from workloads.races import EPISODE_NEEDS
+
+        cfg = self.cfg
+        abilities = sut.get(cfg.backend).abilities(backend_options(cfg))
+        kept, dropped = [], []
+        for episode in ClaimsConfig(**cfg.claims).episodes:
+            why = abilities.missing(EPISODE_NEEDS.get(episode, ()))
+            (dropped.append(f"{episode} ({why})") if why else kept.append(episode))
+        if dropped:
+            cfg.claims = dict(cfg.claims, episodes=kept)
+            notes.append(f"racer episodes left out, the backend lacks what they need: {'; '.join(dropped)}")
+
     def _black_box_world(self, target, kind, world, notes: list):
         """A black-box program: the namespaces it minted at provision (the suite
         adopts them), a cooperating agent that commits (Git-backed ledgers), no
@@ -440,6 +479,8 @@ class Run:
             cfg.claims = dict(cfg.claims, commit=True)
         if not getattr(target, "publishes", True):
             cfg.claims = dict(cfg.claims, publish=False)
+            if "lost_reply_classes" not in cfg.nemesis_opts:  # an armed publish-class lost reply could never fire
+                cfg.nemesis_opts = dict(cfg.nemesis_opts, lost_reply_classes=["claim"])
             notes.append("the backend has no public path to seed ledger items (profile items.path: null): "
                          "publications are not exercised")
         return kind.build(cfg)
@@ -480,6 +521,10 @@ class Run:
             # one (chaos.nemesis.process; a fast in-process backend's publish is too short
             # to aim at without stalling the nemesis thread)
             cfg.nemesis_opts = dict(cfg.nemesis_opts, kill_at="publish", kill_publish_share=0.75)
+        if chosen["slow"] and "clock_forward_s" not in cfg.nemesis_opts:
+            # forward skews the run outlives: a frozen floor strands every dead holder's claim
+            cfg.nemesis_opts = dict(cfg.nemesis_opts,
+                                    clock_forward_s=timing.clock_offsets(ccfg.lease_ms, cfg.time_limit))
         cfg.timing = {"measured": measured, "scale": cfg.scale, "workers": cfg.workers, "time_limit": cfg.time_limit,
                       "op_timeout": cfg.op_timeout, "lease_ms": ccfg.lease_ms, "work_ms": list(ccfg.work_ms),
                       "backoff_ms": list(ccfg.backoff_ms)}
@@ -491,7 +536,9 @@ class Run:
         seen = (f"measured read {m.get('read_ms')} ms, decision {m.get('decision_ms')} ms; "
                 if m and "error" not in m else "")
         print(f"chaos: timing: {seen}scale {cfg.scale} -> lease {ccfg.lease_ms} ms, work {ccfg.work_ms[0]}-"
-              f"{ccfg.work_ms[1]} ms, op deadline {cfg.op_timeout} s, {cfg.workers} workers, {cfg.time_limit} s",
+              f"{ccfg.work_ms[1]} ms, op deadline {cfg.op_timeout} s, {cfg.workers} workers, {cfg.time_limit} s"
+              + (f", forward skews {cfg.nemesis_opts['clock_forward_s']} s" if "clock_forward_s" in cfg.nemesis_opts
+                 else ""),
               file=sys.stderr)
 
     def _results(self, cfg, run, ops, coverage, capabilities, started, notes, world, kind) -> dict:
@@ -524,6 +571,9 @@ class Run:
         if missing and verdict == "valid":
             verdict = "unknown"
             notes.append(f"requested faults never took effect: {', '.join(missing)}")
+        # per contract path, for the workloads that declare their paths (the claims workload)
+        paths = kind.coverage(ops, cfg, capabilities) if hasattr(kind, "coverage") else {}
+        verdict = self._workload_gate(verdict, paths, stats, notes)
         code = {"valid": ExitCode.VALID, "invalid": ExitCode.INVALID}.get(verdict, ExitCode.UNKNOWN)
         return {
             "schema_version": 1,
@@ -534,6 +584,7 @@ class Run:
             "exit_code": int(code),
             "checkers": checker_results,
             "fault_coverage": coverage.to_json(),
+            "workload_coverage": paths,
             "stats": stats,
             "ctx": ctx,
             "started_at": started,
@@ -543,6 +594,23 @@ class Run:
             "known_deviations": known_report,
             "timing": cfg.timing or None,
         }
+
+    @staticmethod
+    def _workload_gate(verdict: str, paths: dict, stats: dict, notes: list) -> str:
+        """A valid verdict proves something only if the run exercised what it was
+        configured to: every requested path completed, most ops were definite.
+        (An unknown run says these reasons too; an invalid one stands.)"""
+        if verdict == "invalid":
+            return verdict
+        from workloads.coverage import missing as missing_paths
+
+        never = missing_paths(paths)
+        if never:
+            notes.append(f"requested workload paths never completed: {', '.join(never)}")
+        if stats["ops"] == 0 or stats["info"] * 2 > stats["ops"]:
+            notes.append(f"most operations ended info ({stats['info']} of {stats['ops']}): the replies prove "
+                         "too little to judge the backend")
+        return "unknown" if never or stats["ops"] == 0 or stats["info"] * 2 > stats["ops"] else verdict
 
     def _teardown(self) -> None:
         for slot in self.slots:
@@ -566,13 +634,18 @@ class Run:
 
 
 def kill_landings(ops: list[dict]) -> dict[str, int]:
-    """Per op kind, how many kills landed while that op was in flight."""
+    """Per op kind, how many of the kill nemesis's kills landed while that op
+    was in flight (a kill armed for a publish lands with the publish's
+    completion: ``fault.by == "kill-nemesis"`` and ``inside``)."""
     out: dict[str, int] = {}
     for o in ops:
         if o.get("process") == NEMESIS and o.get("f") == "kill" and o.get("type") == "ok":
             for k in (o.get("value") or {}).get("killed") or []:
                 if k.get("gone") and k.get("during"):
                     out[k["during"]] = out.get(k["during"], 0) + 1
+        fault = o.get("fault") if o.get("type") != "invoke" else None
+        if isinstance(fault, dict) and fault.get("by") == "kill-nemesis" and fault.get("inside"):
+            out[o["f"]] = out.get(o["f"], 0) + 1
     return out
 
 
@@ -588,17 +661,6 @@ def _with_flags(command: str, flags: dict[str, str]) -> str:
         else:
             words += [flag, value]
     return shlex.join(words)
-
-
-def known_lines(results: dict) -> list[str]:
-    """Console lines for the acknowledged findings (and acknowledgements that matched nothing)."""
-    out = []
-    for d in results.get("known_deviations") or []:
-        if d.get("matched"):
-            out.append(f"known: {d['id']} ({d['anomaly']}) x{d['matched']}: {d.get('reason')}")
-        else:
-            out.append(f"known deviation {d['id']} matched nothing in this run (acknowledgement unused)")
-    return out
 
 
 def run(cfg: RunConfig) -> int:

@@ -410,6 +410,8 @@ class History:
     ``final`` the runner's final durable state (``FinalState``, or ``None``);
     ``capabilities`` the raw envelopes of ok capabilities replies;
     ``envelope_problems`` the shape findings ``(op, [problem])``;
+    ``request_problems`` what a publish reply accepted that its raw request
+    should have been refused for ``(op, kind, data)`` (``checkers.invariants.requests``);
     ``problems`` what could not be read (torn tail, corrupt lines).
 
     ``derived`` is a per-history cache for what several checkers build from
@@ -426,6 +428,7 @@ class History:
         self.final: FinalState | None = None
         self.capabilities: list[tuple[Op, dict]] = []
         self.envelope_problems: list[tuple[Op, list[str]]] = []
+        self.request_problems: list[tuple[Op, str, dict]] = []  # checkers.invariants.requests, raw request in hand
         self.problems: list[str] = []
         self.length = 0
         self.source: Any = None  # the records list, or the path read
@@ -576,8 +579,10 @@ class _Builder:
         self.intern = _Interner()
         self.keys = _Interner()
         from checkers.invariants.envelopes import envelope_problems
+        from checkers.invariants.requests import request_problems
 
         self.shape = envelope_problems
+        self.request_check = request_problems
 
     def feed_all(self, records: Iterable[dict]) -> History:
         for rec in records:
@@ -716,6 +721,8 @@ class _Builder:
         problems = self.shape(f, exit_code, env, req)
         if problems:
             self.h.envelope_problems.append((op, problems))
+        if f == "publish":
+            self.h.request_problems += [(op, kind, data) for kind, data in self.request_check(exit_code, env, req)]
 
 
 def read_history(path: str) -> list[dict]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import hashlib
 import re
 from pathlib import Path
 
@@ -660,6 +661,37 @@ def test_final_ledger_bytes_are_the_accepted_candidate():
     named(s, "stale_write", "ledger-bytes-mismatch", [fin["index"]])
 
 
+@covers("complete-request")
+def test_a_publish_without_its_complete_request_is_refused():
+    s = Scenario()
+    req, p = published(s)
+    all_valid(s)
+    # a retry that names its operation id but drops the fence, and the backend accepts it
+    del invoke_of(s, p)["value"]["claim_fence"]
+    named(s, "requests", "incomplete-request-accepted", idx(p))
+
+
+@covers("candidate-digest")
+def test_a_candidate_whose_bytes_miss_its_digest_is_refused():
+    s = Scenario()
+    req, p = published(s)
+    all_valid(s)
+    invoke_of(s, p)["value"]["candidate_sha256"] = "sha256:" + "e" * 64
+    named(s, "requests", "candidate-digest-accepted", idx(p))
+
+
+@covers("candidate-valid")
+def test_a_candidate_that_is_not_the_requests_item_is_refused():
+    s = Scenario()
+    req, p = published(s)
+    all_valid(s)
+    # the bytes are a valid item, but another one: its id is not the request's item_id
+    other = ledger_bytes("other-item", "a one")
+    invoke_of(s, p)["value"].update(candidate_source_base64=base64.b64encode(other).decode(),
+                                    candidate_sha256="sha256:" + hashlib.sha256(other).hexdigest())
+    named(s, "requests", "invalid-candidate-accepted", idx(p))
+
+
 @covers("idempotency")
 def test_identical_retry_is_replayed_verbatim():
     s = Scenario()
@@ -675,6 +707,21 @@ def test_identical_retry_is_replayed_verbatim():
         **s.key(), "expected_revision": s.seed_rev(), "actual_revision": req["candidate_sha256"]},
         operation_id="pub_a_1"))
     named(s, "idempotence", "retry-not-replayed", idx(p, retry))
+
+
+def test_a_retry_the_store_could_not_decide_is_not_a_missing_replay():
+    # found by the default soak (sqlite seed 5): a replay during the fsync nemesis got exit 6
+    # claim-store-unavailable ("no authoritative decision was possible and nothing changed", §8)
+    s = Scenario()
+    req, p = published(s)
+    retry = s.call(2, "publish", req, 3_000)
+    other = s.call(2, "publish", s.publish("pub_a_1", "agent-a", "1", s.seed_rev(), "a two"), 4_000)
+    unavailable = publication_error(Code.CLAIM_STORE_UNAVAILABLE, {"reason": "database-unopenable"},
+                                    operation_id="pub_a_1")
+    reply(retry, unavailable)
+    reply(other, unavailable)
+    assert retry["type"] == other["type"] == "fail"
+    all_valid(s)
 
 
 @covers("idempotency")
