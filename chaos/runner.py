@@ -279,6 +279,7 @@ class Run:
     def execute(self) -> int:
         cfg = self.cfg
         procs.set_child_subreaper()
+        self.children_before = procs.descendants()
         clean_stale_tmp(os.path.abspath(cfg.store))
         run = RunDir(cfg.store, cfg.name)
         self._watchdog(run)  # first: from here on a SIGKILL of this process leaves nothing behind
@@ -558,6 +559,10 @@ class Run:
         tmp_dirs = [os.path.dirname(self.pidfile)] if hasattr(self, "pidfile") else []
         for d in tmp_dirs:
             shutil.rmtree(d, ignore_errors=True)
+        # what the run's programs left behind (an external CLI's daemonized child from a
+        # set-up call, re-parented to this subreaper): everything under us that is new
+        for pid in procs.descendants() - getattr(self, "children_before", set()):
+            procs.ProcessTree(pid).kill()
 
 
 def kill_landings(ops: list[dict]) -> dict[str, int]:

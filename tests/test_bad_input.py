@@ -290,3 +290,41 @@ def test_run_config_file_alias_bomb(capsys, tmp_path):
         rows.append(f"  {name}: &{name} [{', '.join([f'*{prev}'] * 10)}]")
     path.write_text("\n".join(rows) + "\n")
     assert "limit" in one_line_254(*chaos(capsys, "run", "--config", path, "--store", tmp_path / "s"))
+
+
+# ------------------------------------------------------------------ profiles
+
+BAD_PROFILES = {"argv: 5": "argv", "busy: 5": "busy", "admin: 7": "admin", 'timeout_s: "abc"': "timeout_s"}
+
+
+def _profile(tmp_path, member: str) -> str:
+    doc = open(os.path.join(ROOT, "profiles", "chaos-sqlite.yaml")).read()
+    key = member.split(":")[0]
+    kept = [ln for ln in doc.splitlines() if not ln.startswith(key + ":")
+            and not (key in ("argv", "admin", "busy") and ln.startswith("  ") and _in_block(doc, ln, key))]
+    path = tmp_path / "bad.yaml"
+    path.write_text("\n".join(kept) + f"\n{member}\n")
+    return str(path)
+
+
+def _in_block(doc: str, line: str, key: str) -> bool:
+    """``line`` is an indented line of the top-level block ``key:``."""
+    current = None
+    for ln in doc.splitlines():
+        if ln and not ln.startswith((" ", "#")):
+            current = ln.split(":")[0]
+        if ln == line:
+            return current == key
+    return False
+
+
+@pytest.mark.parametrize("member", sorted(BAD_PROFILES))
+def test_profile_of_the_wrong_types_is_a_config_error_for_run_and_conform(capsys, tmp_path, member):
+    profile = _profile(tmp_path, member)
+    assert BAD_PROFILES[member] in one_line_254(*chaos(capsys, "run", "--backend", "external", "--command",
+                                                       "python -m chaos.cli backend sqlite", "--profile", profile,
+                                                       "--store", tmp_path / "s", *QUICK))
+    assert not (tmp_path / "s").exists()
+    code, err = chaos(capsys, "conform", "--backend", "external", "--command", "python -m chaos.cli backend sqlite",
+                      "--profile", profile, "--case", "renew-release-restart-aba")
+    assert BAD_PROFILES[member] in one_line_254(code, err)   # a config error, not every case "failed"

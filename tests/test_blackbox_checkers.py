@@ -138,3 +138,53 @@ def test_a_fast_backend_is_never_scaled_and_a_slow_one_is():
     assert timing.scaled_claims({"lease_ms": 900}, 2.0, ClaimsConfig())["lease_ms"] == 900   # the user's value stays
     given = timing.choose(None, 2.5, lease_ms=1500, workers_default=10, time_limit_default=30.0)
     assert given["scale"] == 2.5
+
+
+def test_known_findings_are_shown_in_report_html_and_junit(tmp_path):
+    import json as _json
+
+    from chaos import reports
+
+    h = _h(*_pair(0, "acquire", {"ledger_namespace": NS, "item_id": ITEM},
+                  {"type": "info", "error": "reply protocol violated", "protocol": EIO}))
+    merged = checkers.run_checkers(h, {"known_deviations": [DEV, dict(DEV, id="stale-ack", anomaly="nothing-like-it")]})
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "history.jsonl").write_text("".join(_json.dumps(o) + "\n" for o in h))
+    results = {"schema_version": 1, "test": {"name": "t", "backend": "external", "workload": "claims", "nemesis": [],
+                                            "workers": 1, "time_limit": 1.0, "seed": 1, "command": "chaos run"},
+               "capabilities": None, "verdict": "valid", "exit_code": 0, "checkers": merged["checkers"],
+               "fault_coverage": {}, "stats": {"ops": 1, "ok": 0, "fail": 0, "info": 1, "duration_s": 0.0},
+               "notes": [], "known_deviations": merged["known_deviations"]}
+    (run / "results.json").write_text(_json.dumps(results))
+    reports.write_all(str(run))
+    html = (run / "report.html").read_text()
+    assert 'id="known-deviations"' in html and "eio-exit-1" in html and "0 (unused acknowledgement)" in html
+    junit = (run / "junit.xml").read_text()
+    assert 'name="known:eio-exit-1"' in junit and "known (eio-exit-1): reply-protocol" in junit
+    assert "<failure" not in junit
+
+
+def test_a_run_whose_final_durable_check_could_not_run_is_unknown_never_valid():
+    from types import SimpleNamespace
+
+    from chaos.nemesis import Coverage
+    from chaos.runner import Run, RunConfig
+
+    class AllValid:  # every checker passed: only the final phase can make the run unknown
+        name = "claims"
+
+        def ctx(self, cfg, world, capabilities):
+            return {}
+
+        def check(self, ops, ctx):
+            return {"valid": True, "checkers": {"x": {"valid": True, "anomalies": [], "stats": {}}}}
+
+    cfg = RunConfig(seed=1, workers=1)
+    r = Run(cfg)
+    clean = r._results(cfg, SimpleNamespace(path="/x"), [], Coverage([]), None, "t", [], None, AllValid())
+    assert clean["verdict"] == "valid"
+    r.final_incomplete.append("final durable export failed: RuntimeError: boom")
+    out = r._results(cfg, SimpleNamespace(path="/x"), [], Coverage([]), None, "t", [], None, AllValid())
+    assert out["verdict"] == "unknown" and out["exit_code"] == 2
+    assert any("could not run" in n and "boom" in n for n in out["notes"])

@@ -236,7 +236,8 @@ def config_from_file(args: argparse.Namespace):
     opts = dict(backend_options(cfg), protocol="work-claim" if cfg.workload == "claims" else cfg.workload)
     backend.check(opts)
     table = support(cfg.backend, dict(opts, **(cfg.nemesis_opts or {})))
-    bad = [f"{n} ({table[n][1]})" for n in cfg.nemesis if not table.get(n, (False, "unknown nemesis"))[0]]
+    bad = [f"{n} ({table.get(n, (False, 'unknown nemesis'))[1]})" for n in cfg.nemesis
+           if not table.get(n, (False, "unknown nemesis"))[0]]
     if bad:
         raise UsageError(f"nemesis not available with --backend {cfg.backend} here: {'; '.join(bad)}")
     if cfg.faults is not None and not (isinstance(cfg.faults, list) and all(

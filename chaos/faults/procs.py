@@ -58,6 +58,22 @@ def registered() -> set[int]:
     return {p for p in pids if psutil.pid_exists(p)}
 
 
+def descendants(pid: int | None = None) -> set[int]:
+    """Every live descendant of ``pid`` (default: this process), zombies excluded."""
+    try:
+        kids = psutil.Process(pid or os.getpid()).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return set()
+    out = set()
+    for k in kids:
+        try:
+            if k.status() != psutil.STATUS_ZOMBIE:
+                out.add(k.pid)
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
 def set_child_subreaper() -> bool:
     """Make this process the reaper of its orphaned descendants, so killed
     grandchildren can be ``waitpid``-ed at once instead of lingering as

@@ -271,6 +271,11 @@ def main(argv: list[str] | None = None) -> int:
     source.add_argument("--spec-env", metavar="VAR",
                         help="read the spec from this environment variable (keeps a DSN password out of `ps`)")
     args = parser.parse_args(argv)
+    from chaos.faults.procs import set_child_subreaper
+
+    # what a backend's program leaves behind, even in a session of its own (setsid),
+    # stays in this host's tree, so it dies with the worker (Slot.kill, the watchdog)
+    set_child_subreaper()
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format=f"host[{os.getpid()}] %(levelname)s %(message)s")
     # The protocol owns the real stdout; anything else printing goes to stderr.
     out = os.fdopen(os.dup(1), "wb", buffering=0)

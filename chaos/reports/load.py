@@ -76,9 +76,25 @@ def load_run(run_dir: str) -> RunData:
         run.problems.append("no results.json: the run did not finish (crashed or was killed)")
     test = _yaml(os.path.join(run_dir, "test.yaml"), run.problems)
     if isinstance(test, dict):
-        run.test = test
+        from chaos.reports.results_schema import TEST
+
+        spec = dict(TEST, backend=(True, (str, dict)))  # test.yaml may hold the backend's spec
+        run.test = _keep(test, spec, "test.yaml: ", run.problems)
     run.history = _history(os.path.join(run_dir, "history.jsonl"), run.problems)
     return run
+
+
+def _keep(obj: dict, spec: dict, where: str, problems: list) -> dict:
+    """``obj`` without the members of ``spec`` whose type is wrong (each one a problem)."""
+    out = dict(obj)
+    for key, (_required, types, *_meaning) in spec.items():
+        if key in out and (not isinstance(out[key], types) or (isinstance(out[key], bool) and bool not in types)):
+            problems.append(f"{where}{key} has the wrong type ({type(out[key]).__name__}); ignored")
+            del out[key]
+    if isinstance(out.get("nemesis"), list) and not all(isinstance(n, str) for n in out["nemesis"]):
+        problems.append(f"{where}nemesis is not a list of fault names; ignored")
+        del out["nemesis"]
+    return out
 
 
 def well_typed(results: dict, problems: list) -> dict:
@@ -86,12 +102,7 @@ def well_typed(results: dict, problems: list) -> dict:
     from chaos.reports.results_schema import COVERAGE_ROW, STATS, TEST, TOP_LEVEL
 
     def keep(obj: dict, spec: dict, where: str) -> dict:
-        out = dict(obj)
-        for key, (_required, types, *_meaning) in spec.items():
-            if key in out and (not isinstance(out[key], types) or (isinstance(out[key], bool) and bool not in types)):
-                problems.append(f"results.json: {where}{key} has the wrong type ({type(out[key]).__name__}); ignored")
-                del out[key]
-        return out
+        return _keep(obj, spec, f"results.json: {where}", problems)
 
     clean = keep(results, TOP_LEVEL, "")
     if "test" in clean:

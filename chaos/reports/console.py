@@ -1,0 +1,124 @@
+"""The end of ``chaos run`` on the console: a short summary a person reads.
+
+``summary(results, run_dir)`` is built from ``results.json`` alone (so
+``chaos check`` and a stored run say the same) and reads top to bottom::
+
+    chaos: VALID -- claims on sqlite, seed 7: 412 ops (ok 301, fail 97, info 14) in 34.2 s
+      checkers   linearizable valid; dual_ownership valid; ... (one line each, the first anomaly or reason)
+      faults     kill 3 took effect of 3; clock NEVER took effect (fired 1)
+      workload   14 of 14 requested paths completed
+      known      F1 (stale-read) x2: acknowledged in the profile
+      notes      the workload started ops until 1.2 s past its time limit ...
+      report     store/claims-sqlite/20260101T000000.000Z/report.html
+      reproduce  chaos run --backend sqlite ... --seed 7
+
+Only sections with something to say are printed; a line never wraps a whole
+anomaly explanation (the report has it).
+"""
+
+from __future__ import annotations
+
+import os
+
+WIDTH = 110
+
+
+def _clip(text: str, width: int = WIDTH) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _dict(x) -> dict:
+    return x if isinstance(x, dict) else {}
+
+
+def _word(valid) -> str:
+    return {True: "valid", False: "INVALID"}.get(valid, "unknown")
+
+
+def _checker_line(name: str, r: dict) -> str:
+    stats = _dict(r.get("stats"))
+    anomalies = r.get("anomalies") if isinstance(r.get("anomalies"), list) else []
+    total = stats.get("anomalies_total", len(anomalies))
+    line = f"{name:<22} {_word(r.get('valid')):<8}"
+    if r.get("error"):
+        return f"{line} checker crashed: {_clip(r['error'], 70)}"
+    if anomalies:
+        first = _dict(anomalies[0])
+        more = f" (+{total - 1} more)" if isinstance(total, int) and total > 1 else ""
+        return f"{line} {first.get('type', 'anomaly')} at ops {first.get('ops', '?')}{more}"
+    reasons = r.get("unknown_reasons") if isinstance(r.get("unknown_reasons"), list) else []
+    if reasons and r.get("valid") not in (True, False):
+        return f"{line} {_clip(reasons[0], 70)}"
+    return line.rstrip()
+
+
+def _faults(coverage: dict) -> list[str]:
+    out = []
+    for name, row in coverage.items():
+        row = _dict(row)
+        fired, took = row.get("fired", 0), row.get("took_effect", 0)
+        if row.get("requested") and not took:
+            out.append(f"{name} NEVER took effect (fired {fired})")
+        elif row.get("requested") or fired:
+            out.append(f"{name} {took} took effect of {fired} fired")
+    return out
+
+
+def _workload(coverage: dict) -> str | None:
+    rows = {k: _dict(v) for k, v in coverage.items()}
+    requested = [k for k, v in rows.items() if v.get("requested")]
+    if not requested:
+        return None
+    never = [k for k in requested if not rows[k].get("completed")]
+    line = f"{len(requested) - len(never)} of {len(requested)} requested paths completed"
+    return line + (f"; never: {', '.join(never)}" if never else "")
+
+
+def _known(results: dict) -> list[str]:
+    out = []
+    for d in results.get("known_deviations") or []:
+        d = _dict(d)
+        if d.get("matched"):
+            out.append(f"{d.get('id')} ({d.get('anomaly')}) x{d['matched']}: {_clip(d.get('reason', ''), 60)}")
+        else:
+            out.append(f"{d.get('id')} matched nothing in this run (acknowledgement unused)")
+    return out
+
+
+def _seconds(x) -> str:
+    return f"{x:.1f}" if isinstance(x, (int, float)) and not isinstance(x, bool) else "?"
+
+
+def _shown_path(path: str) -> str:
+    """``path`` relative to the working directory when it lies below it."""
+    rel = os.path.relpath(path)
+    return path if rel.startswith("..") else rel
+
+
+def summary(results: dict, run_dir: str) -> str:
+    """The summary lines (no trailing newline)."""
+    test, stats = _dict(results.get("test")), _dict(results.get("stats"))
+    verdict = str(results.get("verdict", "unknown"))
+    head = (f"chaos: {verdict.upper()} -- {test.get('workload', '?')} on {test.get('backend', '?')}, "
+            f"seed {test.get('seed', '?')}: {stats.get('ops', 0)} ops (ok {stats.get('ok', 0)}, "
+            f"fail {stats.get('fail', 0)}, info {stats.get('info', 0)}) in {_seconds(stats.get('duration_s'))} s")
+    lines = [head]
+
+    def section(title: str, items: list[str]) -> None:
+        for i, item in enumerate(items):
+            lines.append(f"  {title if i == 0 else '':<10} {item}")
+
+    checkers = _dict(results.get("checkers"))
+    section("checkers", [_checker_line(n, _dict(r)) for n, r in checkers.items()] or ["none ran"])
+    section("faults", _faults(_dict(results.get("fault_coverage"))) or ["none requested"])
+    workload = _workload(_dict(results.get("workload_coverage")))
+    if workload:
+        section("workload", [workload])
+    section("known", _known(results))
+    section("notes", [_clip(n) for n in results.get("notes") or []])
+    report = os.path.join(run_dir, "report.html")
+    section("report", [_shown_path(report) if os.path.exists(report) else f"(not written) {_shown_path(run_dir)}"])
+    if test.get("command"):
+        section("reproduce", [str(test["command"])])
+    return "\n".join(lines)

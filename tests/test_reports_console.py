@@ -1,0 +1,62 @@
+"""The end of ``chaos run`` prints a short summary a person reads: verdict,
+one line per checker, fault and workload coverage, known findings, notes,
+the report path and the reproduce command (issue 13)."""
+
+from __future__ import annotations
+
+import os
+
+from chaos.reports.console import summary
+
+RESULTS = {
+    "test": {"name": "t", "backend": "sqlite", "workload": "claims", "seed": 7,
+             "command": "chaos run --backend sqlite --seed 7 --name t --store store"},
+    "verdict": "invalid",
+    "stats": {"ops": 12, "ok": 8, "fail": 3, "info": 1, "duration_s": 4.26},
+    "checkers": {
+        "linearizable": {"valid": True, "stats": {"seconds": 0.1}},
+        "dual_ownership": {"valid": False, "anomalies": [{"type": "dual-ownership", "ops": [3, 9],
+                                                          "explanation": "x" * 500}],
+                           "stats": {"anomalies_total": 2}},
+        "floors": {"valid": "unknown", "unknown_reasons": ["no decision carried observed_at"]},
+        "envelopes": {"valid": "unknown", "error": "KeyError: 'x'"},
+    },
+    "fault_coverage": {"kill": {"requested": True, "fired": 2, "took_effect": 2},
+                       "clock": {"requested": True, "fired": 1, "took_effect": 0}},
+    "workload_coverage": {"acquire": {"requested": True, "attempted": 5, "completed": 4},
+                          "renew-expired": {"requested": True, "attempted": 2, "completed": 0},
+                          "bonus": {"requested": False, "attempted": 0, "completed": 0}},
+    "known_deviations": [{"id": "F1", "anomaly": "stale-read", "matched": 2, "reason": "acknowledged upstream"},
+                         {"id": "F9", "anomaly": "x", "matched": 0}],
+    "notes": ["requested faults never took effect: clock"],
+}
+
+
+def test_the_summary_says_everything_once_in_order(tmp_path):
+    (tmp_path / "report.html").write_text("<html>")
+    text = summary(RESULTS, str(tmp_path))
+    lines = text.splitlines()
+    assert lines[0] == ("chaos: INVALID -- claims on sqlite, seed 7: 12 ops (ok 8, fail 3, info 1) in 4.3 s")
+    order = [next(i for i, ln in enumerate(lines) if ln.strip().startswith(word))
+             for word in ("checkers", "faults", "workload", "known", "notes", "report", "reproduce")]
+    assert order == sorted(order)
+    body = "\n".join(lines)
+    assert "dual_ownership         INVALID  dual-ownership at ops [3, 9] (+1 more)" in body
+    assert "floors                 unknown  no decision carried observed_at" in body
+    assert "checker crashed: KeyError" in body
+    assert "clock NEVER took effect (fired 1)" in body and "kill 2 took effect of 2 fired" in body
+    assert "1 of 2 requested paths completed; never: renew-expired" in body
+    assert "F1 (stale-read) x2" in body and "F9 matched nothing" in body
+    assert str(tmp_path / "report.html") in body or os.path.relpath(tmp_path / "report.html") in body
+    assert lines[-1].endswith(RESULTS["test"]["command"])
+    assert max(len(ln) for ln in lines[:-1]) <= 130   # no explanation dumped on the console
+
+
+def test_a_valid_run_without_workload_paths_stays_short(tmp_path):
+    results = dict(RESULTS, verdict="valid", checkers={"linearizable": {"valid": True}}, notes=[],
+                   known_deviations=[], workload_coverage={},
+                   fault_coverage={"kill": {"requested": True, "fired": 1, "took_effect": 1}})
+    text = summary(results, str(tmp_path))
+    assert "workload" not in text and "known" not in text and "notes" not in text
+    assert "(not written)" in text   # no report.html there
+    assert len(text.splitlines()) == 5
