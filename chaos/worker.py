@@ -63,6 +63,7 @@ class Slot:
         self.armed_exit: str | None = None  # lost-reply armed for this op class (re-armed on a fresh host)
         self.park_publish_ms: int | None = None  # paused-writer: hold the next publish at the barrier
         self.parked = 0                          # evidence: publishes parked and SIGSTOPped
+        self.on_renew = None                     # partition_after renew: called with (slot, op) before a renew
         self.current: str | None = None          # the ``f`` of the op in flight (what a kill lands inside)
         self.powered = threading.Event()         # cleared while the power-loss nemesis has the machine off
         self.indeterminate = 0                   # ops of this slot that ended info (partition evidence)
@@ -162,6 +163,8 @@ class Slot:
             if op["f"] == "publish" and self.park_publish_ms and hasattr(client, "arm_barrier"):
                 self._park(client, op["value"]["operation_id"], self.park_publish_ms)
                 self.park_publish_ms = None
+            if op["f"] == "renew" and self.on_renew is not None:
+                self.on_renew(self.thread, op)
             if hasattr(client, "call_with_wall"):
                 reply, wall = client.call_with_wall(op["f"], op["value"], timeout=self.op_timeout)
             else:
