@@ -173,13 +173,13 @@ class Engine:
 
     def _acquire(self, op: str, req: AcquireRequest) -> Reply:
         def decide(rec: ClaimRecord, now: int):
-            if rec.last_epoch != req.expected_last_epoch or rec.active != req.expected_active:
+            if not self._witness_matches(rec, req):
                 return claim_error("acquire", Code.CLAIM_CONFLICT, read_back(rec, now)), None
-            if rec.active is not None and now < rec.active.expires_at:
+            if rec.active is not None and not self._expired("acquire", rec.active, now):
                 return claim_error("acquire", Code.CLAIM_HELD, read_back(rec, now)), None
-            if rec.last_epoch >= EPOCH_MAX:
+            epoch = self._next_epoch(rec)
+            if epoch is None:
                 return claim_error("acquire", Code.EPOCH_EXHAUSTED, read_back(rec, now)), None
-            epoch = rec.last_epoch + 1
             active = Active(req.owner_id, epoch, now, now + req.lease_duration_ms)
             new = ClaimRecord(rec.ledger_namespace, rec.item_id, epoch, active)
             return claim_success("acquire", {"claim": claim_json(active), "read_back": read_back(new, now)}), new
@@ -188,13 +188,13 @@ class Engine:
     def _renew_or_release(self, op: str, req: RenewRequest) -> Reply:
         def decide(rec: ClaimRecord, now: int):
             active = rec.active
-            if (active is None or active.owner_id != req.owner_id or active.epoch != req.epoch
-                    or active.expires_at != req.expected_expires_at):
+            if active is None or not self._tuple_matches(active, req):
                 return claim_error(op, Code.CLAIM_CONFLICT, read_back(rec, now)), None
-            if now >= active.expires_at:
+            if self._expired(op, active, now):
                 return claim_error(op, Code.CLAIM_EXPIRED, read_back(rec, now)), None
             if op == "renew":
-                renewed = Active(active.owner_id, active.epoch, active.issued_at, now + req.lease_duration_ms)
+                renewed = Active(active.owner_id, active.epoch, active.issued_at,
+                                 self._renewed_expiry(active, now, req.lease_duration_ms))
                 new = ClaimRecord(rec.ledger_namespace, rec.item_id, rec.last_epoch, renewed)
                 return claim_success("renew", {"claim": claim_json(renewed), "read_back": read_back(new, now)}), new
             new = ClaimRecord(rec.ledger_namespace, rec.item_id, rec.last_epoch, None)
@@ -206,10 +206,9 @@ class Engine:
         command = SURFACE[op][1]
 
         def decide(rec: ClaimRecord, now: int):
-            if op == "legacy-create" and rec.last_epoch != 0:
-                return legacy_error(command, Code.CLAIMED_ITEM_WRITE_REFUSED, read_back(rec, now)), None
-            if op == "legacy-transition" and rec.active is not None and now < rec.active.expires_at:
-                return legacy_error(command, Code.ACTIVE_CLAIM_WRITE_REFUSED, read_back(rec, now)), None
+            code = self._legacy_refusal(op, rec, now)
+            if code is not None:
+                return legacy_error(command, code, read_back(rec, now)), None
             return legacy_success(command, {"read_back": read_back(rec, now)}), None
         return self._decide(op, req, decide)
 
@@ -246,17 +245,17 @@ class Engine:
             current = txn.get_ledger(ns, item)
         if stored is not None:
             return self._replay(stored, req, digest)
-        if not publication_capable(self.config):
+        if not self._publication_capable():
             return publication_error(Code.CAPABILITY_UNAVAILABLE, {"reason": "advisory-capability"},
                                      operation_id=op_id)
-        candidate = check_candidate(req)
+        candidate = self._candidate(req)
         if isinstance(candidate, Reply):
             return candidate
-        issues = ledger_invalid_details(candidate, item, current)
+        issues = self._candidate_issues(candidate, item, current)
         if issues is not None:
             return publication_error(Code.LEDGER_INVALID, issues, operation_id=op_id)
         actual = revision(current) if current is not None else None
-        if actual != req.expected_revision:
+        if not self._revision_matches(actual, req):
             return self._revision_conflict(req, actual)  # not stored: validation-time refusal
 
         self.hooks.before_commit(req.raw)
@@ -302,7 +301,7 @@ class Engine:
             }, operation_id=req.operation_id)
         current = txn.get_ledger(ns, item)
         actual = revision(current) if current is not None else None
-        if actual != req.expected_revision:
+        if not self._revision_matches(actual, req):
             return self._revision_conflict(req, actual)
         txn.put_ledger(ns, item, candidate)
         return publication_success(req.operation_id, {
@@ -313,10 +312,59 @@ class Engine:
             "claim_read_back": read_back(rec, now),
         })
 
+    # ------------------------------------------------------------------ the rules, one method each
+    # Each rule the decisions above apply is decided in exactly one method, so the
+    # suite's planted bugs and mutants (chaos.testing) break one rule in a subclass
+    # without copying a decision.
+
     def _fence(self, req: PublishRequest, rec: ClaimRecord, now: int) -> str | None:
-        """The fence decision; a method so the suite's own planted bugs and
-        mutants can weaken it in a subclass without copying the commit step."""
+        """§6 step 7: the first failing fence dimension, or None."""
         return fence_rejection(req, rec, now)
+
+    def _expired(self, op: str, active: Active, now: int) -> bool:
+        """§4: a lease is active exactly while effective now < expires_at."""
+        return now >= active.expires_at
+
+    def _witness_matches(self, rec: ClaimRecord, req: AcquireRequest) -> bool:
+        """§5 Acquire 1: the CAS witness is the complete last_epoch and active."""
+        return rec.last_epoch == req.expected_last_epoch and rec.active == req.expected_active
+
+    def _next_epoch(self, rec: ClaimRecord) -> int | None:
+        """§4, §5 Acquire 3-4: exactly last_epoch + 1; None when exhausted (never wrap)."""
+        return None if rec.last_epoch >= EPOCH_MAX else rec.last_epoch + 1
+
+    def _renewed_expiry(self, active: Active, now: int, lease_ms: int) -> int:
+        """§4, §5 Renew: a renewed expiry is the persisted decision time + the lease."""
+        return now + lease_ms
+
+    def _tuple_matches(self, active: Active, req: RenewRequest) -> bool:
+        """§5 Renew, Release: owner, epoch and expected expiry are one CAS tuple."""
+        return (active.owner_id == req.owner_id and active.epoch == req.epoch
+                and active.expires_at == req.expected_expires_at)
+
+    def _legacy_refusal(self, op: str, rec: ClaimRecord, now: int) -> str | None:
+        """§7: legacy create refuses claim history; legacy transition an active claim."""
+        if op == "legacy-create" and rec.last_epoch != 0:
+            return Code.CLAIMED_ITEM_WRITE_REFUSED
+        if op == "legacy-transition" and rec.active is not None and not self._expired(op, rec.active, now):
+            return Code.ACTIVE_CLAIM_WRITE_REFUSED
+        return None
+
+    def _publication_capable(self) -> bool:
+        """§3, §6: an advisory endpoint refuses every publish-claimed."""
+        return publication_capable(self.config)
+
+    def _candidate(self, req: PublishRequest) -> bytes | Reply:
+        """§6 step 2: canonical base64, size, and the candidate digest."""
+        return check_candidate(req)
+
+    def _candidate_issues(self, candidate: bytes, item: str, current: bytes | None):
+        """§6 step 5: the candidate is a schema-1 item whose id is the request's."""
+        return ledger_invalid_details(candidate, item, current)
+
+    def _revision_matches(self, actual: str | None, req: PublishRequest) -> bool:
+        """§6 step 8: the durable revision equals expected_revision."""
+        return actual == req.expected_revision
 
     @staticmethod
     def _revision_conflict(req: PublishRequest, actual: str | None) -> Reply:

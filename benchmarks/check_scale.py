@@ -14,7 +14,8 @@ the forked second process of ``--jobs 2``, which ``chaos check`` reaps):
   of both (sampled from /proc: pages they share copy-on-write counted once);
 * ``read``: ``History.read`` alone (the one pass over the file);
 * one row per checker: ``chaos check --only NAME --jobs 1``, i.e. read plus
-  that checker; ``+cpu`` / ``+rss`` are what it adds to ``read``.
+  that checker, with the checker's own CPU as it measured it in-process
+  (``stats.cpu_seconds``) and the peak RSS it adds over ``read``.
 
 Linearity: CPU per op at each size against the smallest size (1.00 =
 linear). The machine's load average is printed before and after: on a
@@ -159,10 +160,13 @@ def main() -> int:
         read = measured([py, "-c", READ_ONLY, os.path.join(d, "history.jsonl")])
         print(row("read (History.read)", read, ops), flush=True)
         for name in default_checkers():
-            m = measured([py, "-m", "chaos.cli", "check", d, "--only", name, "--jobs", "1"])
-            word = m["out"].strip().splitlines()[-1] if m["out"].strip() else f"rc {m['rc']}"
-            print(row(name, m, ops, f"+cpu {m['cpu'] - read['cpu']:6.1f} s  +rss {m['rss_mb'] - read['rss_mb']:5.0f} MB"
-                      f"  {word}"), flush=True)
+            m = measured([py, "-m", "chaos.cli", "check", d, "--only", name, "--jobs", "1", "--json"])
+            try:
+                r = json.loads(m["out"])["checkers"][name]
+                own = f"own {r['stats']['cpu_seconds']:6.2f} s cpu  {r['valid']}"
+            except (ValueError, KeyError):
+                own = f"rc {m['rc']}: {m['err'][-120:]}"
+            print(row(name, m, ops, f"{own}  +rss {m['rss_mb'] - read['rss_mb']:5.0f} MB over read"), flush=True)
     base = sizes[0]
     for jobs, costs in per_op.items():
         print(f"linearity (chaos check --jobs {jobs}: CPU per op, against {base}): "

@@ -1,20 +1,25 @@
-"""The full detection matrix: every mutant (and the correct sqlite backend as
-the control row) x every layer - the conformance vectors and a short ``chaos
-run`` per scenario - printed as one table measured in this run.
+"""The red team under the DEFAULT ``chaos run``: every planted bug of
+``chaos.testing.mutants.RED_TEAM`` (one MUST of contract §3-§8 each), both
+as a Python class (``--backend python --factory ...``) and as an external
+CLI driven in black-box mode (``--backend external --command 'python -m
+chaos.cli backend python --factory ...'``), for each seed: the verdict, the
+anomaly types that named the bug's rule, and the wall time.
 
-    .venv/bin/python benchmarks/mutant_matrix.py [--seeds 1] [--time-limit 8]
-        [--mutants a,b] [--recipes stale-writer,clock-regression,...] [--json out.json]
-        [--extra NAME=module:function ...]   # your own backend / mutant as an extra row
+    .venv/bin/python benchmarks/mutant_matrix.py --seeds 1-3
+        [--bugs a,b] [--paths python,external] [--jobs 2] [--json out.json]
+        [--control]   # the correct SQLite backend on both paths too (must stay valid)
 
-A conformance cell lists the failing vector cases; a chaos cell is the
-verdict and the checkers that said invalid (``-`` = valid). ``caught`` is
-yes when at least one layer flagged the mutant. About 12 s per chaos cell on
-an idle 2-core machine (45 cells with the defaults).
+"Default" means no scenario and no flags but the backend and the seed:
+every nemesis the backend supports here, 10 workers, 30 s of workload, every
+client behaviour of the claims workload on. A cell passes when the run is
+``invalid``, one of the bug's ``names`` is among the anomalies, and the run
+took at most ``--budget`` seconds (default 90). Exit 1 when any cell fails.
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import json
 import os
 import shutil
@@ -24,98 +29,117 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from chaos.testing.mutants import MUTANTS  # noqa: E402
-from chaos.testing.mutants_detect import RECIPES, chaos, conform, detected_by, failed_cases  # noqa: E402
+from chaos.commands.test_all import RunRequest, run_one  # noqa: E402
+from chaos.nemesis import sut_options, supported  # noqa: E402,F401
+from chaos.testing.mutants import RED_TEAM  # noqa: E402
 
-CORRECT = ("sqlite (correct)", "backends.sqlite:open_backend")
-DEFAULT_RECIPES = ("stale-writer", "paused-writer", "clock-regression", "restart-1worker", "restart-aba",
-                   "response-loss", "plain")
-#: checkers that flag (nearly) every safety bug as a consequence; shown, but
-#: the "names" column uses the invariant-specific ones
-GENERIC = {"linearizable", "capability_honesty"}
+PY = sys.executable
+CONTROL = {"python": "backends.sqlite:open_backend", "external": "chaos backend sqlite"}
 
 
-def chaos_cell(outcome) -> tuple[str, list[str]]:
-    found = detected_by(outcome)
-    if outcome.verdict == "invalid":
-        specific = [k for k in found if k not in GENERIC] or list(found)
-        return "INVALID " + ",".join(specific), sorted(found)
-    if outcome.verdict == "unknown" and outcome.results:
-        notes = "; ".join(outcome.results.get("notes") or []) or f"exit {outcome.exit_code}"
-        return f"unknown ({notes[:60]})", []
-    if outcome.verdict != "valid":   # the run itself failed: say how
-        last = (outcome.output.strip().splitlines() or ["no output"])[-1]
-        return f"NO RESULT (exit {outcome.exit_code}: {last[:80]})", []
-    return "-", []
+def seeds_of(text: str) -> list[int]:
+    out = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        out += list(range(int(lo), int(hi) + 1)) if hi else [int(lo)]
+    return out
 
 
-def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--seeds", default="1", help="comma-separated seeds (default 1)")
-    p.add_argument("--time-limit", type=float, default=8.0)
-    p.add_argument("--mutants", default=None, help="comma-separated names (default: all + the correct control)")
-    p.add_argument("--recipes", default=",".join(DEFAULT_RECIPES))
-    p.add_argument("--no-conform", action="store_true")
-    p.add_argument("--extra", action="append", default=[], metavar="NAME=MODULE:FUNCTION",
-                   help="an extra python-factory backend row (repeatable)")
-    p.add_argument("--json", default=None, help="also write every cell as JSON here")
-    args = p.parse_args()
-    seeds = [int(s) for s in args.seeds.split(",")]
-    recipes = [r for r in args.recipes.split(",") if r]
-    rows = [(n, m.factory) for n, m in MUTANTS.items()] + [CORRECT]
-    if args.mutants:
-        wanted = set(args.mutants.split(","))
-        rows = [r for r in rows if r[0] in wanted or (r is CORRECT and "sqlite" in wanted)]
-    for extra in args.extra:
-        name, sep, factory = extra.partition("=")
-        if not sep or ":" not in factory:
-            p.error(f"--extra {extra!r}: expected NAME=module:function")
-        rows.append((name, factory))
-    store = tempfile.mkdtemp(prefix="chaos-mutant-matrix-")
-    cells: list[dict] = []
+def request(path: str, factory: str | None, seed: int, store: str, name: str) -> RunRequest:
+    """The default ``chaos run`` of one planted bug on one path (``factory``
+    None: the correct SQLite backend, the control)."""
+    if path == "python":
+        backend = "python"
+        opts = {"factory": factory or CONTROL["python"]}
+        extra = ["--factory", opts["factory"]]
+    else:
+        backend = "external"
+        command = (f"{PY} -m chaos.cli backend python --factory {factory}" if factory
+                   else f"{PY} -m chaos.cli backend sqlite")
+        opts = {"command": command}
+        extra = ["--command", command]
+    nemesis = supported(backend, {**opts, "backend": backend})
+    return RunRequest(backend=backend, nemesis=list(nemesis), seed=seed, time_limit=30.0, workers=10,
+                      store=store, name=name, extra_args=extra)
+
+
+def named_by(results: dict, names: tuple) -> tuple[list[str], list[str]]:
+    """(anomaly types naming the rule, every invalid checker)."""
+    types, bad = set(), []
+    for checker, r in (results.get("checkers") or {}).items():
+        if isinstance(r, dict) and r.get("valid") is False:
+            bad.append(checker)
+            types |= {a.get("type") for a in r.get("anomalies") or [] if isinstance(a, dict)}
+    return sorted(t for t in types if t in names), sorted(bad)
+
+
+def cell(bug: str | None, path: str, seed: int, store: str, budget: float) -> dict:
+    spec = RED_TEAM.get(bug) if bug else None
+    t = time.monotonic()
+    out = run_one(request(path, spec.factory if spec else None, seed, store, f"{bug or 'control'}-{path}-{seed}"))
+    wall = time.monotonic() - t
+    r = out.results
+    verdict = r.get("verdict") or f"no result (exit {out.exit_code})"
+    names, bad = named_by(r, spec.names if spec else ())
+    if spec is None:
+        ok = verdict == "valid"
+    else:
+        ok = verdict == "invalid" and bool(names) and wall <= budget
+    return {"bug": bug or "control (correct sqlite)", "rule": spec.rule if spec else "-",
+            "section": spec.section if spec else "-", "path": path, "seed": seed, "verdict": verdict,
+            "named_by": names, "invalid_checkers": bad, "seconds": round(wall, 1), "ok": ok,
+            "notes": (r.get("notes") or [])[:2], "run_dir": out.run_dir}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", default="1-3")
+    ap.add_argument("--bugs", default=None, help="comma-separated planted bugs (default: all)")
+    ap.add_argument("--paths", default="python,external")
+    ap.add_argument("--jobs", type=int, default=1, help="runs at once (each starts 10 workers)")
+    ap.add_argument("--budget", type=float, default=90.0, help="seconds a detection may take")
+    ap.add_argument("--control", action="store_true", help="also run the correct SQLite backend (must be valid)")
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--keep", action="store_true", help="keep every run directory")
+    args = ap.parse_args(argv)
+    bugs = [b for b in (args.bugs.split(",") if args.bugs else RED_TEAM) if b]
+    unknown = [b for b in bugs if b not in RED_TEAM]
+    if unknown:
+        ap.error(f"unknown planted bugs: {', '.join(unknown)} (known: {', '.join(RED_TEAM)})")
+    paths = [p for p in args.paths.split(",") if p]
+    seeds = seeds_of(args.seeds)
+    plan = [(b, p, s) for b in ([None] if args.control else []) + bugs for p in paths for s in seeds]
+    store = tempfile.mkdtemp(prefix="chaos-red-team-")
     started = time.monotonic()
-    print(f"{'backend':<32} {'layer':<18} {'seed':>4} {'seconds':>7}  result", flush=True)
-    try:
-        for name, factory in rows:
-            if not args.no_conform:
-                t = time.monotonic()
-                report = conform(factory)
-                failed = failed_cases(report)
-                cell = {"backend": name, "layer": "conform", "seed": None, "seconds": round(time.monotonic() - t, 1),
-                        "result": f"FAIL {len(failed)}/{len(report.results)}: {','.join(failed)}" if failed
-                        else f"pass {report.count('pass')}/{len(report.results)}", "flagged": bool(failed)}
-                cells.append(cell)
-                print(f"{name:<32} {'conform':<18} {'':>4} {cell['seconds']:>7}  {cell['result']}", flush=True)
-            for recipe in recipes:
-                for seed in seeds:
-                    t = time.monotonic()
-                    o = chaos(factory, RECIPES[recipe], store, seed=seed, time_limit=args.time_limit,
-                              name=f"{name.split()[0]}-{recipe}")
-                    text, found = chaos_cell(o)
-                    cell = {"backend": name, "layer": recipe, "seed": seed, "seconds": round(time.monotonic() - t, 1),
-                            "result": text, "verdict": o.verdict, "checkers": found, "flagged": o.verdict == "invalid",
-                            "run_dir": o.run_dir}
-                    cells.append(cell)
-                    print(f"{name:<32} {recipe:<18} {seed:>4} {cell['seconds']:>7}  {text}", flush=True)
-                    if o.verdict == "invalid" and name == CORRECT[0]:
-                        print(f"    FALSE ALARM? kept: {o.run_dir}", flush=True)
-                    elif o.run_dir and name != CORRECT[0]:
-                        shutil.rmtree(o.run_dir, ignore_errors=True)
-        print("\nsummary (caught = flagged by at least one layer):")
-        for name, _ in rows:
-            mine = [c for c in cells if c["backend"] == name]
-            layers = sorted({c["layer"] for c in mine if c["flagged"]})
-            print(f"  {name:<32} caught={'yes' if layers else 'NO '}  by: {', '.join(layers) or '-'}")
-        print(f"\n{len(cells)} cells in {time.monotonic() - started:.0f} s; store {store}")
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump(cells, f, indent=1)
-    finally:
-        correct_dirs = [c.get("run_dir") for c in cells if c["backend"] == CORRECT[0] and c.get("flagged")]
-        if not any(correct_dirs):
-            shutil.rmtree(store, ignore_errors=True)
-    return 0
+    print(f"{'planted bug':<30} {'rule (section)':<44} {'path':<9} {'seed':>4} {'s':>5}  verdict  named by",
+          flush=True)
+    cells = []
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        futures = [pool.submit(cell, b, p, s, store, args.budget) for b, p, s in plan]
+        for f in futures:
+            c = f.result()
+            cells.append(c)
+            rule = f"{c['rule']} ({c['section']})"
+            mark = "" if c["ok"] else "   <- FAILS" + (f": {'; '.join(c['notes'])[:120]}" if c["notes"] else "")
+            print(f"{c['bug']:<30} {rule:<44} {c['path']:<9} {c['seed']:>4} {c['seconds']:>5.0f}  "
+                  f"{c['verdict']:<8} {','.join(c['named_by']) or '-'}{mark}", flush=True)
+            if c["ok"] and not args.keep and c["run_dir"]:
+                shutil.rmtree(c["run_dir"], ignore_errors=True)
+    failed = [c for c in cells if not c["ok"]]
+    caught = {c["bug"] for c in cells if c["ok"]}
+    print(f"\n{len(cells) - len(failed)} of {len(cells)} cells pass; {len(failed)} fail "
+          f"({time.monotonic() - started:.0f} s in all; slowest cell {max(c['seconds'] for c in cells):.0f} s); "
+          f"run dirs of failing cells kept under {store}")
+    for c in failed:
+        print(f"  FAIL {c['bug']} {c['path']} seed {c['seed']}: {c['verdict']} "
+              f"invalid={','.join(c['invalid_checkers']) or '-'} {c['seconds']} s {c['run_dir']}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(cells, f, indent=1)
+    if not failed and not args.keep:
+        shutil.rmtree(store, ignore_errors=True)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

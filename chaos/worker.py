@@ -9,7 +9,10 @@ the host so the retired process can never act again, and the next op starts
 a fresh host (the interpreter gives it a new logical process id).
 
 Hosts are ``chaos.host.HostClient`` processes, started by exec with the
-preload env, so libfaketime and the fsync shim apply to the worker.
+preload env, so libfaketime and the fsync shim apply to the worker. An op
+with ``clock_ms`` (a lease-boundary probe) is decided by the backend at
+exactly that instant (the host pins its backend's clock for the one call);
+its completion carries ``clock_ms`` too.
 """
 
 from __future__ import annotations
@@ -64,6 +67,10 @@ class Slot:
         self.park_publish_ms: int | None = None  # paused-writer: hold the next publish at the barrier
         self.parked = 0                          # evidence: publishes parked and SIGSTOPped
         self.on_renew = None                     # partition_after renew: called with (slot, op) before a renew
+        self.latency_ms = 5.0                    # recent call latency (EWMA)
+        self.recent_ms: list[float] = []         # the last calls' latencies: the fastest scales an in-call fault
+        self.barrier = True                      # the backend parks a publish at the host's barrier hook
+        self.black_box = spec.get("backend") == "external"  # the call's work runs in a per-call CLI process
         self.current: str | None = None          # the ``f`` of the op in flight (what a kill lands inside)
         self.powered = threading.Event()         # cleared while the power-loss nemesis has the machine off
         self.indeterminate = 0                   # ops of this slot that ended info (partition evidence)
@@ -158,14 +165,37 @@ class Slot:
 
     def _run_op(self, op: dict) -> dict:
         done = {"process": op["process"], "f": op["f"]}
+        pin = op.get("clock_ms")
+        if pin is not None:  # an exact-time op (a lease-boundary probe): the completion says so too
+            done["clock_ms"] = pin
+        fault = None
         try:
             client = self.ensure_started()
+            started = time.monotonic()
+            spec, paused_writer = op.get("fault"), False
+            if op["f"] == "publish" and self.park_publish_ms and not self.barrier:
+                # a paused writer where no barrier hook exists: freeze the publish inside its call
+                spec, self.park_publish_ms = {"kind": "freeze", "at": 0.5, "hold_ms": self.park_publish_ms}, None
+                paused_writer = True
+            if spec:  # freeze or kill the process serving this very call, inside it
+                fault = self._in_call_fault(spec)
+                reply, wall = self._call_under_fault(client, op, fault, pin)
+                done["fault"] = dict(fault.settle(replied=True), **({"paused_writer": True} if paused_writer else {}))
+                self.parked += int(paused_writer and done["fault"].get("inside", False))
+                done.update(type=classify(reply.exit, reply.envelope), value=reply.to_json())
+                if wall is not None:
+                    done["wall_ms"] = wall
+                if done["type"] == "info":
+                    self.kill()
+                return done
             if op["f"] == "publish" and self.park_publish_ms and hasattr(client, "arm_barrier"):
                 self._park(client, op["value"]["operation_id"], self.park_publish_ms)
                 self.park_publish_ms = None
             if op["f"] == "renew" and self.on_renew is not None:
                 self.on_renew(self.thread, op)
-            if hasattr(client, "call_with_wall"):
+            if pin is not None:
+                reply, wall = client.call_with_wall(op["f"], op["value"], timeout=self.op_timeout, clock_ms=pin)
+            elif hasattr(client, "call_with_wall"):
                 reply, wall = client.call_with_wall(op["f"], op["value"], timeout=self.op_timeout)
             else:
                 reply, wall = client.call(op["f"], op["value"], timeout=self.op_timeout), None
@@ -176,6 +206,8 @@ class Slot:
             time.sleep(SETUP_BACKOFF_S)
             return dict(done, type="info", error=str(e))
         except Indeterminate as e:
+            if fault is not None:
+                done["fault"] = fault.settle(replied=False)
             self._note_exit()
             self.kill()
             evidence = getattr(e, "evidence", None)  # ReplyProtocolViolation: a reply-protocol finding
@@ -186,9 +218,33 @@ class Slot:
         done.update(type=classify(reply.exit, reply.envelope), value=reply.to_json())
         if wall is not None:  # the worker's own time.time() at the reply (clock-offset evidence)
             done["wall_ms"] = wall
+        took = (time.monotonic() - started) * 1000
+        self.latency_ms = 0.8 * self.latency_ms + 0.2 * took
+        self.recent_ms = (self.recent_ms + [took])[-8:]
         if done["type"] == "info":
             self.kill()
         return done
+
+    def _in_call_fault(self, spec: dict):
+        """``spec``: ``{"kind": "freeze" | "kill", "at": u in [0, 1), "hold_ms"}``
+        (drawn by the generator); the point is ``u`` of this slot's fastest
+        recent call after the send, so it falls inside the work of a fast call too."""
+        from chaos.faults.incall import InCallFault
+
+        scale = min(self.recent_ms) if self.recent_ms else self.latency_ms
+        return InCallFault(spec["kind"], float(spec.get("at", 0.5)) * scale, int(spec.get("hold_ms", 0)))
+
+    def _call_under_fault(self, client, op: dict, fault, pin):
+        from chaos.errors import Indeterminate
+
+        fut = client._call_raw(op["f"], op["value"], pin)
+        fault.start(client.pid, self.black_box, fut.done)
+        try:
+            msg = fut.result(self.op_timeout + fault.hold_ms / 1000)
+        except Exception:
+            raise Indeterminate(f"{op['f']}: no reply within {self.op_timeout:g} s after an in-call "
+                                f"{fault.kind}") from None
+        return client._to_reply(msg), msg.get("wall_ms")
 
     def _park(self, client, operation_id: str, hold_ms: int) -> None:
         """Paused writer: the call parks after its validation (host barrier); we

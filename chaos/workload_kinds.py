@@ -9,6 +9,7 @@
     kind.final_reads(history, world)              # the read-back ops of the final phase
     kind.ctx(cfg, world, capabilities)            # the checker context (results.json["ctx"])
     kind.check(history, ctx)                      # the merged checker verdict
+    kind.coverage(history, cfg, capabilities)     # per contract path: requested, attempted, completed
 
 ``claims`` tests the work-claim contract; ``issue-lock`` the issue-lock
 contract (``chaos.issuelock.run``). ``WORKLOADS`` is the one list.
@@ -42,10 +43,17 @@ class ClaimsKind:
 
     def plan(self, cfg, world, cycles_per_worker: int = 40) -> list[dict]:
         from workloads.claims import ClaimsConfig, plan_cycle
+        from workloads.coverage import plan_for
+        from workloads.races import episode_of
 
         ccfg = ClaimsConfig(**cfg.claims)
-        return [{"kind": "cycle", "thread": t, "cycle": c, **plan_cycle(cfg.seed, t, c, len(world.tuples), ccfg)}
+        rows = [{"kind": "cycle", "thread": t, "cycle": c, **plan_cycle(cfg.seed, t, c, len(world.agent_tuples), ccfg)}
                 for t in range(cfg.workers) for c in range(cycles_per_worker)]
+        pairs = plan_for(cfg.claims, cfg.workers, None)["race_pairs"]
+        for k in range(pairs):  # the first 2 * pairs threads race (workloads.races): episodes, not cycles
+            rows += [{"kind": "episode", "pair": k, "threads": [2 * k, 2 * k + 1], "n": n,
+                      "episode": episode_of(cfg.seed, k, n, ccfg.episodes, pairs)} for n in range(cycles_per_worker * 3)]
+        return rows
 
     def settle_s(self, cfg) -> float:
         from workloads.claims import ClaimsConfig
@@ -70,6 +78,11 @@ class ClaimsKind:
         import checkers
 
         return checkers.run_checkers(history, ctx)
+
+    def coverage(self, history: list[dict], cfg, capabilities) -> dict:
+        from workloads.coverage import coverage, plan_for
+
+        return coverage(history, plan_for(cfg.claims, cfg.workers, capabilities))
 
 
 def _issue_lock():

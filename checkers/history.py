@@ -40,17 +40,23 @@ COMPLETIONS = (OK, FAIL, INFO)
 #: first matching row wins; this table is the rule, ``classify`` applies it, and
 #: docs/architecture.md ("Classification") prints it.
 CLASSIFICATION = (
-    ("exit 0, ok true, any state but unknown (committed; none for capabilities; the issue lock's "
-     "changed / unchanged)", OK),
-    ("exit != 0, ok false, state unchanged: every semantic refusal, also exit 6 "
-     "clock-floor-persistence-failed, claim-store-unavailable and epoch-exhausted "
-     "(the reply says nothing changed)", FAIL),
-    ("state unknown: publication-outcome-unknown, claim-verify findings "
-     "(the reply says the outcome is unknown)", INFO),
-    ("no reply: crash, timeout, lost reply, unparseable output, not an object", INFO),
-    ("anything else: a reply contradicting itself (e.g. exit 0 with ok false, "
-     "exit 4 with state committed) proves nothing; the envelopes checker reports it", INFO),
+    ("exit 0, `ok: true`, any `state` but `unknown` (`committed`; none for capabilities; the issue lock's "
+     "`changed` / `unchanged`)", OK),
+    ("exit != 0, `ok: false`, `state: \"unchanged\"`: every semantic refusal, and exit 6 "
+     "`clock-floor-persistence-failed`, `claim-store-unavailable`, `epoch-exhausted` (the reply says "
+     "nothing changed)", FAIL),
+    ("`state: \"unknown\"`: exit 6 `publication-outcome-unknown`, `claim-verify` findings (the reply says "
+     "the outcome is unknown)", INFO),
+    ("no reply: crash, timeout, lost reply, unparseable output, not a JSON object", INFO),
+    ("anything else: a reply contradicting itself (exit 0 with `ok: false`, exit 4 with `state: "
+     "\"committed\"`, ...) proves nothing; the `envelopes` checker reports it", INFO),
 )
+
+
+def classification_table() -> str:
+    """``CLASSIFICATION`` as the table docs/architecture.md prints (a test keeps the two equal)."""
+    rows = [f"| {reply} | `{kind}` |" for reply, kind in CLASSIFICATION]
+    return "\n".join(["| reply | recorded |", "|---|---|", *rows])
 
 
 def classify(exit_code: int | None, envelope: dict | None) -> str:
@@ -404,6 +410,8 @@ class History:
     ``final`` the runner's final durable state (``FinalState``, or ``None``);
     ``capabilities`` the raw envelopes of ok capabilities replies;
     ``envelope_problems`` the shape findings ``(op, [problem])``;
+    ``request_problems`` what a publish reply accepted that its raw request
+    should have been refused for ``(op, kind, data)`` (``checkers.invariants.requests``);
     ``problems`` what could not be read (torn tail, corrupt lines).
 
     ``derived`` is a per-history cache for what several checkers build from
@@ -420,6 +428,7 @@ class History:
         self.final: FinalState | None = None
         self.capabilities: list[tuple[Op, dict]] = []
         self.envelope_problems: list[tuple[Op, list[str]]] = []
+        self.request_problems: list[tuple[Op, str, dict]] = []  # checkers.invariants.requests, raw request in hand
         self.problems: list[str] = []
         self.length = 0
         self.source: Any = None  # the records list, or the path read
@@ -570,8 +579,10 @@ class _Builder:
         self.intern = _Interner()
         self.keys = _Interner()
         from checkers.invariants.envelopes import envelope_problems
+        from checkers.invariants.requests import request_problems
 
         self.shape = envelope_problems
+        self.request_check = request_problems
 
     def feed_all(self, records: Iterable[dict]) -> History:
         for rec in records:
@@ -710,6 +721,8 @@ class _Builder:
         problems = self.shape(f, exit_code, env, req)
         if problems:
             self.h.envelope_problems.append((op, problems))
+        if f == "publish":
+            self.h.request_problems += [(op, kind, data) for kind, data in self.request_check(exit_code, env, req)]
 
 
 def read_history(path: str) -> list[dict]:

@@ -65,6 +65,13 @@ RULES: tuple[Rule, ...] = (
     Rule("renew-release-cas", "§5 Renew, Release", "owner, epoch and expected expiry are one CAS tuple: a "
          "mismatch is claim-conflict, a matching expired tuple claim-expired, never a success",
          {"decisions": ("false-claim-conflict", "false-claim-expired", "renew-after-expiry")}),
+    Rule("complete-request", "§6", "every commit attempt, a retry after a lost reply included, carries the "
+         "complete request; an operation id alone is invalid-request",
+         {"requests": ("incomplete-request-accepted",)}),
+    Rule("candidate-digest", "§6 step 2", "the candidate's SHA-256 equals candidate_sha256, before any decision",
+         {"requests": ("candidate-digest-accepted",)}),
+    Rule("candidate-valid", "§6 step 5", "the candidate is a schema-1 ledger item whose id is the request's "
+         "item_id, before any decision", {"requests": ("invalid-candidate-accepted",)}),
     Rule("idempotency", "§6 step 4, §8", "an operation_id is one request: an identical retry gets the stored "
          "envelope verbatim, a different one idempotency-conflict naming both digests",
          {"idempotence": ("replay-differs", "operation-id-bound-twice", "idempotency-conflict-missing",

@@ -35,9 +35,19 @@ def _stop(p: subprocess.Popen) -> None:
     p.wait(10)
 
 
-def test_library_is_the_pypi_build_readable_by_everyone():
+def test_library_is_our_build_readable_by_everyone():
     path = library_path()
     assert path.endswith("libfaketime.so.1") and os.stat(path).st_mode & 0o004
+
+
+def test_library_fakes_the_clock_but_does_not_intercept_condition_waits():
+    # the PyPI .so exports pthread_cond_timedwait: every blocked thread handoff of
+    # a Python host then costs tens of ms (chaos.faults.faketime docstring)
+    out = subprocess.run(["nm", "-D", "--defined-only", library_path()], capture_output=True, text=True,
+                         check=True).stdout
+    names = {line.split()[-1].split("@")[0] for line in out.splitlines() if line.strip()}
+    assert "clock_gettime" in names and "gettimeofday" in names
+    assert not any(n.startswith("pthread_cond") for n in names), sorted(n for n in names if "pthread" in n)
 
 
 def test_wall_clock_goes_back_an_hour_while_monotonic_keeps_going(tmp_path):

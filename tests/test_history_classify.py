@@ -11,7 +11,7 @@ import pytest
 from backends.api import FixedClock
 from backends.contract import Code, publication_error, surface_error
 from backends.reference import open_backend
-from checkers.history import CLASSIFICATION, FAIL, INFO, OK, classify
+from checkers.history import CLASSIFICATION, FAIL, INFO, OK, classification_table, classify
 
 NS, ITEM = "wbns_" + "1" * 32, "wb_01Q4837BM01W70T30B184GG1R6"
 
@@ -63,3 +63,11 @@ def test_no_coherent_reply_is_info(exit_code, envelope):
 def test_the_table_has_one_row_per_outcome_in_order():
     kinds = [k for _, k in CLASSIFICATION]
     assert kinds[:2] == [OK, FAIL] and set(kinds[2:]) == {INFO}
+
+
+def test_docs_print_the_classification_table():
+    """One table: docs/architecture.md prints ``CLASSIFICATION`` verbatim."""
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "architecture.md").read_text()
+    assert classification_table() in doc

@@ -2,7 +2,8 @@
 flagged by at least one layer, by the cheapest reliable detection, with the
 checker / vector naming the right invariant. These tests FAIL if detection
 breaks (a mutant that passes is a regression of the suite, not of the
-mutant). The full mutant x layer table is ``benchmarks/mutant_matrix.py``.
+mutant). The full mutant x layer table is ``benchmarks/recipe_matrix.py``; the red team
+under the default ``chaos run`` is ``benchmarks/mutant_matrix.py``.
 
 Every chaos run here is a real ``chaos run`` (worker processes, real faults)
 with a fixed seed and a scenario that forces the situation the bug needs.

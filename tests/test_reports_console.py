@@ -18,11 +18,13 @@ RESULTS = {
         "dual_ownership": {"valid": False, "anomalies": [{"type": "dual-ownership", "ops": [3, 9],
                                                           "explanation": "x" * 500}],
                            "stats": {"anomalies_total": 2}},
+        "epochs": {"valid": False, "anomalies": [{"type": "epoch-regression", "ops": list(range(200))}]},
         "floors": {"valid": "unknown", "unknown_reasons": ["no decision carried observed_at"]},
         "envelopes": {"valid": "unknown", "error": "KeyError: 'x'"},
     },
     "fault_coverage": {"kill": {"requested": True, "fired": 2, "took_effect": 2},
-                       "clock": {"requested": True, "fired": 1, "took_effect": 0}},
+                       "clock": {"requested": True, "fired": 1, "took_effect": 0},
+                       "pause": {"requested": True, "fired": 0, "took_effect": 0}},
     "workload_coverage": {"acquire": {"requested": True, "attempted": 5, "completed": 4},
                           "renew-expired": {"requested": True, "attempted": 2, "completed": 0},
                           "bonus": {"requested": False, "attempted": 0, "completed": 0}},
@@ -44,7 +46,7 @@ def test_the_summary_says_everything_once_in_order(tmp_path):
     assert "dual_ownership         INVALID  dual-ownership at ops [3, 9] (+1 more)" in body
     assert "floors                 unknown  no decision carried observed_at" in body
     assert "checker crashed: KeyError" in body
-    assert "clock NEVER took effect (fired 1)" in body and "kill 2 took effect of 2 fired" in body
+    assert "clock NEVER took effect (fired 1)" in body and "pause NEVER fired" in body and "kill 2 took effect of 2 fired" in body
     assert "1 of 2 requested paths completed; never: renew-expired" in body
     assert "F1 (stale-read) x2" in body and "F9 matched nothing" in body
     assert str(tmp_path / "report.html") in body or os.path.relpath(tmp_path / "report.html") in body

@@ -25,6 +25,19 @@ def chaos_run(store, *extra) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+def agents_only(tmp_path, **claims) -> list[str]:
+    """``--scenario`` args for a run about a backend or a fault, not the workload:
+    no racer pairs (their rotation needs a longer run than these to complete
+    every requested path, and the workload-coverage gate would rightly say
+    ``unknown``), and short work times so the agents' cycles complete."""
+    import yaml
+
+    path = Path(tmp_path) / "agents-only.yaml"
+    path.write_text(yaml.safe_dump({"name": "agents-only", "description": "agents only",
+                                    "claims": {"race_pairs": 0, "work_ms": [50, 500], **claims}}))
+    return ["--scenario", str(path)]
+
+
 def finished(store, p: subprocess.Popen, timeout: float = 180) -> tuple[dict, list[dict], Path]:
     _, err = p.communicate(timeout=timeout)
     latest = Path(store) / "latest"
@@ -78,7 +91,7 @@ SERVER_FAULT_SEEDS = {"kill": 5, "pause": 27, "fsync": 7, "lost-reply": 3, "cloc
 @pytest.mark.parametrize("fault", sorted(SERVER_FAULT_SEEDS))
 def test_postgres_run_each_fault_takes_effect_and_the_verdict_is_valid(tmp_path, fault):
     p = chaos_run(tmp_path, "--backend", "postgres", "--nemesis", fault, "--time-limit", "8",
-                  "--workers", "4", "--seed", str(SERVER_FAULT_SEEDS[fault]))
+                  "--workers", "4", "--seed", str(SERVER_FAULT_SEEDS[fault]), *agents_only(tmp_path))
     results, history, latest = finished(tmp_path, p)
     assert results["fault_coverage"][fault]["took_effect"] > 0, results["fault_coverage"]
     assert _evidence(history, latest, fault)
@@ -94,16 +107,22 @@ def test_postgres_run_each_fault_takes_effect_and_the_verdict_is_valid(tmp_path,
 @needs_pg
 @pytest.mark.postgres
 def test_postgres_run_with_every_server_fault_never_cries_wolf(tmp_path):
+    # Seed 28's schedule (a pure function of the seed) starts the quick faults first (lost-reply 2.1 s,
+    # clock, its heal, pause 3.3 s) and the slow ones last (fsync 5.5 s, its heal, kill 6.3 s): a server
+    # restart takes seconds on a loaded machine and delays every later op of the one nemesis thread, so
+    # with the slow ones first (seed 12: kill 3.1 s, fsync 4.3 s, lost-reply 5.6 s) lost-reply slipped
+    # past the 12 s limit and never fired. The lost-reply window closes before the pause freezes the server.
     p = chaos_run(tmp_path, "--backend", "postgres", "--nemesis", "kill,pause,fsync,lost-reply,clock",
-                  "--time-limit", "12", "--workers", "4", "--seed", "12")
+                  "--time-limit", "12", "--workers", "4", "--seed", "28")
     results, history, latest = finished(tmp_path, p)
     cov = results["fault_coverage"]
     assert all(cov[f]["fired"] > 0 for f in ("kill", "pause", "fsync", "lost-reply", "clock")), cov
-    # faults that hide each other may leave one unproven: then the run is unknown and says which
+    # faults that hide each other may leave one unproven, and a server down for much of
+    # 12 s may leave a workload path unexercised: then the run is unknown and says which
     assert results["verdict"] in ("valid", "unknown"), results["checkers"]
     assert all(r["valid"] is True for r in results["checkers"].values())
     if results["verdict"] == "unknown":
-        assert any("never took effect" in n for n in results["notes"]), results["notes"]
+        assert any("never took effect" in n or "never completed" in n for n in results["notes"]), results["notes"]
     work_claim = results["capabilities"]["result"]["operations"]["work_claim"]
     assert work_claim["mode"] == "fenced" and work_claim["safe_exclusive_dispatch"] is True
     # every client completion carries the worker's own wall clock
@@ -181,7 +200,7 @@ def test_gitjournal_run_is_valid_and_merge_coordinated(tmp_path):
 def test_external_cli_run_is_valid_and_kills_the_cli_child(tmp_path):
     p = chaos_run(tmp_path, "--backend", "external", "--command", "python -m chaos.cli backend sqlite",
                   "--nemesis", "kill,pause,clock,lost-reply", "--time-limit", "6", "--workers", "3", "--seed", "3",
-                  "--scale", "1")  # the fault schedule of a fast backend: every fault fires within 6 s
+                  "--scale", "1", *agents_only(tmp_path))  # the fault schedule of a fast backend: every fault fires within 6 s
     results, history, latest = finished(tmp_path, p)
     failed = {k: v for k, v in results["checkers"].items() if v["valid"] is not True}
     assert results["verdict"] == "valid", (results["notes"], failed, results["fault_coverage"])

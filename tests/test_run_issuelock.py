@@ -31,8 +31,13 @@ def test_a_gitfile_run_under_kill_is_checked_reported_and_leaves_nothing_behind(
     assert set(results["checkers"]) == {"shape_agreement", "lock_generation", "session_fencing", "single_owner",
                                         "explicit_expiry", "sanctioned_recovery", "read_only", "next_action"}
     assert results["fault_coverage"]["kill"]["requested"] is True
+    cov = results["workload_coverage"]      # the issue-lock paths (workloads.issuelock_coverage)
+    assert all(cov[p]["requested"] and cov[p]["completed"] > 0 for p in ("inspect", "bootstrap (lock taken)",
+                                                                        "heartbeat")), cov
+    assert "workload coverage" in proc.stderr and "recover refused: identity_unresolved" in proc.stderr
     html = (run / "report.html").read_text()
-    for element in ("verdict", "reproduce", "checker-table", "coverage-table", "plot-timeline", "plot-latency",
+    for element in ("verdict", "reproduce", "checker-table", "coverage-table", "workload-coverage-table",
+                    "plot-timeline", "plot-latency",
                     "plot-throughput", "plot-clock"):
         assert f'id="{element}"' in html, element
     assert 'id="plot-clock" alt' in html      # the clock plot is drawn (decided_at of the store), not empty

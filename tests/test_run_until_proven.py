@@ -34,7 +34,9 @@ def test_never_past_the_grace():
     assert 4 * SEC < max(times) < 5 * SEC
 
 
-def test_grace_is_as_long_again_as_the_run_within_bounds():
-    assert grace_ns(RunConfig(time_limit=2)) == 5 * SEC
-    assert grace_ns(RunConfig(time_limit=30)) == 30 * SEC
+def test_grace_is_as_long_again_as_the_run_or_three_op_deadlines_within_bounds():
+    assert grace_ns(RunConfig(time_limit=2, op_timeout=1)) == 5 * SEC
+    assert grace_ns(RunConfig(time_limit=30, op_timeout=1)) == 30 * SEC
+    assert grace_ns(RunConfig(time_limit=6, op_timeout=8)) == 24 * SEC   # a short run gets one claim cycle
     assert grace_ns(RunConfig(time_limit=600)) == 60 * SEC
+    assert grace_ns(RunConfig(time_limit=2, op_timeout=100)) == 60 * SEC

@@ -33,7 +33,7 @@ def test_the_backend_list_is_the_sut_package():
                if f.endswith(".py") and f not in ("__init__.py", "abilities.py", "base.py")}
     assert set(sut.names()) == modules
     assert set(sut.names(runs=True)) == modules - {"reference"}
-    assert set(sut.names(cli=True)) == {"reference", "sqlite", "postgres", "gitjournal"}
+    assert set(sut.names(cli=True)) == {"reference", "sqlite", "postgres", "gitjournal", "python"}
 
 
 @pytest.mark.parametrize("name", sut.names())
@@ -65,24 +65,26 @@ def test_a_nemesis_takes_its_mechanism_from_the_backend():
     assert not ok and "never faults a --dsn server" in why
 
 
-def test_a_paused_writer_needs_the_in_process_barrier():
-    pkg = build("pause", {"workers": 2, "backend": "sqlite", "pause_at": "publish"})
-    assert pkg.needs == ("barrier=hook",)
-    with pytest.raises(NemesisRefused, match="needs barrier"):
-        build("pause", {"workers": 2, "backend": "external", "profile": ALPHA, "pause_at": "publish"})
-
-
 def test_run_refuses_a_nemesis_the_backend_lacks_in_one_line(tmp_path):
-    scenario = tmp_path / "paused.yaml"
-    scenario.write_text("name: paused\ndescription: a paused writer\nnemesis: [pause]\nnemesis_opts: {pause_at: publish}\n")
-    p = chaos("run", "--backend", "external", "--command", "true", "--profile", ALPHA, "--scenario", str(scenario),
+    p = chaos("run", "--backend", "external", "--command", "true", "--profile", ALPHA, "--nemesis", "partition",
               "--store", str(tmp_path / "store"))
     assert p.returncode == 254 and "Traceback" not in p.stderr
-    assert len(p.stderr.strip().splitlines()) == 1 and "needs barrier" in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and "partition (external declares no way" in p.stderr
     assert not (tmp_path / "store").exists()   # refused before anything started
     p = chaos("run", "--backend", "postgres", "--dsn", "host=127.0.0.1", "--nemesis", "kill",
               "--store", str(tmp_path / "store"))
     assert p.returncode == 254 and "never faults a --dsn server" in p.stderr
+
+
+def test_a_paused_writer_parks_at_the_barrier_hook_or_is_frozen_inside_its_call():
+    # a black-box program has no barrier hook: the paused writer's publish is
+    # SIGSTOPped inside its per-call CLI process instead (chaos.faults.incall)
+    from chaos.nemesis import build
+
+    opts = {"backend": "external", "profile": ALPHA, "pause_at": "publish", "workers": 4}
+    assert build("pause", opts).needs == ("freeze-call",)
+    assert sut.get("external").abilities({"profile": ALPHA})["freeze-call"].via == "cli"
+    assert build("pause", dict(opts, backend="sqlite", profile=None)).needs == ("barrier=hook",)
 
 
 def test_backend_options_belong_to_their_backend():

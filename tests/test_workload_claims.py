@@ -66,7 +66,8 @@ def test_lost_publish_is_read_then_retried_with_the_same_request(tmp_path):
             return True
         return False
 
-    h, _, _ = run_claims(tmp_path, workers=1, seconds=5, lose=lose)
+    honest = ClaimsConfig(namespaces=1, items=2, replay_after_info_rate=0, stale_after_loss_rate=0)
+    h, _, _ = run_claims(tmp_path, workers=1, seconds=5, lose=lose, cfg=honest)
     invokes = [o for o in h if o["type"] == "invoke"]
     i = next(k for k, o in enumerate(invokes) if o["f"] == "publish")
     first = invokes[i]

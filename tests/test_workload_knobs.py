@@ -180,7 +180,7 @@ def test_the_stale_writer_recipe_is_the_shipped_scenario():
 
     data = scenario.load("stale-writer")
     assert RECIPES["stale-writer"].scenario == "stale-writer" and data["nemesis"] == ["pause"]
-    assert data["claims"] == {"namespaces": 1, "items": 2, "lease_ms": 1500, "work_ms": (800, 1200)}
+    assert data["claims"] == {"race_pairs": 0, "namespaces": 1, "items": 2, "lease_ms": 1500, "work_ms": (800, 1200)}
     assert data["nemesis_opts"] == {"pause_at": "publish", "pause_gap_ms": (100, 400), "pause_ms": (1800, 2200)}
     # the hold outlasts the lease, and the rival's lease + work outlasts the hold: resumed into a live rival lease
     assert data["nemesis_opts"]["pause_ms"][0] > data["claims"]["lease_ms"]

@@ -37,6 +37,36 @@ modest rate so the default ``chaos run`` exercises them (0 turns them off):
   (``claim-fence-rejected`` epoch-mismatch, a stored outcome; or a revision
   conflict); the agent then publishes with its current fence.
 
+Careless clients after a lost reply (a publish that ended ``info``; on by
+default, drawn per cycle):
+
+* ``replay_after_info_rate``: the new process re-sends the IDENTICAL request
+  at once, without reading the outcome first (a stored outcome must come
+  back verbatim; a request that never committed is decided afresh);
+* ``stale_after_loss_rate``: the agent's next cycle works on the same item
+  and its first publish carries the lost request's ``expected_revision``
+  (stale if the lost one committed: ``ledger-revision-conflict``).
+
+A hold publishes ``publishes`` (drawn per cycle) successive revisions before
+its release: publication does not renew or release a claim (§6).
+
+Racer pairs (``race_pairs``, ``workloads.races``): up to ``race_pairs``
+pairs of the first client threads, as many as leave at least two agents,
+race in namespaces of their own through a seeded rotation of adversarial episodes
+(races, exact lease-boundary probes, wrong fences, replays, reused operation
+ids, stale witnesses / expiries / revisions, an unbound namespace); the
+other threads are the agents above.
+
+The universe: ``namespaces`` agent namespaces of ``items`` tuples each, with
+the SAME item ids in every agent namespace (``shared_item_ids``: equal ids in
+different namespaces are unrelated, §2), one namespace per racer pair (a race
+item and a side item), and one well-formed namespace that is never
+provisioned (``Universe.unbound``).
+
+Every op carries ``intent`` (what the client meant: ``agent:<step>``,
+``blind-retry``, ``stale-fence``, ``replay-after-info``, ``stale-after-loss``,
+or a racer's ``<episode>:<step>``), read by ``workloads.coverage``.
+
 Per-cycle draws (which item, how long to work, how long to back off) come
 from ``Stream(seed, ("claims", thread, cycle))``: the plan of a thread is a
 pure function of the seed, however many cycles the run completes.
@@ -46,9 +76,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from workloads.generator import MS, PENDING, Context, Gen, soonest
-from workloads.items import b64, item_fields, mint_item_id, mint_namespace, render, revision_of
+from workloads.generator import MS, NEMESIS, PENDING, Context, Gen, soonest
+
+EPOCH_MAX = 2**64 - 1
+from workloads.items import b64, item_fields, mint_item_id, mint_namespace, publish_request, render, revision_of
+from workloads.races import EPISODES, RacePair
 from workloads.random import Stream
+
+
+#: for how many lease durations an agent keeps coming back to the item of a
+#: lost publish with its revision (the lost owner's lease has to expire first)
+STICKY_LEASES = 3
 
 
 @dataclass(frozen=True)
@@ -62,6 +100,13 @@ class ClaimsConfig:
     publish: bool = True
     blind_retry_rate: float = 0.1    # per cycle: re-send the identical publish blindly
     stale_fence_rate: float = 0.3    # per cycle that re-holds an item: publish first with the old epoch
+    publishes: tuple = (1, 3)        # successive publications per hold
+    replay_after_info_rate: float = 0.5   # after a lost publish: replay it identically, without reading
+    stale_after_loss_rate: float = 0.5    # after a lost publish: publish on the same item with its old revision
+    shared_item_ids: bool = True     # the same item ids in every agent namespace
+    race_pairs: int = 2              # racer pairs (workloads.races), when the run has enough threads
+    race_lease_ms: int = 1000
+    episodes: tuple = EPISODES       # the racers' rotation
     commit: bool = False      # Git-backed ledger: commit each acknowledged publication (see _commit_step)
 
 
@@ -69,15 +114,19 @@ class ClaimsConfig:
 class Universe:
     """The tuples of a run and their seeded item bytes."""
 
-    namespaces: tuple
-    tuples: tuple          # ((ns, item_id), ...)
-    seed_items: dict       # (ns, item_id) -> bytes
+    namespaces: tuple      # every provisioned namespace: the agents', then one per racer pair
+    tuples: tuple          # every provisioned tuple ((ns, item_id), ...): the agents', then the racers'
+    seed_items: dict       # (ns, item_id) -> bytes, for every provisioned tuple
+    agent_tuples: tuple = ()
+    race_tuples: tuple = ()  # per pair: ((ns, race item), (ns, side item), (ns, exhausted item))
+    unbound: str = ""        # a well-formed namespace that is never provisioned
+    seed_claims: tuple = ()  # claim records seeded as they are (the exhausted items' high-water marks)
 
     def durable(self) -> dict:
         """The manifest-shaped durable state that seeds the store."""
         return {
             "clock_floors": [],
-            "claims": [],
+            "claims": [dict(c) for c in self.seed_claims],
             "ledgers": [
                 {"ledger_namespace": ns, "item_id": item, "revision": revision_of(data), "source_base64": b64(data)}
                 for (ns, item), data in self.seed_items.items()
@@ -90,18 +139,41 @@ def universe(seed: int, cfg: ClaimsConfig, namespaces_given: list[str] | None = 
     """The seeded tuples; ``namespaces_given`` replaces the minted namespaces
     (a program that mints its own at provision), the items stay the same."""
     s = Stream(seed, ("universe",))
-    namespaces, tuples, items = [], [], {}
+    namespaces, tuples, items, ids = [], [], {}, []
     for n in range(cfg.namespaces):
         ns, s = mint_namespace(s)
         if namespaces_given is not None:
             ns = namespaces_given[n]
         namespaces.append(ns)
         for i in range(cfg.items):
-            item, s = mint_item_id(s)
+            if cfg.shared_item_ids and n > 0:
+                item = ids[i]
+            else:
+                item, s = mint_item_id(s)
+                ids.append(item)
             tuples.append((ns, item))
             items[(ns, item)] = render(item_fields(item, f"Synthetic work item {len(tuples)}"),
                                        "Synthetic work item seeded for a chaos run.")
-    return Universe(tuple(namespaces), tuple(tuples), items)
+    agent_tuples = tuple(tuples)
+    race, claims, r = [], [], Stream(seed, ("universe", "race"))
+    for k in range(cfg.race_pairs):
+        ns, r = mint_namespace(r)
+        if namespaces_given is not None and len(namespaces_given) > cfg.namespaces + k:
+            ns = namespaces_given[cfg.namespaces + k]
+        namespaces.append(ns)
+        pair = []
+        for role in ("race", "side", "exhausted"):
+            item, r = mint_item_id(r)
+            pair.append((ns, item))
+            tuples.append((ns, item))
+            items[(ns, item)] = render(item_fields(item, f"Race pair {k} {role} item"),
+                                       "Synthetic work item seeded for a racer pair.")
+        race.append(tuple(pair))
+        # one acquire short of the epoch high-water mark: the next takeover is epoch-exhausted (§4)
+        claims.append({"ledger_namespace": ns, "item_id": pair[2][1], "last_epoch": str(EPOCH_MAX - 1),
+                       "active": None})
+    unbound, _ = mint_namespace(Stream(seed, ("universe", "unbound")))
+    return Universe(tuple(namespaces), tuple(tuples), items, agent_tuples, tuple(race), unbound, tuple(claims))
 
 
 @dataclass(frozen=True)
@@ -126,6 +198,13 @@ class Agent:
     blind_done: bool = False      # this cycle's blind retry was sent
     after: "Agent | None" = None  # blind-retry / commit: where the agent goes on afterwards
     commit_req: dict | None = None  # the Git commit of an acknowledged publication
+    pubs_done: int = 0            # acknowledged publications of this hold
+    stick: int | None = None      # the cycle works on this tuple index, not the planned one
+    stale_rev: str | None = None  # stale-after-loss: the first publish of the cycle carries this revision
+    next_stick: int | None = None     # set by a lost publish: the next cycle's ``stick`` ...
+    next_stale_rev: str | None = None  # ... and ``stale_rev``
+    stick_until: int = 0          # an unused ``stale_rev`` is kept until then (the lost owner's lease expires first)
+    replayed: bool = False        # this cycle's lost publish was replayed
 
 
 def plan_cycle(seed: int, thread, cycle: int, n_tuples: int, cfg: ClaimsConfig) -> dict:
@@ -137,8 +216,13 @@ def plan_cycle(seed: int, thread, cycle: int, n_tuples: int, cfg: ClaimsConfig) 
     backoff, s = s.randint(*cfg.backoff_ms)
     blind, s = s.random()
     stale, s = s.random()
+    publishes, s = s.randint(*cfg.publishes)
+    replay, s = s.random()
+    sticky, s = s.random()
     return {"item": item, "work_ms": work, "backoff_ms": backoff,
-            "blind_retry": blind < cfg.blind_retry_rate, "stale_fence": stale < cfg.stale_fence_rate}
+            "blind_retry": blind < cfg.blind_retry_rate, "stale_fence": stale < cfg.stale_fence_rate,
+            "publishes": publishes, "replay_after_info": replay < cfg.replay_after_info_rate,
+            "stale_after_loss": sticky < cfg.stale_after_loss_rate}
 
 
 @dataclass(frozen=True)
@@ -147,17 +231,38 @@ class ClaimsWorkload(Gen):
     world: Universe
     agents: tuple = ()        # ((thread, Agent), ...)
     revisions: tuple = ()     # (((ns, item), revision), ...)
+    pairs: tuple = ()         # RacePair per racing pair (built on first use)
 
     # ------------------------------------------------------------------ helpers
 
+    def _clients(self, ctx: Context) -> list:
+        return sorted(t for t in ctx.threads if t != NEMESIS)
+
+    def _racers(self, ctx: Context) -> tuple:
+        """``((thread a, thread b), ...)``: the first client threads, in pairs,
+        when at least two agents remain."""
+        clients = self._clients(ctx)
+        k = max(0, min(self.cfg.race_pairs, len(self.world.race_tuples), (len(clients) - 2) // 2))
+        return tuple((clients[2 * i], clients[2 * i + 1]) for i in range(k))
+
+    def _pairs(self, ctx: Context) -> tuple:
+        racers = self._racers(ctx)
+        return self.pairs or tuple(RacePair(i, threads, len(racers)) for i, threads in enumerate(racers))
+
     def _agents(self, ctx: Context) -> dict:
         table = dict(self.agents)
-        for t in ctx.threads:
-            table.setdefault(t, Agent())
+        racing = {t for threads in self._racers(ctx) for t in threads}
+        for t in self._clients(ctx):
+            if t not in racing:
+                table.setdefault(t, Agent())
         return table
 
     def _plan(self, ctx: Context, thread, agent: Agent) -> dict:
-        return plan_cycle(ctx.seed, thread, agent.cycle, len(self.world.tuples), self.cfg)
+        return plan_cycle(ctx.seed, thread, agent.cycle, len(self.world.agent_tuples), self.cfg)
+
+    def _key(self, ctx: Context, thread, agent: Agent) -> tuple:
+        i = agent.stick if agent.stick is not None else self._plan(ctx, thread, agent)["item"]
+        return self.world.agent_tuples[i]
 
     def _revision(self, key) -> str:
         return dict(self.revisions).get(key) or revision_of(self.world.seed_items[key])
@@ -171,7 +276,7 @@ class ClaimsWorkload(Gen):
 
     def _request(self, ctx: Context, thread, a: Agent, owner: str) -> tuple[str, dict, Agent]:
         plan = self._plan(ctx, thread, a)
-        ns, item = key = self.world.tuples[plan["item"]]
+        ns, item = key = self._key(ctx, thread, a)
         tup = {"ledger_namespace": ns, "item_id": item}
         if a.step == "read":
             return "read", tup, a
@@ -186,25 +291,33 @@ class ClaimsWorkload(Gen):
             return a.step, req, a
         if a.step == "publish":
             op_id = f"pub_{owner}_{a.pub_n}"
-            data = render(item_fields(item, f"Synthetic work item by {owner} op {a.pub_n}"),
-                          f"Published by {owner} as {op_id}.")
             stale = bool(plan["stale_fence"] and a.stale_epoch and a.stale_epoch != a.epoch)
-            req = {
-                "operation_id": op_id, "ledger_namespace": ns, "item_id": item,
-                "expected_revision": self._revision(key),
-                "candidate_source_base64": b64(data), "candidate_sha256": revision_of(data),
-                "claim_fence": dict(tup, owner_id=owner, epoch=a.stale_epoch if stale else a.epoch),
-            }
-            return "publish", req, replace(a, pub_n=a.pub_n + 1, pending=req, stale=stale, stale_epoch=None)
+            fence = dict(tup, owner_id=owner, epoch=a.stale_epoch if stale else a.epoch)
+            req = publish_request(op_id, ns, item, a.stale_rev or self._revision(key), fence, owner)
+            return "publish", req, replace(a, pub_n=a.pub_n + 1, pending=req, stale=stale, stale_epoch=None,
+                                           stale_rev=None)
         if a.step == "pub-read":
             p = a.pending
             return "publication-read", {"operation_id": p["operation_id"], "ledger_namespace": p["ledger_namespace"],
                                         "item_id": p["item_id"]}, a
-        if a.step in ("pub-retry", "blind-retry"):
+        if a.step in ("pub-retry", "blind-retry", "replay-info"):
             return "publish", a.pending, a
         if a.step == "commit":
             return "commit", a.commit_req, a
         raise AssertionError(a.step)
+
+    @staticmethod
+    def _intent(a: Agent, a2: Agent) -> str:
+        """What the client meant by the op it sends in state ``a`` (``a2``: after it)."""
+        if a.step == "blind-retry":
+            return "blind-retry"
+        if a.step == "replay-info":
+            return "replay-after-info"
+        if a.step == "publish" and a2.stale:
+            return "stale-fence"
+        if a.step == "publish" and a.stale_rev:
+            return "stale-after-loss"
+        return f"agent:{a.step}"
 
     # ------------------------------------------------------------------ generator
 
@@ -212,36 +325,68 @@ class ClaimsWorkload(Gen):
         table = self._agents(ctx)
         cands = []
         for i, t in enumerate(ctx.threads):
-            a = table[t]
-            if a.inflight or t not in ctx.free:
+            a = table.get(t)
+            if a is None or a.inflight or t not in ctx.free:
                 continue
             owner = f"{self.cfg.owner_prefix}-p{ctx.process_of[t]}"
             if a.owner != owner:  # a new process: what the old owner held is not ours
                 a = replace(a, held=(), stale_epoch=None)
             f, req, a2 = self._request(ctx, t, a, owner)
-            op = {"process": ctx.process_of[t], "type": "invoke", "f": f, "value": req, "time": max(ctx.time, a.at)}
-            cands.append((i, (op, (t, replace(a2, inflight=True, owner=owner)))))
+            op = {"process": ctx.process_of[t], "type": "invoke", "f": f, "value": req, "time": max(ctx.time, a.at),
+                  "intent": self._intent(a, a2)}
+            cands.append((i, (op, (t, replace(a2, inflight=True, owner=owner), None))))
+        pairs = self._pairs(ctx)
+        for j, pair in enumerate(pairs):
+            res = pair.op(ctx, self)
+            if res is not PENDING:
+                cands.append((len(ctx.threads) + j, (res[0], ("pair", j, res[1]))))
         if not cands:
             return PENDING
-        i, (op, (t, a)) = soonest(cands)
+        i, (op, (t, a, new_pair)) = soonest(cands)
+        if t == "pair":
+            return op, replace(self, pairs=pairs[:a] + (new_pair,) + pairs[a + 1:])
         table[t] = a
-        return op, replace(self, agents=tuple(table.items()))
+        return op, replace(self, agents=tuple(table.items()), pairs=pairs)
 
     def update(self, ctx: Context, event: dict):
         if event.get("type") == "invoke":
             return self
         t = ctx.thread_of(event.get("process"))
+        pairs = self._pairs(ctx)
+        for j, pair in enumerate(pairs):
+            if t in pair.threads:
+                return replace(self, pairs=pairs[:j] + (pair.update(ctx, self, event),) + pairs[j + 1:])
         table = self._agents(ctx)
         if t not in table or not table[t].inflight:
             return self
         a = replace(table[t], inflight=False)
         a, revisions = self._step(ctx, t, a, event)
         table[t] = a
-        return replace(self, agents=tuple(table.items()), revisions=revisions)
+        return replace(self, agents=tuple(table.items()), revisions=revisions, pairs=pairs)
 
     def _end_cycle(self, ctx: Context, t, a: Agent, backoff: bool) -> Agent:
         wait = self._plan(ctx, t, a)["backoff_ms"] * MS if backoff else 0
-        return Agent(step="read", at=ctx.time + wait, cycle=a.cycle + 1, pub_n=a.pub_n, owner=a.owner, held=a.held)
+        if a.next_stale_rev is not None:
+            stick, stale_rev, until = a.next_stick, a.next_stale_rev, ctx.time + STICKY_LEASES * self.cfg.lease_ms * MS
+        elif a.stale_rev is not None and ctx.time < a.stick_until:  # not published yet: try again next cycle
+            stick, stale_rev, until = a.stick, a.stale_rev, a.stick_until
+        else:
+            stick, stale_rev, until = None, None, 0
+        return Agent(step="read", at=ctx.time + wait, cycle=a.cycle + 1, pub_n=a.pub_n, owner=a.owner, held=a.held,
+                     stick=stick, stale_rev=stale_rev, stick_until=until)
+
+    def _lost_publish(self, ctx: Context, t, a: Agent) -> Agent:
+        """A publish ended ``info``: replay it identically at once (without
+        reading first) or read its outcome first; maybe come back to the item
+        with the lost request's revision (both drawn per cycle)."""
+        plan = self._plan(ctx, t, a)
+        if plan["stale_after_loss"] and a.pending and a.step == "publish":
+            key = (a.pending["ledger_namespace"], a.pending["item_id"])
+            a = replace(a, next_stick=self.world.agent_tuples.index(key),
+                        next_stale_rev=a.pending["expected_revision"])
+        if plan["replay_after_info"] and not a.replayed and a.step == "publish":
+            return replace(a, step="replay-info", replayed=True, at=ctx.time)
+        return replace(a, step="pub-read", recover_tries=a.recover_tries + 1, at=ctx.time)
 
     def _step(self, ctx: Context, t, a: Agent, ev: dict) -> tuple[Agent, tuple]:
         nxt, revs = self._agent_step(ctx, t, a, ev)
@@ -257,7 +402,7 @@ class ClaimsWorkload(Gen):
         if a.step == "commit":
             return nxt if ev["type"] == "ok" else self._end_cycle(ctx, t, a, False)
         if not self.cfg.commit or ev["type"] != "ok" or a.step not in ("publish", "pub-retry", "blind-retry",
-                                                                         "pub-read"):
+                                                                         "pub-read", "replay-info"):
             return nxt
         req = a.pending or {}
         result = ((ev.get("value") or {}).get("envelope") or {}).get("result") or {}
@@ -276,7 +421,7 @@ class ClaimsWorkload(Gen):
         env = value.get("envelope") or {}
         result = env.get("result") or {}
         err = env.get("error") or {}
-        key = self.world.tuples[self._plan(ctx, t, a)["item"]]
+        key = self._key(ctx, t, a)
         revs = self.revisions
         step = a.step
         if step == "blind-retry":
@@ -289,8 +434,8 @@ class ClaimsWorkload(Gen):
             after, revs = self._step(ctx, t, replace(a, blind_done=True), ev)
             return replace(a, step="blind-retry", blind_done=True, after=after, at=ctx.time), revs
         if typ == "info":
-            if step in ("publish", "pub-read", "pub-retry") and a.pending and a.recover_tries < 3:
-                return replace(a, step="pub-read", recover_tries=a.recover_tries + 1, at=ctx.time), revs
+            if step in ("publish", "pub-read", "pub-retry", "replay-info") and a.pending and a.recover_tries < 3:
+                return self._lost_publish(ctx, t, a), revs
             return self._end_cycle(ctx, t, a, backoff=False), revs
         if step == "read":
             if typ == "ok":
@@ -322,7 +467,11 @@ class ClaimsWorkload(Gen):
             return replace(a, step="publish", pending=None, stale=False, at=ctx.time), revs
         if step == "publish":
             if typ == "ok":
-                return replace(a, step="release", pending=None, at=ctx.time), self._learn(key, result.get("committed_revision"))
+                revs = self._learn(key, result.get("committed_revision"))
+                if a.pubs_done + 1 < self._plan(ctx, t, a)["publishes"]:  # the next revision, same hold
+                    return replace(a, step="publish", pending=None, pubs_done=a.pubs_done + 1, pub_tries=0,
+                                   at=ctx.time), revs
+                return replace(a, step="release", pending=None, at=ctx.time), revs
             if err.get("code") == "ledger-revision-conflict":
                 revs = self._learn(key, (err.get("details") or {}).get("actual_revision"))
                 if a.pub_tries < 1:
@@ -338,7 +487,7 @@ class ClaimsWorkload(Gen):
             if err.get("code") == "operation-not-found":
                 return replace(a, step="pub-retry", at=ctx.time), revs
             return self._end_cycle(ctx, t, a, backoff=True), revs
-        if step == "pub-retry":
+        if step in ("pub-retry", "replay-info"):
             if typ == "ok":
                 revs = self._learn(key, result.get("committed_revision"))
             return self._end_cycle(ctx, t, a, backoff=False), revs

@@ -97,3 +97,20 @@ def revision_of(data: bytes) -> str:
 
 def b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
+
+
+def candidate(item_id: str, owner: str, note: str) -> bytes:
+    """A valid successor item for ``item_id``, unique per ``note``."""
+    return render(item_fields(item_id, f"Synthetic work item by {owner} op {note}"), f"Published by {owner} as {note}.")
+
+
+def publish_request(operation_id: str, ns: str, item_id: str, expected_revision: str, fence: dict, owner: str,
+                    data: bytes | None = None) -> dict:
+    """A complete ``publish-claimed`` request (contract §6) with a fresh candidate."""
+    data = candidate(item_id, owner, operation_id) if data is None else data
+    return {
+        "operation_id": operation_id, "ledger_namespace": ns, "item_id": item_id,
+        "expected_revision": expected_revision,
+        "candidate_source_base64": b64(data), "candidate_sha256": revision_of(data),
+        "claim_fence": dict(fence),
+    }

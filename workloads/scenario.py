@@ -4,7 +4,10 @@ A scenario file is a mapping with ``name`` and ``description`` (strings) and
 any of: ``workers`` (int), ``time_limit`` (number), ``nemesis`` (list of
 names), ``claims`` (ClaimsConfig overrides: ``namespaces``, ``items``,
 ``lease_ms``, ``work_ms`` [lo, hi], ``backoff_ms`` [lo, hi], ``publish``,
-``blind_retry_rate``, ``stale_fence_rate`` in [0, 1]) and
+``publishes`` [lo, hi], the rates ``blind_retry_rate``, ``stale_fence_rate``,
+``replay_after_info_rate``, ``stale_after_loss_rate`` in [0, 1],
+``shared_item_ids``, ``race_pairs``, ``race_lease_ms``, ``episodes`` (a list
+of ``workloads.races.EPISODES``)) and
 ``nemesis_opts`` (fault timing ranges in ms, e.g. ``pause_ms: [3000, 4000]``;
 ``pause_at: publish``; ``power_loss_mode: drop | torn | mixed``;
 ``partition_mode: blackhole | refuse | mixed``; ``partition_after: commit | requests | renew``).
@@ -18,6 +21,7 @@ import os
 
 from backends import safeload
 from workloads.claims import ClaimsConfig
+from workloads.races import EPISODES
 
 KEYS = {"name", "description", "workers", "time_limit", "nemesis", "claims", "nemesis_opts"}
 SCENARIO_DIR = os.path.join(os.path.dirname(__file__), "scenarios")
@@ -81,6 +85,13 @@ def check_claims(claims, where: str = "") -> dict:
         raise ValueError(f"{where}unknown 'claims' members {unknown} (known: {sorted(fields)})")
     out = {k: tuple(v) if isinstance(v, list) else v for k, v in claims.items()}
     for key, value in out.items():
+        if key == "episodes":   # the racers' rotation: names, not a range
+            if not (isinstance(value, tuple) and value and all(isinstance(e, str) for e in value)) \
+                    or set(value) - set(EPISODES):
+                bad = sorted(set(value) - set(EPISODES)) if isinstance(value, tuple) else value
+                raise ValueError(f"{where}'claims.episodes' must be a non-empty list of workloads.races.EPISODES "
+                                 f"(unknown: {bad})")
+            continue
         default = fields[key].default
         if isinstance(default, bool):
             ok = isinstance(value, bool)
@@ -98,6 +109,8 @@ def check_claims(claims, where: str = "") -> dict:
             raise ValueError(f"{where}'claims.{key}' must be {_describe(key, default)}")
     if out.get("namespaces", 1) < 1 or out.get("items", 1) < 1:
         raise ValueError(f"{where}'claims.namespaces' and 'claims.items' must be at least 1")
+    if out.get("publishes", (1, 1))[0] < 1:
+        raise ValueError(f"{where}'claims.publishes' is at least 1 publication per hold")
     return out
 
 

@@ -17,7 +17,9 @@ manifest ``durable`` object, export it, arm the floor fault, enable the bypass
 writer); it is never part of a backend's write paths.
 
 Storage per backend: ``gitjournal`` -> the ledger directory itself;
-``sqlite`` -> ``DIR/claims.db``; ``reference`` -> ``DIR/reference.json``
+``sqlite`` -> ``DIR/claims.db``; ``python`` -> ``DIR/claims.db`` behind the
+class ``--factory MOD:FN`` opens over it (the planted bugs of
+``chaos.testing.mutants`` as black-box programs); ``reference`` -> ``DIR/reference.json``
 (the in-memory engine, persisted between invocations under an flock);
 ``postgres`` -> ``--dsn`` and ``--schema``. Time: the process's system clock
 (libfaketime moves it), or ``CHAOS_CLOCK_FILE`` for a shared file clock.
@@ -64,6 +66,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--namespace", action="append", default=None, help="provision: namespace (repeatable)")
     parser.add_argument("--write-paths", default=None, help="provision: write-path inventory as JSON (scaffolding)")
     parser.add_argument("--lock-wait-ms", type=int, default=None, help="gitjournal: bounded wait for a busy lock")
+    parser.add_argument("--factory", default=None,
+                        help='python: "module:function" of a backend class over the ledger\'s claims.db')
 
 
 # --------------------------------------------------------------------------- input / output
@@ -256,7 +260,7 @@ def _gitjournal_admin(args) -> int:
 
 
 def _floor_fault(args) -> int:
-    if args.name != "sqlite":
+    if args.name not in ("sqlite", "python"):
         raise UsageError(f"chaos backend {args.name}: no admin floor fault (use an fsync fault)")
     from backends.sqlite import admin as sa
 
@@ -266,7 +270,7 @@ def _floor_fault(args) -> int:
 
 
 def _bypass(args) -> int:
-    if args.name != "sqlite":
+    if args.name not in ("sqlite", "python"):
         raise UsageError(f"chaos backend {args.name}: no bypass writer can be enabled")
     from backends.contract import decode_canonical_base64
     from backends.sqlite import admin as sa

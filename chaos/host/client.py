@@ -159,10 +159,11 @@ class HostClient:
 
     # ------------------------------------------------------------------ public API
 
-    def _call_raw(self, op: str, request: bytes | dict) -> concurrent.futures.Future:
+    def _call_raw(self, op: str, request: bytes | dict, clock_ms: int | None = None) -> concurrent.futures.Future:
+        pin = {} if clock_ms is None else {"clock_ms": int(clock_ms)}
         if isinstance(request, (bytes, bytearray)):
-            return self._send("call", op=op, request_b64=base64.b64encode(bytes(request)).decode())
-        return self._send("call", op=op, request=request)
+            return self._send("call", op=op, request_b64=base64.b64encode(bytes(request)).decode(), **pin)
+        return self._send("call", op=op, request=request, **pin)
 
     def call_async(self, op: str, request: bytes | dict) -> concurrent.futures.Future:
         """Send one call; the future resolves to a ``Reply`` or raises ``Indeterminate``."""
@@ -185,13 +186,16 @@ class HostClient:
         """One call; ``last_wall_ms`` is then the worker's wall clock at its reply."""
         return self.call_with_wall(op, request, timeout)[0]
 
-    def call_with_wall(self, op: str, request: bytes | dict, timeout: float = 10.0) -> tuple[Reply, int | None]:
+    def call_with_wall(self, op: str, request: bytes | dict, timeout: float = 10.0,
+                       clock_ms: int | None = None) -> tuple[Reply, int | None]:
         """``(reply, wall_ms)``: ``wall_ms`` is the host process's own ``time.time()``
-        in ms read right after the backend call returned (None from an old host)."""
+        in ms read right after the backend call returned (None from an old host).
+        ``clock_ms``: the backend decides this one call at exactly that instant
+        (the host pins its backend's clock for the call; see ``chaos.host.server``)."""
         from chaos.errors import Indeterminate
 
         try:
-            msg = self._call_raw(op, request).result(timeout)
+            msg = self._call_raw(op, request, clock_ms).result(timeout)
         except concurrent.futures.TimeoutError:
             raise Indeterminate(f"{op}: no reply within {timeout} s") from None
         reply = self._to_reply(msg)

@@ -8,6 +8,10 @@
 and writes one JSON reply per stdout line (flushed each). Logs go to stderr.
 Every backend call runs in its own thread, so a call parked at the barrier
 never blocks the commands that follow it (``release-barrier`` among them).
+A ``call`` with ``clock_ms`` is decided at exactly that instant: an
+in-process backend's clock is pinned for the call; a black-box program's
+process gets libfaketime absolute time for that one invocation (the host's
+own clock, and every other call, are untouched).
 Because the host is started by exec, preload libraries (libfaketime, the
 fsync shim) apply to its whole backend.
 """
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import json
 import logging
 import os
@@ -31,6 +36,8 @@ log = logging.getLogger("chaos.host")
 CLAIM_OPS = frozenset({"acquire", "renew", "release"})
 OP_CLASSES = ("claim", "publish")
 EXIT_AFTER_COMMIT_STATUS = 137
+#: environment variable naming the dir for a black-box pin's timestamp file
+PIN_DIR_ENV = "CLAIM_CHAOS_PIN_DIR"
 
 
 def op_class(op: str) -> str | None:
@@ -138,6 +145,8 @@ class _Host:
         # only commit evidence, so the host applies the after-commit faults itself
         self._black_box = isinstance(self.backend, ExternalBackend)
         self._threads: list[threading.Thread] = []
+        self._pin_clock = None       # black box: the libfaketime timestamp file of a pinned call
+        self._own_pin_dir: str | None = None
 
     def emit(self, obj: dict) -> None:
         line = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
@@ -205,9 +214,16 @@ class _Host:
         else:
             request = msg["request"]
         op = msg["op"]
+        pin = msg.get("clock_ms")
+        if pin is not None and (isinstance(pin, bool) or not isinstance(pin, int)):
+            raise ValueError(f"clock_ms must be an integer, not {pin!r}")
 
         def run(m: dict) -> None:
-            reply = self.backend.call(op, request)
+            if pin is None:
+                reply = self.backend.call(op, request)
+            else:
+                with self._pinned(pin):
+                    reply = self.backend.call(op, request)
             if self._black_box:  # no engine inside to call the hooks: the reply is the commit point
                 self.hooks.after_commit(op, request if isinstance(request, dict) else {}, reply)
             # the worker's own wall clock (libfaketime moves it), read as the call returns
@@ -215,6 +231,49 @@ class _Host:
             self.emit({"id": m.get("id"), "exit": reply.exit, "envelope": reply.envelope, "wall_ms": wall_ms})
 
         self._threaded(run)(msg)
+
+    @contextlib.contextmanager
+    def _pinned(self, ms: int):
+        """The backend decides inside this block at exactly ``ms``. The worker
+        sends one call at a time, so no other call of this host overlaps it."""
+        if self._black_box:
+            from chaos.faults.faketime import ClockFault
+
+            if self._pin_clock is None:
+                self._pin_clock = ClockFault(os.path.join(self._pin_dir(), f"pin-{os.getpid()}"))
+            self._pin_clock.set_absolute(ms)
+            saved = dict(self.backend.env)
+            preload = saved.get("LD_PRELOAD", os.environ.get("LD_PRELOAD", ""))
+            pin_env = self._pin_clock.env(preload or None)
+            if "libfaketime" in preload:  # already preloaded (the clock nemesis): point it at the pin
+                pin_env["LD_PRELOAD"] = preload
+            self.backend.env.update(pin_env)
+            try:
+                yield
+            finally:
+                self.backend.env.clear()
+                self.backend.env.update(saved)
+            return
+        if not isinstance(self.clock, FixedClock):
+            raise ValueError("clock_ms needs the host's own clock (this host shares a clock file)")
+        before = self.clock.ms
+        self.clock.set(ms)
+        try:
+            yield
+        finally:
+            self.clock.set(before)
+
+    def _pin_dir(self) -> str:
+        """Where a black-box pin's timestamp file lives: the run's tmp dir when
+        the worker was given one (removed with it), else a dir of our own."""
+        d = os.environ.get(PIN_DIR_ENV)
+        if d:
+            return d
+        if self._own_pin_dir is None:
+            import tempfile
+
+            self._own_pin_dir = tempfile.mkdtemp(prefix="chaos-host-pin-")
+        return self._own_pin_dir
 
     def _set_clock(self, msg: dict) -> None:
         ms = msg.get("ms")
@@ -243,6 +302,10 @@ class _Host:
         for t in self._threads:
             t.join(timeout=5.0)
         self.backend.close()
+        if self._own_pin_dir is not None:
+            import shutil
+
+            shutil.rmtree(self._own_pin_dir, ignore_errors=True)
 
 
 def serve(host: _Host, stdin: IO[bytes]) -> None:

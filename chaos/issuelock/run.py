@@ -70,3 +70,8 @@ class IssueLockKind:
         import checkers.issuelock
 
         return checkers.issuelock.run_checkers(history, ctx)
+
+    def coverage(self, history: list[dict], cfg, capabilities) -> dict:
+        from workloads.issuelock_coverage import coverage
+
+        return coverage(history)

@@ -129,8 +129,14 @@ def pause_package(opts: dict) -> Package:
 
     gen = FaultCycle("pause", draw, opts.get("workers", 1), gap_ms=opts.get("pause_gap_ms", (1500, 5000)),
                      dur_ms=opts.get("pause_ms", (1000, 4000)), heal="resume")
-    # a paused writer is parked by the worker host's in-process barrier hook
-    needs = ("barrier=hook",) if opts.get("pause_at") == "publish" else ()
+    # a paused writer is parked by the worker host's in-process barrier hook, or, where the
+    # backend has none (a black-box program), frozen inside its publish call
+    needs = ()
+    if opts.get("pause_at") == "publish":
+        from chaos.nemesis import _backend_of, sut_options
+
+        hook = _backend_of(opts).abilities(sut_options(opts)).has("barrier", via="hook")
+        needs = ("barrier=hook",) if hook else ("freeze-call",)
     return Package("pause", gen, run, lambda env: resume(env), "workers", heals=("resume",), needs=needs)
 
 

@@ -46,7 +46,8 @@ def _checker_line(name: str, r: dict) -> str:
     if anomalies:
         first = _dict(anomalies[0])
         more = f" (+{total - 1} more)" if isinstance(total, int) and total > 1 else ""
-        return f"{line} {first.get('type', 'anomaly')} at ops {first.get('ops', '?')}{more}"
+        where = _clip(f"{first.get('type', 'anomaly')} at ops {first.get('ops', '?')}", 80)
+        return f"{line} {where}{more}"
     reasons = r.get("unknown_reasons") if isinstance(r.get("unknown_reasons"), list) else []
     if reasons and r.get("valid") not in (True, False):
         return f"{line} {_clip(reasons[0], 70)}"
@@ -58,7 +59,9 @@ def _faults(coverage: dict) -> list[str]:
     for name, row in coverage.items():
         row = _dict(row)
         fired, took = row.get("fired", 0), row.get("took_effect", 0)
-        if row.get("requested") and not took:
+        if row.get("requested") and not fired:
+            out.append(f"{name} NEVER fired")
+        elif row.get("requested") and not took:
             out.append(f"{name} NEVER took effect (fired {fired})")
         elif row.get("requested") or fired:
             out.append(f"{name} {took} took effect of {fired} fired")

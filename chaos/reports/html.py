@@ -4,7 +4,8 @@ Everything is inline (CSS in a ``<style>``, plots as base64 PNG ``<img>``s),
 so the file can be mailed, attached to a CI job or opened from a tarball with
 no network. No JavaScript. Order of the page: the verdict and how to
 reproduce it, the checkers, each anomaly with its operations, then the plots
-(timeline, latency, throughput, clocks) and the fault-coverage table.
+(timeline, latency, throughput, clocks), the fault-coverage table and the
+workload-coverage table (``workload-coverage-table``).
 
 Every plot is an ``<img id="plot-...">`` with an ``alt`` text; a plot with
 nothing to draw is replaced by a ``<p class="noplot" id="plot-...">`` saying
@@ -79,6 +80,7 @@ def render(run: RunData) -> str:
              plots.clocks(analysis.clock_series(run.history, spans), windows, horizon),
              "no wall-clock data in this history"),
         _coverage(run, windows),
+        _workload_coverage(run),
         _files(),
         "</body></html>",
     ]
@@ -299,6 +301,26 @@ def _coverage(run: RunData, windows: list) -> str:
             out.append(f"<tr><td>{_e(w.f)}</td><td>{w.start:.3f}s</td><td>{w.end:.3f}s</td>"
                        f"<td>{_e(w.took_effect)}</td><td><code>{_e(_short(w.value, 200))}</code></td></tr>")
         out.append("</table></details>")
+    return "\n".join(out)
+
+
+def _workload_coverage(run: RunData) -> str:
+    """Per contract path: requested, attempted, completed (a requested path that
+    never completed made the run unknown; it is highlighted)."""
+    cov = run.results.get("workload_coverage") or {}
+    out = ['<h2 id="workload">Workload coverage</h2>']
+    if not cov:
+        out.append("<p>No workload coverage recorded.</p>")
+        return "\n".join(out)
+    out.append('<table id="workload-coverage-table"><tr><th>contract path</th><th>requested</th>'
+               "<th>attempted</th><th>completed</th></tr>")
+    for path, row in cov.items():
+        row = row if isinstance(row, dict) else {}
+        bad = row.get("requested") and not row.get("completed")
+        style = ' style="background:#fff2df"' if bad else ""
+        out.append(f"<tr{style}><td>{_e(path)}</td><td>{_e(row.get('requested'))}</td>"
+                   f"<td>{_e(row.get('attempted'))}</td><td>{_e(row.get('completed'))}</td></tr>")
+    out.append("</table>")
     return "\n".join(out)
 
 

@@ -25,6 +25,7 @@ TOP_LEVEL = {
     "exit_code": (True, (int,), "the process exit code: 0 valid, 1 invalid, 2 unknown"),
     "checkers": (True, (dict,), "checker name -> checker result"),
     "fault_coverage": (True, (dict,), "fault name -> {requested, fired, took_effect}"),
+    "workload_coverage": (False, (dict,), "contract path -> {requested, attempted, completed}"),
     "stats": (True, (dict,), "ops, ok, fail, info, duration_s"),
     "started_at": (False, (str, type(None)), "UTC ISO-8601 start of the run"),
     "finished_at": (False, (str, type(None)), "UTC ISO-8601 end of the run"),
@@ -54,6 +55,7 @@ ANOMALY = {
 }
 
 COVERAGE_ROW = {"requested": (True, (bool,)), "fired": (True, (int,)), "took_effect": (True, (int,))}
+WORKLOAD_ROW = {"requested": (True, (bool,)), "attempted": (True, (int,)), "completed": (True, (int,))}
 STATS = {"ops": (True, (int,)), "ok": (True, (int,)), "fail": (True, (int,)), "info": (True, (int,)),
          "duration_s": (True, (int, float))}
 
@@ -103,6 +105,12 @@ def validate_results(obj) -> list[str]:
                 out.append(f"fault_coverage.{fault}: expected an object")
                 continue
             _members(row, COVERAGE_ROW, f"fault_coverage.{fault}.", out)
+    if isinstance(obj.get("workload_coverage"), dict):
+        for path, row in obj["workload_coverage"].items():
+            if not isinstance(row, dict):
+                out.append(f"workload_coverage.{path}: expected an object")
+                continue
+            _members(row, WORKLOAD_ROW, f"workload_coverage.{path}.", out)
     if isinstance(obj.get("stats"), dict):
         _members(obj["stats"], STATS, "stats.", out)
     return out

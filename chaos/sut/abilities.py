@@ -30,6 +30,8 @@ ABILITIES: dict[str, str] = {
     "restart": "drop a worker's process state and reopen storage",
     "kill": "SIGKILL what decides, mid-operation",
     "pause": "SIGSTOP what decides, then SIGCONT",
+    "freeze-call": "SIGSTOP the process serving one call at a point inside its work, then SIGCONT",
+    "kill-call": "SIGKILL the process serving one call at a point inside its work",
     "clock": "skew the wall clock of the process that decides",
     "fsync": "make fsync fail with EIO where decisions become durable",
     "lost-reply": "lose the reply of a call that committed",

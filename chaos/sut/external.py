@@ -252,6 +252,8 @@ class ExternalSut(Sut):
             "restart": can("worker hosts: drop state (each op is a fresh CLI process anyway)", "workers"),
             "kill": can("worker hosts and their running CLI child: SIGKILL the tree", "workers"),
             "pause": can("worker hosts and their running CLI child: SIGSTOP/SIGCONT", "workers"),
+            "freeze-call": can("the per-call CLI process serving the call: SIGSTOP mid-call", "cli"),
+            "kill-call": can("the per-call CLI process serving the call: SIGKILL mid-call", "cli"),
             "clock": can("worker + CLI wall clocks (inherited preload): libfaketime", "workers"),
             "fsync": can("CLI fsyncs (inherited preload): EIO shim", "workers"),
             "lost-reply": can("workers: exit(137) after the CLI answered exit 0, before the reply", "exit-after-commit"),

@@ -259,6 +259,9 @@ class PostgresSut(Sut):
             "floor-fault": can("a trigger raising on the floor table", "trigger"),
             "outcome-unknown-fault": can("the store cuts its own connection as COMMIT is sent", "commit-cut"),
             "restart": can("worker processes: drop state and connection, reopen", "workers"),
+            "freeze-call": can("the worker host serving the call (holding its transaction): SIGSTOP mid-call", "host"),
+            "kill-call": can("the worker host serving the call: SIGKILL mid-call (the server rolls back or "
+                             "commits what it had)", "host"),
             "kill": server("the PostgreSQL server tree: SIGKILL, restart with crash recovery"),
             "pause": server("the PostgreSQL server: cgroup freezer (root) or SIGSTOP snapshot"),
             "clock": can("worker wall clocks (the service's clock is authoritative): libfaketime", "workers"),

@@ -28,6 +28,7 @@ class PythonSut(Sut):
     summary = "an outside backend class: --factory MODULE:FUNCTION (registry signature)"
     takes = ("factory",)
     requires = ("factory",)
+    cli = True       # ``chaos backend python --factory MOD:FN``: the class behind the contract CLI (black box)
 
     def usage_hint(self, key: str) -> str:
         return '"module:function" (e.g. "backends.sqlite:open_backend")'
@@ -67,6 +68,20 @@ class PythonSut(Sut):
 
     def target(self, cfg, run, note_pid, note_dir) -> Target:
         return PythonTarget(cfg, run, note_pid, note_dir)
+
+    def cli_spec(self, ledger: str, args) -> dict:
+        import os
+
+        from chaos.errors import UsageError
+
+        if not getattr(args, "factory", None):
+            raise UsageError('chaos backend python needs --factory "module:function"')
+        return {"backend": "python", "factory": args.factory, "path": os.path.join(ledger, "claims.db")}
+
+    def cli_provision(self, ledger: str, namespaces: list[str], write_paths: dict | None, args) -> None:
+        from backends.sqlite import admin
+
+        admin.provision(self.cli_spec(ledger, args)["path"], namespaces, write_paths=write_paths)
 
     def conform_session(self, options: dict):
         from chaos.conform.adapters.python import open_session

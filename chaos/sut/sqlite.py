@@ -15,6 +15,8 @@ WORKER_FAULTS = {
     "restart": can("worker processes: drop state, reopen the store", "workers"),
     "kill": can("worker processes: SIGKILL + reap", "workers"),
     "pause": can("worker processes: SIGSTOP/SIGCONT", "workers"),
+    "freeze-call": can("the worker host serving the call (the decision runs in it): SIGSTOP mid-call", "host"),
+    "kill-call": can("the worker host serving the call: SIGKILL mid-call", "host"),
     "clock": can("worker wall clocks: libfaketime (backward, forward, strobe)", "workers"),
     "fsync": can("worker fsyncs: EIO shim", "workers"),
     "lost-reply": can("workers: exit(137) right after a commit, before the reply", "exit-after-commit"),

@@ -20,11 +20,12 @@ run``; ``docs/mutants.md`` has the measured detection matrix.
 
 from __future__ import annotations
 
+import copy
 import threading
 from dataclasses import dataclass
 
-from backends.api import ClaimRecord, Clock, Hooks, Reply
-from backends.contract import Code, claim_error, claim_success, empty_record, read_back
+from backends.api import EPOCH_MAX, Active, ClaimRecord, Clock, Hooks, Reply
+from backends.contract import Code, claim_error, claim_success, decode_canonical_base64, empty_record, read_back
 from backends.contract.capabilities import REQUIRED_WRITE_PATHS
 from backends.engine import fence_rejection
 from backends.sqlite import SqliteBackend
@@ -248,6 +249,393 @@ class LyingUnchanged(SqliteBackend):
         return reply
 
 
+# --------------------------------------------------------------------------- the red team: one planted bug per rule
+# Each class breaks ONE rule through the engine's method for that rule
+# (``backends.engine.Engine``, "the rules, one method each"), or through a
+# transaction view where the bug is in storage. ``RED_TEAM`` lists them with
+# the rule (checkers.rules) and the contract section.
+
+
+class ExpiryInclusive(SqliteBackend):
+    """``expiry-inclusive``: a lease counts as live AT its expires_at
+    (``now <= expires_at``): renew, release, publish and takeover exactly at
+    expires_at are decided as if the lease were still held."""
+
+    def _expired(self, op, active, now):
+        return now > active.expires_at
+
+    def _fence(self, req, rec, now):
+        reason = fence_rejection(req, rec, now)
+        if reason == "claim-expired" and rec.active is not None and now == rec.active.expires_at:
+            return None
+        return reason
+
+
+EARLY_TAKEOVER_MS = 250
+
+
+class EarlyTakeover(SqliteBackend):
+    """``early-takeover``: an acquire treats a claim as expired 250 ms early
+    (a "clock skew allowance" for the taker only): a rival takes over a live
+    lease."""
+
+    def _expired(self, op, active, now):
+        if op == "acquire":
+            return now >= active.expires_at - EARLY_TAKEOVER_MS
+        return super()._expired(op, active, now)
+
+
+class WitnessIgnored(SqliteBackend):
+    """``witness-ignored``: acquire never compares its CAS witness; a stale
+    witness is answered by the held / free state instead of claim-conflict."""
+
+    def _witness_matches(self, rec, req):
+        return True
+
+
+class EpochSkips(SqliteBackend):
+    """``epoch-skips``: an acquire allocates last_epoch + 2 (a counter bumped
+    once for the attempt and once for the grant)."""
+
+    def _next_epoch(self, rec):
+        nxt = super()._next_epoch(rec)
+        return None if nxt is None else min(nxt + 1, EPOCH_MAX)
+
+
+class EpochWraps(SqliteBackend):
+    """``epoch-wraps``: at the high-water mark the epoch wraps to 1 instead
+    of epoch-exhausted (an unsigned counter that overflows)."""
+
+    def _next_epoch(self, rec):
+        nxt = super()._next_epoch(rec)
+        return 1 if nxt is None else nxt
+
+
+class SignedEpochs(SqliteBackend):
+    """``signed-epochs``: the epoch counter is a signed 64-bit integer:
+    above 2**63 - 1 it reports epoch-exhausted although the unsigned
+    high-water mark has room left."""
+
+    def _next_epoch(self, rec):
+        return None if rec.last_epoch >= 2**63 - 1 else super()._next_epoch(rec)
+
+
+class RenewIgnoresExpiry(SqliteBackend):
+    """``renew-ignores-expiry``: renew / release compare owner and epoch but
+    not expected_expires_at: a stale expiry is honoured."""
+
+    def _tuple_matches(self, active, req):
+        return active.owner_id == req.owner_id and active.epoch == req.epoch
+
+
+class FenceIgnoresExpiry(SqliteBackend):
+    """``fence-ignores-expiry``: the publish fence checks owner and epoch but
+    not that the lease is unexpired."""
+
+    def _fence(self, req, rec, now):
+        reason = fence_rejection(req, rec, now)
+        return None if reason == "claim-expired" else reason
+
+
+class FenceOutsideCommit(SqliteBackend):
+    """``fence-outside-commit``: check, then act. The fence is decided in a
+    transaction of its own, committed, and the write happens in a second
+    transaction that only compares the revision: a takeover and a rival's
+    publication between the two are not seen (steps 6-9 are not one
+    serialized commit boundary, §6)."""
+
+    def __init__(self, spec: dict, clock: Clock, hooks: Hooks):
+        super().__init__(spec, clock, hooks)
+        self.checked = threading.local()
+
+    def _publish(self, op, req):
+        ns, item = req.ledger_namespace, req.item_id
+        with self.store.transaction(write=True) as txn:   # the check, committed on its own
+            now = self._persist_floor(txn, ns)
+            rec = txn.get_claim(ns, item) or empty_record(ns, item)
+            passed = fence_rejection(req, rec, now) is None
+        self.checked.passed = passed
+        try:
+            return super()._publish(op, req)
+        finally:
+            self.checked.passed = False
+
+    def _fence(self, req, rec, now):
+        if getattr(self.checked, "passed", False):
+            return None                                    # BUG: trusts the earlier, committed check
+        return fence_rejection(req, rec, now)
+
+
+class RevisionUnchecked(SqliteBackend):
+    """``revision-unchecked``: publication never compares expected_revision
+    (a blind last-writer-wins overwrite)."""
+
+    def _revision_matches(self, actual, req):
+        return True
+
+
+class DigestIgnoredOnReplay(SqliteBackend):
+    """``digest-ignored-on-replay``: a stored outcome is replayed for ANY
+    request under its operation id (no digest comparison)."""
+
+    @staticmethod
+    def _replay(stored, req, digest):
+        return Reply(stored.exit, copy.deepcopy(stored.envelope))
+
+
+class CandidateDigestUnchecked(SqliteBackend):
+    """``candidate-digest-unchecked``: the candidate bytes are decoded but
+    their SHA-256 is never compared with candidate_sha256."""
+
+    def _candidate(self, req):
+        data = decode_canonical_base64(req.candidate_source_base64)
+        if data is None:
+            return super()._candidate(req)
+        return data
+
+
+class CandidateUnvalidated(SqliteBackend):
+    """``candidate-unvalidated``: the candidate is written without parsing it
+    as a schema-1 item of the request's item_id (another item's bytes, or any
+    text, become this item)."""
+
+    def _candidate_issues(self, candidate, item, current):
+        return None
+
+
+class IncompleteRetryReplayed(SqliteBackend):
+    """``incomplete-retry-replayed``: a retry that carries only the operation
+    id (and its tuple) is answered from the stored outcome instead of
+    invalid-request (§6: every commit attempt carries the complete request)."""
+
+    def call(self, op, request):
+        if op == "publish":
+            doc = _json_object(request)
+            if doc is not None and set(doc) == {"operation_id", "ledger_namespace", "item_id"}:
+                with self.store.transaction(write=False) as txn:
+                    stored = txn.get_outcome(doc["operation_id"], doc["ledger_namespace"], doc["item_id"])
+                if stored is not None:
+                    return Reply(stored.exit, copy.deepcopy(stored.envelope))
+        return super().call(op, request)
+
+
+class AdvisoryPublishes(SqliteBackend):
+    """``advisory-publishes``: the endpoint reports itself advisory (a bypass
+    writer in its inventory) but still accepts publish-claimed."""
+
+    def __init__(self, spec: dict, clock: Clock, hooks: Hooks):
+        super().__init__(spec, clock, hooks)
+        self._advertise_bypass()
+
+    def restart(self) -> None:
+        super().restart()
+        self._advertise_bypass()
+
+    def _advertise_bypass(self) -> None:
+        self.config.write_paths = dict(self.config.write_paths, alternate="direct-file-writer")
+
+    def _publication_capable(self):
+        return True
+
+
+class MergeClaimsExclusive(SqliteBackend):
+    """``merge-claims-exclusive``: a merge-coordinated endpoint that reports
+    safe_exclusive_dispatch: true."""
+
+    def _capabilities(self, op, req):
+        reply = super()._capabilities(op, req)
+        env = copy.deepcopy(reply.envelope)
+        wc = env["result"]["operations"]["work_claim"]
+        wc.update(mode="merge-coordinated", fencing_enforced_at="git-history-reconciliation",
+                  safe_exclusive_dispatch=True)
+        wc["write_paths"] = dict(wc["write_paths"], claimed_publication_v1="git-journal-fence")
+        env["result"]["backend"]["coordination_scope"] = "shared-git-common-dir-serialized-journal"
+        return Reply(reply.exit, env)
+
+
+class CapabilitiesFlip(SqliteBackend):
+    """``capabilities-flip``: every other capabilities call reports the
+    advisory profile (a lazily loaded provisioning that races its own cache)."""
+
+    def __init__(self, spec: dict, clock: Clock, hooks: Hooks):
+        super().__init__(spec, clock, hooks)
+        self.calls = 0
+
+    def _capabilities(self, op, req):
+        self.calls += 1
+        if self.calls % 2 == 0:
+            saved = dict(self.config.write_paths)
+            self.config.write_paths = dict(saved, alternate="direct-file-writer")
+            try:
+                return super()._capabilities(op, req)
+            finally:
+                self.config.write_paths = saved
+        return super()._capabilities(op, req)
+
+
+class LegacyTransitionUnguarded(SqliteBackend):
+    """``legacy-transition-unguarded``: legacy transition writes an item that
+    has an active claim."""
+
+    def _legacy_refusal(self, op, rec, now):
+        return None if op == "legacy-transition" else super()._legacy_refusal(op, rec, now)
+
+
+class LegacyCreateUnguarded(SqliteBackend):
+    """``legacy-create-unguarded``: legacy create recreates an identity with
+    claim history (bypassing its epoch high-water mark)."""
+
+    def _legacy_refusal(self, op, rec, now):
+        return None if op == "legacy-create" else super()._legacy_refusal(op, rec, now)
+
+
+class _MemoryOutcomes(TxnView):
+    """Outcomes live in process memory: gone with the process."""
+
+    def get_outcome(self, operation_id, ns, item_id):
+        return self.owner.outcomes.get((operation_id, ns, item_id))
+
+    def put_outcome(self, outcome) -> None:
+        self.owner.outcomes[(outcome.operation_id, outcome.ledger_namespace, outcome.item_id)] = outcome
+
+
+class OutcomeInMemory(SqliteBackend):
+    """``outcome-in-memory``: publication outcomes are kept in a process-memory
+    cache instead of the database; a restart (or another process) forgets
+    them, so a publication read or a retry after a lost reply finds nothing."""
+
+    def __init__(self, spec: dict, clock: Clock, hooks: Hooks):
+        self.outcomes: dict = {}
+        super().__init__(spec, clock, hooks)
+        self.store = StoreView(self.store, self, _MemoryOutcomes)
+
+    def restart(self) -> None:
+        super().restart()
+        self.outcomes.clear()
+
+
+class FreeFormMessages(SqliteBackend):
+    """``free-form-messages``: error replies carry the code but a message of
+    the backend's own wording (§8: the specified messages are part of v1)."""
+
+    def call(self, op, request):
+        reply = super().call(op, request)
+        err = reply.envelope.get("error") if isinstance(reply.envelope, dict) else None
+        if isinstance(err, dict) and isinstance(err.get("code"), str):
+            env = copy.deepcopy(reply.envelope)
+            env["error"]["message"] = f"Request refused ({err['code'].replace('-', ' ')})."
+            return Reply(reply.exit, env)
+        return reply
+
+
+class _RenewRewritesIssued(TxnView):
+    def put_claim(self, rec) -> None:
+        old = self.inner.get_claim(rec.ledger_namespace, rec.item_id)
+        act = rec.active
+        if act is not None and old is not None and old.active is not None and old.active.epoch == act.epoch \
+                and old.active.expires_at != act.expires_at:
+            floor = self.inner.get_floor(rec.ledger_namespace) or act.issued_at
+            rec = ClaimRecord(rec.ledger_namespace, rec.item_id, rec.last_epoch,
+                              Active(act.owner_id, act.epoch, floor, act.expires_at))   # BUG: issued_at moves
+        self.inner.put_claim(rec)
+
+
+class RenewRewritesIssued(SqliteBackend):
+    """``renew-rewrites-issued``: a renew stores the renewal time as the
+    claim's issued_at (the reply still shows the original one): the owner
+    generation of an epoch changes under its holder."""
+
+    def __init__(self, spec: dict, clock: Clock, hooks: Hooks):
+        super().__init__(spec, clock, hooks)
+        self.store = StoreView(self.store, self, _RenewRewritesIssued)
+
+
+class _NamespaceBlind(TxnView):
+    """Claims keyed by item id alone: every namespace's item shares the record
+    of the first provisioned namespace (equal ids in different namespaces are
+    NOT unrelated here)."""
+
+    def _home(self) -> str:
+        return sorted(self.owner.config.namespaces)[0]
+
+    def get_claim(self, ns, item_id):
+        return self.inner.get_claim(self._home(), item_id)
+
+    def put_claim(self, rec) -> None:
+        self.inner.put_claim(ClaimRecord(self._home(), rec.item_id, rec.last_epoch, rec.active))
+
+
+class NamespaceBlind(SqliteBackend):
+    """``namespace-blind``: the claim table is keyed by item_id only; a claim
+    in one namespace is the claim of the same item id in every other one
+    (and replies show the record of the namespace it was stored under)."""
+
+    def __init__(self, spec: dict, clock: Clock, hooks: Hooks):
+        super().__init__(spec, clock, hooks)
+        self.store = StoreView(self.store, self, _NamespaceBlind)
+
+
+class RenewExtendsExpiry(SqliteBackend):
+    """``renew-extends-expiry``: a renew adds the lease to the OLD expiry
+    instead of to the decision time (a lease renewed early lasts longer than
+    one lease from now; one renewed late is already nearly gone)."""
+
+    def _renewed_expiry(self, active, now, lease_ms):
+        return active.expires_at + lease_ms
+
+
+class ReadBackLags(SqliteBackend):
+    """``read-back-lags``: an acquire's read-back shows last_epoch before the
+    increment (a cached high-water mark): active.epoch != last_epoch."""
+
+    def _acquire(self, op, req):
+        reply = super()._acquire(op, req)
+        if reply.exit != 0:
+            return reply
+        env = copy.deepcopy(reply.envelope)
+        rb = env["result"]["read_back"]
+        rb["last_epoch"] = str(int(rb["last_epoch"]) - 1)
+        return Reply(reply.exit, env)
+
+
+class _BytesNormalized(TxnView):
+    def put_ledger(self, ns, item_id, data: bytes) -> None:
+        self.inner.put_ledger(ns, item_id, data.rstrip(b"\n") + b"\n\n")   # BUG: "normalizes" the bytes
+
+
+class BytesNormalized(SqliteBackend):
+    """``bytes-normalized``: publication stores the candidate with its line
+    endings "normalized" (a trailing blank line), not the exact bytes; the
+    reply still names the candidate's revision."""
+
+    def __init__(self, spec: dict, clock: Clock, hooks: Hooks):
+        super().__init__(spec, clock, hooks)
+        self.store = StoreView(self.store, self, _BytesNormalized)
+
+
+class FencedLocalScope(SqliteBackend):
+    """``fenced-local-scope``: the capability says fenced / safe_exclusive_dispatch
+    while naming a local-filesystem coordination scope (which is advisory)."""
+
+    def _capabilities(self, op, req):
+        reply = super()._capabilities(op, req)
+        env = copy.deepcopy(reply.envelope)
+        env["result"]["backend"]["coordination_scope"] = "local-filesystem"
+        return Reply(reply.exit, env)
+
+
+def _json_object(request) -> dict | None:
+    import json
+
+    if isinstance(request, dict):
+        return request
+    try:
+        doc = json.loads(bytes(request))
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
 # --------------------------------------------------------------------------- catalogue
 
 
@@ -321,3 +709,159 @@ def open_read_persists_floor(spec, clock, hooks):
 
 def open_advisory_claims_fenced(spec, clock, hooks):
     return AdvisoryClaimsFenced(spec, clock, hooks)
+
+
+# --------------------------------------------------------------------------- the red team catalogue
+
+
+@dataclass(frozen=True)
+class PlantedBug:
+    """One MUST of the contract broken in one backend.
+
+    ``rule``: the rule id (``checkers.rules``, docs/rules.md) or, for the
+    three §6 validation steps no invariant judged before, this module's
+    ``requests`` checker rule; ``section``: where the contract says it;
+    ``names``: the anomaly types that name this rule (any one of them, from
+    any checker, counts as "named by the rule it breaks"); ``cls``: the
+    backend class. ``factory`` (``chaos.testing.mutants:open_<name>``) opens it
+    as a Python class (``chaos run --backend python --factory ...``) and
+    behind a contract CLI (``chaos backend python --factory ...``, driven by
+    ``chaos run --backend external``)."""
+
+    name: str
+    rule: str
+    section: str
+    must: str
+    cls: type
+    names: tuple
+
+    @property
+    def factory(self) -> str:
+        return f"chaos.testing.mutants:open_{self.name.replace('-', '_')}"
+
+
+def _p(name, rule, section, must, cls, *names) -> PlantedBug:
+    return PlantedBug(name, rule, section, must, cls, names)
+
+
+RED_TEAM: dict[str, PlantedBug] = {b.name: b for b in (
+    _p("namespace-blind", "tuple-identity", "§2",
+       "equal item ids in different namespaces are unrelated; a reply names the request's tuple", NamespaceBlind,
+       "reply-for-another-tuple", "overlapping-leases", "two-owners-one-epoch"),
+    _p("fenced-local-scope", "fenced-profile", "§3",
+       "fenced needs a shared transactional coordinator (a local-filesystem scope is advisory)",
+       FencedLocalScope, "fenced-profile-inconsistent"),
+    _p("read-back-lags", "active-epoch", "§4", "active.epoch equals last_epoch", ReadBackLags,
+       "epoch-readback-mismatch"),
+    _p("renew-extends-expiry", "times-from-decision", "§4, §5 Renew",
+       "a renewed expiry is the persisted decision time + lease_duration_ms", RenewExtendsExpiry,
+       "expiry-not-from-decision-time"),
+    _p("bytes-normalized", "exact-bytes", "§6 step 9", "publish the exact candidate bytes", BytesNormalized,
+       "ledger-bytes-mismatch", "unaccepted-revision", "committed-revision-mismatch"),
+    _p("advisory-claims-fenced", "fenced-promise", "§1, §3",
+       "a fenced backend enumerates every write path; a bypass prevents mode fenced", AdvisoryClaimsFenced,
+       "fenced-but-unsafe", "fenced-profile-inconsistent", "stale-fence-accepted"),
+    _p("advisory-publishes", "advisory-refuses", "§3, §6",
+       "an advisory endpoint MUST reject publish-claimed", AdvisoryPublishes, "advisory-published"),
+    _p("merge-claims-exclusive", "merge-not-exclusive", "§1, §3, §7",
+       "the Git-journal profile MUST report safe_exclusive_dispatch: false", MergeClaimsExclusive,
+       "merge-coordinated-claims-exclusive"),
+    _p("capabilities-flip", "capabilities-stable", "§3",
+       "the ledger's capability envelope is one profile (a caller MUST gate publish-claimed on it)",
+       CapabilitiesFlip, "capabilities-changed"),
+    _p("expiry-inclusive", "lease-active-while", "§4",
+       "a lease is active exactly while effective_now < expires_at; equality is expired", ExpiryInclusive,
+       "renew-after-expiry", "false-claim-held", "stale-fence-accepted", "overlapping-leases", "early-takeover"),
+    _p("early-takeover", "acquire-held", "§5 Acquire 2",
+       "an equal witness with an unexpired active claim is claim-held", EarlyTakeover,
+       "early-takeover", "overlapping-leases", "false-claim-expired"),
+    _p("expiry-by-worker-clock", "floor-monotonic", "§4",
+       "effective_now = max(physical_utc, durable floor); a backward step cannot resurrect time",
+       ExpiryByWorkerClock, "decision-time-regressed", "final-floor-lost"),
+    _p("floor-not-persisted-on-reject", "floor-monotonic", "§4",
+       "every authoritative decision, a rejection too, MUST durably persist the floor before replying",
+       FloorNotPersistedOnReject, "decision-time-regressed", "final-floor-lost"),
+    _p("epoch-wraps", "epoch-never-reused", "§2, §4",
+       "at the epoch high-water mark: epoch-exhausted; epochs MUST NOT wrap", EpochWraps,
+       "epoch-decreased", "epoch-reallocated", "false-epoch-exhausted", "epoch-not-next"),
+    _p("signed-epochs", "epoch-exhausted", "§2, §4",
+       "epochs are unsigned 64-bit: epoch-exhausted only at 18446744073709551615", SignedEpochs,
+       "false-epoch-exhausted"),
+    _p("lying-unchanged", "unchanged-means-unchanged", "§4, §8",
+       "a reply whose time or change was not persisted is never a success or a semantic rejection; "
+       "state unchanged means nothing changed", LyingUnchanged,
+       "failed-acquire-took-effect", "unchanged-reply-took-effect", "epoch-consumed-silently"),
+    _p("witness-ignored", "acquire-witness", "§5 Acquire 1",
+       "an unequal CAS witness is claim-conflict", WitnessIgnored,
+       "false-claim-held", "witness-mismatch-accepted", "false-claim-conflict"),
+    _p("epoch-skips", "acquire-next-epoch", "§5 Acquire 4", "a successful acquire allocates exactly last_epoch + 1",
+       EpochSkips, "epoch-not-next"),
+    _p("epoch-reuse-after-restart", "epoch-never-reused", "§2, §5 Release",
+       "epochs never decrement or get reused, across restart too", EpochReuseAfterRestart,
+       "epoch-reallocated", "epoch-decreased", "epoch-reused", "epoch-high-water-lost", "final-epoch-lost"),
+    _p("renew-ignores-expiry", "renew-release-cas", "§5 Renew, Release",
+       "owner, epoch and expected expiry are one CAS tuple: a mismatch is claim-conflict", RenewIgnoresExpiry,
+       "false-claim-conflict", "renew-after-expiry", "false-claim-expired", "nonlinearizable"),
+    _p("renew-rewrites-issued", "epoch-one-owner", "§2, §4, §5 Renew",
+       "renew retains issued_at and epoch: an epoch is one owner generation", RenewRewritesIssued,
+       "two-owners-one-epoch", "epoch-reused"),
+    _p("digest-ignored-on-replay", "idempotency", "§6 step 4",
+       "a different digest under a stored operation_id is idempotency-conflict", DigestIgnoredOnReplay,
+       "idempotency-conflict-missing", "replay-differs"),
+    _p("non-idempotent-publish", "idempotency", "§6 step 4, §8",
+       "an identical retry returns the stored terminal envelope without a second write", NonIdempotentPublish,
+       "retry-not-replayed", "replay-differs", "operation-id-bound-twice"),
+    _p("candidate-digest-unchecked", "candidate-digest", "§6 step 2",
+       "the candidate's SHA-256 MUST equal candidate_sha256", CandidateDigestUnchecked,
+       "candidate-digest-accepted", "committed-revision-mismatch"),
+    _p("incomplete-retry-replayed", "complete-request", "§6",
+       "every commit attempt MUST carry the complete request; an operation id alone is invalid-request",
+       IncompleteRetryReplayed, "incomplete-request-accepted"),
+    _p("candidate-unvalidated", "candidate-valid", "§6 step 5",
+       "candidate validation MUST parse a schema-1 item whose id equals item_id", CandidateUnvalidated,
+       "invalid-candidate-accepted"),
+    _p("no-fence-epoch", "fence", "§6 step 7",
+       "publication commits only under the active owner generation (owner AND epoch)", NoFenceEpoch,
+       "stale-fence-accepted", "false-fence-rejection"),
+    _p("fence-owner-only", "fence", "§6 step 7",
+       "correct owner with the wrong epoch is a fence failure", FenceOwnerOnly, "stale-fence-accepted"),
+    _p("fence-ignores-expiry", "fence", "§6 step 7", "an expired claim fails the fence (claim-expired)",
+       FenceIgnoresExpiry, "stale-fence-accepted"),
+    _p("fence-outside-commit", "fence", "§6 steps 6-9",
+       "for a strictly fenced backend, fence, revision and write are one serialized commit boundary",
+       FenceOutsideCommit, "stale-fence-accepted", "revision-chain-broken", "unaccepted-revision",
+       "ledger-bytes-mismatch"),
+    _p("revision-unchecked", "revision", "§6 step 8", "the durable revision MUST equal expected_revision",
+       RevisionUnchecked, "revision-chain-broken", "false-revision-conflict"),
+    _p("outcome-in-memory", "outcome-durable", "§6, §8",
+       "a stored terminal outcome is durable and readable by operation id", OutcomeInMemory,
+       "publication-outcome-lost", "final-outcome-missing", "retry-not-replayed", "operation-id-bound-twice"),
+    _p("legacy-transition-unguarded", "legacy-transition", "§7",
+       "legacy transition MUST refuse an active claimed item (active-claim-write-refused)",
+       LegacyTransitionUnguarded, "legacy-write-over-active-claim"),
+    _p("legacy-create-unguarded", "legacy-create", "§7",
+       "legacy create MUST refuse an identity with claim history (claimed-item-write-refused)",
+       LegacyCreateUnguarded, "legacy-create-over-claim-history"),
+    _p("free-form-messages", "envelope-exact", "§8",
+       "stable messages are part of version 1; no free-form prose for the specified codes", FreeFormMessages,
+       "malformed-envelope"),
+)}
+
+
+def _opener(cls):
+    def open_backend(spec, clock, hooks):
+        return cls(spec, clock, hooks)
+    return open_backend
+
+
+for _bug in RED_TEAM.values():   # open_<name>: one factory per planted bug (chaos run / chaos backend --factory)
+    globals().setdefault(f"open_{_bug.name.replace('-', '_')}", _opener(_bug.cls))
+
+
+def red_team_table() -> str:
+    """``RED_TEAM`` as the table docs/mutants.md prints (a test keeps them equal)."""
+    rows = ["| planted bug (`open_<name>`) | rule | contract | the MUST it breaks | anomaly types that name it |",
+            "|---|---|---|---|---|"]
+    for b in RED_TEAM.values():
+        rows.append(f"| `{b.name}` | `{b.rule}` | {b.section} | {b.must} | {', '.join(f'`{n}`' for n in b.names)} |")
+    return "\n".join(rows)

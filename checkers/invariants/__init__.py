@@ -8,7 +8,7 @@ Every checker is pure, near-linear in the history length, and treats ``info``
 from __future__ import annotations
 
 from . import (capability_honesty, decisions, dual_ownership, durability, envelopes, epochs, floors, git_finalization,
-               idempotence, reply_protocol, stale_write)
+               idempotence, reply_protocol, requests, stale_write)
 
 INVARIANTS = {
     "dual_ownership": dual_ownership.check,
@@ -22,6 +22,7 @@ INVARIANTS = {
     "capability_honesty": capability_honesty.check,
     "git_finalization": git_finalization.check,
     "reply_protocol": reply_protocol.check,
+    "requests": requests.check,
 }
 
 __all__ = ["INVARIANTS"]

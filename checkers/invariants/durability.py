@@ -53,8 +53,10 @@ def check(history, ctx: dict | None = None) -> dict:
             [*a.indices, *b.indices], tuple=list(b.key or ()), acknowledged=str(acked), observed=str(seen),
         )
 
-    def oid_key(op: Op):
-        return op.oid if op.f == "publish" or op.f == "publication-read" else None
+    def oid_key(op: Op):  # an outcome is stored per (operation_id, namespace, item) (vectors.md §8.6)
+        if op.oid is None or op.f not in ("publish", "publication-read"):
+            return None
+        return (op.oid, op.key)
 
     def stored(op: Op):
         return 1 if op.f == "publish" and is_stored_kind(op) else None

@@ -190,7 +190,8 @@ def _same_tuple(p: list[str], env: dict, req: dict) -> None:
     if type(r) is dict:
         parts = [("result.read_back", r.get("read_back")), ("result.claim_read_back", r.get("claim_read_back")),
                  ("result", r if "item_id" in r else None)]
-    elif type(err) is dict and type(err.get("details")) is dict and "item_id" in err["details"]:
+    elif type(err) is dict and type(err.get("details")) is dict and "item_id" in err["details"] \
+            and err.get("code") != "ledger-invalid":   # step 5 details are validation issues, not a tuple (§6)
         parts = [("error.details", err["details"])]
     for where, part in parts:
         if type(part) is dict and (part.get("item_id") != item or part.get("ledger_namespace") != ns):

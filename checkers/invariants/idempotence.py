@@ -2,7 +2,11 @@
 
 ``operation_id`` names one immutable request; the backend stores its digest
 with the terminal outcome and compares it *before* any revision, clock, fence
-or ledger decision. Stored terminal outcomes are the success (exit 0) and the
+or ledger decision. The stored outcome is keyed by ``(operation_id,
+ledger_namespace, item_id)`` (vectors.md §8.6 commit step 2, and
+``ledger-publication.read`` takes that triple), so the same id under another
+item is another identity: a backend may decide it afresh, or refuse it with
+``idempotency-conflict`` if it keys by the id alone; both are accepted. Stored terminal outcomes are the success (exit 0) and the
 fence rejection (vectors.md §8.6 commit steps 7, 9); a revision conflict may
 or may not be stored (§8.6 preflight step 6 vs commit step 8).
 Checks:
@@ -32,6 +36,9 @@ STORED_CODES = frozenset(("claim-fence-rejected",))
 #: validation steps 1-3 come before the idempotency lookup (step 4)
 PRE_LOOKUP_CODES = frozenset(("invalid-request", "candidate-digest-mismatch", "ledger-namespace-unbound",
                               "capability-unavailable"))
+#: replies that decided nothing at all (§8: "no authoritative decision was possible and nothing
+#: changed"): neither a replay nor a conflict was owed
+NO_DECISION_CODES = frozenset(("claim-store-unavailable",))
 
 
 def is_stored_kind(op: Op) -> bool:
@@ -41,13 +48,13 @@ def is_stored_kind(op: Op) -> bool:
 def check(history, ctx: dict | None = None) -> dict:
     prep = prepare(history)
     out = Findings()
-    groups: dict[str, list[tuple[Op, str | None]]] = {}
+    groups: dict[tuple, list[tuple[Op, str | None]]] = {}  # (oid, (ns, item)) -> attempts
     for op in prep.ops:
         if op.f == "publish" and op.oid is not None:
-            groups.setdefault(op.oid, []).append((op, op.digest))
+            groups.setdefault((op.oid, op.key), []).append((op, op.digest))
 
     stored_env: dict[tuple[str, str], tuple[Op, int | None, bytes]] = {}  # (oid, digest) -> first stored reply
-    for oid, rows in groups.items():
+    for (oid, _key), rows in groups.items():
         first_stored: dict[str, Op] = {}
         for op, d in rows:
             if d is None or not is_stored_kind(op):
@@ -85,6 +92,8 @@ def check(history, ctx: dict | None = None) -> dict:
             if op.ip <= s0.cp or not op.definite or d is None:
                 continue
             code = op.code
+            if code in NO_DECISION_CODES:
+                continue
             if d != d0 and code != "idempotency-conflict" and code not in PRE_LOOKUP_CODES:
                 out.add(
                     "idempotency-conflict-missing",
@@ -103,7 +112,10 @@ def check(history, ctx: dict | None = None) -> dict:
                 )
         _check_conflict_details(out, oid, rows)
 
-    reads = _check_publication_reads(out, prep, groups, stored_env)
+    by_id: dict[str, list] = {}
+    for (oid, _key), rows in groups.items():
+        by_id.setdefault(oid, []).extend(rows)
+    reads = _check_publication_reads(out, prep, by_id, stored_env)
     _check_final_outcomes(out, prep, stored_env)
     return out.result({"operation_ids": len(groups), "stored_outcomes_seen": len(stored_env),
                        "publication_reads": reads})

@@ -76,7 +76,7 @@ def _check(history, ctx: dict) -> dict:
     accepted: dict[tuple, list[tuple[int, Op, Op | None]]] = {}  # (decision time, publish, proof of commit)
     possible: dict[tuple, set[str]] = {}  # candidates that were or may have been accepted
     maybe: dict[tuple, set[str]] = {}  # candidates of uncertain publishes not proven either way
-    seen_oids: set[str] = set()
+    seen_oids: set[tuple] = set()  # (operation id, tuple): an outcome is stored per (id, namespace, item)
     legacy: set[tuple] = set()  # tuples a legacy write may have changed: their bytes are not ours to judge
     uncertain: list[Op] = []
     for op in h.ops:
@@ -92,9 +92,9 @@ def _check(history, ctx: dict) -> dict:
         cand = op.cand
         if op.type == "ok" and op.exit is not None:
             possible.setdefault(key, set()).add(cand)
-            if op.oid in seen_oids:
+            if (op.oid, key) in seen_oids:
                 continue  # a replay of the same accepted request
-            seen_oids.add(op.oid)
+            seen_oids.add((op.oid, key))
             if op.t is not None:
                 accepted.setdefault(key, []).append((op.t, op, None))
         elif op.uncertain:
@@ -105,8 +105,8 @@ def _check(history, ctx: dict) -> dict:
         if spec is None:
             maybe.setdefault(op.key, set()).add(op.cand)
         elif spec[0] == "ok" and digest == op.digest and spec[1] == op.cand and spec[3] is not None \
-                and op.oid not in seen_oids:
-            seen_oids.add(op.oid)
+                and (op.oid, op.key) not in seen_oids:
+            seen_oids.add((op.oid, op.key))
             accepted.setdefault(op.key, []).append((spec[3], op, proof))
 
     for key, rows in accepted.items():

@@ -472,7 +472,9 @@ def _anomaly(key: tuple, part: list[Operation], res: Any) -> dict:
     return {
         "type": "nonlinearizable",
         "explanation": (f"No order of the {len(part)} ops on {key[0]}/{key[1]} is consistent with their replies "
-                        f"and real-time order: " + ex.text(lambda i: f"#{invoke[i]}") + "."),
+                        f"and real-time order: " + ex.text(lambda i: f"#{invoke[i]}") + ". Every reply, and the "
+                        "single effect an indeterminate op had at some instant before the run ended (or never), must "
+                        "fit one order of the tuple's ops (contract §5, §6, §8)."),
         "ops": sorted({m for i in named for m in part[i].metadata[:2] if m is not None}),
         "data": {
             "ledger_namespace": key[0], "item_id": key[1],

@@ -1,0 +1,103 @@
+"""Publication requests a backend must refuse before deciding anything
+(contract §6 steps 1-5): what it accepted must have been a complete,
+well-formed request with a valid candidate.
+
+1. ``incomplete-request-accepted`` (§6): "Every public commit attempt,
+   including a retry after response loss, MUST carry the complete request.
+   An operation ID alone is not a retry request and returns exit 2
+   invalid-request". A publish whose request lacks a member of the publish
+   object got any definite reply other than ``invalid-request``.
+2. ``candidate-digest-accepted`` (§6 step 2): "Its SHA-256 MUST equal
+   candidate_sha256". An accepted (exit 0) publish whose candidate bytes do
+   not hash to its ``candidate_sha256``.
+3. ``invalid-candidate-accepted`` (§6 step 5): "Candidate validation MUST
+   parse the complete replacement bytes as a schema version 1 ledger item
+   and require its canonical id to equal the request's item_id". An accepted
+   publish whose candidate is not such an item (judged by the contract's own
+   validator, ``backends.contract.ledger_invalid_details``).
+
+The raw request is needed, so ``request_problems`` runs while the history is
+read (``checkers.history``, like the envelope shape check); ``check`` reports
+what it found for replies that prove what happened.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+
+from ._common import Findings, prepare
+
+#: the members of a complete publish-claimed request (§6)
+PUBLISH_MEMBERS = frozenset(("operation_id", "ledger_namespace", "item_id", "expected_revision",
+                             "candidate_source_base64", "candidate_sha256", "claim_fence"))
+
+
+def _decoded(req: dict) -> bytes | None:
+    text = req.get("candidate_source_base64")
+    if not isinstance(text, str):
+        return None
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+
+
+def request_problems(exit_code, env, req) -> list[tuple[str, dict]]:
+    """``[(kind, data)]`` for one publish reply and its raw request."""
+    if not isinstance(req, dict) or not isinstance(env, dict):
+        return []
+    code = (env.get("error") or {}).get("code") if isinstance(env.get("error"), dict) else None
+    missing = sorted(PUBLISH_MEMBERS - set(req))
+    if missing:
+        return [] if code == "invalid-request" else [("incomplete-request-accepted", {"missing": missing,
+                                                                                       "code": code})]
+    if exit_code != 0:
+        return []
+    data = _decoded(req)
+    if data is None:
+        return []
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    if digest != req.get("candidate_sha256"):
+        return [("candidate-digest-accepted", {"digest": digest, "candidate_sha256": req.get("candidate_sha256")})]
+    item = req.get("item_id")
+    if isinstance(item, str):
+        from backends.contract import ledger_invalid_details
+
+        issues = ledger_invalid_details(data, item, b"")
+        if issues is not None:
+            return [("invalid-candidate-accepted", {"item_id": item, "issues": issues})]
+    return []
+
+
+def check(history, ctx: dict | None = None) -> dict:
+    h = prepare(history)
+    out = Findings()
+    for op, kind, data in h.request_problems:
+        if not op.definite:
+            continue
+        oid = op.oid
+        if kind == "incomplete-request-accepted":
+            out.add("incomplete-request-accepted",
+                    f"Operation {oid}: a publish without {', '.join(data['missing'])} got exit {op.exit} "
+                    f"{data['code'] or 'success'} instead of exit 2 invalid-request. Every commit attempt, a "
+                    "retry after a lost reply included, carries the complete request; an operation id alone "
+                    "is not a retry (contract §6).", op.indices, operation_id=oid, **data)
+        elif kind == "candidate-digest-accepted":
+            out.add("candidate-digest-accepted",
+                    f"Operation {oid}: accepted a candidate whose bytes hash to {data['digest'][:19]}... "
+                    f"although the request names candidate_sha256 {str(data['candidate_sha256'])[:19]}...; "
+                    "the digest must match before anything is decided (contract §6 step 2, "
+                    "candidate-digest-mismatch).", op.indices, operation_id=oid, **data)
+        else:
+            out.add("invalid-candidate-accepted",
+                    f"Operation {oid}: accepted a candidate that is not a valid schema-1 ledger item with id "
+                    f"{data['item_id']} ({_summary(data['issues'])}). Candidate validation comes before any "
+                    "decision (contract §6 step 5, ledger-invalid).", op.indices, operation_id=oid, **data)
+    return out.result({"publishes_judged": sum(1 for op in h.ops if op.f == "publish" and op.definite)})
+
+
+def _summary(issues) -> str:
+    rows = issues if isinstance(issues, list) else [issues]
+    return "; ".join(str(r.get("reason") or r.get("code") or r) for r in rows[:3] if isinstance(r, dict)) or "invalid"

@@ -1,0 +1,265 @@
+"""The racer pairs and the agents' careless behaviours against the real
+SQLite engine in logical time (``workloads.interpreter.simulate``): the
+schedule is a pure function of the seed, every episode does what it names,
+each lease-boundary probe is decided at exactly the instant it names and gets
+the contract's answer there, and a correct backend stays valid."""
+
+from __future__ import annotations
+
+import collections
+
+import pytest
+
+from backends.api import FixedClock
+from backends.contract.values import parse_instant
+from backends.registry import open_backend
+from checkers import run_checkers
+from checkers.history import classify
+from workloads.claims import ClaimsConfig, claims_workload
+from workloads.coverage import coverage, missing, plan_for
+from workloads.generator import clients, secs
+from workloads.interpreter import simulate
+from workloads.races import EPISODES, PROBE_OFFSETS, PROBE_OPS, episode_of, probe_name
+
+BASE_MS = 1_894_353_330_250
+
+
+LATENCY = 4_000_000  # ns per op (logical)
+
+
+def run(tmp_path, cfg=None, seed=5, workers=10, seconds=3, lose=lambda op: False, backend_name="reference",
+        factory=None):
+    """The workload against the contract engine (in memory by default: these
+    tests are about the workload; the SQLite store has its own tests);
+    ``factory``: a ``python`` backend class over SQLite instead."""
+    cfg = cfg or ClaimsConfig()
+    gen, world = claims_workload(seed, cfg)
+    clock = FixedClock(BASE_MS)
+    spec = {"backend": backend_name} if factory is None else {"backend": "python", "factory": factory}
+    backend = open_backend(dict(spec, path=str(tmp_path / "c.db"), namespaces=list(world.namespaces)), clock)
+    backend.store.seed(world.durable())
+
+    def complete(op):
+        # the backend's clock: logical time, or exactly the op's clock_ms (what the host does)
+        clock.set(op["clock_ms"] if "clock_ms" in op else BASE_MS + op["time"] // 1_000_000)
+        reply = backend.call(op["f"], op["value"])
+        if lose(op):
+            return {"type": "info", "error": "reply lost", "latency": LATENCY}
+        done = {"type": classify(reply.exit, reply.envelope), "value": reply.to_json(), "latency": LATENCY}
+        if "clock_ms" in op:
+            done["clock_ms"] = op["clock_ms"]
+        return done
+
+    try:
+        h = simulate(clients(gen), seed=seed, workers=workers, complete=complete, time_limit=secs(seconds))
+        caps = backend.call("capabilities", {}).envelope
+        final = backend.store.export_durable()
+    finally:
+        backend.close()
+    h = [dict(o, index=i) for i, o in enumerate(h)]
+    h.append({"index": len(h), "process": "nemesis", "type": "info", "f": "final-state", "time": h[-1]["time"],
+              "value": {"durable": final}})
+    ctx = {"capabilities": caps, "lease_ms": cfg.lease_ms, "tuples": [list(t) for t in world.tuples],
+           "initial_durable": world.durable(), "backend": "sqlite", "workload": "claims"}
+    return h, ctx, world
+
+
+def pairs(h):
+    open_, out = {}, []
+    for o in h:
+        if o["process"] == "nemesis":
+            continue
+        if o["type"] == "invoke":
+            open_[o["process"]] = len(out)
+            out.append([o, None])
+        elif o["process"] in open_:
+            out[open_.pop(o["process"])][1] = o
+    return [(i, c) for i, c in out if c is not None]
+
+
+def env(done):
+    return (done.get("value") or {}).get("envelope") or {}
+
+
+def code(done):
+    return (env(done).get("error") or {}).get("code")
+
+
+def reason(done):
+    return ((env(done).get("error") or {}).get("details") or {}).get("reason")
+
+
+def observed(done):
+    e = env(done)
+    res = e.get("result") or {}
+    rb = res.get("read_back") or res.get("claim_read_back") or (e.get("error") or {}).get("details") or {}
+    return parse_instant(rb["observed_at"])
+
+
+# --------------------------------------------------------------------------- the plan
+
+
+@pytest.mark.parametrize("pairs_", [1, 2, 3])
+def test_the_rotation_is_seeded_and_runs_every_episode_once_per_block(pairs_):
+    n = len(EPISODES)
+    per_pair = -(-n // pairs_)
+    seq = [episode_of(7, k, i, EPISODES, pairs_) for i in range(per_pair) for k in range(pairs_)][:n]
+    assert sorted(seq) == sorted(EPISODES)                       # every kind once in the first block
+    assert seq == [episode_of(7, k, i, EPISODES, pairs_) for i in range(per_pair) for k in range(pairs_)][:n]
+    assert seq != [episode_of(8, k, i, EPISODES, pairs_) for i in range(per_pair) for k in range(pairs_)][:n]
+
+
+def test_same_seed_same_schedule_with_racers_and_agents(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a, _, _ = run(tmp_path / "a", seed=13, seconds=1)
+    b, _, _ = run(tmp_path / "b", seed=13, seconds=1)
+    strip = lambda h: [(o["time"], o["process"], o["type"], o["f"], o.get("intent"), o.get("clock_ms")) for o in h]
+    assert strip(a) == strip(b)
+    assert any(o.get("clock_ms") for o in a) and {o.get("intent", "").split(":")[0] for o in a} >= {"agent"}
+
+
+def test_small_runs_have_no_racers_and_threads_beyond_them_are_agents(tmp_path):
+    h, _, _ = run(tmp_path, workers=3, seconds=1)
+    assert {o["intent"] for o in h if o["type"] == "invoke"} <= {
+        "agent:read", "agent:acquire", "agent:renew", "agent:publish", "agent:release", "blind-retry", "stale-fence"}
+    assert plan_for({}, 3, None)["episodes"] == [] and plan_for({}, 4, None)["race_pairs"] == 1
+    assert plan_for({}, 10, None)["race_pairs"] == 2
+
+
+# --------------------------------------------------------------------------- what the episodes do
+
+
+@pytest.fixture(scope="module")
+def correct_run(tmp_path_factory):
+    return run(tmp_path_factory.mktemp("correct"), seed=5, seconds=6)
+
+
+def test_every_requested_path_completes_and_a_correct_backend_stays_valid(correct_run):
+    h, ctx, _ = correct_run
+    table = coverage(h, plan_for({}, 10, ctx["capabilities"]))
+    # publication-read: the runner's final phase reads every operation id; simulate has no final phase
+    assert missing(table) == ["publication-read"], missing(table)
+    verdict = run_checkers(h, ctx)
+    assert verdict["valid"] is True, {k: v["anomalies"][:2] for k, v in verdict["checkers"].items() if v["valid"] is not True}
+
+
+EXPECTED_AT = {  # probe -> what the contract says at expires_at + d (§4: active exactly while now < expires_at)
+    ("renew", -1): ("ok", None), ("renew", 0): ("fail", "claim-expired"), ("renew", 1): ("fail", "claim-expired"),
+    ("release", -1): ("ok", None), ("release", 0): ("fail", "claim-expired"), ("release", 1): ("fail", "claim-expired"),
+    ("publish", -1): ("ok", None), ("publish", 0): ("fail", "claim-fence-rejected"),
+    ("publish", 1): ("fail", "claim-fence-rejected"),
+    ("takeover", -1): ("fail", "claim-held"), ("takeover", 0): ("ok", None), ("takeover", 1): ("ok", None),
+}
+
+
+def test_each_probe_is_decided_at_exactly_its_instant_and_answered_by_the_contract(correct_run):
+    h, _, _ = correct_run
+    seen = collections.Counter()
+    for inv, done in pairs(h):
+        if not inv.get("intent", "").endswith(":probe"):
+            continue
+        op, d = next((op, d) for op in PROBE_OPS for d in PROBE_OFFSETS if inv["intent"] == f"{probe_name(op, d)}:probe")
+        assert inv["clock_ms"] == done["clock_ms"]              # the history records the instant on both
+        assert observed(done) == inv["clock_ms"]                # ... and the backend decided exactly then
+        if op == "takeover":
+            expires = inv["value"]["expected"]["active"]["expires_at"]
+        elif op == "publish":
+            expires = None
+        else:
+            expires = inv["value"]["expected_expires_at"]
+        if expires is not None:
+            assert inv["clock_ms"] == parse_instant(expires) + d
+        assert (done["type"], code(done)) == EXPECTED_AT[(op, d)], (inv["intent"], done)
+        if op == "publish" and d >= 0:
+            assert reason(done) == "claim-expired"
+        seen[(op, d)] += 1
+    assert set(seen) == set(EXPECTED_AT)
+
+
+def test_wrong_fences_reused_ids_stale_requests_and_unbound_namespaces_get_their_codes(correct_run):
+    h, _, world = correct_run
+    got = collections.defaultdict(set)
+    for inv, done in pairs(h):
+        got[inv.get("intent")].add((done["type"], code(done), reason(done)))
+    rejected = lambda r: {("fail", "claim-fence-rejected", r)}
+    assert got["fence-namespace:wrong-fence"] == rejected("ledger-namespace-mismatch")
+    assert got["fence-item:wrong-fence"] == rejected("item-id-mismatch")
+    assert got["fence-owner:wrong-fence"] == rejected("owner-mismatch")
+    assert got["fence-epoch:wrong-fence"] == rejected("epoch-mismatch")
+    assert got["publish-after-release:publish-released"] == rejected("no-active-claim")
+    assert got["race:two-owners:publish-old-owner"] == rejected("owner-mismatch")
+    assert got["reuse-bytes:reuse-bytes"] == got["reuse-revision:reuse-revision"] == {("fail", "idempotency-conflict", None)}
+    # another item under the same id is another identity (vectors.md §8.6): decided afresh, fenced out
+    assert got["reuse-item:reuse-item"] == rejected("no-active-claim")
+    assert got["stale-witness:stale-witness"] == {("fail", "claim-conflict", None)}
+    assert got["stale-expiry:stale-expiry"] == {("fail", "claim-conflict", None)}
+    assert got["stale-revision:stale-revision"] == {("fail", "ledger-revision-conflict", None)}
+    assert got["unbound-namespace:unbound"] == {("fail", "ledger-namespace-unbound", None)}
+    assert all(inv["value"]["ledger_namespace"] == world.unbound
+               for inv, _ in pairs(h) if inv.get("intent") == "unbound-namespace:unbound")
+    assert world.unbound not in world.namespaces
+    # replays: the identical request gets the stored envelope verbatim
+    for inv, done in pairs(h):
+        if inv.get("intent") in ("replay-after-ok:replay", "replay-after-fail:replay"):
+            first = next(d for i, d in pairs(h) if i["value"] == inv["value"] and i["index"] < inv["index"])
+            assert env(done) == env(first)
+
+
+def test_races_really_race_two_ops_at_one_instant(correct_run):
+    h, _, _ = correct_run
+    invokes = [o for o in h if o["type"] == "invoke"]
+    for first, second in (("race:takeover-vs-publish:publish", "race:takeover-vs-publish:takeover"),
+                          ("race:two-owners:publish-old-owner", "race:two-owners:publish-new-owner"),
+                          ("race:publish-vs-release:publish", "race:publish-vs-release:release")):
+        a = [o for o in invokes if o["intent"] == first]
+        b = [o for o in invokes if o["intent"] == second]
+        assert a and len(a) == len(b)
+        assert all(x["time"] == y["time"] and x["process"] != y["process"] for x, y in zip(a, b))
+
+
+def test_equal_item_ids_in_two_namespaces_are_unrelated(tmp_path):
+    _, world = claims_workload(5)
+    agent_ns = world.namespaces[:2]
+    ids = [{item for ns, item in world.agent_tuples if ns == n} for n in agent_ns]
+    assert ids[0] == ids[1] and len(ids[0]) == ClaimsConfig().items
+    assert world.seed_items[(agent_ns[0], sorted(ids[0])[0])] != world.seed_items[(agent_ns[1], sorted(ids[0])[0])]
+
+
+# --------------------------------------------------------------------------- agents after a lost reply
+
+
+def test_after_a_lost_publish_agents_replay_it_blindly_or_come_back_with_its_old_revision(tmp_path):
+    lost: set = set()
+
+    def lose(op):  # the first publish of each agent thread is committed but its reply lost
+        if op["f"] == "publish" and op.get("intent") == "agent:publish" and len(lost) < 6 \
+                and op["value"]["claim_fence"]["owner_id"] not in lost:
+            lost.add(op["value"]["claim_fence"]["owner_id"])
+            return True
+        return False
+
+    cfg = ClaimsConfig(race_pairs=0, replay_after_info_rate=0.5, stale_after_loss_rate=1.0, blind_retry_rate=0,
+                       stale_fence_rate=0, namespaces=1, items=2, work_ms=(50, 300))
+    h, ctx, _ = run(tmp_path, cfg, workers=4, seconds=8, lose=lose)
+    ps = pairs(h)
+    replays = [(i, d) for i, d in ps if i["intent"] == "replay-after-info"]
+    assert replays and all(d["type"] == "ok" for _, d in replays)   # committed: the stored success comes back
+    for inv, _ in replays:  # identical to the lost request, sent by the retired worker's successor
+        lost_inv = next(i for i, d in ps if i["value"] == inv["value"] and i["index"] < inv["index"])
+        assert lost_inv["process"] != inv["process"]
+    stale = [(i, d) for i, d in ps if i["intent"] == "stale-after-loss"]
+    assert stale and all(code(d) == "ledger-revision-conflict" for _, d in stale)
+    verdict = run_checkers(h, ctx)
+    assert verdict["valid"] is True, {k: v["anomalies"][:2] for k, v in verdict["checkers"].items() if v["valid"] is not True}
+
+
+def test_a_hold_publishes_several_revisions(tmp_path):
+    cfg = ClaimsConfig(race_pairs=0, publishes=(3, 3), blind_retry_rate=0, stale_fence_rate=0, namespaces=1, items=1,
+                       work_ms=(50, 100))
+    h, _, _ = run(tmp_path, cfg, workers=1, seconds=3)
+    fs = [o["f"] for o in h if o["type"] == "invoke"]
+    assert fs[:7] == ["read", "acquire", "renew", "publish", "publish", "publish", "release"]
+    oks = [d for i, d in pairs(h) if i["f"] == "publish" and d["type"] == "ok"][:3]
+    revs = [env(d)["result"]["committed_revision"] for d in oks]
+    assert len(set(revs)) == 3

@@ -1,0 +1,688 @@
+"""Racer pairs: two client threads that drive one race item as fast as the
+backend answers, through a seeded rotation of adversarial *episodes*.
+
+A pair owns a namespace of its own (``Universe.race_tuples[k]``: the race
+item and a side item), so its exact clock pins never move the honest agents'
+floors. Roles ``a`` and ``b`` are the pair's two threads; their owners are
+``<prefix>-p<process>`` like every agent's, so a role whose op ended ``info``
+acts on under a new owner.
+
+Every episode starts with a prologue: ``a`` acquires the race item with its
+exact record as the witness (every claim reply shows the record, so the pair
+knows it; after an ``info`` it reads the item first), taking whatever claim
+is left over (the previous episode's, say) over with the acquire pinned at
+that claim's ``expires_at``, the first instant it is expired. No episode
+releases at its end: the next prologue's takeover is cheaper than a release
+and a fresh acquire, so episodes run back to back as fast as the backend
+answers.
+
+Then the episode's steps. A step is one op per role, dispatched at
+the same instant, and the next step starts when every op of the step has
+completed (``E`` is a's ``expires_at``, ``R`` the item's known revision):
+
+=========================  ====================================================
+race:takeover-vs-publish   a publishes (fence a) ∥ b takes over (pinned at E);
+                           then b publishes
+race:two-owners            b takes over (pinned at E); then a publishes
+                           (fence a) ∥ b publishes (fence b), both on R
+race:publish-vs-release    a publishes ∥ b releases a's claim
+probe-<op>@<d>             renew, release or publish by a, or takeover by b,
+                           decided at exactly E-1, E or E+1 ms (d = -1, 0, +1)
+fence-<dimension>          a publishes with a fence whose namespace, item,
+                           owner (b's) or epoch (a's other one) is wrong;
+                           ``publish-after-release``: after a's release
+replay-after-ok / -fail    the identical publish twice (first ok, or first a
+                           stored fence rejection)
+reuse-bytes / -revision /  a's ok publish, then its operation_id with other
+-item                      bytes, another expected revision, another item
+stale-witness              b acquires with the witness a's acquire used
+stale-expiry               a renews, then renews again with the old expiry
+stale-revision             a publishes with an older (or never-seen) revision
+unbound-namespace          read, acquire and publish on a never-provisioned
+                           namespace; the capabilities again
+frozen-publish             a's publish is SIGSTOPped inside the call (the
+                           process serving it: the worker host, or a black-box
+                           program's per-call CLI process) at a seeded point of
+                           its work; meanwhile b takes the item over (pinned at
+                           E) and publishes; then a is SIGCONTed
+killed-publish / -renew    a's call is SIGKILLed at a seeded point inside it
+legacy-writes              b's legacy transition and legacy create of a's held
+                           item (both must be refused, §7)
+bad-digest                 a publish whose candidate_sha256 is not the digest
+                           of its bytes
+incomplete-retry           a's publish, then its operation id alone (§6: a
+                           retry carries the complete request)
+invalid-candidate          a publish whose candidate is another item's bytes
+epoch-exhaustion           a takes the pair's exhausted item (seeded one short
+                           of the high-water mark), b takes it over at E
+=========================  ====================================================
+
+An op of a step may carry ``delay_ms`` (after the step starts) and a role's
+ops of one step run one after another; an in-call fault is the op's
+``fault``: ``{"kind": "freeze" | "kill", "at": u, "hold_ms"}``, where the
+worker turns ``u`` (seeded, in [0, 1)) into a point of the call's work
+(``chaos.worker.Slot``, ``chaos.faults.incall``) and records what it did with
+the completion.
+
+Exact time: a probe op carries ``clock_ms`` (the instant the backend must
+decide at); the worker pins its backend's clock to it for that one call (an
+in-process backend's host clock, a black-box program's libfaketime absolute
+time) and the history records it on the invoke and the completion. Each
+reply's ``observed_at`` then shows whether the decision landed exactly there
+(``workloads.coverage``). Within the pair's namespace, time moves only with
+real time and the pins, so the floor is below ``E - 1`` when a probe is sent
+and the pinned instant is the decision time.
+
+Each op carries ``intent`` (``<episode>:<step label>``), which the coverage
+gate reads. The rotation is a seeded permutation of ``cfg.episodes`` per block
+of episodes (``Stream(seed, ("race", block))``), the pairs taking turns
+through it, so every kind runs once per block and the order is a pure
+function of the seed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from backends.contract.values import format_instant, parse_instant
+from workloads.generator import MS, PENDING, Context
+from workloads.items import b64, candidate, publish_request, revision_of
+from workloads.random import Stream
+
+ROLES = ("a", "b")
+PROBE_OPS = ("renew", "release", "publish", "takeover")
+PROBE_OFFSETS = (-1, 0, 1)
+
+
+def probe_name(op: str, d: int) -> str:
+    return f"probe-{op}@{'+' if d > 0 else ''}{d}"
+
+
+EPISODES = (
+    ("race:takeover-vs-publish", "race:two-owners", "race:publish-vs-release")
+    + tuple(probe_name(op, d) for op in PROBE_OPS for d in PROBE_OFFSETS)
+    + ("fence-namespace", "fence-item", "fence-owner", "fence-epoch", "publish-after-release",
+       "replay-after-ok", "replay-after-fail", "reuse-bytes", "reuse-revision", "reuse-item",
+       "stale-witness", "stale-expiry", "stale-revision", "unbound-namespace",
+       "frozen-publish", "killed-publish", "killed-renew",
+       "legacy-writes", "bad-digest", "incomplete-retry", "invalid-candidate", "epoch-exhaustion")
+)
+
+
+def episode_of(seed: int, pair: int, n: int, kinds: tuple, pairs: int = 1) -> str:
+    """The ``n``-th episode of ``pair`` (of ``pairs``): the pairs take turns
+    through one sequence whose blocks are seeded permutations of ``kinds``, so
+    together they run every kind once per block."""
+    block, i = divmod(n * pairs + pair, len(kinds))
+    order, s = list(kinds), Stream(seed, ("race", block))
+    for j in range(len(order) - 1, 0, -1):  # Fisher-Yates
+        k, s = s.randint(0, j)
+        order[j], order[k] = order[k], order[j]
+    return order[i]
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the pair knows about its race item (from definite replies only)."""
+
+    record: dict | None = None     # {last_epoch, active} as the last claim reply showed it; None = unknown
+    witness: dict | None = None    # the record the prologue's acquire used
+    hold: dict | None = None       # a's claim from the prologue (kept after a loses it)
+    claims: tuple = ()             # ((role, claim), ...): claims the pair holds, as the backend returned them
+    rev: str | None = None         # the race item's revision, as last learned
+    old_rev: str | None = None     # a revision it had before
+    first: dict | None = None      # the episode's first publish request and its completion type
+    first_type: str | None = None
+    other: dict | None = None      # the last read_back of another tuple (the exhausted item) in this episode
+    other_claim: dict | None = None  # a's claim on that tuple
+    aborted: bool = False
+
+    def claim(self, role: str) -> dict | None:
+        return dict(self.claims).get(role)
+
+    def holding(self, role: str, claim: dict | None) -> "Facts":
+        table = dict(self.claims)
+        if claim is None:
+            table.pop(role, None)
+        else:
+            table[role] = claim
+        return replace(self, claims=tuple(sorted(table.items())))
+
+    def next_episode(self) -> "Facts":
+        """What carries over: the item's record and revisions."""
+        return Facts(record=self.record, rev=self.rev, old_rev=self.old_rev)
+
+
+@dataclass(frozen=True)
+class RacePair:
+    """One pair's state. ``ClaimsWorkload`` asks it for ops of its threads and
+    feeds it their completions (it is a part of that generator, not one on
+    its own: the pair needs the run's universe and configuration)."""
+
+    pair: int
+    threads: tuple                 # (thread of a, thread of b)
+    of: int = 1                    # how many pairs take turns through the episode sequence
+    n: int = 0                     # episode number
+    step: int = 0                  # 0 read (when the record is unknown), 1 hold, 2.. the episode's steps
+    todo: tuple = ()               # ((role, op), ...) of the current step, not yet dispatched
+    inflight: tuple = ()           # ((role, op), ...) dispatched, not yet completed
+    started: bool = False          # the current step's ops were built
+    facts: Facts = Facts()
+    at: int = 0                    # the current step is due at this time
+
+    def kind(self, seed: int, cfg) -> str:
+        return episode_of(seed, self.pair, self.n, cfg.episodes, self.of)
+
+    def role_of(self, thread) -> str | None:
+        return dict(zip(self.threads, ROLES)).get(thread)
+
+    def op(self, ctx: Context, w):
+        """``(op, new_pair)`` for one of the pair's free threads, or PENDING."""
+        pair = self
+        if not pair.started:
+            if pair.inflight:
+                return PENDING
+            pair = pair._build(ctx, w)
+        busy = {r for r, _ in pair.inflight}
+        for i, (role, op) in enumerate(pair.todo):
+            if role in busy:   # a role's ops of one step run one after another, in order
+                continue
+            busy.add(role)
+            t = pair.threads[ROLES.index(role)]
+            if t not in ctx.free:
+                continue
+            at = max(ctx.time, pair.at + int(op.get("delay_ms", 0)) * MS)
+            full = dict({k: v for k, v in op.items() if k != "delay_ms"}, process=ctx.process_of[t], type="invoke",
+                        time=at)
+            return full, replace(pair, todo=pair.todo[:i] + pair.todo[i + 1:], inflight=pair.inflight + ((role, full),))
+        return PENDING
+
+    def update(self, ctx: Context, w, event: dict) -> "RacePair":
+        if event.get("type") == "invoke":
+            return self
+        role = self.role_of(ctx.thread_of(event.get("process")))
+        mine = [op for r, op in self.inflight if r == role]
+        if not mine:
+            return self
+        facts = _learn(self, w, role, mine[0], event)
+        pair = replace(self, facts=facts, inflight=tuple((r, op) for r, op in self.inflight if r != role))
+        if pair.inflight or pair.todo:
+            return pair
+        if facts.aborted:
+            # next episode after a short seeded pause (a store that is down is not hammered)
+            backoff, _ = Stream(ctx.seed, ("race-backoff", self.pair, self.n)).randint(*w.cfg.backoff_ms)
+            return replace(pair, n=pair.n + 1, step=0, started=False, facts=facts.next_episode(),
+                           at=ctx.time + backoff * MS)
+        return replace(pair, step=pair.step + 1, started=False, at=ctx.time)
+
+    def _build(self, ctx: Context, w) -> "RacePair":
+        """The current step's ops, built from the facts; an empty step is skipped."""
+        pair = self
+        while True:
+            kind = pair.kind(ctx.seed, w.cfg)
+            body = STEPS[kind]
+            if pair.step >= 2 + len(body):  # the episode is over; what the pair knows carries over
+                pair = replace(pair, n=pair.n + 1, step=0, facts=pair.facts.next_episode())
+                continue
+            x = Ctx(ctx, w, pair)
+            if pair.step == 0:
+                ops = [] if pair.facts.record is not None else [("a", x.read())]
+            elif pair.step == 1:
+                ops = x.hold()
+            else:
+                ops = body[pair.step - 2](x)
+            if ops is None:  # what the step needs is missing (an earlier step went otherwise): next episode
+                pair = replace(pair, n=pair.n + 1, step=0, facts=pair.facts.next_episode())
+                continue
+            if ops:
+                todo = tuple((role, dict(op, intent=f"{kind}:{op.pop('label')}")) for role, op in ops)
+                return replace(pair, todo=todo, started=True)
+            pair = replace(pair, step=pair.step + 1)
+
+
+def _learn(pair: RacePair, w, role: str, sent: dict, ev: dict) -> Facts:
+    """What a completion teaches the pair (definite replies only)."""
+    f = pair.facts
+    typ = ev.get("type")
+    env = (ev.get("value") or {}).get("envelope") or {}
+    result = env.get("result") or {}
+    err = env.get("error") or {}
+    name = sent.get("f")
+    req = sent.get("value") or {}
+    home = w.world.race_tuples[pair.pair][0]
+    on_item = (req.get("ledger_namespace"), req.get("item_id")) == home
+    if typ == "info":
+        # the role's process is retired and the item's state is unknown: the next
+        # episode reads it first and takes any leftover claim over
+        return replace(f.holding(role, None), record=None, aborted=True)
+    if name == "publish" and f.first is None:
+        f = replace(f, first=req, first_type=typ)
+    if not on_item and typ == "ok" and name == "read":
+        return replace(f, other=result.get("read_back"))
+    if not on_item and typ == "ok" and name == "acquire" and role == "a":
+        return replace(f, other_claim=result.get("claim"))
+    if name in ("read", "acquire", "renew", "release") and on_item:
+        rb = result.get("read_back") if typ == "ok" else err.get("details")
+        if isinstance(rb, dict) and "last_epoch" in rb:  # every claim reply shows the exact record
+            f = replace(f, record={"last_epoch": rb["last_epoch"], "active": rb.get("active")})
+    if name == "read":
+        return f if typ == "ok" or not on_item else replace(f, aborted=True)
+    if name == "acquire" and on_item:
+        if typ == "ok":
+            claim = result.get("claim")
+            f = f.holding(role, claim)
+            if pair.step == 1:
+                f = replace(f, hold=claim, witness=req.get("expected"))
+            if role == "b":  # b took a's item over: a's claim is over
+                f = f.holding("a", None)
+            return f
+        return replace(f, aborted=True) if pair.step == 1 else f
+    if name == "renew" and typ == "ok":
+        return f.holding(role, result.get("claim"))
+    expired = err.get("code") == "claim-expired" or (err.get("details") or {}).get("reason") == "claim-expired"
+    if expired and name in ("renew", "release", "publish"):
+        return f.holding(role, None)  # the claim is over: the next prologue takes it over
+    if name == "release" and typ == "ok":
+        gone = (result.get("released_claim") or {}).get("epoch")
+        for r, c in f.claims:
+            if c.get("epoch") == gone:
+                f = f.holding(r, None)
+        return f
+    if name == "publish":
+        rev = None
+        if typ == "ok":
+            rev = result.get("committed_revision")
+        elif err.get("code") == "ledger-revision-conflict":
+            rev = (err.get("details") or {}).get("actual_revision")
+        if rev and rev != f.rev and on_item:
+            f = replace(f, old_rev=f.rev, rev=rev)
+    return f
+
+
+class Ctx:
+    """Request builders for one step: the run context, the workload (its
+    universe and configuration) and the pair as it is now."""
+
+    def __init__(self, ctx: Context, w, pair: RacePair):
+        self.ctx, self.w, self.pair, self.f = ctx, w, pair, pair.facts
+        (self.ns, self.item), (_, self.side), (_, self.exhausted) = w.world.race_tuples[pair.pair]
+        self.tup = {"ledger_namespace": self.ns, "item_id": self.item}
+
+    def owner(self, role: str) -> str:
+        t = self.pair.threads[ROLES.index(role)]
+        return f"{self.w.cfg.owner_prefix}-p{self.ctx.process_of[t]}"
+
+    def expires(self, claim: dict, d: int = 0) -> int:
+        return parse_instant(claim["expires_at"]) + d
+
+    # ------------------------------------------------------------------ claim ops
+
+    def read(self, tup: dict | None = None, label: str = "read") -> dict:
+        return {"f": "read", "value": dict(tup or self.tup), "label": label}
+
+    def hold(self):
+        """a acquires with the item's known record as witness; a leftover claim
+        (the previous episode's, or anyone's) is taken over at exactly its
+        expires_at, the first instant it is expired."""
+        wit = self.f.record
+        if wit is None:
+            return None
+        op = self.acquire("a", wit, label="hold")
+        if wit.get("active"):
+            op = dict(op, clock_ms=self.expires(wit["active"]), label="hold-takeover")
+        return [("a", op)]
+
+    def acquire(self, role: str, witness: dict, label: str, tup: dict | None = None, clock_ms: int | None = None) -> dict:
+        req = dict(tup or self.tup, owner_id=self.owner(role), lease_duration_ms=self.w.cfg.race_lease_ms,
+                   expected={"last_epoch": witness.get("last_epoch", "0"), "active": witness.get("active")})
+        return self._op("acquire", req, label, clock_ms)
+
+    def takeover(self, role: str, claim: dict, label: str, d: int = 0) -> dict:
+        """Acquire over ``claim`` decided at exactly its expires_at + d ms."""
+        return self.acquire(role, {"last_epoch": claim["epoch"], "active": claim}, label,
+                            clock_ms=self.expires(claim, d))
+
+    def renew(self, claim: dict, label: str, clock_ms: int | None = None, expires_at: str | None = None) -> dict:
+        req = dict(self.tup, owner_id=claim["owner_id"], epoch=claim["epoch"],
+                   expected_expires_at=expires_at or claim["expires_at"], lease_duration_ms=self.w.cfg.race_lease_ms)
+        return self._op("renew", req, label, clock_ms)
+
+    def release(self, claim: dict, label: str, clock_ms: int | None = None) -> dict:
+        req = dict(self.tup, owner_id=claim["owner_id"], epoch=claim["epoch"], expected_expires_at=claim["expires_at"])
+        return self._op("release", req, label, clock_ms)
+
+    # ------------------------------------------------------------------ publication
+
+    def publish(self, role: str, label: str, fence: dict | None = None, rev: str | None = None,
+                item: str | None = None, clock_ms: int | None = None, ns: str | None = None) -> dict:
+        """A fresh publish by ``role``: its own fence (``fence`` overrides members
+        of it), the known revision unless ``rev``, a new operation id."""
+        claim = self.f.hold or {}
+        owner = self.owner(role)
+        fence_full = {"ledger_namespace": self.ns, "item_id": self.item, "owner_id": claim.get("owner_id", owner),
+                      "epoch": claim.get("epoch", "1"), **(fence or {})}
+        op_id = f"pub_{owner}_r{self.pair.pair}e{self.pair.n}s{self.pair.step}{role}"
+        req = publish_request(op_id, ns or self.ns, item or self.item, rev or self.rev(item), fence_full, owner)
+        return self._op("publish", req, label, clock_ms)
+
+    def rev(self, item: str | None = None) -> str:
+        if item is not None and item != self.item:
+            return revision_of(self.w.world.seed_items[(self.ns, item)])
+        return self.f.rev or revision_of(self.w.world.seed_items[(self.ns, self.item)])
+
+    @staticmethod
+    def _op(f: str, req: dict, label: str, clock_ms: int | None) -> dict:
+        op = {"f": f, "value": req, "label": label}
+        if clock_ms is not None:
+            op["clock_ms"] = int(clock_ms)
+        return op
+
+
+# --------------------------------------------------------------------------- episode steps
+# Each step: Ctx -> [(role, op), ...]; [] skips the step; None aborts the episode
+# (a fact the step needs is missing because an earlier step did not go as planned).
+
+
+def _own(x: Ctx, role: str = "a") -> dict | None:
+    return x.f.claim(role)
+
+
+def _takeover_vs_publish():
+    def race(x):
+        a = _own(x)
+        return None if a is None else [("a", x.publish("a", "publish")), ("b", x.takeover("b", a, "takeover"))]
+
+    def then(x):
+        b = _own(x, "b")
+        return [] if b is None else [("b", x.publish("b", "publish-new-owner", fence=_fence(b)))]
+    return (race, then)
+
+
+def _fence(claim: dict) -> dict:
+    return {"owner_id": claim["owner_id"], "epoch": claim["epoch"]}
+
+
+def _two_owners():
+    def take(x):
+        a = _own(x)
+        return None if a is None else [("b", x.takeover("b", a, "takeover"))]
+
+    def race(x):
+        b = _own(x, "b")
+        if b is None:
+            return None
+        return [("a", x.publish("a", "publish-old-owner")), ("b", x.publish("b", "publish-new-owner", fence=_fence(b)))]
+    return (take, race)
+
+
+def _publish_vs_release():
+    def race(x):
+        a = _own(x)
+        return None if a is None else [("a", x.publish("a", "publish")), ("b", x.release(a, "release"))]
+    return (race,)
+
+
+def _probe(op: str, d: int):
+    def probe(x):
+        a = _own(x)
+        if a is None:
+            return None
+        at = x.expires(a, d)
+        label = "probe"
+        if op == "renew":
+            return [("a", x.renew(a, label, clock_ms=at))]
+        if op == "release":
+            return [("a", x.release(a, label, clock_ms=at))]
+        if op == "publish":
+            return [("a", x.publish("a", label, clock_ms=at))]
+        return [("b", x.takeover("b", a, label, d))]
+    return (probe,)
+
+
+def _fence_dimension(dim: str):
+    def wrong(x):
+        a = _own(x)
+        if a is None:
+            return None
+        if dim == "namespace":  # another provisioned namespace: the fence must not fall through to it
+            other = next(ns for ns in x.w.world.namespaces if ns != x.ns)
+            return [("a", x.publish("a", "wrong-fence", fence={"ledger_namespace": other}))]
+        if dim == "item":
+            return [("a", x.publish("a", "wrong-fence", fence={"item_id": x.side}))]
+        if dim == "owner":  # b's owner with a's epoch
+            return [("b", x.publish("b", "wrong-fence", fence={"owner_id": x.owner("b")}))]
+        epoch = int(a["epoch"])
+        return [("a", x.publish("a", "wrong-fence", fence={"epoch": str(epoch - 1 if epoch > 1 else epoch + 1)}))]
+    return (wrong,)
+
+
+def _publish_after_release():
+    def release(x):
+        a = _own(x)
+        return None if a is None else [("a", x.release(a, "release"))]
+
+    def publish(x):
+        return None if _own(x) is not None else [("a", x.publish("a", "publish-released"))]
+    return (release, publish)
+
+
+def _first_then(second):
+    """The episode's first publish, then ``second(x, first)`` (if it was definite)."""
+    def first(x):
+        return None if _own(x) is None else [("a", x.publish("a", "first"))]
+
+    def then(x):
+        if x.f.first is None or x.f.first_type not in ("ok", "fail"):
+            return None
+        return [("a", second(x, x.f.first))]
+    return (first, then)
+
+
+def _replay(x, first):
+    return {"f": "publish", "value": dict(first), "label": "replay"}
+
+
+def _replay_after_fail():
+    def first(x):
+        a = _own(x)
+        if a is None:
+            return None
+        epoch = int(a["epoch"])
+        return [("a", x.publish("a", "first", fence={"epoch": str(epoch - 1 if epoch > 1 else epoch + 1)}))]
+
+    def then(x):
+        if x.f.first is None or x.f.first_type != "fail":
+            return None
+        return [("a", _replay(x, x.f.first))]
+    return (first, then)
+
+
+def _reuse(kind: str):
+    def second(x, first):
+        req = dict(first)
+        if kind == "bytes":
+            data = candidate(x.item, x.owner("a"), first["operation_id"] + " again")
+            req.update(candidate_source_base64=b64(data), candidate_sha256=revision_of(data))
+        elif kind == "revision":
+            other = x.rev() if x.rev() != first["expected_revision"] else x.f.old_rev
+            req["expected_revision"] = other or revision_of(b"a revision this item never had")
+        else:  # another item: the side item, its own fence, a valid candidate for it
+            data = candidate(x.side, x.owner("a"), first["operation_id"])
+            req.update(item_id=x.side, expected_revision=x.rev(x.side), candidate_source_base64=b64(data),
+                       candidate_sha256=revision_of(data), claim_fence=dict(first["claim_fence"], item_id=x.side))
+        return {"f": "publish", "value": req, "label": f"reuse-{kind}"}
+    return _first_then(second)
+
+
+def _stale_witness():
+    def stale(x):
+        if _own(x) is None or x.f.witness is None:
+            return None
+        return [("b", x.acquire("b", x.f.witness, "stale-witness"))]
+    return (stale,)
+
+
+def _stale_expiry():
+    def renew(x):
+        a = _own(x)
+        if a is None:
+            return None
+        # decided 1 ms after the issue, so the new expiry differs from the old one
+        return [("a", x.renew(a, "renew", clock_ms=parse_instant(a["issued_at"]) + 1))]
+
+    def stale(x):
+        a = _own(x)
+        old = x.f.hold
+        if a is None or old is None or a["expires_at"] == old["expires_at"]:
+            return None
+        return [("a", x.renew(a, "stale-expiry", expires_at=old["expires_at"]))]
+    return (renew, stale)
+
+
+def _stale_revision():
+    def stale(x):
+        if _own(x) is None:
+            return None
+        old = x.f.old_rev or revision_of(b"a revision this item never had")
+        return [("a", x.publish("a", "stale-revision", rev=old))]
+    return (stale,)
+
+
+def _unbound():
+    def claim_ops(x):
+        tup = {"ledger_namespace": x.w.world.unbound, "item_id": x.item}
+        return [("a", x.read(tup, "unbound")),
+                ("b", x.acquire("b", {"last_epoch": "0", "active": None}, "unbound", tup=tup)),
+                # and the ledger's capability profile again: it must not change during a run (§3)
+                ("b", {"f": "capabilities", "value": {}, "label": "capabilities"})]
+
+    def publish(x):
+        return [("a", x.publish("a", "unbound", ns=x.w.world.unbound, fence={"ledger_namespace": x.w.world.unbound}))]
+    return (claim_ops, publish)
+
+
+def _fault(x: Ctx, kind: str) -> dict:
+    """The seeded point (and hold) of an in-call fault for this episode."""
+    s = Stream(x.ctx.seed, ("in-call", x.pair.pair, x.pair.n))
+    at, s = s.random()
+    hold, _ = s.randint(*FREEZE_HOLD_MS)
+    return {"kind": kind, "at": round(at, 6), **({"hold_ms": hold} if kind == "freeze" else {})}
+
+
+#: how long a frozen call is held: long enough for b's takeover and publish
+FREEZE_HOLD_MS = (400, 1200)
+#: b starts its takeover this long after the frozen call was sent (the freeze lands first)
+FREEZE_RIVAL_DELAY_MS = 60
+
+
+def _frozen_publish():
+    def race(x):
+        a = _own(x)
+        if a is None:
+            return None
+        epoch_b = str(int(a["epoch"]) + 1)   # a takeover of a's exact record allocates a's epoch + 1
+        return [("a", dict(x.publish("a", "frozen-publish"), fault=_fault(x, "freeze"))),
+                ("b", dict(x.takeover("b", a, "takeover"), delay_ms=FREEZE_RIVAL_DELAY_MS)),
+                ("b", x.publish("b", "publish-new-owner", fence={"owner_id": x.owner("b"), "epoch": epoch_b}))]
+    return (race,)
+
+
+def _killed(op: str):
+    def kill(x):
+        a = _own(x)
+        if a is None:
+            return None
+        call = x.publish("a", "killed-call") if op == "publish" else x.renew(a, "killed-call")
+        return [("a", dict(call, fault=_fault(x, "kill")))]
+    return (kill,)
+
+
+def _legacy_writes():
+    def refused(x):
+        if _own(x) is None:
+            return None
+        return [("b", {"f": "legacy-transition", "value": dict(x.tup), "label": "legacy-transition"}),
+                ("b", {"f": "legacy-create", "value": dict(x.tup), "label": "legacy-create"})]
+    return (refused,)
+
+
+def _bad_digest():
+    def bad(x):
+        if _own(x) is None:
+            return None
+        op = x.publish("a", "bad-digest")
+        op["value"] = dict(op["value"], candidate_sha256=revision_of(b"not the candidate's bytes"))
+        return [("a", op)]
+    return (bad,)
+
+
+def _incomplete_retry():
+    def second(x, first):
+        req = {k: first[k] for k in ("operation_id", "ledger_namespace", "item_id")}
+        return {"f": "publish", "value": req, "label": "incomplete-retry"}
+    return _first_then(second)
+
+
+def _invalid_candidate():
+    def invalid(x):
+        if _own(x) is None:
+            return None
+        data = candidate(x.side, x.owner("a"), "another item's bytes")   # a valid item, but not this one
+        op = x.publish("a", "invalid-candidate")
+        op["value"] = dict(op["value"], candidate_source_base64=b64(data), candidate_sha256=revision_of(data))
+        return [("a", op)]
+    return (invalid,)
+
+
+def _epoch_exhaustion():
+    def read(x):
+        return [("a", x.read({"ledger_namespace": x.ns, "item_id": x.exhausted}, "read-exhausted"))]
+
+    def take(x):
+        rb = x.f.other
+        if not rb or rb.get("item_id") != x.exhausted:
+            return None
+        tup = {"ledger_namespace": x.ns, "item_id": x.exhausted}
+        wit = {"last_epoch": rb.get("last_epoch"), "active": rb.get("active")}
+        pin = x.expires(rb["active"]) if rb.get("active") else None
+        return [("a", x.acquire("a", wit, "acquire-exhausted", tup=tup, clock_ms=pin))]
+
+    def over(x):
+        claim = x.f.other_claim   # a got the last epoch: b's takeover at its expiry has none left
+        if claim is None:
+            return []
+        tup = {"ledger_namespace": x.ns, "item_id": x.exhausted}
+        return [("b", x.acquire("b", {"last_epoch": claim["epoch"], "active": claim}, "acquire-exhausted",
+                                tup=tup, clock_ms=x.expires(claim)))]
+    return (read, take, over)
+
+
+STEPS: dict = {
+    "race:takeover-vs-publish": _takeover_vs_publish(),
+    "race:two-owners": _two_owners(),
+    "race:publish-vs-release": _publish_vs_release(),
+    **{probe_name(op, d): _probe(op, d) for op in PROBE_OPS for d in PROBE_OFFSETS},
+    "fence-namespace": _fence_dimension("namespace"),
+    "fence-item": _fence_dimension("item"),
+    "fence-owner": _fence_dimension("owner"),
+    "fence-epoch": _fence_dimension("epoch"),
+    "publish-after-release": _publish_after_release(),
+    "replay-after-ok": _first_then(_replay),
+    "replay-after-fail": _replay_after_fail(),
+    "reuse-bytes": _reuse("bytes"),
+    "reuse-revision": _reuse("revision"),
+    "reuse-item": _reuse("item"),
+    "stale-witness": _stale_witness(),
+    "stale-expiry": _stale_expiry(),
+    "stale-revision": _stale_revision(),
+    "unbound-namespace": _unbound(),
+    "frozen-publish": _frozen_publish(),
+    "killed-publish": _killed("publish"),
+    "killed-renew": _killed("renew"),
+    "legacy-writes": _legacy_writes(),
+    "bad-digest": _bad_digest(),
+    "incomplete-retry": _incomplete_retry(),
+    "invalid-candidate": _invalid_candidate(),
+    "epoch-exhaustion": _epoch_exhaustion(),
+}
+assert set(STEPS) == set(EPISODES)
