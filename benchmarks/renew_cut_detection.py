@@ -6,7 +6,7 @@ one of the correct backend, side by side against one PostgreSQL server
 (``--dsn``: a fresh schema per run). Per scenario it prints the verdicts, how
 many cuts were healed after a rival's takeover, and the wall time per run::
 
-    python benchmarks/renew_cut_detection.py [--seeds 1-10] [--scenario partitioned-renew] [--time-limit 1]
+    python benchmarks/renew_cut_detection.py [--seeds 1-10] [--scenario partitioned-renew] [--time-limit 2]
 
 ``partitioned-renew`` (``partition_after: renew``) should catch the bug in
 every seed and stay valid on the correct backend; ``partitioned-holder``
@@ -56,7 +56,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seeds", default="1-10")
     p.add_argument("--scenario", default="partitioned-renew")
-    p.add_argument("--time-limit", type=float, default=1.0)
+    p.add_argument("--time-limit", type=float, default=2.0)
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
     store = tempfile.mkdtemp(prefix="renew-cut-", dir="/tmp")

@@ -111,6 +111,50 @@ def test_blackhole_after_commit_engages_after_psycopg_prepared_its_commit(pg, sc
             conn.close()
 
 
+def test_blackhole_after_commit_engages_right_after_the_commit_also_when_psycopg_prepares_it(pg):
+    """psycopg sends the Parse of a COMMIT it prepares (its 5th or 6th on a
+    connection) on its own, waits for the answer, then the Bind: the cut must
+    wait for the Bind. Armed before each of the first 8 COMMITs, the cut holds
+    the COMMIT's reply and never the COMMIT: the row is visible at once."""
+    direct = psycopg.connect(pg.dsn(), autocommit=True)
+    direct.execute("CREATE TABLE IF NOT EXISTS proxy_prep (k int)")
+    direct.execute("TRUNCATE proxy_prep")
+    try:
+        with FaultProxy("127.0.0.1", pg.port, scanner=FrontendScanner) as proxy:
+            conn = psycopg.connect(f"host=127.0.0.1 port={proxy.port} user=postgres dbname=postgres",
+                                   autocommit=True, connect_timeout=5)
+            try:
+                for k in range(8):
+                    proxy.blackhole_after = COMMIT_STATEMENT
+                    conn.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
+                    conn.execute("INSERT INTO proxy_prep VALUES (%s)", (k,))
+                    assert not proxy.blackhole, k
+                    watchdog = Watchdog()
+                    watchdog.arm(conn, 0.5)
+                    try:
+                        with pytest.raises(psycopg.OperationalError):
+                            conn.execute("COMMIT")            # its reply is held ...
+                    finally:
+                        watchdog.disarm()
+                        watchdog.close()
+                    assert proxy.blackhole, k
+                    seen = [r[0] for r in direct.execute("SELECT k FROM proxy_prep ORDER BY k")]
+                    assert seen == list(range(k + 1)), (k, seen)   # ... the COMMIT itself went through
+                    proxy.heal()
+                    conn.close()
+                    conn = psycopg.connect(f"host=127.0.0.1 port={proxy.port} user=postgres dbname=postgres",
+                                           autocommit=True, connect_timeout=5)
+                    for _ in range(k + 1):   # the next round's connection has run as many COMMITs
+                        conn.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
+                        conn.execute("COMMIT")
+            finally:
+                proxy.heal()
+                conn.close()
+    finally:
+        direct.execute("DROP TABLE proxy_prep")
+        direct.close()
+
+
 def test_frontend_scanner_follows_messages_split_across_chunks():
     def msg(kind: bytes, body: bytes) -> bytes:
         return kind + (4 + len(body)).to_bytes(4, "big") + body

@@ -25,8 +25,9 @@ be flipped from any thread.
 
 ``scanner``: a factory of one protocol scanner per connection (its
 ``feed(chunk)`` returns the statement texts the chunk runs, or None when it
-lost track); with it, a bytes ``blackhole_after`` also matches a statement
-run by name only (``chaos.faults.pgwire``: psycopg's prepared COMMIT).
+lost track); with it, a bytes ``blackhole_after`` matches the statements a
+request runs, not its bytes (``chaos.faults.pgwire``: psycopg's prepared
+COMMIT runs by name only, and the Parse that names it runs nothing).
 """
 
 from __future__ import annotations
@@ -109,8 +110,10 @@ class FaultProxy:
                     continue  # the server answered; the client never hears it
                 if not reply and self.blackhole_after is not None and not self.blackhole:
                     if isinstance(self.blackhole_after, bytes):
-                        last = self.blackhole_after in chunk or any(
-                            self.blackhole_after in text + b"\0" for text in runs or ())
+                        # a scanner that follows the stream decides: psycopg's Parse of a named
+                        # COMMIT (sent and answered before its Bind) carries the bytes but runs nothing
+                        last = self.blackhole_after in chunk if runs is None else any(
+                            self.blackhole_after in text + b"\0" for text in runs)
                     else:
                         self.blackhole_after -= 1
                         last = self.blackhole_after <= 0

@@ -11,7 +11,7 @@ and its next step is a publish under the old fence.
 
 What the mode is for is that next step, so it is the evidence
 (``settle``): the cut took effect once the holder's renew came back ok after
-the takeover and the holder's next op completed. Until each healed cut is
+the takeover and the holder completed a publish under the renewed fence. Until each healed cut is
 settled the package is ``waiting`` and the workload goes on past its time
 limit (``chaos.runner.UntilProven``): a run never ends between the late renew
 reply and the publish it leads to. A cut no worker claimed, or one healed
@@ -108,19 +108,33 @@ class RenewCut:
                     took_effect=engaged is not None and proxy.held > 0)
 
     def settle(self) -> bool | None:
-        """Whether the holder heard of its renew (ok) and its next op completed;
-        counted once in the coverage when it did."""
+        """Whether the holder heard of its renew (ok) and then completed a
+        publish under the renewed fence; counted once in the coverage when it
+        did. An op of another kind first (its next cycle) settles it False."""
         with self.lock:
             if self.followup is not None or not self.healed:
                 return self.followup
-            mine = (o for o in self.env.history.snapshot()[self.since:]
-                    if o.get("process") == self.process and o["type"] != "invoke")
-            renew = next((o for o in mine if o.get("f") == "renew"), None)
-            if renew is not None and renew["type"] != "ok":
-                self.followup = False
-            elif renew is not None and next(mine, None) is not None:
-                self.followup = True
-                self.env.coverage.took_effect("partition")
+            fence = {"owner_id": self.request["owner_id"], "epoch": self.request["epoch"]}
+            renewed, asked = False, {}
+            for op in self.env.history.snapshot()[self.since:]:
+                if op.get("process") != self.process:
+                    continue
+                if op["type"] == "invoke":
+                    asked = op.get("value") or {}
+                elif not renewed:
+                    if op.get("f") == "renew":
+                        if op["type"] != "ok":
+                            self.followup = False
+                            break
+                        renewed = True
+                elif op.get("f") == "publish" and {k: str((asked.get("claim_fence") or {}).get(k))
+                                                   for k in fence} == {k: str(v) for k, v in fence.items()}:
+                    self.followup = True
+                    self.env.coverage.took_effect("partition")
+                    break
+                elif op.get("f") not in ("publish", "publication-read"):   # a stale-fence try may come first
+                    self.followup = False
+                    break
             return self.followup
 
 
