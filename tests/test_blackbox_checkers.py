@@ -182,9 +182,12 @@ def test_a_run_whose_final_durable_check_could_not_run_is_unknown_never_valid():
 
     cfg = RunConfig(seed=1, workers=1)
     r = Run(cfg)
-    clean = r._results(cfg, SimpleNamespace(path="/x"), [], Coverage([]), None, "t", [], None, AllValid())
-    assert clean["verdict"] == "valid"
+    # one answered op: a run of none proves nothing (the workload gate says so)
+    ops = [{"index": 0, "process": 0, "type": "invoke", "f": "read", "value": {}, "time": 0},
+           {"index": 1, "process": 0, "type": "ok", "f": "read", "value": {"exit": 0, "envelope": {}}, "time": 1}]
+    clean = r._results(cfg, SimpleNamespace(path="/x"), ops, Coverage([]), None, "t", [], None, AllValid())
+    assert clean["verdict"] == "valid", clean["notes"]
     r.final_incomplete.append("final durable export failed: RuntimeError: boom")
-    out = r._results(cfg, SimpleNamespace(path="/x"), [], Coverage([]), None, "t", [], None, AllValid())
+    out = r._results(cfg, SimpleNamespace(path="/x"), ops, Coverage([]), None, "t", [], None, AllValid())
     assert out["verdict"] == "unknown" and out["exit_code"] == 2
     assert any("could not run" in n and "boom" in n for n in out["notes"])
