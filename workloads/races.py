@@ -108,6 +108,16 @@ EPISODES = (
        "legacy-writes", "bad-digest", "incomplete-retry", "invalid-candidate", "epoch-exhaustion")
 )
 
+#: what an episode needs of the backend beyond its public commands (``chaos.sut.abilities`` needs):
+#: a run whose backend lacks one leaves the episode out up front and says why (``chaos.runner``)
+EPISODE_NEEDS = {
+    "epoch-exhaustion": ("seed=store|admin",),   # a claim record seeded one short of the high-water mark
+    "legacy-writes": ("legacy-writes",),
+    "frozen-publish": ("freeze-call",),
+    "killed-publish": ("kill-call",),
+    "killed-renew": ("kill-call",),
+}
+
 
 def episode_of(seed: int, pair: int, n: int, kinds: tuple, pairs: int = 1) -> str:
     """The ``n``-th episode of ``pair`` (of ``pairs``): the pairs take turns
