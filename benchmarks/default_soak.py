@@ -23,16 +23,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from chaos.commands.test_all import RunRequest, run_one  # noqa: E402
+from chaos.commands.test_all import RunRequest, run_one, seeds_of  # noqa: E402
 from chaos.nemesis import supported  # noqa: E402
-
-
-def seeds_of(text: str) -> list[int]:
-    out = []
-    for part in text.split(","):
-        lo, _, hi = part.partition("-")
-        out += list(range(int(lo), int(hi) + 1)) if hi else [int(lo)]
-    return out
 
 
 def acknowledged_publications(results: dict) -> int:

@@ -27,17 +27,10 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from chaos.nemesis import supported  # noqa: E402
+from chaos.commands.test_all import seeds_of  # noqa: E402
 from chaos.testing.mutants_detect import RECIPES, Recipe, chaos, detected_by  # noqa: E402
 
 SCENARIOS = ("paused-writer", "clock-regression", "restart-aba", "response-loss")
-
-
-def seeds_of(text: str) -> list[int]:
-    out = []
-    for part in text.split(","):
-        lo, _, hi = part.partition("-")
-        out += list(range(int(lo), int(hi) + 1)) if hi else [int(lo)]
-    return out
 
 
 def plan(sets: list[str], seeds: list[int], workers: int) -> list[tuple[str, Recipe, int]]:

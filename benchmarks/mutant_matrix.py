@@ -29,20 +29,12 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from chaos.commands.test_all import RunRequest, run_one  # noqa: E402
+from chaos.commands.test_all import RunRequest, run_one, seeds_of  # noqa: E402
 from chaos.nemesis import sut_options, supported  # noqa: E402,F401
 from chaos.testing.mutants import RED_TEAM  # noqa: E402
 
 PY = sys.executable
 CONTROL = {"python": "backends.sqlite:open_backend", "external": "chaos backend sqlite"}
-
-
-def seeds_of(text: str) -> list[int]:
-    out = []
-    for part in text.split(","):
-        lo, _, hi = part.partition("-")
-        out += list(range(int(lo), int(hi) + 1)) if hi else [int(lo)]
-    return out
 
 
 def request(path: str, factory: str | None, seed: int, store: str, name: str) -> RunRequest:

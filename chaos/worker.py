@@ -72,6 +72,7 @@ class Slot:
         self.barrier = True                      # the backend parks a publish at the host's barrier hook
         self.black_box = spec.get("backend") == "external"  # the call's work runs in a per-call CLI process
         self.current: str | None = None          # the ``f`` of the op in flight (what a kill lands inside)
+        self.publish_kill = None                 # the kill nemesis's kill armed for the next publish (PublishKill)
         self.powered = threading.Event()         # cleared while the power-loss nemesis has the machine off
         self.indeterminate = 0                   # ops of this slot that ended info (partition evidence)
         self.launcher = None                     # callable(generation) -> argv prefix: hosts in containers
@@ -173,6 +174,8 @@ class Slot:
             client = self.ensure_started()
             started = time.monotonic()
             spec, paused_writer = op.get("fault"), False
+            if op["f"] == "publish" and not spec and self.publish_kill is not None:
+                spec = self.publish_kill.take()   # the kill nemesis aims inside this publish
             if op["f"] == "publish" and self.park_publish_ms and not self.barrier:
                 # a paused writer where no barrier hook exists: freeze the publish inside its call
                 spec, self.park_publish_ms = {"kind": "freeze", "at": 0.5, "hold_ms": self.park_publish_ms}, None
@@ -180,7 +183,8 @@ class Slot:
             if spec:  # freeze or kill the process serving this very call, inside it
                 fault = self._in_call_fault(spec)
                 reply, wall = self._call_under_fault(client, op, fault, pin)
-                done["fault"] = dict(fault.settle(replied=True), **({"paused_writer": True} if paused_writer else {}))
+                done["fault"] = dict(fault.settle(replied=True), **({"paused_writer": True} if paused_writer else {}),
+                                     **({"by": spec["by"]} if spec.get("by") else {}))
                 self.parked += int(paused_writer and done["fault"].get("inside", False))
                 done.update(type=classify(reply.exit, reply.envelope), value=reply.to_json())
                 if wall is not None:
@@ -207,7 +211,7 @@ class Slot:
             return dict(done, type="info", error=str(e))
         except Indeterminate as e:
             if fault is not None:
-                done["fault"] = fault.settle(replied=False)
+                done["fault"] = dict(fault.settle(replied=False), **({"by": spec["by"]} if spec.get("by") else {}))
             self._note_exit()
             self.kill()
             evidence = getattr(e, "evidence", None)  # ReplyProtocolViolation: a reply-protocol finding

@@ -292,6 +292,23 @@ def test_run_config_file_alias_bomb(capsys, tmp_path):
     assert "limit" in one_line_254(*chaos(capsys, "run", "--config", path, "--store", tmp_path / "s"))
 
 
+@pytest.mark.parametrize("members, needle", [
+    ("workers: 1000", "--workers"),
+    ("time_limit: 1.0e+300", "--time-limit"),
+    ("nemesis: [nosuch]", "unknown nemesis nosuch"),
+    ("name: ../../x", "scenario name '../../x'"),
+    ("nemesis_opts: {pause_ms: [5, 1]}", "nemesis_opts"),
+    ("claims: {lease_ms: -1}", "claims.lease_ms"),
+])
+def test_scenario_file_with_bad_members_is_named_in_one_line(capsys, tmp_path, members, needle):
+    path = tmp_path / "sc.yaml"
+    key = members.split(":")[0]
+    path.write_text("".join(f"{k}: x\n" for k in ("name", "description") if k != key) + members + "\n")
+    line = one_line_254(*chaos(capsys, "run", "--scenario", path, "--store", tmp_path / "s"))
+    assert needle in line and ("scenario" in line), line
+    assert not (tmp_path / "s").exists()
+
+
 # ------------------------------------------------------------------ profiles
 
 BAD_PROFILES = {"argv: 5": "argv", "busy: 5": "busy", "admin: 7": "admin", 'timeout_s: "abc"': "timeout_s"}

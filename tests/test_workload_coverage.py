@@ -71,6 +71,13 @@ def test_what_is_requested_follows_the_configuration_and_what_the_run_reached():
     # only the prologue, or an answer that proves nothing: the run did not get there
     assert not coverage(history((hold, wrong)), plan_for({}, 10, None))["renew with a stale expiry"]["requested"]
     assert not coverage(history((stale, info)), plan_for({}, 10, None))["renew with a stale expiry"]["requested"]
+    # a store that could not decide (found by the default soak, sqlite seed 2: the exhausted acquire
+    # met the fsync nemesis) answered nothing about the path either
+    for code in ("clock-floor-persistence-failed", "claim-store-unavailable"):
+        undecided = {"type": "fail", "value": {"exit": 6, "envelope": {"ok": False, "state": "unchanged",
+                                                                       "error": {"code": code, "details": {}}}}}
+        row = coverage(history((stale, undecided)), plan_for({}, 10, None))["renew with a stale expiry"]
+        assert row == {"requested": False, "attempted": 1, "completed": 0}, code
     # not in the rotation: never requested
     only = plan_for({"episodes": ["stale-witness"]}, 10, None)
     assert not coverage(history((stale, wrong)), only)["renew with a stale expiry"]["requested"]

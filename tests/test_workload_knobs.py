@@ -6,62 +6,17 @@ and the checkers stay valid, and the mutants they target are flagged."""
 from __future__ import annotations
 
 import pytest
+from claims_sim_support import code, pairs, simulate_claims
 
-from backends.api import FixedClock
-from backends.registry import open_backend
 from checkers import run_checkers
-from checkers.history import classify
-from workloads.claims import ClaimsConfig, claims_workload, plan_cycle
-from workloads.generator import clients, secs
-from workloads.interpreter import simulate
+from workloads.claims import ClaimsConfig, plan_cycle
 
-BASE_MS = 1_894_353_330_250
 CORRECT = {"backend": "sqlite"}
 
 
 def run(tmp_path, cfg: ClaimsConfig, spec=CORRECT, seed=5, workers=2, seconds=12, lose=lambda op: False):
-    gen, world = claims_workload(seed, cfg)
-    clock = FixedClock(BASE_MS)
-    backend = open_backend(dict(spec, path=str(tmp_path / "c.db"), namespaces=list(world.namespaces)), clock)
-    backend.store.seed(world.durable())
-
-    def complete(op):
-        clock.set(BASE_MS + op["time"] // 1_000_000)
-        reply = backend.call(op["f"], op["value"])
-        if lose(op):
-            return {"type": "info", "error": "reply lost", "latency": 1_000_000}
-        return {"type": classify(reply.exit, reply.envelope), "value": reply.to_json(), "latency": 1_000_000}
-
-    try:
-        h = simulate(clients(gen), seed=seed, workers=workers, complete=complete, time_limit=secs(seconds))
-        caps = backend.call("capabilities", {}).envelope
-        final = backend.store.export_durable()
-    finally:
-        backend.close()
-    h = [dict(o, index=i) for i, o in enumerate(h)]
-    h.append({"index": len(h), "process": "nemesis", "type": "info", "f": "final-state", "time": h[-1]["time"],
-              "value": {"durable": final}})
-    ctx = {"capabilities": caps, "lease_ms": cfg.lease_ms, "tuples": [list(t) for t in world.tuples],
-           "initial_durable": world.durable(), "backend": "sqlite", "workload": "claims"}
+    h, ctx, _, final = simulate_claims(tmp_path, cfg, spec, seed, workers, seconds, lose)
     return h, ctx, final
-
-
-def pairs(h):
-    """(invoke, completion) per client op, in invoke order."""
-    open_, out = {}, []
-    for o in h:
-        if o["process"] == "nemesis":
-            continue
-        if o["type"] == "invoke":
-            open_[o["process"]] = len(out)
-            out.append([o, None])
-        elif o["process"] in open_:
-            out[open_.pop(o["process"])][1] = o
-    return [(i, c) for i, c in out if c is not None]
-
-
-def code(done):
-    return (((done.get("value") or {}).get("envelope") or {}).get("error") or {}).get("code")
 
 
 def test_knobs_are_on_by_default_and_seeded():

@@ -9,19 +9,14 @@ from __future__ import annotations
 import collections
 
 import pytest
+from claims_sim_support import code, env, pairs, simulate_claims
 
-from backends.api import FixedClock
 from backends.contract.values import parse_instant
-from backends.registry import open_backend
 from checkers import run_checkers
-from checkers.history import classify
 from workloads.claims import ClaimsConfig, claims_workload
 from workloads.coverage import coverage, missing, plan_for
-from workloads.generator import clients, secs
-from workloads.interpreter import simulate
 from workloads.races import EPISODES, PROBE_OFFSETS, PROBE_OPS, episode_of, probe_name
 
-BASE_MS = 1_894_353_330_250
 
 
 LATENCY = 4_000_000  # ns per op (logical)
@@ -32,57 +27,9 @@ def run(tmp_path, cfg=None, seed=5, workers=10, seconds=3, lose=lambda op: False
     """The workload against the contract engine (in memory by default: these
     tests are about the workload; the SQLite store has its own tests);
     ``factory``: a ``python`` backend class over SQLite instead."""
-    cfg = cfg or ClaimsConfig()
-    gen, world = claims_workload(seed, cfg)
-    clock = FixedClock(BASE_MS)
     spec = {"backend": backend_name} if factory is None else {"backend": "python", "factory": factory}
-    backend = open_backend(dict(spec, path=str(tmp_path / "c.db"), namespaces=list(world.namespaces)), clock)
-    backend.store.seed(world.durable())
-
-    def complete(op):
-        # the backend's clock: logical time, or exactly the op's clock_ms (what the host does)
-        clock.set(op["clock_ms"] if "clock_ms" in op else BASE_MS + op["time"] // 1_000_000)
-        reply = backend.call(op["f"], op["value"])
-        if lose(op):
-            return {"type": "info", "error": "reply lost", "latency": LATENCY}
-        done = {"type": classify(reply.exit, reply.envelope), "value": reply.to_json(), "latency": LATENCY}
-        if "clock_ms" in op:
-            done["clock_ms"] = op["clock_ms"]
-        return done
-
-    try:
-        h = simulate(clients(gen), seed=seed, workers=workers, complete=complete, time_limit=secs(seconds))
-        caps = backend.call("capabilities", {}).envelope
-        final = backend.store.export_durable()
-    finally:
-        backend.close()
-    h = [dict(o, index=i) for i, o in enumerate(h)]
-    h.append({"index": len(h), "process": "nemesis", "type": "info", "f": "final-state", "time": h[-1]["time"],
-              "value": {"durable": final}})
-    ctx = {"capabilities": caps, "lease_ms": cfg.lease_ms, "tuples": [list(t) for t in world.tuples],
-           "initial_durable": world.durable(), "backend": "sqlite", "workload": "claims"}
+    h, ctx, world, _ = simulate_claims(tmp_path, cfg, spec, seed, workers, seconds, lose, LATENCY)
     return h, ctx, world
-
-
-def pairs(h):
-    open_, out = {}, []
-    for o in h:
-        if o["process"] == "nemesis":
-            continue
-        if o["type"] == "invoke":
-            open_[o["process"]] = len(out)
-            out.append([o, None])
-        elif o["process"] in open_:
-            out[open_.pop(o["process"])][1] = o
-    return [(i, c) for i, c in out if c is not None]
-
-
-def env(done):
-    return (done.get("value") or {}).get("envelope") or {}
-
-
-def code(done):
-    return (env(done).get("error") or {}).get("code")
 
 
 def reason(done):
@@ -263,3 +210,13 @@ def test_a_hold_publishes_several_revisions(tmp_path):
     oks = [d for i, d in pairs(h) if i["f"] == "publish" and d["type"] == "ok"][:3]
     revs = [env(d)["result"]["committed_revision"] for d in oks]
     assert len(set(revs)) == 3
+
+
+def test_a_publish_after_release_waits_for_a_release_that_succeeded(tmp_path):
+    # found by the default soak (postgres seed 5): a release that found its lease expired was
+    # followed by the publish, fenced out as claim-expired, and the no-active-claim path never completed
+    cfg = ClaimsConfig(episodes=("publish-after-release",))
+    h, _, _ = run(tmp_path, cfg, workers=4, seconds=3, factory="expired_release_backend:open_backend")
+    sent = collections.Counter(inv.get("intent") for inv, _ in pairs(h))
+    assert sent["publish-after-release:release"] > 2
+    assert sent["publish-after-release:publish-released"] == 0

@@ -17,7 +17,8 @@ the run has clients; a renew or release an agent sends may fairly find its
 lease expired, so those come from the racers' episodes), the final phase
 takes it (a publication read of every operation id sent), or a racer
 episode that takes it is in the rotation and the run reached it: the op that
-takes the path was sent and answered. A requested path that never completed
+takes the path was sent and answered with a decision (a floor persistence
+failure or an unavailable store decided nothing). A requested path that never completed
 makes an otherwise valid run ``unknown`` (the run did not exercise what it
 was asked to: e.g. every probe was answered, none at its instant), as does
 a run in which most operations ended ``info``. A run too short for the
@@ -45,6 +46,8 @@ IN_CALL_TRIES = 3
 PUBLISHED = "published"  # a path every run that sent a publish takes (the final phase reads every id)
 #: the labels of a racer episode's prologue (workloads.races): not the op an episode is about
 PROLOGUE = frozenset(("read", "hold", "hold-takeover"))
+#: replies that decided nothing: the path the request aimed at was not reached
+NO_DECISION = frozenset(("clock-floor-persistence-failed", "claim-store-unavailable"))
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,12 @@ class Attempt:
     def definite(self) -> bool:
         return self.type in ("ok", "fail")
 
+    @property
+    def decided(self) -> bool:
+        """A definite reply that is the backend's decision on the request, not
+        a store that could not decide (its floor or itself unavailable, §4, §8)."""
+        return self.definite and self.code not in NO_DECISION
+
     def observed_ms(self) -> int | None:
         """The backend's decision time as its reply states it."""
         result = self.env.get("result") or {}
@@ -100,7 +109,7 @@ class Path:
     completed: Callable[[Attempt], bool]
     by: tuple = ()      # AGENTS and the racer episodes that make it happen; () = only faults do
     publication: bool = False  # needs a backend that publishes (an advisory one refuses every publish)
-    reached: Callable[[Attempt], bool] = lambda a: a.definite  # an attempt that shows the backend's answer
+    reached: Callable[[Attempt], bool] = lambda a: a.decided  # an attempt that shows the backend's answer
     min_reached: int = 1   # reached attempts before the path is requested
 
 

@@ -108,6 +108,9 @@ def build_config(args: argparse.Namespace):
             sc = scenarios.load(args.scenario)
         except ValueError as e:
             raise UsageError(str(e)) from None
+    from_scenario = f"scenario {args.scenario}: " if sc else ""
+    if sc:  # a scenario file is checked whole, named in the error, even where a flag overrides a member
+        check_limits(sc.get("workers", 1), sc.get("time_limit", 1.0), 0, from_scenario)
     if args.nemesis is not None:
         names = [] if args.nemesis.strip() in ("", "none") else [n.strip() for n in args.nemesis.split(",")]
     elif "nemesis" in sc:
@@ -116,7 +119,8 @@ def build_config(args: argparse.Namespace):
         names = supported(args.backend, dict(opts, **sc.get("nemesis_opts", {})))
     unknown = [n for n in names if n not in NEMESES.keys()]
     if unknown:
-        raise UsageError(f"unknown nemesis {', '.join(unknown)} (known: {', '.join(sorted(NEMESES.keys()))})")
+        where = from_scenario if args.nemesis is None else ""
+        raise UsageError(f"{where}unknown nemesis {', '.join(unknown)} (known: {', '.join(sorted(NEMESES.keys()))})")
     table = support(args.backend, dict(opts, **sc.get("nemesis_opts", {})))
     bad = [f"{n} ({table[n][1]})" for n in names if not table[n][0]]
     if bad:

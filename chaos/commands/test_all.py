@@ -149,6 +149,15 @@ def run_one(req: RunRequest, timeout: float | None = None, env: dict | None = No
 # ------------------------------------------------------------------ the matrix
 
 
+def seeds_of(text: str) -> list[int]:
+    """The benchmarks' ``--seeds`` ranges: ``"1-3,7"`` -> ``[1, 2, 3, 7]``."""
+    out = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        out += list(range(int(lo), int(hi) + 1)) if hi else [int(lo)]
+    return out
+
+
 def _fail(path: str, msg: str):
     raise UsageError(f"chaos test-all: {path}: {msg}")
 
