@@ -145,6 +145,7 @@ class Facts:
     first_type: str | None = None
     other: dict | None = None      # the last read_back of another tuple (the exhausted item) in this episode
     other_claim: dict | None = None  # a's claim on that tuple
+    released: bool = False         # a release of the race item succeeded in this episode
     aborted: bool = False
 
     def claim(self, role: str) -> dict | None:
@@ -297,7 +298,7 @@ def _learn(pair: RacePair, w, role: str, sent: dict, ev: dict) -> Facts:
         for r, c in f.claims:
             if c.get("epoch") == gone:
                 f = f.holding(r, None)
-        return f
+        return replace(f, released=on_item)
     if name == "publish":
         rev = None
         if typ == "ok":
@@ -472,7 +473,9 @@ def _publish_after_release():
         return None if a is None else [("a", x.release(a, "release"))]
 
     def publish(x):
-        return None if _own(x) is not None else [("a", x.publish("a", "publish-released"))]
+        # only after a release that succeeded (one that found its lease expired leaves an expired
+        # claim: the publish would be fenced out as claim-expired, not no-active-claim)
+        return [("a", x.publish("a", "publish-released"))] if x.f.released else None
     return (release, publish)
 
 
