@@ -163,6 +163,19 @@ def _chunks(items: list, n: int) -> list[list]:
     return [c for c in out if c]
 
 
+def _run_dir_of(store: str, name: str, stderr: str) -> str | None:
+    """The run ``chaos run --store STORE --name NAME`` made: the one directory
+    under ``STORE/NAME`` (each candidate has a name of its own), else the path
+    its ``-> RUN_DIR`` line names (the console summary may follow that line)."""
+    base = os.path.join(store, name)
+    made = sorted(d for d in (os.listdir(base) if os.path.isdir(base) else ())
+                  if d != "latest" and os.path.isfile(os.path.join(base, d, "results.json")))
+    if made:
+        return os.path.join(base, made[-1])
+    m = re.search(r"-> (\S+)\s*$", stderr, re.M)
+    return m.group(1) if m else None
+
+
 class Budget(Exception):
     pass
 
@@ -214,8 +227,7 @@ class Shrinker:
                                   "--name", name], capture_output=True, text=True, timeout=max(30.0, left + 60))
         except subprocess.TimeoutExpired:
             return Replay("unknown", False, None, time.monotonic() - t)
-        m = re.search(r"-> (\S+)\s*$", res.stderr.strip().splitlines()[-1] if res.stderr.strip() else "")
-        run = m.group(1) if m else None
+        run = _run_dir_of(self.scratch, name, res.stderr)
         try:
             with open(os.path.join(run, "results.json")) as f:
                 results = json.load(f)
