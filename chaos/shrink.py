@@ -9,7 +9,8 @@ once the majority is decided), in rounds until a whole round removes nothing:
 1. faults: delta debugging (Zeller's ddmin) over the schedule's fault units
    (a fault and its heal are one unit), after trying no faults at all;
 2. workers: the fewest of 1, 2, 3, 4, half that still fails (a fault's
-   target slots beyond the new count are dropped, and a fault left with none);
+   target slots beyond the new count are dropped; a fault left with none
+   moves to slot ``t mod workers``);
 3. time: halve the time limit while it still fails (not below 2 s; faults
    planned after the new limit are dropped);
 4. tuples: one namespace, then fewer items (claims workload).
@@ -133,9 +134,9 @@ def with_units(cfg: dict, units: list[list[dict]]) -> dict:
 def _retarget(op: dict, workers: int) -> dict | None:
     value = op.get("value")
     if isinstance(value, dict) and isinstance(value.get("targets"), list):
-        kept = [t for t in value["targets"] if t < workers]
-        if not kept and value["targets"]:   # [] is "whichever slot": a renew cut takes any
-            return None
+        # a fault whose slots are all gone moves to the slots left (t mod workers): a clock step on
+        # slot 3 of 4 is still a clock step on a worker of 1; [] is "whichever slot" (a renew cut)
+        kept = [t for t in value["targets"] if t < workers] or sorted({t % workers for t in value["targets"]})
         return dict(op, value=dict(value, targets=kept))
     return op
 
