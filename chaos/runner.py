@@ -303,6 +303,8 @@ class Run:
         results = None
         try:
             kind = workload_kind(cfg)
+            if kind.name == "claims":
+                self._fit_episodes(notes)
             client_gen, world = kind.build(cfg)
             target = kind.target(cfg, run, self._note_pid, self._note_dir)
             self.cleanups.append(target.close)
@@ -374,6 +376,10 @@ class Run:
             if parked:
                 coverage.took_effect("pause", parked)
             ops = history.snapshot()
+            aimed = sum(1 for o in ops if o.get("type") != "invoke" and isinstance(o.get("fault"), dict)
+                        and o["fault"].get("by") == "kill-nemesis" and o["fault"].get("inside"))
+            if aimed:   # kills armed for a publish proved themselves inside their calls
+                coverage.took_effect("kill", aimed)
             results = self._results(cfg, run, ops, coverage, capabilities, started, notes, world, kind)
             results["target"] = target.describe()
             landed = kill_landings(ops)
@@ -441,6 +447,25 @@ class Run:
         verifies = [{"f": "verify", "value": {"ledger_namespace": ns}} for ns in by_ns]
         interpret(clients(verifies), threads, driver, self.cfg.seed, process_of=process_of)
 
+    def _fit_episodes(self, notes: list) -> None:
+        """Racer episodes that need an ability the backend lacks (a black-box
+        program cannot seed a claim record, may map no legacy commands) are
+        left out up front, each with its reason; recorded in ``cfg.claims``
+        (``episodes``), so the workload and its coverage plan follow."""
+        from chaos import sut
+        from workloads.claims import ClaimsConfig
+        from workloads.races import EPISODE_NEEDS
+
+        cfg = self.cfg
+        abilities = sut.get(cfg.backend).abilities(backend_options(cfg))
+        kept, dropped = [], []
+        for episode in ClaimsConfig(**cfg.claims).episodes:
+            why = abilities.missing(EPISODE_NEEDS.get(episode, ()))
+            (dropped.append(f"{episode} ({why})") if why else kept.append(episode))
+        if dropped:
+            cfg.claims = dict(cfg.claims, episodes=kept)
+            notes.append(f"racer episodes left out, the backend lacks what they need: {'; '.join(dropped)}")
+
     def _black_box_world(self, target, kind, world, notes: list):
         """A black-box program: the namespaces it minted at provision (the suite
         adopts them), a cooperating agent that commits (Git-backed ledgers), no
@@ -454,6 +479,8 @@ class Run:
             cfg.claims = dict(cfg.claims, commit=True)
         if not getattr(target, "publishes", True):
             cfg.claims = dict(cfg.claims, publish=False)
+            if "lost_reply_classes" not in cfg.nemesis_opts:  # an armed publish-class lost reply could never fire
+                cfg.nemesis_opts = dict(cfg.nemesis_opts, lost_reply_classes=["claim"])
             notes.append("the backend has no public path to seed ledger items (profile items.path: null): "
                          "publications are not exercised")
         return kind.build(cfg)
@@ -494,6 +521,10 @@ class Run:
             # one (chaos.nemesis.process; a fast in-process backend's publish is too short
             # to aim at without stalling the nemesis thread)
             cfg.nemesis_opts = dict(cfg.nemesis_opts, kill_at="publish", kill_publish_share=0.75)
+        if chosen["slow"] and "clock_forward_s" not in cfg.nemesis_opts:
+            # forward skews the run outlives: a frozen floor strands every dead holder's claim
+            cfg.nemesis_opts = dict(cfg.nemesis_opts,
+                                    clock_forward_s=timing.clock_offsets(ccfg.lease_ms, cfg.time_limit))
         cfg.timing = {"measured": measured, "scale": cfg.scale, "workers": cfg.workers, "time_limit": cfg.time_limit,
                       "op_timeout": cfg.op_timeout, "lease_ms": ccfg.lease_ms, "work_ms": list(ccfg.work_ms),
                       "backoff_ms": list(ccfg.backoff_ms)}
@@ -505,7 +536,9 @@ class Run:
         seen = (f"measured read {m.get('read_ms')} ms, decision {m.get('decision_ms')} ms; "
                 if m and "error" not in m else "")
         print(f"chaos: timing: {seen}scale {cfg.scale} -> lease {ccfg.lease_ms} ms, work {ccfg.work_ms[0]}-"
-              f"{ccfg.work_ms[1]} ms, op deadline {cfg.op_timeout} s, {cfg.workers} workers, {cfg.time_limit} s",
+              f"{ccfg.work_ms[1]} ms, op deadline {cfg.op_timeout} s, {cfg.workers} workers, {cfg.time_limit} s"
+              + (f", forward skews {cfg.nemesis_opts['clock_forward_s']} s" if "clock_forward_s" in cfg.nemesis_opts
+                 else ""),
               file=sys.stderr)
 
     def _results(self, cfg, run, ops, coverage, capabilities, started, notes, world, kind) -> dict:
@@ -601,13 +634,18 @@ class Run:
 
 
 def kill_landings(ops: list[dict]) -> dict[str, int]:
-    """Per op kind, how many kills landed while that op was in flight."""
+    """Per op kind, how many of the kill nemesis's kills landed while that op
+    was in flight (a kill armed for a publish lands with the publish's
+    completion: ``fault.by == "kill-nemesis"`` and ``inside``)."""
     out: dict[str, int] = {}
     for o in ops:
         if o.get("process") == NEMESIS and o.get("f") == "kill" and o.get("type") == "ok":
             for k in (o.get("value") or {}).get("killed") or []:
                 if k.get("gone") and k.get("during"):
                     out[k["during"]] = out.get(k["during"], 0) + 1
+        fault = o.get("fault") if o.get("type") != "invoke" else None
+        if isinstance(fault, dict) and fault.get("by") == "kill-nemesis" and fault.get("inside"):
+            out[o["f"]] = out.get(o["f"], 0) + 1
     return out
 
 

@@ -134,7 +134,7 @@ def _retarget(op: dict, workers: int) -> dict | None:
     value = op.get("value")
     if isinstance(value, dict) and isinstance(value.get("targets"), list):
         kept = [t for t in value["targets"] if t < workers]
-        if not kept:
+        if not kept and value["targets"]:   # [] is "whichever slot": a renew cut takes any
             return None
         return dict(op, value=dict(value, targets=kept))
     return op

@@ -66,11 +66,13 @@ class Slot:
         self.armed_exit: str | None = None  # lost-reply armed for this op class (re-armed on a fresh host)
         self.park_publish_ms: int | None = None  # paused-writer: hold the next publish at the barrier
         self.parked = 0                          # evidence: publishes parked and SIGSTOPped
+        self.on_renew = None                     # partition_after renew: called with (slot, op) before a renew
         self.latency_ms = 5.0                    # recent call latency (EWMA)
         self.recent_ms: list[float] = []         # the last calls' latencies: the fastest scales an in-call fault
         self.barrier = True                      # the backend parks a publish at the host's barrier hook
         self.black_box = spec.get("backend") == "external"  # the call's work runs in a per-call CLI process
         self.current: str | None = None          # the ``f`` of the op in flight (what a kill lands inside)
+        self.publish_kill = None                 # the kill nemesis's kill armed for the next publish (PublishKill)
         self.powered = threading.Event()         # cleared while the power-loss nemesis has the machine off
         self.indeterminate = 0                   # ops of this slot that ended info (partition evidence)
         self.launcher = None                     # callable(generation) -> argv prefix: hosts in containers
@@ -172,6 +174,8 @@ class Slot:
             client = self.ensure_started()
             started = time.monotonic()
             spec, paused_writer = op.get("fault"), False
+            if op["f"] == "publish" and not spec and self.publish_kill is not None:
+                spec = self.publish_kill.take()   # the kill nemesis aims inside this publish
             if op["f"] == "publish" and self.park_publish_ms and not self.barrier:
                 # a paused writer where no barrier hook exists: freeze the publish inside its call
                 spec, self.park_publish_ms = {"kind": "freeze", "at": 0.5, "hold_ms": self.park_publish_ms}, None
@@ -179,7 +183,8 @@ class Slot:
             if spec:  # freeze or kill the process serving this very call, inside it
                 fault = self._in_call_fault(spec)
                 reply, wall = self._call_under_fault(client, op, fault, pin)
-                done["fault"] = dict(fault.settle(replied=True), **({"paused_writer": True} if paused_writer else {}))
+                done["fault"] = dict(fault.settle(replied=True), **({"paused_writer": True} if paused_writer else {}),
+                                     **({"by": spec["by"]} if spec.get("by") else {}))
                 self.parked += int(paused_writer and done["fault"].get("inside", False))
                 done.update(type=classify(reply.exit, reply.envelope), value=reply.to_json())
                 if wall is not None:
@@ -190,6 +195,8 @@ class Slot:
             if op["f"] == "publish" and self.park_publish_ms and hasattr(client, "arm_barrier"):
                 self._park(client, op["value"]["operation_id"], self.park_publish_ms)
                 self.park_publish_ms = None
+            if op["f"] == "renew" and self.on_renew is not None:
+                self.on_renew(self.thread, op)
             if pin is not None:
                 reply, wall = client.call_with_wall(op["f"], op["value"], timeout=self.op_timeout, clock_ms=pin)
             elif hasattr(client, "call_with_wall"):
@@ -204,7 +211,7 @@ class Slot:
             return dict(done, type="info", error=str(e))
         except Indeterminate as e:
             if fault is not None:
-                done["fault"] = fault.settle(replied=False)
+                done["fault"] = dict(fault.settle(replied=False), **({"by": spec["by"]} if spec.get("by") else {}))
             self._note_exit()
             self.kill()
             evidence = getattr(e, "evidence", None)  # ReplyProtocolViolation: a reply-protocol finding

@@ -182,9 +182,11 @@ def test_a_run_whose_final_durable_check_could_not_run_is_unknown_never_valid():
 
     cfg = RunConfig(seed=1, workers=1)
     r = Run(cfg)
-    clean = r._results(cfg, SimpleNamespace(path="/x"), [], Coverage([]), None, "t", [], None, AllValid())
+    ops = [{"process": 0, "type": "invoke", "f": "read", "time": 1},   # a run with no op at all is unknown anyway
+           {"process": 0, "type": "ok", "f": "read", "time": 2}]
+    clean = r._results(cfg, SimpleNamespace(path="/x"), ops, Coverage([]), None, "t", [], None, AllValid())
     assert clean["verdict"] == "valid"
     r.final_incomplete.append("final durable export failed: RuntimeError: boom")
-    out = r._results(cfg, SimpleNamespace(path="/x"), [], Coverage([]), None, "t", [], None, AllValid())
+    out = r._results(cfg, SimpleNamespace(path="/x"), ops, Coverage([]), None, "t", [], None, AllValid())
     assert out["verdict"] == "unknown" and out["exit_code"] == 2
     assert any("could not run" in n and "boom" in n for n in out["notes"])

@@ -64,3 +64,12 @@ def test_a_bug_runs_behind_the_contract_cli_as_a_black_box(tmp_path):
 
     code, env = acquire("0", "a")
     assert code == 0 and env["result"]["claim"]["epoch"] == "2"     # the planted bug: last_epoch + 2
+
+
+def test_a_bug_that_counts_calls_shows_behind_the_cli_too(tmp_path):
+    # a CLI starts one process per call: capabilities-flip keeps its count beside the store
+    cli = [sys.executable, "-m", "chaos.cli", "backend", "python", "--factory", RED_TEAM["capabilities-flip"].factory]
+    subprocess.run(cli + ["provision", "--ledger", str(tmp_path), "--namespace", NS], check=True, capture_output=True)
+    ask = cli + ["claim", "capabilities", "--ledger", str(tmp_path), "--json"]
+    first, second = (json.loads(subprocess.run(ask, capture_output=True, check=True).stdout) for _ in range(2))
+    assert first != second

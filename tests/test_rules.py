@@ -812,6 +812,7 @@ def test_envelope_message_is_the_stable_one():
     env(held)["error"]["message"] = "Someone else holds it."
     named(s, "envelopes", "malformed-envelope", idx(held))
 
+
 # --------------------------------------------------------------------------- durable state (§1, §4, §5, §6, §8)
 
 

@@ -210,3 +210,13 @@ def test_a_hold_publishes_several_revisions(tmp_path):
     oks = [d for i, d in pairs(h) if i["f"] == "publish" and d["type"] == "ok"][:3]
     revs = [env(d)["result"]["committed_revision"] for d in oks]
     assert len(set(revs)) == 3
+
+
+def test_a_publish_after_release_waits_for_a_release_that_succeeded(tmp_path):
+    # found by the default soak (postgres seed 5): a release that found its lease expired was
+    # followed by the publish, fenced out as claim-expired, and the no-active-claim path never completed
+    cfg = ClaimsConfig(episodes=("publish-after-release",))
+    h, _, _ = run(tmp_path, cfg, workers=4, seconds=3, factory="expired_release_backend:open_backend")
+    sent = collections.Counter(inv.get("intent") for inv, _ in pairs(h))
+    assert sent["publish-after-release:release"] > 2
+    assert sent["publish-after-release:publish-released"] == 0

@@ -156,7 +156,9 @@ def universe(seed: int, cfg: ClaimsConfig, namespaces_given: list[str] | None = 
                                        "Synthetic work item seeded for a chaos run.")
     agent_tuples = tuple(tuples)
     race, claims, r = [], [], Stream(seed, ("universe", "race"))
-    for k in range(cfg.race_pairs):
+    # at least the default number of pairs is provisioned: a slow run's calibration lowers
+    # race_pairs after set-up (chaos.timing), and its rebuilt universe keeps the tuples set up
+    for k in range(max(cfg.race_pairs, ClaimsConfig.race_pairs) if cfg.race_pairs else 0):
         ns, r = mint_namespace(r)
         if namespaces_given is not None and len(namespaces_given) > cfg.namespaces + k:
             ns = namespaces_given[cfg.namespaces + k]
@@ -169,9 +171,11 @@ def universe(seed: int, cfg: ClaimsConfig, namespaces_given: list[str] | None = 
             items[(ns, item)] = render(item_fields(item, f"Race pair {k} {role} item"),
                                        "Synthetic work item seeded for a racer pair.")
         race.append(tuple(pair))
-        # one acquire short of the epoch high-water mark: the next takeover is epoch-exhausted (§4)
-        claims.append({"ledger_namespace": ns, "item_id": pair[2][1], "last_epoch": str(EPOCH_MAX - 1),
-                       "active": None})
+        # one acquire short of the epoch high-water mark: the next takeover is epoch-exhausted (§4);
+        # seeded only for a run that has the episode (a black-box backend cannot seed a claim)
+        if "epoch-exhaustion" in cfg.episodes:
+            claims.append({"ledger_namespace": ns, "item_id": pair[2][1], "last_epoch": str(EPOCH_MAX - 1),
+                           "active": None})
     unbound, _ = mint_namespace(Stream(seed, ("universe", "unbound")))
     return Universe(tuple(namespaces), tuple(tuples), items, agent_tuples, tuple(race), unbound, tuple(claims))
 

@@ -296,7 +296,8 @@ def _scaled(pkg: Package, scale: float) -> Package:
     ``sqrt(scale)``, so it gets fewer faults per second than a fast one but
     more per operation (per-operation parity would leave a two-minute run of a
     process-per-call program with a handful of faults). A fault's own duration
-    stays (a pause still outlasts a lease as designed)."""
+    stays (a pause still outlasts a lease as designed); a package that must
+    overlap whole calls scales its own (the fsync window, ``chaos.nemesis.io``)."""
     gen = pkg.generator
     if scale == 1.0 or not isinstance(gen, FaultCycle):
         return pkg

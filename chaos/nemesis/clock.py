@@ -11,6 +11,12 @@ backend's CLI) inherit both. A ``clock`` op has a drawn ``mode``:
   ``-offset_s`` every ``period_ms`` (a thread of the nemesis rewrites the
   files), i.e. the clock jumps back and forth many times a second.
 
+A forward skew moves the durable clock floor ahead of real time by its
+offset once a skewed worker decides; until real time catches up, every other
+worker's "now" is that floor, frozen, so a lease whose holder died never
+expires meanwhile. ``clock_forward_s`` (opts) replaces the forward and strobe
+offsets: a slow backend's run (``chaos.timing``) draws offsets it outlives.
+
 The heal op ``clock-reset`` writes ``+0`` (and stops a strobe). Monotonic time
 is never faked. Every parameter is drawn from the seed, so the schedule is a
 pure function of ``(seed, config)``; only the strobe's flips happen in real time.
@@ -39,15 +45,26 @@ MODES = ("backward", "forward", "strobe")
 TOLERANCE_MS = 5000
 
 
-def _draw(s, workers):
-    targets, s = draw_targets(s, workers, most=max(1, workers // 2))
-    mode, s = s.choice(MODES)
-    if mode == "strobe":
-        offset, s = s.choice(STROBE_S)
-        period, s = s.randint(*STROBE_PERIOD_MS)
-        return {"targets": targets, "mode": mode, "offset_s": offset, "period_ms": period}, s
-    offset, s = s.choice(BACKWARD_S if mode == "backward" else FORWARD_S)
-    return {"targets": targets, "mode": mode, "offset_s": offset}, s
+def drawer(forward_s=FORWARD_S, strobe_s=STROBE_S):
+    """The seeded draw of one clock fault; ``forward_s`` / ``strobe_s``: the
+    offsets a forward jump and a strobe draw from (``clock_forward_s`` in the
+    nemesis opts replaces both: ``chaos.timing.clock_offsets``)."""
+    forward_s, strobe_s = tuple(forward_s), tuple(strobe_s)
+
+    def draw(s, workers):
+        targets, s = draw_targets(s, workers, most=max(1, workers // 2))
+        mode, s = s.choice(MODES)
+        if mode == "strobe":
+            offset, s = s.choice(strobe_s)
+            period, s = s.randint(*STROBE_PERIOD_MS)
+            return {"targets": targets, "mode": mode, "offset_s": offset, "period_ms": period}, s
+        offset, s = s.choice(BACKWARD_S if mode == "backward" else forward_s)
+        return {"targets": targets, "mode": mode, "offset_s": offset}, s
+
+    return draw
+
+
+_draw = drawer()
 
 
 class Strobe:
@@ -205,6 +222,8 @@ def package(opts: dict) -> Package:
         return {**value, "late_evidence": value.get("took_effect"), "took_effect": True,
                 "reset": sorted(env.clock_faults)}
 
-    gen = FaultCycle("clock", _draw, opts.get("workers", 1), gap_ms=opts.get("clock_gap_ms", (1500, 5000)),
+    forward = opts.get("clock_forward_s")
+    draw = drawer(forward, forward) if forward else _draw
+    gen = FaultCycle("clock", draw, opts.get("workers", 1), gap_ms=opts.get("clock_gap_ms", (1500, 5000)),
                      dur_ms=opts.get("clock_ms", (2000, 6000)), heal="clock-reset")
     return Package("clock", gen, execute, final, "workers", requires=("faketime",), heals=("clock-reset",))

@@ -5,7 +5,7 @@
 control file (``tmp/failsync``); the op creates it (every fsync/fdatasync of
 every worker fails with EIO: SQLite answers "disk I/O error", the engine maps
 it to exit 6 or to no reply (an ambiguous claim commit): ``fail`` or ``info``), the heal op ``fsync-heal``
-removes it. Evidence: at the heal, the number of ops that ended exit 6 or
+removes it; a slow backend's window, like its gaps, lasts ``sqrt(scale)`` times longer. Evidence: at the heal, the number of ops that ended exit 6 or
 ``info`` while the file existed (the heal's value carries it).
 
 ``lost-reply``: arms ``exit-after-commit`` on a target worker (the next
@@ -15,6 +15,9 @@ any reply; for an external CLI the host does it once the CLI answered exit 0). E
 (paused) target is skipped, and the op's value says so. While an armed
 worker has not committed yet (``waiting``), the run's workload goes on past
 its time limit, bounded, so a slow machine still sees the fault happen.
+``lost_reply_classes`` (opts, default both): the op classes a lost reply is
+drawn from; a run that publishes nothing (a black-box backend whose items have
+no public path) draws ``claim`` only, since an armed ``publish`` could never fire.
 """
 
 from __future__ import annotations
@@ -46,8 +49,12 @@ def fsync_package(opts: dict) -> Package:
     def draw(s, workers):
         return {"targets": "all"}, s
 
+    # the window must overlap calls: a slow backend's window grows like its gaps (chaos.nemesis._scaled),
+    # with sqrt(scale), so the share of the run under EIO stays a fast backend's
+    k = float(opts.get("scale") or 1.0) ** 0.5
+    dur = tuple(int(ms * k) for ms in opts.get("fsync_ms", (500, 1500)))
     gen = FaultCycle("fsync", draw, opts.get("workers", 1), gap_ms=opts.get("fsync_gap_ms", (3000, 8000)),
-                     dur_ms=opts.get("fsync_ms", (500, 1500)), heal="fsync-heal")
+                     dur_ms=dur, heal="fsync-heal")
     return Package("fsync", gen, execute, final, "workers", requires=("failsync",), heals=("fsync-heal",))
 
 
@@ -70,9 +77,11 @@ def lost_reply_package(opts: dict) -> Package:
         # took effect only once the worker really died after a commit: resolved at the end
         return {"armed": out, "took_effect": None}
 
+    classes = tuple(opts.get("lost_reply_classes") or ("publish", "claim"))
+
     def draw(s, workers):
         targets, s = draw_targets(s, workers, most=1)
-        cls, s = s.choice(("publish", "claim"))
+        cls, s = s.choice(classes)
         return {"targets": targets, "op_class": cls}, s
 
     def waiting(env) -> bool:  # armed, and no armed worker has died after a commit yet

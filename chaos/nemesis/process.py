@@ -10,6 +10,7 @@ answered the restart command (or, without that command, a new PID serves).
 
 from __future__ import annotations
 
+import threading
 import time
 
 import psutil
@@ -43,18 +44,63 @@ def _inside(env, kind: str, prefer: int, wait_s: float) -> int | None:
         time.sleep(0.005)
 
 
+class PublishKill:
+    """One kill armed for the next publish any worker sends (``kill-call``):
+    that worker kills the process serving the call at ``at`` (in [0, 1)) of
+    its fastest recent call (``chaos.worker.Slot``); at most one is pending."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._pending: dict | None = None
+        self.armed = 0
+
+    def arm(self, at: float) -> bool:
+        with self._lock:
+            if self._pending is not None:
+                return False
+            self._pending = {"kind": "kill", "at": at, "by": "kill-nemesis"}
+            self.armed += 1
+            return True
+
+    def take(self) -> dict | None:
+        with self._lock:
+            spec, self._pending = self._pending, None
+            return spec
+
+    def disarm(self) -> None:
+        self.take()
+
+
 def kill_package(opts: dict) -> Package:
     """``kill_at: publish`` with ``kill_publish_share`` (0..1): that share of
-    the kills aim inside a publish (the drawn slot if it is publishing, else
-    one that is, waiting up to ``kill_wait_ms`` for one; then ``delay_ms``
-    into the call). A merge-coordinated publish is several durable steps
-    (intent, item, final), so a kill between them is the case that matters."""
+    the kills aim inside a publish. A merge-coordinated publish is several
+    durable steps (intent, item, final), so a kill between them is the case
+    that matters. Where the backend can kill the process serving one call
+    (``kill-call``), the kill is armed for the next publish any worker sends
+    (``PublishKill``; the op's ``took_effect`` comes with that publish's
+    completion, ``fault.by: kill-nemesis``, counted at the end of the run);
+    elsewhere the drawn slot is killed if it is publishing, else one that is,
+    waiting up to ``kill_wait_ms`` for one, then ``delay_ms`` into the call."""
     share = float(opts.get("kill_publish_share", 0.0)) if opts.get("kill_at") == "publish" else 0.0
     scale = float(opts.get("scale") or 1.0)
+    in_call = False
+    if share:
+        from chaos.nemesis import _backend_of, sut_options
+
+        in_call = _backend_of(opts).abilities(sut_options(opts)).has("kill-call")
+
+    def arm(env, value) -> dict:
+        shared = env.__dict__.setdefault("publish_kill", PublishKill())
+        for slot in env.slots:
+            slot.publish_kill = shared
+        armed = shared.arm(value.get("at_u", 0.5))
+        return {"armed": "next publish" if armed else "a publish kill is still pending", "took_effect": None}
 
     def execute(env, op):
         killed, value = [], op["value"]
         targets = list(value["targets"])
+        if value.get("at") == "publish" and in_call:
+            return arm(env, value)
         if value.get("at") == "publish":
             t = _inside(env, "publish", targets[0], min(8.0, opts.get("kill_wait_ms", 3000) * scale / 1000))
             if t is not None:  # else: no publish in flight within the wait; kill the drawn target
@@ -75,13 +121,22 @@ def kill_package(opts: dict) -> Package:
         value, s = _draw_one(s, workers)
         if share:
             u, s = s.random()
-            if u < share:
+            if u < share and in_call:
+                at, s = s.random()
+                value.update(at="publish", at_u=round(at, 4))
+            elif u < share:
                 delay, s = s.randint(0, int(opts.get("kill_delay_ms", 400) * scale))
                 value.update(at="publish", delay_ms=delay)
         return value, s
 
+    def final(env):
+        pending = env.__dict__.get("publish_kill")
+        if pending is not None:
+            pending.disarm()
+        return {"took_effect": True}
+
     gen = FaultCycle("kill", draw, opts.get("workers", 1), gap_ms=opts.get("kill_gap_ms", (2000, 6000)))
-    return Package("kill", gen, execute, lambda env: {"took_effect": True}, "workers")
+    return Package("kill", gen, execute, final, "workers")
 
 
 def pause_package(opts: dict) -> Package:

@@ -89,14 +89,15 @@ class Abilities(Mapping[str, Ability]):
 
     def missing(self, needs: Iterable[str]) -> str | None:
         """The first unmet need as one line, else None. A need is ``ability``
-        or ``ability=via`` (that ability through that mechanism only)."""
+        or ``ability=via`` (that ability through that mechanism only;
+        ``ability=a|b``: through either)."""
         for need in needs:
             name, _, via = need.partition("=")
             a = self._rows[name]
             if not a.ok:
                 return f"needs {name}: {a.how}"
-            if via and a.via != via:
-                return f"needs {name} by {via}; {self.backend} offers it by {a.via} ({a.how})"
+            if via and a.via not in via.split("|"):
+                return f"needs {name} by {' or '.join(via.split('|'))}; {self.backend} offers it by {a.via} ({a.how})"
         return None
 
     def to_json(self) -> dict:

@@ -455,15 +455,31 @@ class MergeClaimsExclusive(SqliteBackend):
 
 class CapabilitiesFlip(SqliteBackend):
     """``capabilities-flip``: every other capabilities call reports the
-    advisory profile (a lazily loaded provisioning that races its own cache)."""
+    advisory profile (a lazily loaded provisioning that races its own cache).
+    The count lives in a file beside the store, so the bug shows the same way
+    in one process and in a CLI that starts a process per call."""
 
     def __init__(self, spec: dict, clock: Clock, hooks: Hooks):
         super().__init__(spec, clock, hooks)
-        self.calls = 0
+        self.counter = spec["path"] + ".capabilities-calls"
+
+    def _count(self) -> int:
+        import fcntl
+        import os
+
+        fd = os.open(self.counter, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            n = int(os.read(fd, 32) or b"0") + 1
+            os.lseek(fd, 0, os.SEEK_SET)
+            os.ftruncate(fd, 0)
+            os.write(fd, str(n).encode())
+            return n
+        finally:
+            os.close(fd)
 
     def _capabilities(self, op, req):
-        self.calls += 1
-        if self.calls % 2 == 0:
+        if self._count() % 2 == 0:
             saved = dict(self.config.write_paths)
             self.config.write_paths = dict(saved, alternate="direct-file-writer")
             try:
