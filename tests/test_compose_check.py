@@ -34,7 +34,7 @@ def test_raising_checker_becomes_unknown():
 def test_default_checkers_and_run():
     names = default_checkers(include_linearizable=False)
     assert set(names) == {"dual_ownership", "decisions", "epochs", "floors", "idempotence", "stale_write", "durability",
-                          "envelopes", "capability_honesty", "git_finalization", "reply_protocol"}
+                          "envelopes", "capability_honesty", "git_finalization", "reply_protocol", "requests"}
     s, _ = standard_scenario()
     assert run_checkers(s.history, s.ctx(), names)["valid"] is True
 
