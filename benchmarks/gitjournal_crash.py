@@ -7,12 +7,16 @@ two worktrees of one repository.
 Each trial spawns ``chaos backend gitjournal publish-claimed`` and kills it
 with SIGKILL either at an exact step (``CLAIM_CHAOS_GITJOURNAL_CRASH_AT``:
 after the lock, the floor, the intent, the item temp file, the rename, the
-final) or after a random delay. Then it checks: the item is exactly the old
-or the new bytes; ``claim-verify`` is clean (exit 0); the stored outcome
-agrees with the bytes (found <=> new bytes: no false success, no false
-conflict); no temp file is left; the identical retry answers exit 0 and
-leaves the new bytes (a dead owner's lock never blocks it). Prints the count
-of each outcome. The test suite runs a reduced count (tests/test_gitjournal_crash.py).
+final) or after a random delay. Then it recovers in one of two orders:
+``verify-first`` (``claim-verify``, then the publication read, then the
+identical retry) or ``read-first`` (a caller that lost the reply: the read,
+the retry, and only then ``claim-verify``). It checks: the item is exactly
+the old or the new bytes; ``claim-verify`` is clean (exit 0); the stored
+outcome agrees with the bytes (found <=> new bytes: no false success, no
+false "not found"); no temp file is left; the identical retry answers exit 0
+and leaves the new bytes (a dead owner's lock never blocks it), and a retry
+after a found success is its stored envelope verbatim. Prints the count of
+each outcome. The test suite runs a reduced count (tests/test_gitjournal_crash.py).
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SOURCES = ROOT.parent / "shared" / "vectors" / "work-claims" / "ledger"
 ITEM = "wb_01Q4837BM01W70T30B184GG1R6"
 CRASH_POINTS = ("after-lock", "after-floor", "after-intent", "after-item-tmp", "after-item-rename", "after-final")
+RECOVERY_ORDERS = ("verify-first", "read-first")
 CLI = [sys.executable, "-m", "chaos.cli", "backend", "gitjournal"]
 
 
@@ -84,13 +89,15 @@ class Rig:
 
 def trial(rig: Rig, i: int, rng: random.Random) -> dict:
     """One kill -9 trial at a random step or moment (raises AssertionError on a violation)."""
+    order = rng.choice(RECOVERY_ORDERS)
     if rng.random() < 0.5:
-        return trial_at(rig, i, rng.choice(CRASH_POINTS))
-    return trial_at(rig, i, "random-delay", rng.uniform(0.05, 0.6))
+        return trial_at(rig, i, rng.choice(CRASH_POINTS), order=order)
+    return trial_at(rig, i, "random-delay", rng.uniform(0.05, 0.6), order=order)
 
 
-def trial_at(rig: Rig, i: int, mode: str, delay: float | None = None) -> dict:
-    """Kill the publish at crash point ``mode``, or after ``delay`` seconds."""
+def trial_at(rig: Rig, i: int, mode: str, delay: float | None = None, order: str = "verify-first") -> dict:
+    """Kill the publish at crash point ``mode``, or after ``delay`` seconds,
+    then recover in ``order``."""
     old = rig.item()
     new = rig.sources[1] if old == rig.sources[0] else rig.sources[0]
     req = rig.request(f"crash-{i}", old, new)
@@ -113,21 +120,30 @@ def trial_at(rig: Rig, i: int, mode: str, delay: float | None = None) -> dict:
     after_crash = rig.item()
     assert after_crash in (old, new), "item is neither the old nor the new bytes"
     backend = rig.backend()
-    verify = backend.call("verify", b"")
-    assert verify.exit == 0, verify.envelope
-    findings = [f"{f['finding']}:{f.get('resolution', '')}" for f in verify.envelope["result"]["findings"]]
+    findings = _verify(backend) if order == "verify-first" else None
     read = backend.call("publication-read", {"operation_id": req["operation_id"], "ledger_namespace": rig.ns,
                                              "item_id": ITEM})
     found = read.exit == 0
-    assert found == (rig.item() == new), f"stored outcome (found={found}) disagrees with the bytes"
+    assert found or read.envelope["error"]["code"] == "operation-not-found", read.envelope
+    assert found == (rig.item() == new), f"stored outcome (found={found}) disagrees with the bytes ({order})"
     if found:
         assert read.envelope["result"]["outcome"]["exit"] == 0, "a stored outcome that is not the success"
     assert not any(n.startswith(".wb-tmp-") for n in os.listdir(rig.ledger_dir)), "temp file left"
     retry = backend.call("publish", req)
-    assert retry.exit == 0, f"identical retry refused: {retry.envelope}"
+    assert retry.exit == 0, f"identical retry refused ({order}): {retry.envelope}"
+    if found:
+        assert retry.envelope == read.envelope["result"]["outcome"]["stdout"], "retry is not the stored envelope"
     assert rig.item() == new
-    return {"mode": mode, "killed": killed, "bytes": "new" if after_crash == new else "old",
+    if findings is None:
+        findings = _verify(backend)
+    return {"mode": mode, "order": order, "killed": killed, "bytes": "new" if after_crash == new else "old",
             "lock_left": lock_left, "findings": findings}
+
+
+def _verify(backend) -> list[str]:
+    verify = backend.call("verify", b"")
+    assert verify.exit == 0, verify.envelope
+    return [f"{f['finding']}:{f.get('resolution', '')}" for f in verify.envelope["result"]["findings"]]
 
 
 def contention(rig: Rig, rounds: int) -> collections.Counter:
@@ -180,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
             stats[f"bytes-after-kill={t['bytes']}"] += 1
             stats[f"killed={t['killed']}"] += 1
             stats[f"mode={t['mode']}/bytes={t['bytes']}"] += 1
+            stats[f"recovery={t['order']}"] += 1
             stats[f"lock-left-by-dead-owner={t['lock_left']}"] += 1
             for f in t["findings"] or ["(no finding)"]:
                 stats[f"verify:{f}"] += 1

@@ -23,8 +23,10 @@ process per call (median read above ``PROCESS_MS``):
 * the op deadline is at least ``DEADLINE_COVERS`` decisions;
 * when a read costs more than ``PROCESS_MS`` (the median: a process per call;
   in-process backends answer in a few ms even on a loaded machine), the
-  default worker count drops to ``2 * cpu_count`` (at least 3): more
-  CPU-bound processes than that only queue behind each other;
+  default worker count drops to ``2 * cpu_count`` agents (at least 3): more
+  CPU-bound processes than that only queue behind each other; plus one racer
+  pair (``RACER_THREADS``, ``race_pairs: 1``; ``workloads.races``) on top, so
+  the racers' episodes do not take half of the agents that publish;
 * a forward clock skew moves the durable floor ahead of real time by its
   offset, and until real time catches up every unskewed worker's "now" is the
   floor, frozen: a lease whose holder died (a kill, a lost reply) never expires
@@ -57,6 +59,7 @@ CALLS_PER_CYCLE = 6
 MEAN_WORK_MS = 1050
 DEADLINE_COVERS = 12
 PROCESS_MS = 100
+RACER_THREADS = 2     # a slow run's one racer pair, on top of its agents
 MAX_TIME_LIMIT_S = 140.0   # with set-up and the final phase, a default run ends within 3 minutes
 FORWARD_LEASES = 4    # the shortest forward skew: this many leases (every live lease looks expired)
 FORWARD_SHARE = 0.25  # the longest: this share of the time limit (real time catches up within the run)
@@ -107,7 +110,8 @@ def choose(measured: dict | None, scale: float | None, *, lease_ms: int, workers
     slow = read > PROCESS_MS or (scale is not None and scale > 1.0)
     if scale is None:  # only a process-per-call backend is scaled: an in-process one stays put under load too
         scale = max(1.0, round((lease_ms + LEASE_MARGIN * decision) / lease_ms, 2)) if slow else 1.0
-    workers = max(3, min(workers_default, 2 * (os.cpu_count() or 1))) if slow else workers_default
+    agents = max(3, min(workers_default, 2 * (os.cpu_count() or 1)))
+    workers = agents + RACER_THREADS if slow else workers_default
     time_limit = time_limit_default
     if slow and measured and decision:
         # as many agent cycles as the default run's: a cycle is the work plus its calls
@@ -124,12 +128,14 @@ def scaled_claims(claims: dict, scale: float, defaults) -> dict:
     """``claims`` overrides for ``scale`` (members the user set are kept): the
     lease grows by ``margin = lease * (scale - 1)``, and so does the longest
     work, so a lease still expires before its renew about as often as the
-    workload designs while a renewed lease covers the calls that follow it."""
+    workload designs while a renewed lease covers the calls that follow it;
+    one racer pair (the module docstring)."""
     out = dict(claims)
     if scale == 1.0:
         return out
     margin = int(round(defaults.lease_ms * (scale - 1)))
     out.setdefault("lease_ms", defaults.lease_ms + margin)
+    out.setdefault("race_pairs", RACER_THREADS // 2)
     if "work_ms" not in out:
         out["work_ms"] = (defaults.work_ms[0], defaults.work_ms[1] + margin)
     return out

@@ -66,6 +66,7 @@ class Slot:
         self.armed_exit: str | None = None  # lost-reply armed for this op class (re-armed on a fresh host)
         self.park_publish_ms: int | None = None  # paused-writer: hold the next publish at the barrier
         self.parked = 0                          # evidence: publishes parked and SIGSTOPped
+        self.on_renew = None                     # partition_after renew: called with (slot, op) before a renew
         self.latency_ms = 5.0                    # recent call latency (EWMA)
         self.recent_ms: list[float] = []         # the last calls' latencies: the fastest scales an in-call fault
         self.barrier = True                      # the backend parks a publish at the host's barrier hook
@@ -194,6 +195,8 @@ class Slot:
             if op["f"] == "publish" and self.park_publish_ms and hasattr(client, "arm_barrier"):
                 self._park(client, op["value"]["operation_id"], self.park_publish_ms)
                 self.park_publish_ms = None
+            if op["f"] == "renew" and self.on_renew is not None:
+                self.on_renew(self.thread, op)
             if pin is not None:
                 reply, wall = client.call_with_wall(op["f"], op["value"], timeout=self.op_timeout, clock_ms=pin)
             elif hasattr(client, "call_with_wall"):

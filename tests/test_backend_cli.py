@@ -59,3 +59,23 @@ def test_usage_errors_exit_254_without_traceback(tmp_path):
     assert res.returncode == 254 and b"Traceback" not in res.stderr
     res = chaos("backend", "gitjournal", "claim", "read")
     assert res.returncode == 254 and b"--ledger" in res.stderr
+
+
+def test_a_claim_commit_of_unknown_outcome_prints_no_reply_and_says_why_in_one_line(tmp_path):
+    # the COMMIT fsync of claims.db fails (EIO shim): the acquire may have committed, and no
+    # contract reply says "unknown" for a claim, so none is printed (chaos.commands.backend)
+    from chaos.commands.backend import NO_REPLY_EXIT
+    from chaos.faults.failsync import build
+
+    ledger = str(tmp_path / "ledger")
+    ns = "wbns_" + "a" * 32
+    assert chaos("backend", "sqlite", "provision", "--ledger", ledger, "--namespace", ns, "--json").returncode == 0
+    (tmp_path / "failsync.on").touch()
+    env = {"LD_PRELOAD": build(), "FAILSYNC_FILE": str(tmp_path / "failsync.on"), "FAILSYNC_MATCH": "claims.db"}
+    body = {"ledger_namespace": ns, "item_id": "wb_01Q4837BM01W70T30B184GG1R6", "owner_id": "a",
+            "lease_duration_ms": 60000, "expected": {"last_epoch": "0", "active": None}}
+    res = chaos("backend", "sqlite", "claim", "acquire", "--ledger", ledger, "--input", "-", "--json",
+                stdin=json.dumps(body).encode(), env=env)
+    assert (res.returncode, res.stdout) == (NO_REPLY_EXIT, b"")
+    assert b"Traceback" not in res.stderr and res.stderr.count(b"\n") == 1
+    assert b"claim commit outcome unknown" in res.stderr

@@ -24,11 +24,14 @@ def rig(tmp_path):
 def test_kill9_during_publish_never_corrupts_or_lies(rig):
     rng = random.Random(7)
     seen = set()
-    for i, point in enumerate(crash.CRASH_POINTS):  # every exact step once ...
-        t = crash.trial_at(rig, i, point)
-        assert t["killed"]
-        seen.add(t["bytes"])
-    for i in range(len(crash.CRASH_POINTS), 15):   # ... plus random moments
+    i = 0
+    for order in crash.RECOVERY_ORDERS:               # every exact step once per recovery order ...
+        for point in crash.CRASH_POINTS:
+            t = crash.trial_at(rig, i, point, order=order)
+            assert t["killed"]
+            seen.add(t["bytes"])
+            i += 1
+    for i in range(i, i + 6):                        # ... plus random moments
         t = crash.trial(rig, i, rng)
         seen.add(t["bytes"])
     assert seen == {"old", "new"}  # both sides of the commit were really hit

@@ -156,7 +156,9 @@ def universe(seed: int, cfg: ClaimsConfig, namespaces_given: list[str] | None = 
                                        "Synthetic work item seeded for a chaos run.")
     agent_tuples = tuple(tuples)
     race, claims, r = [], [], Stream(seed, ("universe", "race"))
-    for k in range(cfg.race_pairs):
+    # at least the default number of pairs is provisioned: a slow run's calibration lowers
+    # race_pairs after set-up (chaos.timing), and its rebuilt universe keeps the tuples set up
+    for k in range(max(cfg.race_pairs, ClaimsConfig.race_pairs) if cfg.race_pairs else 0):
         ns, r = mint_namespace(r)
         if namespaces_given is not None and len(namespaces_given) > cfg.namespaces + k:
             ns = namespaces_given[cfg.namespaces + k]

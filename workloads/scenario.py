@@ -10,7 +10,7 @@ names), ``claims`` (ClaimsConfig overrides: ``namespaces``, ``items``,
 of ``workloads.races.EPISODES``)) and
 ``nemesis_opts`` (fault timing ranges in ms, e.g. ``pause_ms: [3000, 4000]``;
 ``pause_at: publish``; ``power_loss_mode: drop | torn | mixed``;
-``partition_mode: blackhole | refuse | mixed``; ``partition_after: commit | requests``).
+``partition_mode: blackhole | refuse | mixed``; ``partition_after: commit | requests | renew``).
 ``load(path)`` validates it and raises ``ValueError`` with one line on a bad
 file (the CLI turns that into a usage error).
 """
@@ -65,7 +65,7 @@ def load(name_or_path: str) -> dict:
 
 #: nemesis_opts members that are words, and their allowed values (every other member is a [lo, hi] range in ms)
 NEMESIS_WORDS = {"pause_at": ("publish",), "power_loss_mode": ("drop", "torn", "mixed"),
-                 "partition_mode": ("blackhole", "refuse", "mixed"), "partition_after": ("commit", "requests")}
+                 "partition_mode": ("blackhole", "refuse", "mixed"), "partition_after": ("commit", "requests", "renew")}
 #: nemesis_opts members that are counts
 NEMESIS_COUNTS = ("partition_most",)
 _MAX_MS = 7 * 24 * 3600 * 1000

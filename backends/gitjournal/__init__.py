@@ -7,7 +7,8 @@ repository's git COMMON directory, shared by every worktree
 (``backends.gitjournal.journal``), serialized by an owner-recording lock file
 (``lock``). The shared ``Engine`` decides everything; ``store`` supplies the
 lock-as-transaction and the fsync-ordered appends; ``verify`` is
-``claim-verify``.
+``claim-verify``. A publication read and a publish first settle the pending
+intents they would answer from (``GitJournalStore.settle``).
 
 Capabilities: a provisioned ledger is ``merge-coordinated`` (never safe for
 exclusive dispatch), bound to its one namespace. An unprovisioned git ledger
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 from backends.api import BackendConfig, Backend, Clock, Hooks, Reply, StoreUnavailable
 from backends.contract import (
-    MERGE_SCOPE, MERGE_WRITE_PATHS, Code, publication_error, surface_error,
+    MERGE_SCOPE, MERGE_WRITE_PATHS, Code, publication_error, publication_read_error, surface_error,
 )
 from backends.engine import Engine
 from backends.gitjournal.ledger import Ledger, open_ledger, provision
@@ -46,6 +47,9 @@ class _NoStore:
         self.faults: dict[str, bool] = {}
 
     def transaction(self, write: bool):
+        raise StoreUnavailable(self.reason)
+
+    def settle(self, concerns):
         raise StoreUnavailable(self.reason)
 
     def close(self) -> None:
@@ -111,6 +115,28 @@ class GitJournalBackend(Engine):
             return error(vs.VERIFY_NAMESPACE, vs.VERIFY_COMMAND, Code.CAPABILITY_UNAVAILABLE,
                          {"reason": "advisory-capability"})
         return verify(self.store, self.clock)
+
+    # ------------------------------------------------------------------ reads after a crash
+
+    def _publication_read(self, op: str, req) -> Reply:
+        """A pending intent of this operation is reconciled first; one whose
+        bytes say neither yes nor no is ``publication-outcome-unknown``
+        (never ``operation-not-found``: the publication may have happened)."""
+        key = (req.operation_id, req.item_id)
+        if self.store.settle(lambda k: k == key):
+            return publication_read_error(
+                Code.PUBLICATION_OUTCOME_UNKNOWN, {"operation_id": req.operation_id,
+                                                   "ledger_namespace": req.ledger_namespace,
+                                                   "item_id": req.item_id},
+                operation_id=req.operation_id)
+        return super()._publication_read(op, req)
+
+    def _publish(self, op: str, req) -> Reply:
+        """Pending intents on this item are reconciled before validation reads
+        the stored outcome and the item's revision (a dead writer's bytes in
+        place are its committed publication, so its retry is a replay)."""
+        self.store.settle(lambda k: k[1] == req.item_id)
+        return super()._publish(op, req)
 
     def restart(self) -> None:
         """Re-read the ledger from disk (a provisioning made meanwhile counts)."""

@@ -11,6 +11,12 @@ appended with fsync; a publication is ordered per contract §6:
                             ->  publish-final (fsync)
 
 A read transaction replays the journal without the lock and persists nothing.
+A read that would answer from a pending intent (a publication read of that
+operation, a publish's validation of that item) first calls ``settle``: when
+such an intent is pending it takes the lock and reconciles (contract §6: a
+merge-coordinated backend reconciles prior intents under the lock before it
+checks idempotency and revision), so a caller that lost a reply never reads
+"not found" for a publication whose bytes are in place.
 
 Failures: the floor append failing (its bytes truncated away) ->
 ``FloorPersistFailed``; any later append or the item write failing ->
@@ -71,6 +77,17 @@ class GitJournalStore:
 
     def replay(self) -> jr.JournalState:
         return jr.replay(self.ledger.journal, self.ns)
+
+    def settle(self, concerns) -> set[tuple[str, str]]:
+        """Reconcile pending intents under the lock when one of them
+        ``concerns((op, item))``; returns the keys still pending that concern
+        the caller (intents whose item bytes are neither the old nor the
+        candidate revision: only ``claim-verify`` can report those). Without
+        such an intent nothing is locked or written."""
+        if not any(concerns(key) for key in self.replay().pending):
+            return set()
+        with self.transaction(write=True) as txn:
+            return {key for key in txn.state.pending if concerns(key)}
 
     # ------------------------------------------------------------------ scaffolding
 
@@ -167,13 +184,15 @@ class GitJournalTxn:
 
     def reconcile_intents(self) -> None:
         """Resolve pending intents from the exact bytes at the intent's path:
-        candidate bytes -> the publication happened (append its final);
+        candidate bytes -> the publication happened (append its final, once
+        the rename the dead writer may not have synced is durable);
         the old bytes -> it did not (append ``publish-not-applied``, so a retry
         re-executes). Anything else stays pending for ``claim-verify``."""
         for (op, item), intent in list(self.state.pending.items()):
             data = read_or_none(intent["path"])
             current = revision(data) if data is not None else None
             if current == intent["candidate_revision"]:
+                fsync_dir(os.path.dirname(intent["path"]))
                 entry = final_entry(intent)
             elif current == intent["old_revision"]:
                 entry = {"t": "publish-not-applied", "op": op, "item": item, "reason": "item-bytes-unchanged"}

@@ -11,7 +11,12 @@ The request is read from standard input as raw bytes (strict parsing applies
 in the engine; input is bounded at 11,534,336 bytes + 1 before parsing, so a
 larger request is refused as ``invalid-request`` without reading it all).
 Exactly ONE compact JSON object + LF is printed; the exit code is the
-contract's. ``claim verify`` is the publication read; ``claim-verify`` is the
+contract's. One exception: a claim change whose commit outcome is unknown (its
+COMMIT fsync failed) has no true contract reply (``backends.engine``, "Store
+failures": no claim code means "unknown", and ``clock-floor-persistence-failed``
+says "unchanged"), so the CLI prints nothing, names the cause in one stderr
+line and exits ``NO_REPLY_EXIT`` (the harness records a ``reply-protocol``
+finding; ``profiles/chaos-sqlite-blackbox.yaml`` acknowledges it). ``claim verify`` is the publication read; ``claim-verify`` is the
 Git-journal reconciliation. ``admin`` is privileged test scaffolding (seed a
 manifest ``durable`` object, export it, arm the floor fault, enable the bypass
 writer); it is never part of a backend's write paths.
@@ -34,7 +39,7 @@ import json
 import os
 import sys
 
-from backends.api import FileClock, Hooks, Reply, SystemClock
+from backends.api import CommitOutcomeUnknown, FileClock, Hooks, Reply, SystemClock
 from backends.contract import REQUEST_MAX_BYTES, compact_json
 from backends import safeload
 from chaos.errors import UsageError
@@ -98,6 +103,7 @@ def emit(reply: Reply) -> int:
 
 
 BARRIER_ENV = "CHAOS_BARRIER_DIR"
+NO_REPLY_EXIT = 1   # not a contract exit: a claim commit whose outcome is unknown (the module docstring)
 
 
 class EnvBarrierHooks(Hooks):
@@ -323,4 +329,10 @@ def run(args: argparse.Namespace) -> int:
         if op == "publish" and args.name == "gitjournal" and not backend.provisioned:
             return emit(backend.refuse_publish())  # categorical: before reading any input
         raw = b"" if op == "verify" else read_input(args)
-        return emit(backend.call(op, raw))
+        try:
+            reply = backend.call(op, raw)
+        except CommitOutcomeUnknown as e:   # no contract reply would be true (the module docstring)
+            print(f"chaos backend {args.name}: {op}: claim commit outcome unknown, no true contract reply: {e}",
+                  file=sys.stderr)
+            return NO_REPLY_EXIT
+        return emit(reply)

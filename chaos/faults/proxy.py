@@ -10,6 +10,7 @@ Usage::
     proxy.blackhole = True        # hold bytes both ways (flushed when cleared)
     proxy.blackhole_after = 3     # forward 3 more requests, then hold everything (mid-conversation)
     proxy.blackhole_after = b"COMMIT\x00"  # forward up to the next request with these bytes, then hold
+    FaultProxy(host, port, scanner=FrontendScanner)  # ... or that runs a statement whose text has them
     proxy.delay = 0.2             # seconds added before forwarding each chunk
     proxy.reset_all()             # RST every open connection
     proxy.refuse()                # stop listening (connect: ECONNREFUSED) and RST every open connection
@@ -21,6 +22,12 @@ tells whether the listener is down; both are fault evidence.
 
 Knobs are plain attributes, read by the event loop at each chunk, so they may
 be flipped from any thread.
+
+``scanner``: a factory of one protocol scanner per connection (its
+``feed(chunk)`` returns the statement texts the chunk runs, or None when it
+lost track); with it, a bytes ``blackhole_after`` matches the statements a
+request runs, not its bytes (``chaos.faults.pgwire``: psycopg's prepared
+COMMIT runs by name only, and the Parse that names it runs nothing).
 """
 
 from __future__ import annotations
@@ -33,8 +40,9 @@ import time
 
 
 class FaultProxy:
-    def __init__(self, target_host: str, target_port: int, listen_host: str = "127.0.0.1"):
+    def __init__(self, target_host: str, target_port: int, listen_host: str = "127.0.0.1", scanner=None):
         self.target = (target_host, target_port)
+        self.scanner = scanner
         self.drop_responses = False
         self.blackhole = False
         self.delay = 0.0
@@ -89,18 +97,23 @@ class FaultProxy:
 
     async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, reply: bool) -> None:
         held = b""
+        scan = self.scanner() if self.scanner is not None and not reply else None
         try:
             while True:
                 chunk = await reader.read(65536)
                 if not chunk:
                     break
+                runs = scan.feed(chunk) if scan is not None else None   # every chunk: names are learned early
                 if self.delay:
                     await asyncio.sleep(self.delay)
                 if reply and self.drop_responses:
                     continue  # the server answered; the client never hears it
                 if not reply and self.blackhole_after is not None and not self.blackhole:
                     if isinstance(self.blackhole_after, bytes):
-                        last = self.blackhole_after in chunk
+                        # a scanner that follows the stream decides: psycopg's Parse of a named
+                        # COMMIT (sent and answered before its Bind) carries the bytes but runs nothing
+                        last = self.blackhole_after in chunk if runs is None else any(
+                            self.blackhole_after in text + b"\0" for text in runs)
                     else:
                         self.blackhole_after -= 1
                         last = self.blackhole_after <= 0

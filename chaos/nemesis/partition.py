@@ -22,6 +22,16 @@ of a cut-off holder) restores them. Two modes:
   most 2.5 s more. A
   worker's deadline (``deadline_s``) cuts a stalled transaction; a shorter
   stall lets it finish late.
+  ``after`` ``renew`` (``partition_after: renew``): the classic partitioned
+  lease holder, made to happen every time rather than by luck. The cut is
+  armed on every slot; the first worker that sends a renew is the one cut off,
+  right after that renew's COMMIT (the server extended its lease, the holder
+  has not heard). The heal then waits for evidence, not for a drawn time: a
+  rival's ok acquire of the holder's tuple under a higher epoch (its lease
+  expired while it was cut off), or ``hold_ms`` from the cut at most. So the
+  holder hears of its renew only after a rival took its item over, and its
+  next step is a publish under the old fence (``chaos.nemesis.renew_cut``:
+  such a cut counts once that publish completed; the workload waits for it).
 * ``refuse``: the proxy stops listening (a connect gets ECONNREFUSED) and
   resets every open connection; listening again at the heal.
 
@@ -40,8 +50,9 @@ import time
 
 from psycopg.conninfo import make_conninfo
 
+from chaos.faults.pgwire import FrontendScanner
 from chaos.faults.proxy import FaultProxy
-from chaos.nemesis import FaultCycle, Package, draw_targets
+from chaos.nemesis import FaultCycle, Package, draw_targets, renew_cut
 
 MODES = ("blackhole", "refuse")
 #: a COMMIT statement as it crosses the wire (Parse or Query message: the SQL text, NUL-terminated);
@@ -56,7 +67,8 @@ class Routes:
 
     def __init__(self, upstream: tuple[str, int], workers: int):
         self.upstream = upstream
-        self.proxies = [FaultProxy(*upstream) for _ in range(workers)]
+        # the scanner: a COMMIT psycopg has prepared crosses the wire as a bare Bind
+        self.proxies = [FaultProxy(*upstream, scanner=FrontendScanner) for _ in range(workers)]
 
     def spec_for(self, spec: dict, t: int) -> dict:
         """Slot ``t``'s backend spec: the same, with its DSN through its own proxy."""
@@ -97,7 +109,14 @@ def package(opts: dict) -> Package:
         raise ValueError(f"partition_mode {mode!r}: expected blackhole, refuse or mixed")
     workers = opts.get("workers", 1)
 
+    after_mode = opts.get("partition_after", "commit")
+    if after_mode not in ("commit", "requests", "renew"):
+        raise ValueError(f"partition_after {after_mode!r}: expected commit, requests or renew")
+
     def draw(s, n):
+        if after_mode == "renew":   # the cut-off holder is whoever renews next: no slot is drawn
+            hold, s = s.randint(*opts.get("partition_hold_ms", (1600, 2300)))
+            return {"targets": [], "mode": "blackhole", "after": "renew", "hold_ms": hold}, s
         targets, s = draw_targets(s, n, most=max(1, min(n - 1, opts.get("partition_most", n // 2))))
         m = mode
         if m == "mixed":
@@ -117,6 +136,13 @@ def package(opts: dict) -> Package:
         if routes is None:
             raise RuntimeError("workers do not reach the server through per-worker routes")
         targets, m = op["value"]["targets"], op["value"]["mode"]
+        if op["value"].get("after") == "renew":
+            cuts = env.partition_base.setdefault("renew-cuts", [])
+            if op["f"] == "partition-heal":   # the coverage counts a cut once its holder acted (renew_cut.settle)
+                return cuts[-1].wait_and_heal(op["value"]["hold_ms"] / 1000, len(env.slots)) if cuts else \
+                    {"at": "renew", "healed": [], "took_effect": False, "note": "no cut was armed"}
+            cuts.append(renew_cut.RenewCut(env))
+            return {"cut": "the next renew", "mode": m, "after": "renew", "took_effect": None}
         if op["f"] == "partition-heal":
             base = env.partition_base.pop(tuple(targets), None) or {}
             if m == "blackhole":   # hold for hold_ms from the moment the link really failed
@@ -145,14 +171,18 @@ def package(opts: dict) -> Package:
         return {"cut": targets, "mode": m, "pids": [env.slots[t].pid for t in targets], "took_effect": None}
 
     def final(env):
+        renew_cut.final(env)
         routes = getattr(env, "routes", None)
         if routes is not None:
             routes.heal_all()
         return {"took_effect": True}
 
+    # renew: the heal follows the cut at once and waits there for its evidence (RenewCut.wait_and_heal)
+    dur = (0, 0) if after_mode == "renew" else opts.get("partition_ms", (1600, 2300))
     gen = FaultCycle("partition", draw, workers, gap_ms=opts.get("partition_gap_ms", (1000, 3000)),
-                     dur_ms=opts.get("partition_ms", (1600, 2300)), heal="partition-heal")
-    return Package("partition", gen, execute, final, "workers", heals=("partition-heal",))
+                     dur_ms=dur, heal="partition-heal")
+    return Package("partition", gen, execute, final, "workers", heals=("partition-heal",),
+                   waiting=renew_cut.waiting if after_mode == "renew" else None)
 
 
 def cut_off_holders(history: list[dict], workers: int) -> list[dict]:

@@ -13,7 +13,7 @@ that expired while it was cut off, and its publish lands over a rival that
 took the item over (a stale write: ``stale_write`` names it)::
 
     chaos run --backend postgres --factory chaos.testing.lease_mutants:open_trust_lease_from_reply \\
-              --nemesis partition --scenario partitioned-holder
+              --nemesis partition --scenario partitioned-renew
 """
 
 from __future__ import annotations
