@@ -7,7 +7,8 @@ anomaly types that named the bug's rule, and the wall time.
 
     .venv/bin/python benchmarks/mutant_matrix.py --seeds 1-3
         [--bugs a,b] [--paths python,external] [--jobs 2] [--json out.json]
-        [--control]   # the correct SQLite backend on both paths too (must stay valid)
+        [--control]   # the correct SQLite backend on both paths too (must stay valid;
+                      # --control --bugs none: only that)
 
 "Default" means no scenario and no flags but the backend and the seed:
 every nemesis the backend supports here, 10 workers, 30 s of workload, every
@@ -86,7 +87,7 @@ def cell(bug: str | None, path: str, seed: int, store: str, budget: float) -> di
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", default="1-3")
-    ap.add_argument("--bugs", default=None, help="comma-separated planted bugs (default: all)")
+    ap.add_argument("--bugs", default=None, help="comma-separated planted bugs (default: all; none: only --control)")
     ap.add_argument("--paths", default="python,external")
     ap.add_argument("--jobs", type=int, default=1, help="runs at once (each starts 10 workers)")
     ap.add_argument("--budget", type=float, default=90.0, help="seconds a detection may take")
@@ -94,7 +95,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=None)
     ap.add_argument("--keep", action="store_true", help="keep every run directory")
     args = ap.parse_args(argv)
-    bugs = [b for b in (args.bugs.split(",") if args.bugs else RED_TEAM) if b]
+    bugs = [] if args.bugs == "none" else [b for b in (args.bugs.split(",") if args.bugs else RED_TEAM) if b]
     unknown = [b for b in bugs if b not in RED_TEAM]
     if unknown:
         ap.error(f"unknown planted bugs: {', '.join(unknown)} (known: {', '.join(RED_TEAM)})")

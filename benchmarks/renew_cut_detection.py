@@ -28,11 +28,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 TRUST_LEASE = "chaos.testing.lease_mutants:open_trust_lease_from_reply"
 
 
-def seeds_of(text: str) -> list[int]:
-    lo, _, hi = text.partition("-")
-    return list(range(int(lo), int(hi or lo) + 1))
-
-
 def one(dsn: str, store: str, scenario: str, seed: int, time_limit: float, factory: str | None) -> dict:
     from chaos.commands.test_all import RunRequest, run_one
 
@@ -51,6 +46,7 @@ def one(dsn: str, store: str, scenario: str, seed: int, time_limit: float, facto
 
 
 def main(argv=None) -> int:
+    from chaos.commands.test_all import seeds_of
     from chaos.faults.pgserver import PgServer
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])

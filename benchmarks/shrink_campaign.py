@@ -53,9 +53,9 @@ def _one_run(name: str, store: str, seed: int) -> str | None:
         out = run_one(RunRequest(backend="sqlite", nemesis=["power-loss"], seed=seed, time_limit=6, workers=4,
                                  store=store, factory=factory, name=name))
     elif name == "trust-lease-from-reply":
-        out = run_one(RunRequest(backend="postgres", nemesis=["partition"], seed=seed, time_limit=16, workers=4,
+        out = run_one(RunRequest(backend="postgres", nemesis=["partition"], seed=seed, time_limit=4, workers=4,
                                  store=store, name=name,
-                                 extra_args=["--scenario", "partitioned-holder", "--factory", factory]))
+                                 extra_args=["--scenario", "partitioned-renew", "--factory", factory]))
     else:
         out = chaos(factory, RECIPES[recipe], store, seed=seed, name=name)
     return out.run_dir if out.results.get("verdict") == "invalid" else None

@@ -9,7 +9,8 @@ once the majority is decided), in rounds until a whole round removes nothing:
 1. faults: delta debugging (Zeller's ddmin) over the schedule's fault units
    (a fault and its heal are one unit), after trying no faults at all;
 2. workers: the fewest of 1, 2, 3, 4, half that still fails (a fault's
-   target slots beyond the new count are dropped, and a fault left with none);
+   target slots beyond the new count are dropped; a fault left with none
+   moves to slot ``t mod workers``);
 3. time: halve the time limit while it still fails (not below 2 s; faults
    planned after the new limit are dropped);
 4. tuples: one namespace, then fewer items (claims workload).
@@ -133,9 +134,9 @@ def with_units(cfg: dict, units: list[list[dict]]) -> dict:
 def _retarget(op: dict, workers: int) -> dict | None:
     value = op.get("value")
     if isinstance(value, dict) and isinstance(value.get("targets"), list):
-        kept = [t for t in value["targets"] if t < workers]
-        if not kept and value["targets"]:   # [] is "whichever slot": a renew cut takes any
-            return None
+        # a fault whose slots are all gone moves to the slots left (t mod workers): a clock step on
+        # slot 3 of 4 is still a clock step on a worker of 1; [] is "whichever slot" (a renew cut)
+        kept = [t for t in value["targets"] if t < workers] or sorted({t % workers for t in value["targets"]})
         return dict(op, value=dict(value, targets=kept))
     return op
 
@@ -161,6 +162,19 @@ def _chunks(items: list, n: int) -> list[list]:
         out.append(items[i:i + size])
         i += size
     return [c for c in out if c]
+
+
+def _run_dir_of(store: str, name: str, stderr: str) -> str | None:
+    """The run ``chaos run --store STORE --name NAME`` made: the one directory
+    under ``STORE/NAME`` (each candidate has a name of its own), else the path
+    its ``-> RUN_DIR`` line names (the console summary may follow that line)."""
+    base = os.path.join(store, name)
+    made = sorted(d for d in (os.listdir(base) if os.path.isdir(base) else ())
+                  if d != "latest" and os.path.isfile(os.path.join(base, d, "results.json")))
+    if made:
+        return os.path.join(base, made[-1])
+    m = re.search(r"-> (\S+)\s*$", stderr, re.M)
+    return m.group(1) if m else None
 
 
 class Budget(Exception):
@@ -214,8 +228,7 @@ class Shrinker:
                                   "--name", name], capture_output=True, text=True, timeout=max(30.0, left + 60))
         except subprocess.TimeoutExpired:
             return Replay("unknown", False, None, time.monotonic() - t)
-        m = re.search(r"-> (\S+)\s*$", res.stderr.strip().splitlines()[-1] if res.stderr.strip() else "")
-        run = m.group(1) if m else None
+        run = _run_dir_of(self.scratch, name, res.stderr)
         try:
             with open(os.path.join(run, "results.json")) as f:
                 results = json.load(f)

@@ -24,7 +24,7 @@ def _run(tmp_path, seed: int, factory: str | None = None, backend: str = "sqlite
 def test_correct_sqlite_stays_valid_and_every_power_off_is_evidenced(tmp_path):
     out, offs = _run(tmp_path, 1)
     assert out.results["verdict"] == "valid", out.results["notes"]
-    assert offs and all(o["value"]["cut_mid_write"] for o in offs)
+    assert offs and all(o["value"].get("cut_mid_write") for o in offs), offs   # (under load once: a value without it)
     cov = out.results["fault_coverage"]["power-loss"]
     assert cov["took_effect"] >= 1 and cov["took_effect"] == sum(o["value"]["took_effect"] for o in offs)
 

@@ -151,3 +151,19 @@ def test_an_incidental_failing_checker_gives_way_to_the_next_that_reproduces(tmp
     oracle.sh = sh
     out = sh.shrink()
     assert sh.invariant == "linearizable" and out.confirmed == 5
+
+
+def test_a_replay_finds_its_run_directory_under_its_own_name_not_in_the_console_output(tmp_path):
+    """The console summary that follows a run's last line used to hide its
+    ``-> RUN_DIR`` line: every replay then looked like an error and nothing
+    was ever shrunk. The replay's run is the one under ``STORE/NAME``."""
+    from chaos.shrink import _run_dir_of
+
+    run = tmp_path / "c007" / "20261201T123839.262Z"
+    run.mkdir(parents=True)
+    (run / "results.json").write_text("{}")
+    (tmp_path / "c007" / "latest").symlink_to(run.name)
+    summary = "chaos: INVALID -- claims on sqlite, seed 1\n  reproduce  chaos run --backend sqlite --seed 1\n"
+    assert _run_dir_of(str(tmp_path), "c007", summary) == str(run)
+    assert _run_dir_of(str(tmp_path), "c008", summary) is None             # no run was made
+    assert _run_dir_of(str(tmp_path), "c008", f"chaos: valid (3 ops) -> {run}\n{summary}") == str(run)
