@@ -75,7 +75,8 @@ RULES: tuple[Rule, ...] = (
     Rule("idempotency", "§6 step 4, §8", "an operation_id is one request: an identical retry gets the stored "
          "envelope verbatim, a different one idempotency-conflict naming both digests",
          {"idempotence": ("replay-differs", "operation-id-bound-twice", "idempotency-conflict-missing",
-                          "retry-not-replayed", "idempotency-conflict-details")}),
+                          "retry-not-replayed", "idempotency-conflict-details",
+                          "idempotency-conflict-unbound")}),
     Rule("fence", "§6 step 7", "a publication commits only under the active unexpired owner generation; a fence "
          "rejection names the first failing dimension of the request's fence",
          {"stale_write": ("stale-fence-accepted",), "decisions": ("false-fence-rejection",)}),

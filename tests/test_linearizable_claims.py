@@ -241,5 +241,25 @@ def test_replay_must_be_verbatim_and_ids_are_bound_to_requests() -> None:
     assert h.check()["valid"] is False
 
 
+def test_an_id_bound_on_another_item_may_be_refused() -> None:
+    # Wowbagger keys operation ids by the id alone (found by the reuse-item racer, seed 11):
+    # vectors.md keys outcomes by (id, namespace, item), the contract's text allows both
+    from checkers.invariants import idempotence
+
+    h = H()
+    h.invoke(1, "acquire", acquire_req("a", 0, None))
+    h.done(1, "acquire", claim_ok("acquire", {"claim": A1, "read_back": rb(1, A1, 100)}))
+    req = publish_req("pub_a_1", "a", 1, REV0, REV1)
+    h.invoke(1, "publish", req).done(1, "publish", publish_ok(req, 1, A1, 200))
+    other_item = "wb_01Q4837BM01W70T30B184GG1R7"
+    other = dict(req, item_id=other_item, claim_fence=dict(req["claim_fence"], item_id=other_item))
+    h.invoke(2, "publish", other).done(2, "publish", publish_err(other, "idempotency-conflict", {
+        "operation_id": "pub_a_1", "expected_operation_digest": digest(req), "actual_operation_digest": digest(other)}))
+    assert h.check()["valid"] is True
+    assert idempotence.check(h.ops)["valid"] is True
+    h.ops[-1]["value"]["envelope"]["error"]["details"]["expected_operation_digest"] = digest(other)
+    assert h.check()["valid"] is False   # a conflict that names the request's own digest
+
+
 def test_history_without_register_ops_is_valid() -> None:
     assert check([], {})["valid"] is True

@@ -85,7 +85,7 @@ def test_postgres_run_in_containers_is_valid_and_faults_go_through_the_docker_ap
 
     env = dict(os.environ, DOCKER_HOST=dockerd)
     res = subprocess.run([sys.executable, "-m", "chaos.cli", "run", "--backend", "postgres", "--nodes", "docker",
-                          "--workers", "3", "--time-limit", "15", "--seed", "2", "--store", str(tmp_path)],
+                          "--workers", "3", "--time-limit", "30", "--seed", "2", "--store", str(tmp_path)],
                          capture_output=True, text=True, env=env, timeout=900)
     latest = tmp_path / "latest"
     results = json.loads((latest / "results.json").read_text())

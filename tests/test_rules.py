@@ -745,6 +745,20 @@ def test_different_request_under_a_stored_operation_id():
     named(s, "idempotence", "operation-id-bound-twice", idx(p, conflict))
 
 
+@covers("idempotency")
+def test_a_conflict_names_a_request_submitted_under_its_id():
+    from backends.contract.digests import operation_digest
+    s = Scenario()
+    req, _p = published(s)
+    fresh = s.publish("pub_a_2", "agent-a", "1", req["candidate_sha256"], "a two")  # an id never used
+    rec = s.call(1, "publish", fresh, 3_000)
+    all_valid(s)
+    reply(rec, publication_error(Code.IDEMPOTENCY_CONFLICT, {
+        "operation_id": "pub_a_2", "expected_operation_digest": operation_digest(req),
+        "actual_operation_digest": operation_digest(fresh)}, operation_id="pub_a_2"))
+    named(s, "idempotence", "idempotency-conflict-unbound", idx(rec))
+
+
 @covers("outcome-durable")
 def test_stored_outcome_stays_readable_and_exact():
     s = Scenario()

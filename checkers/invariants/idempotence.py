@@ -20,7 +20,8 @@ Checks:
    error), and a later identical retry gets the stored envelope, not a fresh
    decision;
 4. ``idempotency-conflict`` details name the submitted request's digest as
-   ``actual_operation_digest`` and a different ``expected_operation_digest``;
+   ``actual_operation_digest`` and a different ``expected_operation_digest``,
+   the digest of a request submitted under that id before (on any item);
 5. ``ledger-publication.read`` returns the digest of a submitted request and the
    stored ``{exit, stdout}``; the final durable outcomes hold each id once.
 """
@@ -115,6 +116,7 @@ def check(history, ctx: dict | None = None) -> dict:
     by_id: dict[str, list] = {}
     for (oid, _key), rows in groups.items():
         by_id.setdefault(oid, []).extend(rows)
+    _check_conflicts_are_bound(out, by_id)
     reads = _check_publication_reads(out, prep, by_id, stored_env)
     _check_final_outcomes(out, prep, stored_env)
     return out.result({"operation_ids": len(groups), "stored_outcomes_seen": len(stored_env),
@@ -136,6 +138,27 @@ def _check_conflict_details(out: Findings, oid: str, rows: list[tuple[Op, str | 
                 "vectors.md §8.6 commit step 2).",
                 op.indices, operation_id=oid, submitted_digest=d, details=det,
             )
+
+
+def _check_conflicts_are_bound(out: Findings, by_id: dict) -> None:
+    """An idempotency-conflict says the id is already bound to another request: the
+    digest it names as stored must be one submitted under that id (on any item: a
+    backend may key by the id alone) by a request invoked before the refusal returned."""
+    for oid, rows in by_id.items():
+        for op, d in rows:
+            if op.code != "idempotency-conflict" or d is None or op.cp is None:
+                continue
+            expected = op.conflict_digests[0]
+            if expected == d:
+                continue  # named by idempotency-conflict-details
+            if not any(d2 == expected and o2.ip < op.cp for o2, d2 in rows if o2 is not op):
+                out.add(
+                    "idempotency-conflict-unbound",
+                    f"Operation {oid}: idempotency-conflict names stored digest {str(expected)[:19]}..., but no "
+                    "request with that digest was submitted under this id before the refusal. The refusal is "
+                    "owed only to an id already bound to a different request (contract §6 step 4).",
+                    op.indices, operation_id=oid, expected_operation_digest=expected, submitted_digest=d,
+                )
 
 
 def _check_publication_reads(out, prep, groups, stored_env) -> int:
