@@ -163,6 +163,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"chaos serve: --port {args.port} is not a TCP port")
     server = make_server(args.store, args.port)
     signal.signal(signal.SIGTERM, _interrupt)   # a service manager's stop is a clean stop too
+    signal.signal(signal.SIGINT, _interrupt)    # also when started in the background (SIGINT inherited ignored)
     print(f"serving {os.path.abspath(args.store)} at http://{HOST}:{server.server_address[1]}/ (Ctrl-C stops)", flush=True)
     try:
         server.serve_forever()
