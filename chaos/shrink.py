@@ -4,7 +4,10 @@ A failing run is plain data (``test.yaml``: a ``RunConfig``; ``schedule.jsonl``:
 its planned faults), so a smaller run is a smaller config. ``Shrinker``
 re-runs reduced configs and keeps one only when **the same checker** fails
 again in a majority of replays (``--replays``, 3 by default: it stops early
-once the majority is decided), in rounds until a whole round removes nothing:
+once the majority is decided; a replay that proves nothing either way, one
+that crashed, timed out or whose checker could not decide, as a loaded machine
+makes some, is run again, a bounded number of times), in rounds until a whole
+round removes nothing:
 
 1. faults: delta debugging (Zeller's ddmin) over the schedule's fault units
    (a fault and its heal are one unit), after trying no faults at all;
@@ -56,6 +59,8 @@ class Replay:
     failed: bool            # the invariant under shrink said invalid
     run_dir: str | None
     wall_s: float
+    checked: bool = True    # the invariant's checker said valid or invalid (not: the run crashed, timed
+    #                         out, or the checker could not decide): only a checked replay is evidence
 
 
 @dataclass
@@ -227,27 +232,32 @@ class Shrinker:
             res = subprocess.run([sys.executable, "-m", "chaos.cli", "run", "--config", path, "--store", self.scratch,
                                   "--name", name], capture_output=True, text=True, timeout=max(30.0, left + 60))
         except subprocess.TimeoutExpired:
-            return Replay("unknown", False, None, time.monotonic() - t)
+            return Replay("unknown", False, None, time.monotonic() - t, checked=False)
         run = _run_dir_of(self.scratch, name, res.stderr)
         try:
             with open(os.path.join(run, "results.json")) as f:
                 results = json.load(f)
         except (OSError, TypeError, ValueError):
-            return Replay("error", False, run, time.monotonic() - t)
-        check = (results.get("checkers") or {}).get(self.invariant) or {}
-        return Replay(results.get("verdict", "unknown"), check.get("valid") is False, run, time.monotonic() - t)
+            return Replay("error", False, run, time.monotonic() - t, checked=False)
+        valid = ((results.get("checkers") or {}).get(self.invariant) or {}).get("valid")
+        return Replay(results.get("verdict", "unknown"), valid is False, run, time.monotonic() - t,
+                      checked=valid in (True, False))
 
     def fails(self, cfg: dict, what: str) -> bool:
-        """Does ``cfg`` break the invariant in a majority of replays? (stops once decided)"""
-        yes = no = 0
+        """Does ``cfg`` break the invariant in a majority of replays? (stops once decided). A replay
+        that proves nothing either way (it crashed, timed out, the checker could not decide: a loaded
+        machine) is run again, up to ``replays`` more times; still undecided, the candidate is not kept."""
+        yes = no = inconclusive = 0
         dirs, kept = [], None
-        for _ in range(self.replays):
+        while yes + no < self.replays and inconclusive <= self.replays:
             if self.elapsed() >= self.budget_s:
                 raise Budget()
             self.runs += 1
             r = self._replay(cfg, f"c{self.runs:03d}")
             dirs.append(r.run_dir)
-            if r.failed:
+            if not r.checked:
+                inconclusive += 1
+            elif r.failed:
                 yes += 1
                 kept = r.run_dir
             else:
@@ -256,11 +266,12 @@ class Shrinker:
                 break
         ok = yes >= self.majority
         self.steps.append({"candidate": what, "faults": len(_units_of(cfg)), "workers": cfg["workers"],
-                           "time_limit": cfg["time_limit"], "failed": yes, "replays": yes + no, "kept": ok,
-                           "elapsed_s": round(self.elapsed(), 1)})
+                           "time_limit": cfg["time_limit"], "failed": yes, "replays": yes + no,
+                           "inconclusive": inconclusive, "kept": ok, "elapsed_s": round(self.elapsed(), 1)})
         self.log(f"shrink: [{self.elapsed():6.1f}s/{self.budget_s:.0f}s] run {self.runs:3d}  {what:<34} "
                  f"faults {len(_units_of(cfg)):2d} workers {cfg['workers']:2d} time {cfg['time_limit']:g}s: "
-                 f"{self.invariant} failed {yes}/{yes + no}{'  kept' if ok else ''}")
+                 f"{self.invariant} failed {yes}/{yes + no}"
+                 f"{f' (+{inconclusive} inconclusive)' if inconclusive else ''}{'  kept' if ok else ''}")
         for d in dirs:   # keep only a failing replay of the best config so far
             if d and d != kept and os.path.isdir(d):
                 shutil.rmtree(d, ignore_errors=True)
@@ -373,15 +384,20 @@ class Shrinker:
     def _confirm(self, cfg: dict, exhausted: bool) -> tuple[int, int, str | None]:
         """(failed, replays, a failing replay's dir) of ``cfg`` over ``confirm`` replays; stops once the
         stable threshold can no longer be reached."""
-        confirmed = done = 0
+        confirmed = done = inconclusive = 0
         keep = None
-        for _ in range(self.confirm):
+        while done < self.confirm and inconclusive <= self.confirm:
             if exhausted and done:   # out of budget: one confirmation replay at most
                 break
             if done - confirmed > self.confirm - self.stable:
                 break
             self.runs += 1
             r = self._replay(cfg, f"confirm{self.runs:03d}")
+            if not r.checked:        # proves nothing either way: run it again (bounded)
+                inconclusive += 1
+                if r.run_dir and os.path.isdir(r.run_dir):
+                    shutil.rmtree(r.run_dir, ignore_errors=True)
+                continue
             done += 1
             if r.failed:
                 confirmed += 1

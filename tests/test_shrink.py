@@ -98,6 +98,31 @@ def test_majority_of_replays_decides_and_a_flaky_replay_does_not_mislead(tmp_pat
     assert [(o["f"], o["time"]) for o in out.config["faults"] if o["f"] == a["f"]][:1] == [(a["f"], a["time"])]
 
 
+def test_a_replay_that_proves_nothing_is_run_again_and_never_counts_as_a_pass(tmp_path):
+    """A loaded machine makes some replays crash, time out or leave the checker
+    undecided: such a replay is not evidence that a candidate stopped failing."""
+    run = _stored_run(tmp_path)
+    sh0 = Shrinker(run, replay=Oracle(set()), log=lambda _: None)
+    a = sh0.units[0][0]
+
+    class Inconclusive(Oracle):
+        def __call__(self, cfg, name):
+            r = super().__call__(cfg, name)
+            if self.calls % 2:   # every other replay crashed
+                return Replay("error", False, None, 0.0, checked=False)
+            return r
+
+    oracle = Inconclusive({(a["f"], a["time"])}, min_workers=1, min_time=2.0)
+    out = Shrinker(run, replay=oracle, log=lambda _: None).shrink()
+    assert [(o["f"], o["time"]) for o in out.config["faults"] if o["f"] == a["f"]][:1] == [(a["f"], a["time"])]
+    assert out.config["workers"] == 1 and out.confirmed == 5 and out.confirm_runs == 5
+    steps = json.loads(open(os.path.join(run, "shrunk", "shrink.json")).read())["steps"]
+    assert all(st["replays"] >= 2 for st in steps) and any(st["inconclusive"] for st in steps)
+    crashed = lambda cfg, name: Replay("error", False, None, 0.0, checked=False)   # noqa: E731
+    with pytest.raises(ValueError, match="does not fail"):
+        Shrinker(run, replay=crashed, log=lambda _: None).shrink()
+
+
 def test_a_run_that_does_not_reproduce_is_refused_and_the_budget_stops_the_search(tmp_path):
     run = _stored_run(tmp_path)
     never = lambda cfg, name: Replay("valid", False, None, 0.0)   # noqa: E731
