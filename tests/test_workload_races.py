@@ -15,7 +15,7 @@ from backends.contract.values import parse_instant
 from checkers import run_checkers
 from workloads.claims import ClaimsConfig, claims_workload
 from workloads.coverage import coverage, missing, plan_for
-from workloads.races import EPISODES, PROBE_OFFSETS, PROBE_OPS, episode_of, probe_name
+from workloads.races import CORE_EPISODES, EPISODES, PROBE_OFFSETS, PROBE_OPS, episode_of, probe_name
 
 
 
@@ -54,6 +54,14 @@ def test_the_rotation_is_seeded_and_runs_every_episode_once_per_block(pairs_):
     assert sorted(seq) == sorted(EPISODES)                       # every kind once in the first block
     assert seq == [episode_of(7, k, i, EPISODES, pairs_) for i in range(per_pair) for k in range(pairs_)][:n]
     assert seq != [episode_of(8, k, i, EPISODES, pairs_) for i in range(per_pair) for k in range(pairs_)][:n]
+
+
+@pytest.mark.parametrize("seed", range(1, 21))
+def test_every_rotation_starts_with_the_core_lease_episodes(seed):
+    first = [episode_of(seed, 0, i, EPISODES, 1) for i in range(len(CORE_EPISODES))]
+    assert sorted(first) == sorted(CORE_EPISODES)
+    later = [episode_of(seed, 0, i, EPISODES, 1) for i in range(len(EPISODES), 2 * len(EPISODES))]
+    assert sorted(later) == sorted(EPISODES)  # later blocks: plain seeded permutations
 
 
 def test_same_seed_same_schedule_with_racers_and_agents(tmp_path):

@@ -290,6 +290,9 @@ def run(args: argparse.Namespace) -> int:
                          o.run_dir or f"(no run dir: exit {o.exit_code})"), flush=True)
         if not o.run_dir and o.output.strip():
             print("    " + o.output.strip().splitlines()[-1], flush=True)
+        if o.verdict == "unknown":  # the row alone does not say why the run proved nothing
+            for note in (o.results.get("notes") or [])[:3]:
+                print(f"    {note}", flush=True)
     code = worst(o.exit_code for o in outcomes)
     path = _write_matrix_junit(args, matrix, requests, outcomes)
     counts = {v: sum(o.verdict == v for o in outcomes) for v in sorted({o.verdict for o in outcomes})}
