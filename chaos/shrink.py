@@ -26,8 +26,11 @@ when it fails in fewer than 4 of 5 (a majority of 3 during the search can be
 luck), the previous kept config is confirmed instead, and so on.
 Everything goes beside the original: ``RUN_DIR/shrunk/`` holds ``test.yaml``
 (the minimal config), ``shrink.json`` (every candidate, its replays, verdicts
-and timing) and ``run/`` (a failing replay of the minimal config). It stops
-within ``--budget`` seconds (the best config found so far is the result).
+and timing) and ``run/`` (a failing replay of the minimal config, with its
+report.html; replays run with ``--no-report``). It stops within ``--budget``
+seconds: the search ends early enough to leave, at the replays' measured pace
+(a loaded machine replays slowly), time to confirm its result and one fallback
+(the best config found so far is the result).
 
 ``replay`` is injectable (``Shrinker(..., replay=fn)``): tests drive the
 search with a simulated failure predicate.
@@ -211,6 +214,7 @@ class Shrinker:
         self._replay = replay or self._run_replay
         self.log = log or (lambda line: print(line, file=sys.stderr, flush=True))
         self.runs = 0
+        self.walls: list[float] = []       # every real replay's wall time (the confirmation reserve)
         self.steps: list[dict] = []
         self.best_dir: str | None = None
         self.accepted: list[dict] = []     # every config kept, in order (the last is the smallest)
@@ -219,6 +223,20 @@ class Shrinker:
 
     def elapsed(self) -> float:
         return time.monotonic() - self.t0
+
+    def reserve(self) -> float:
+        """Seconds of the budget kept for the end: confirming the minimal config and, when it
+        fails by luck, one fallback, at the replays' measured pace (a loaded machine replays
+        slowly), at most half the budget. A result that was never confirmed is worth nothing."""
+        if not self.walls:
+            return 0.0
+        return min(self.budget_s / 2, 2 * self.confirm * sum(self.walls) / len(self.walls))
+
+    def _replay_timed(self, cfg: dict, name: str) -> Replay:
+        r = self._replay(cfg, name)
+        if r.wall_s > 0:
+            self.walls.append(r.wall_s)
+        return r
 
     def _run_replay(self, cfg: dict, name: str) -> Replay:
         """One real ``chaos run --config`` of ``cfg`` in a subprocess."""
@@ -229,8 +247,11 @@ class Shrinker:
         t = time.monotonic()
         left = self.budget_s - self.elapsed()
         try:
+            # --no-report: the plots of report.html cost more than a short run itself (matplotlib's import
+            # and six PNGs: 27 s of a 54-s replay at load 14); only the kept minimal run gets one (_finish)
             res = subprocess.run([sys.executable, "-m", "chaos.cli", "run", "--config", path, "--store", self.scratch,
-                                  "--name", name], capture_output=True, text=True, timeout=max(30.0, left + 60))
+                                  "--name", name, "--no-report"], capture_output=True, text=True,
+                                 timeout=max(30.0, left + 60))
         except subprocess.TimeoutExpired:
             return Replay("unknown", False, None, time.monotonic() - t, checked=False)
         run = _run_dir_of(self.scratch, name, res.stderr)
@@ -250,10 +271,10 @@ class Shrinker:
         yes = no = inconclusive = 0
         dirs, kept = [], None
         while yes + no < self.replays and inconclusive <= self.replays:
-            if self.elapsed() >= self.budget_s:
+            if self.elapsed() + self.reserve() >= self.budget_s:
                 raise Budget()
             self.runs += 1
-            r = self._replay(cfg, f"c{self.runs:03d}")
+            r = self._replay_timed(cfg, f"c{self.runs:03d}")
             dirs.append(r.run_dir)
             if not r.checked:
                 inconclusive += 1
@@ -311,7 +332,8 @@ class Shrinker:
                 changed = changed or c
         except Budget:
             exhausted = True
-            self.log(f"shrink: budget of {self.budget_s:.0f} s used up; the best config so far is the result")
+            self.log(f"shrink: search budget used up ({self.reserve():.0f} s of {self.budget_s:.0f} s kept to "
+                     "confirm); the best config so far is the result")
         return self._finish(cfg, exhausted)
 
     def _faults(self, cfg: dict, units: list) -> tuple[list, bool]:
@@ -381,18 +403,18 @@ class Shrinker:
 
     # ------------------------------------------------------------------ result
 
-    def _confirm(self, cfg: dict, exhausted: bool) -> tuple[int, int, str | None]:
+    def _confirm(self, cfg: dict) -> tuple[int, int, str | None]:
         """(failed, replays, a failing replay's dir) of ``cfg`` over ``confirm`` replays; stops once the
         stable threshold can no longer be reached."""
         confirmed = done = inconclusive = 0
         keep = None
         while done < self.confirm and inconclusive <= self.confirm:
-            if exhausted and done:   # out of budget: one confirmation replay at most
+            if done and self.elapsed() >= self.budget_s:   # out of budget: what was confirmed so far
                 break
             if done - confirmed > self.confirm - self.stable:
                 break
             self.runs += 1
-            r = self._replay(cfg, f"confirm{self.runs:03d}")
+            r = self._replay_timed(cfg, f"confirm{self.runs:03d}")
             if not r.checked:        # proves nothing either way: run it again (bounded)
                 inconclusive += 1
                 if r.run_dir and os.path.isdir(r.run_dir):
@@ -413,15 +435,15 @@ class Shrinker:
         be luck), fall back to the previous kept one, and so on, while the budget lasts."""
         os.makedirs(self.out_dir, exist_ok=True)
         candidates = [c for c in reversed(self.accepted) if c is not cfg] if self.accepted else []
-        confirmed, done, keep_confirm = self._confirm(cfg, exhausted)
+        confirmed, done, keep_confirm = self._confirm(cfg)
         self.log(f"shrink: the minimal config fails {self.invariant} in {confirmed} of {done} replays")
         for older in candidates:
-            if confirmed >= self.stable or exhausted or self.elapsed() >= self.budget_s:
+            if confirmed >= self.stable or self.elapsed() >= self.budget_s:
                 break
             if keep_confirm and os.path.isdir(keep_confirm):
                 shutil.rmtree(keep_confirm, ignore_errors=True)
             cfg = older
-            confirmed, done, keep_confirm = self._confirm(cfg, exhausted)
+            confirmed, done, keep_confirm = self._confirm(cfg)
             self.log(f"shrink: fell back to a larger config ({len(_units_of(cfg))} faults, {cfg['workers']} workers, "
                      f"{cfg['time_limit']:g} s): fails in {confirmed} of {done} replays")
         cfg_path = os.path.join(self.out_dir, "test.yaml")
@@ -433,6 +455,7 @@ class Shrinker:
             shutil.rmtree(minimal)
         if kept and os.path.isdir(kept):
             shutil.move(kept, minimal)
+            self._report(minimal)
         if self.best_dir and self.best_dir != kept and os.path.isdir(self.best_dir):
             shutil.rmtree(self.best_dir, ignore_errors=True)
         shutil.rmtree(self.scratch, ignore_errors=True)
@@ -449,6 +472,16 @@ class Shrinker:
                        "confirmed": confirmed, "confirm_runs": done, "reproduce": reproduce,
                        "steps": self.steps}, f, indent=2)
         return outcome
+
+
+    def _report(self, run_dir: str) -> None:
+        """report.html of the kept minimal run (its replays ran with ``--no-report``)."""
+        from chaos import reports
+
+        try:
+            reports.write_all(run_dir)
+        except Exception as e:  # a report failure never loses the shrink's result
+            self.log(f"shrink: report not written for {run_dir}: {type(e).__name__}: {e}")
 
 
 def _units_of(cfg: dict) -> list:
