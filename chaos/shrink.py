@@ -332,6 +332,8 @@ class Shrinker:
                 changed = changed or c
         except Budget:
             exhausted = True
+            # the budget can run out inside a step that already kept a smaller config (a halving)
+            cfg = self.accepted[-1] if self.accepted else cfg
             self.log(f"shrink: search budget used up ({self.reserve():.0f} s of {self.budget_s:.0f} s kept to "
                      "confirm); the best config so far is the result")
         return self._finish(cfg, exhausted)

@@ -139,6 +139,7 @@ def test_the_search_leaves_time_to_confirm_its_result_at_the_replays_measured_pa
     sh.elapsed = lambda: clock["now"]
     out = sh.shrink()
     assert out.budget_exhausted and out.confirm_runs == 5 and out.confirmed == 5
+    assert out.config == sh.accepted[-1]   # the smallest kept config, also when the budget hit inside a step
     assert max(st["elapsed_s"] for st in out.steps) <= 100 - 2 * 5 * 5 + 5   # the search kept 50 s back
     assert clock["now"] <= 100
 
