@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+from dataclasses import replace
 
 import pytest
 
@@ -55,6 +56,37 @@ def test_contention_expiry_and_takeover_really_happen(tmp_path):
     assert seen[("publish", "ok", None)] > 0
     assert seen[("acquire", "fail", "claim-held")] > 0
     assert seen[("renew", "fail", "claim-expired")] + seen[("renew", "fail", "claim-conflict")] > 0
+
+
+def _held_reads(h):
+    """(read completion, the same agent's next invoke) for each ok read that showed a live claim."""
+    from workloads.claims import _live_claim
+
+    done = [o for o in h if o["type"] != "invoke" and o["f"] == "read" and o["type"] == "ok"
+            and _live_claim(o["value"]["envelope"]["result"]["read_back"])]
+    out = []
+    for d in done:
+        nxt = next((o for o in h if o["index"] > d["index"] and o["type"] == "invoke" and o["process"] == d["process"]),
+                   None)
+        out.append((d, nxt))
+    return out
+
+
+def test_a_slow_runs_agent_skips_the_acquire_its_read_shows_held(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    cfg = ClaimsConfig(namespaces=1, items=2, race_pairs=0)
+    h, _, _ = run_claims(tmp_path / "a", workers=3, seconds=10, cfg=cfg)
+    h = [dict(o, index=i) for i, o in enumerate(h)]
+    assert any(n is not None and n["f"] == "acquire" for _, n in _held_reads(h))   # the default: acquire anyway
+    h, _, _ = run_claims(tmp_path / "b", workers=3, seconds=10, cfg=replace(cfg, skip_held=True))
+    h = [dict(o, index=i) for i, o in enumerate(h)]
+    held = _held_reads(h)
+    assert len(held) > 3 and all(n is None or n["f"] == "read" for _, n in held)
+    codes = collections.Counter(((o.get("value") or {}).get("envelope") or {}).get("error", {}).get("code")
+                                for o in h if o["type"] == "fail" and o["f"] == "acquire")
+    assert sum(1 for o in h if o["f"] == "publish" and o["type"] == "ok") > 0
+    assert codes["claim-held"] <= 1, codes   # only a claim taken between the read and the acquire
 
 
 def test_lost_publish_is_read_then_retried_with_the_same_request(tmp_path):

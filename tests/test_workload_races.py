@@ -228,3 +228,17 @@ def test_a_publish_after_release_waits_for_a_release_that_succeeded(tmp_path):
     sent = collections.Counter(inv.get("intent") for inv, _ in pairs(h))
     assert sent["publish-after-release:release"] > 2
     assert sent["publish-after-release:publish-released"] == 0
+
+
+def test_a_stale_revision_is_refused_for_its_revision_also_when_calls_outlast_the_race_lease(tmp_path):
+    """A process-per-call program answers in about a second: slower than the
+    1-s race lease, and the prologue's takeover is pinned at the previous
+    expires_at, already past in real time. The stale publish must still be
+    decided inside a's lease, or the program answers claim-expired (§6 step 7
+    comes first) and the run never takes the revision-conflict path (seed 11
+    against Wowbagger)."""
+    cfg = ClaimsConfig(race_pairs=1, episodes=("stale-revision", "stale-witness"), namespaces=1, items=1)
+    spec = {"backend": "python", "factory": "commit_time_revision_backend:open_backend"}
+    h, _, _, _ = simulate_claims(tmp_path, cfg, spec, 5, 4, 40, latency_ns=1_500_000_000)
+    got = [(done["type"], code(done)) for inv, done in pairs(h) if inv.get("intent") == "stale-revision:stale-revision"]
+    assert len(got) >= 3 and set(got) == {("fail", "ledger-revision-conflict")}, got

@@ -37,7 +37,8 @@ reuse-bytes / -revision /  a's ok publish, then its operation_id with other
 -item                      bytes, another expected revision, another item
 stale-witness              b acquires with the witness a's acquire used
 stale-expiry               a renews, then renews again with the old expiry
-stale-revision             a publishes with an older (or never-seen) revision
+stale-revision             a publishes with an older (or never-seen) revision,
+                           decided 1 ms into a's lease
 unbound-namespace          read, acquire and publish on a never-provisioned
                            namespace; the capabilities again
 frozen-publish             a's publish is SIGSTOPped inside the call (the
@@ -450,13 +451,17 @@ def _probe(op: str, d: int):
             return None
         at = x.expires(a, d)
         label = "probe"
+        # then, unpinned, the same role reads the item at once: real time is still before the
+        # pinned instant, so the time the namespace reports must not go back below it (§4: every
+        # decision, a rejection too, persists the floor): a one-call forward pin is a backward
+        # clock step for the call after it, with no clock fault needed
         if op == "renew":
-            return [("a", x.renew(a, label, clock_ms=at))]
+            return [("a", x.renew(a, label, clock_ms=at)), ("a", x.read(label="after-probe"))]
         if op == "release":
-            return [("a", x.release(a, label, clock_ms=at))]
+            return [("a", x.release(a, label, clock_ms=at)), ("a", x.read(label="after-probe"))]
         if op == "publish":
-            return [("a", x.publish("a", label, clock_ms=at))]
-        return [("b", x.takeover("b", a, label, d))]
+            return [("a", x.publish("a", label, clock_ms=at)), ("a", x.read(label="after-probe"))]
+        return [("b", x.takeover("b", a, label, d)), ("b", x.read(label="after-probe"))]
     return (probe,)
 
 
@@ -564,10 +569,15 @@ def _stale_expiry():
 
 def _stale_revision():
     def stale(x):
-        if _own(x) is None:
+        a = _own(x)
+        if a is None:
             return None
         old = x.f.old_rev or revision_of(b"a revision this item never had")
-        return [("a", x.publish("a", "stale-revision", rev=old))]
+        # decided 1 ms into a's lease, like stale-expiry's renew: the revision is checked only after an
+        # unexpired claim (§6 step 7 before 8), and a's lease may start at a pinned instant already past
+        # in real time (the hold takes over at the previous expires_at) or run out within one slow call
+        at = parse_instant(a["issued_at"]) + 1
+        return [("a", x.publish("a", "stale-revision", rev=old, clock_ms=at))]
     return (stale,)
 
 
