@@ -62,31 +62,14 @@ def test_sync_off_variant_is_caught_in_more_seeds(tmp_path, seed):
 @pytest.fixture
 def power_env(tmp_path):
     """Two real worker slots on one sqlite store, started under the power-loss shim."""
-    import queue
-    import time
-
-    from backends.registry import open_backend
-    from chaos.driver import FaultEnv
     from chaos.faults.powerloss import PowerLoss
-    from chaos.history_store import HistoryWriter
-    from chaos.nemesis import Coverage
-    from chaos.worker import Slot
-    from workloads.claims import ClaimsConfig, claims_workload
+    from slot_env import slot_env
 
-    _, world = claims_workload(1, ClaimsConfig(namespaces=1, items=1))
-    spec = {"backend": "sqlite", "path": str(tmp_path / "c.db"), "namespaces": list(world.namespaces)}
-    b = open_backend(spec)
-    b.store.seed(world.durable())
-    b.close()
-    (tmp_path / "logs").mkdir()
-    power = PowerLoss(str(tmp_path), prefix=spec["path"])
-    slots = [Slot(t, spec, lambda _t: power.env(), str(tmp_path / "logs"), queue.Queue(), 10.0, lambda pid: None)
-             for t in range(2)]
-    history = HistoryWriter(str(tmp_path / "history.jsonl"))
-    env = FaultEnv(slots, {}, None, Coverage(["power-loss"]), history, time.monotonic_ns())
+    power = PowerLoss(str(tmp_path), prefix=str(tmp_path / "c.db"))
+    env, history = slot_env(tmp_path, ["power-loss"], env_for=lambda _t: power.env())
     env.power = power
     yield env
-    for s in slots:
+    for s in env.slots:
         s.kill()
     history.close()
     power.cleanup()
