@@ -47,7 +47,7 @@ class RunRequest:
     nemesis: list = field(default_factory=list)
     seed: int = 1
     time_limit: float = 5.0
-    workers: int = 3
+    workers: int | None = 3           # None: the run's own default (10, fewer for a process-per-call program)
     store: str = "store"
     name: str | None = None
     factory: str | None = None        # for backend "python": "module:function"
@@ -56,8 +56,9 @@ class RunRequest:
     def argv(self) -> list[str]:
         args = ["run", "--backend", self.backend, "--workload", self.workload,
                 "--nemesis", ",".join(self.nemesis) if self.nemesis else "none",
-                "--seed", str(self.seed), "--time-limit", f"{self.time_limit:g}", "--workers", str(self.workers),
-                "--store", self.store]
+                "--seed", str(self.seed), "--time-limit", f"{self.time_limit:g}", "--store", self.store]
+        if self.workers is not None:
+            args += ["--workers", str(self.workers)]
         if self.name:
             args += ["--name", self.name]
         if self.factory:
