@@ -451,13 +451,17 @@ def _probe(op: str, d: int):
             return None
         at = x.expires(a, d)
         label = "probe"
+        # then, unpinned, the same role reads the item at once: real time is still before the
+        # pinned instant, so the time the namespace reports must not go back below it (§4: every
+        # decision, a rejection too, persists the floor): a one-call forward pin is a backward
+        # clock step for the call after it, with no clock fault needed
         if op == "renew":
-            return [("a", x.renew(a, label, clock_ms=at))]
+            return [("a", x.renew(a, label, clock_ms=at)), ("a", x.read(label="after-probe"))]
         if op == "release":
-            return [("a", x.release(a, label, clock_ms=at))]
+            return [("a", x.release(a, label, clock_ms=at)), ("a", x.read(label="after-probe"))]
         if op == "publish":
-            return [("a", x.publish("a", label, clock_ms=at))]
-        return [("b", x.takeover("b", a, label, d))]
+            return [("a", x.publish("a", label, clock_ms=at)), ("a", x.read(label="after-probe"))]
+        return [("b", x.takeover("b", a, label, d)), ("b", x.read(label="after-probe"))]
     return (probe,)
 
 
