@@ -242,3 +242,14 @@ def test_a_stale_revision_is_refused_for_its_revision_also_when_calls_outlast_th
     h, _, _, _ = simulate_claims(tmp_path, cfg, spec, 5, 4, 40, latency_ns=1_500_000_000)
     got = [(done["type"], code(done)) for inv, done in pairs(h) if inv.get("intent") == "stale-revision:stale-revision"]
     assert len(got) >= 3 and set(got) == {("fail", "ledger-revision-conflict")}, got
+
+
+def test_legacy_writes_are_refused_over_the_held_claim_also_when_calls_outlast_the_race_lease(tmp_path):
+    """The same for legacy-writes: a transition decided after a's lease ran out
+    is allowed (§7 refuses only over an active claim), and the run never took
+    the refused path (epoch-wraps behind the CLI, seed 1: unknown)."""
+    cfg = ClaimsConfig(race_pairs=1, episodes=("legacy-writes", "stale-witness"), namespaces=1, items=1)
+    h, _, _, _ = simulate_claims(tmp_path, cfg, {"backend": "reference"}, 5, 4, 40, latency_ns=1_500_000_000)
+    got = [(done["type"], code(done)) for inv, done in pairs(h)
+           if inv.get("intent") == "legacy-writes:legacy-transition"]
+    assert len(got) >= 3 and set(got) == {("fail", "active-claim-write-refused")}, got
