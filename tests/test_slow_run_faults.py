@@ -123,6 +123,7 @@ def test_a_slow_run_has_its_agents_plus_one_racer_pair():
 
     claims = timing.scaled_claims({}, slow["scale"], ClaimsConfig())
     assert claims["race_pairs"] == 1 and plan_for(claims, slow["workers"], None)["race_pairs"] == 1
+    assert claims["skip_held"] is True and "skip_held" not in timing.scaled_claims({}, 1.0, ClaimsConfig())
     assert timing.scaled_claims({"race_pairs": 2}, 2.0, ClaimsConfig())["race_pairs"] == 2   # the user's value stays
 
 

@@ -127,3 +127,32 @@ def test_builtin_scenarios_load_and_bad_files_are_one_line_errors(tmp_path):
         with pytest.raises(ValueError) as e:
             scenario.load(str(bad))
         assert "\n" not in str(e.value)
+
+
+def test_after_its_commit_an_agent_goes_on_with_its_hold(tmp_path):
+    """Git-backed ledgers (``commit``): the commit of an acknowledged publish
+    is followed by what the publish's reply led to (the next revision of the
+    same hold, or the release), not by a new cycle that leaves the claim to
+    expire (every default Wowbagger run did that: one publish per hold, no
+    release)."""
+    gen, world = claims_workload(5, ClaimsConfig(namespaces=1, items=2, race_pairs=0, commit=True,
+                                                 publishes=(2, 2), blind_retry_rate=0, stale_fence_rate=0))
+    clock = FixedClock(BASE_MS)
+    backend = open_backend({"backend": "sqlite", "path": str(tmp_path / "c.db"),
+                            "namespaces": list(world.namespaces)}, clock)
+    backend.store.seed(world.durable())
+
+    def complete(op):
+        if op["f"] == "commit":   # the cooperating agent's git commit (no Git here: the workload's step is tested)
+            return {"type": "ok", "value": {"exit": 0, "envelope": {"ok": True, "result": {"committed": True}}},
+                    "latency": 1_000_000}
+        clock.set(BASE_MS + op["time"] // 1_000_000)
+        reply = backend.call(op["f"], op["value"])
+        return {"type": classify(reply.exit, reply.envelope), "value": reply.to_json(), "latency": 1_000_000}
+
+    try:
+        h = simulate(clients(gen), seed=5, workers=1, complete=complete, time_limit=secs(6))
+    finally:
+        backend.close()
+    fs = [o["f"] for o in h if o["type"] == "invoke"]
+    assert fs[:8] == ["read", "acquire", "renew", "publish", "commit", "publish", "commit", "release"], fs[:8]

@@ -417,8 +417,8 @@ class ClaimsWorkload(Gen):
         agent commits the item (its program's documented finalization), then
         goes on as it would have. The commit is the ``commit`` op (history);
         after it, any later decision's reconciliation finalizes the publication."""
-        if a.step == "commit":
-            return nxt if ev["type"] == "ok" else self._end_cycle(ctx, t, a, False)
+        if a.step == "commit":  # where the publish's reply led (``nxt`` is not: it is the commit's own step)
+            return replace(a.after, at=ctx.time) if ev["type"] == "ok" and a.after else self._end_cycle(ctx, t, a, False)
         if not self.cfg.commit or ev["type"] != "ok" or a.step not in ("publish", "pub-retry", "blind-retry",
                                                                          "pub-read", "replay-info"):
             return nxt
