@@ -202,3 +202,22 @@ def mutated_items(draw):
 @given(st.one_of(atom_texts, mutated_items()))
 def test_random_texts_read_the_same(text):
     assert_same(text)
+
+
+core_plains = st.lists(st.sampled_from(list("0123456789abcdefxoXOeE.+-_~:") + ["inf", "Inf", "nan", "NaN", "null",
+                                                                              "true", "False", "NULL", "INF"]),
+                       max_size=8).map("".join)
+
+
+@settings(max_examples=800, deadline=None)
+@given(core_plains)
+def test_one_pattern_resolves_plain_scalars_like_the_table(text):
+    """The single ``_CORE_PLAIN`` match gives the type the §1.5 table gives
+    when its kinds are tried one by one (null, bool, int, float)."""
+    expected = text
+    for kind in ("null", "bool", "int", "float"):
+        fits, value = ledger_yaml._typed(text, kind)
+        if fits:
+            expected = value
+            break
+    assert repr(ledger_yaml._resolve_scalar(text, None, None)) == repr(expected)

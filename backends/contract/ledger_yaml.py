@@ -92,6 +92,12 @@ _TIMESTAMP = re.compile(
     r"(?:(?:t|T|[ \t]+)([0-9]{1,2}):([0-9]{1,2}):([0-9]{1,2}(\.[0-9]+)?)"
     r"(?:[ \t]*(Z|[-+][012]?[0-9](?::[0-9]{2})?))?)?")
 _REFUSED_TAGS = {_YAML_TAG + name for name in ("binary", "omap", "pairs", "merge")}
+#: The four core types in resolution order, one fullmatch for an untagged
+#: plain scalar (the first alternative that matches names its type).
+_CORE_TYPES = {"null": (_NULL,), "bool": (_TRUE, _FALSE), "int": (_INT_OCT, _INT_DEC, _INT_HEX),
+               "float": (_FLOAT_SPECIAL, _FLOAT_EXP, _FLOAT)}
+_CORE_PLAIN = re.compile("|".join(f"(?P<{kind}>{'|'.join(p.pattern for p in patterns)})"
+                                  for kind, patterns in _CORE_TYPES.items()))
 
 #: The reference event source: PyYAML's pure-Python scanner and parser.
 PURE_EVENTS = yaml.SafeLoader
@@ -215,11 +221,8 @@ def _resolve_scalar(value: str, tag: str | None, style: str | None) -> Any:
     if tag is None:
         if style is not None:  # quoted or block: always a string
             return text
-        for kind in ("null", "bool", "int", "float"):
-            fits, value = _typed(text, kind)
-            if fits:
-                return value
-        return text
+        core = _CORE_PLAIN.fullmatch(text)
+        return text if core is None else _typed(text, core.lastgroup)[1]
     if tag in _REFUSED_TAGS:
         raise _Refused(INVALID_YAML)  # deviation: see module docstring
     if tag == _YAML_TAG + "timestamp":
