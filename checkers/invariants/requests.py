@@ -75,7 +75,7 @@ def request_problems(exit_code, env, req) -> list[tuple[str, dict]]:
 #: the same bytes, and identical bytes get the same verdict. Bounded (cleared
 #: when full) so memory stays flat over a long history.
 _VERDICTS: dict[tuple[bytes, str], Any] = {}
-_VERDICTS_MAX = 65536
+_VERDICTS_MAX = 8192
 
 
 def _candidate_issues(data: bytes, item: str) -> Any:
