@@ -24,11 +24,13 @@ import os
 import stat
 from dataclasses import dataclass
 
-import yaml
-from yaml.events import (AliasEvent, CollectionEndEvent, CollectionStartEvent, DocumentStartEvent,
-                         MappingStartEvent, ScalarEvent)
 
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+def _yaml():
+    """PyYAML and its loader, imported on first use: a per-call contract CLI
+    (``chaos backend ...``) that never reads YAML does not pay for it."""
+    import yaml
+
+    return yaml, getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class LoadError(ValueError):
@@ -124,16 +126,18 @@ def yaml_text(text: str, limits: Limits = CONFIG, where: str = "YAML"):
     """``yaml.safe_load`` of ``text`` after the event walk has checked the limits."""
     if len(text.encode("utf-8", "surrogatepass")) > limits.max_bytes:
         raise LoadError(f"{where}: larger than the {limits.describe_bytes()} limit")
+    yaml, loader = _yaml()
     try:
         _check_events(text, limits, where)
-        return yaml.load(text, Loader=_Loader)
+        return yaml.load(text, Loader=loader)
     except yaml.YAMLError as e:
         raise LoadError(f"{where}: not valid YAML ({_yaml_problem(e)})") from None
     except RecursionError:
         raise LoadError(f"{where}: nested deeper than the {limits.max_depth}-level limit") from None
 
 
-def _yaml_problem(e: yaml.YAMLError) -> str:
+def _yaml_problem(e) -> str:
+    """A one-line description of a ``yaml.YAMLError``."""
     problem = getattr(e, "problem", None)
     mark = getattr(e, "problem_mark", None)
     if problem and mark is not None:
@@ -150,7 +154,10 @@ def _check_events(text: str, limits: Limits, where: str) -> None:
     that names the same plain key twice (``safe_load`` would keep the last
     silently, and a config that says ``seeds`` twice is a mistake).
     """
-    loader = _Loader(text)
+    from yaml.events import (AliasEvent, CollectionEndEvent, CollectionStartEvent, DocumentStartEvent,
+                             MappingStartEvent, ScalarEvent)
+
+    loader = _yaml()[1](text)
     try:
         nodes = aliases = documents = 0
         anchors: dict[str, int] = {}

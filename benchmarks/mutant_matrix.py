@@ -10,9 +10,20 @@ anomaly types that named the bug's rule, and the wall time.
         [--control]   # the correct SQLite backend on both paths too (must stay valid;
                       # --control --bugs none: only that)
 
-"Default" means no scenario and no flags but the backend and the seed:
-every nemesis the backend supports here, 10 workers, 30 s of workload, every
-client behaviour of the claims workload on. A cell passes when the run is
+The external path starts one CLI process per operation, so what a run
+exercises depends on what a call costs (``benchmarks/cli_call_cost.py``). The
+suite's sources are compiled to bytecode once before the first run
+(``compile_sources``): where ``PYTHONDONTWRITEBYTECODE`` is set, as on the
+shared machine, no process would ever write its bytecode, and every call
+would compile every module it imports afresh (about a third of its CPU).
+
+"Default" means no scenario and no flags but the backend, the seed and the
+time limit: every nemesis the backend supports here, the run's own worker
+count (10; for a process-per-call program ``chaos.timing`` chooses fewer
+agents plus one racer pair, since more CPU-bound processes than the cores
+can run only queue behind each other), 30 s of workload (a slow program's
+default run would grow it past the 90-s budget), every client behaviour of
+the claims workload on. A cell passes when the run is
 ``invalid``, one of the bug's ``names`` is among the anomalies, and the run
 took at most ``--budget`` seconds (default 90). Exit 1 when any cell fails.
 """
@@ -28,13 +39,15 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
 
 from chaos.commands.test_all import RunRequest, run_one, seeds_of  # noqa: E402
 from chaos.nemesis import sut_options, supported  # noqa: E402,F401
 from chaos.testing.mutants import RED_TEAM  # noqa: E402
 
 PY = sys.executable
+PACKAGES = ("backends", "chaos", "checkers", "workloads")
 CONTROL = {"python": "backends.sqlite:open_backend", "external": "chaos backend sqlite"}
 
 
@@ -52,8 +65,20 @@ def request(path: str, factory: str | None, seed: int, store: str, name: str) ->
         opts = {"command": command}
         extra = ["--command", command]
     nemesis = supported(backend, {**opts, "backend": backend})
-    return RunRequest(backend=backend, nemesis=list(nemesis), seed=seed, time_limit=30.0, workers=10,
+    return RunRequest(backend=backend, nemesis=list(nemesis), seed=seed, time_limit=30.0, workers=None,
                       store=store, name=name, extra_args=extra)
+
+
+def compile_sources() -> None:
+    """Write the bytecode of the suite's packages (``__pycache__``, as any
+    import would without ``PYTHONDONTWRITEBYTECODE``), so a per-call CLI
+    process loads it instead of compiling its sources; an error is raised,
+    never skipped (a tree that does not compile is a broken checkout)."""
+    import compileall
+
+    for pkg in PACKAGES:
+        if not compileall.compile_dir(os.path.join(ROOT, pkg), quiet=1):
+            raise SystemExit(f"mutant_matrix: {pkg} does not compile")
 
 
 def named_by(results: dict, names: tuple) -> tuple[list[str], list[str]]:
@@ -102,6 +127,7 @@ def main(argv=None) -> int:
     paths = [p for p in args.paths.split(",") if p]
     seeds = seeds_of(args.seeds)
     plan = [(b, p, s) for b in ([None] if args.control else []) + bugs for p in paths for s in seeds]
+    compile_sources()
     store = tempfile.mkdtemp(prefix="chaos-red-team-")
     started = time.monotonic()
     print(f"{'planted bug':<30} {'rule (section)':<44} {'path':<9} {'seed':>4} {'s':>5}  verdict  named by",

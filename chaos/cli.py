@@ -53,7 +53,11 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; with ``only``, the arguments of that one command
+    (the others are listed by name, their modules not imported): a per-call
+    contract CLI (``chaos backend ...``, one process per operation) then pays
+    only for the modules it runs."""
     parser = _Parser(prog="chaos", description="claim-chaos: fault injection and linearizability checks for the work-claim contract",
                      epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
@@ -61,6 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text, epilog=EXIT_CODES,
                            formatter_class=argparse.RawDescriptionHelpFormatter)  # a module's own EXIT_CODES wins
         p.set_defaults(_module=module)
+        if only is not None and name != only:
+            continue
         try:
             mod = importlib.import_module(module)
         except ModuleNotFoundError as e:
@@ -76,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
-        parser = build_parser()
+        parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
         args = parser.parse_args(argv)
         if not getattr(args, "command", None):
             parser.print_help()

@@ -61,6 +61,7 @@ def failure_message(outcome: RunOutcome) -> str:
         if isinstance(r, dict) and r.get("valid") == "unknown":
             reasons = ([r["error"]] if r.get("error") else []) + list(r.get("unknown_reasons") or [])
             lines.append(f"[{name}] unknown: {'; '.join(str(x) for x in reasons[:3]) or 'no reason given'}")
+    lines += [f"note: {n}" for n in (outcome.results.get("notes") or [])[:5]]  # why an unknown run proved nothing
     if not outcome.results and outcome.output.strip():
         lines.append(outcome.output.strip()[-1500:])
     lines.append(f"reproduce: {outcome.command}")

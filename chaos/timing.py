@@ -17,8 +17,11 @@ process per call (median read above ``PROCESS_MS``):
 
 * the lease grows by ``LEASE_MARGIN`` decisions (renew -> publish -> release
   must fit in it), ``scale = (lease + LEASE_MARGIN * decision) / lease``, and
-  the longest work grows by the same margin, so a lease still expires before
-  its renew about as often as the workload designs (``scaled_claims``);
+  the longest work by one decision less: the renew that follows the work is
+  itself decided about a decision after the work ends, so a lease still
+  expires before its renew about as often as the workload designs (fast: the
+  longest work 2 s against a 1.5-s lease, 26%; with the full margin, seed 12
+  against Wowbagger: 16 of 53 renews ``claim-expired``) (``scaled_claims``);
 * the gaps between faults grow with ``sqrt(scale)`` (``chaos.nemesis._scaled``);
 * the op deadline is at least ``DEADLINE_COVERS`` decisions;
 * when a read costs more than ``PROCESS_MS`` (the median: a process per call;
@@ -34,12 +37,27 @@ process per call (median read above ``PROCESS_MS``):
   process-per-call program, whose every fault strands a claim, ended with most
   items held by dead owners (seed 9: 101 of 166 acquires ``claim-held``). Its
   forward and strobe offsets (``clock_offsets``) are whole seconds between
-  ``FORWARD_LEASES`` leases (a skewed worker still sees every live lease
-  expired) and a ``FORWARD_SHARE`` of the time limit (real time catches up
-  within the run);
-* the default time limit grows (up to ``MAX_TIME_LIMIT_S``) so the run still
-  completes about as many agent cycles as the default run does (a cycle is the
-  mean work plus ``CALLS_PER_CYCLE`` calls, against 5 ms calls and 10 workers).
+  ``FORWARD_LEASES`` leases: more than one lease, so a skewed worker sees every
+  live lease expired and takes it over, and not much more, since every second
+  beyond only freezes the other workers' time. A clock fault comes every 9 s or
+  so and two in three skew forward: offsets of 4 leases to a quarter of the
+  run (15-35 s) kept the agents' namespaces frozen throughout (seed 11: the
+  floor ahead of real time in 70-87% of their replies, 103 of 194 agent
+  acquires ``claim-held`` by a dead or frozen holder); ``FORWARD_SHARE`` of the
+  time limit caps them (long leases). The shortest is at least twice the clock
+  nemesis's evidence tolerance (``chaos.nemesis.clock.TOLERANCE_MS``): a
+  shorter skew could not be told from an unshifted clock, and its
+  ``took_effect`` would be vacuous;
+* an agent whose read shows a live claim skips the acquire (``skip_held``,
+  ``workloads.claims``): every fault strands a claim until its lease runs out,
+  and each refused acquire cost a process (seed 11: 103 of 194 agent acquires
+  ``claim-held``, 110 s of the agents' 560);
+* the default time limit is ``MAX_TIME_LIMIT_S``: the gaps between faults
+  grow only with ``sqrt(scale)``, so a slow run loses a larger share of its
+  agent cycles to faults than a fast one does, and needs every second of the
+  budget (matching the default run's agent cycles instead gave an idle
+  machine's Wowbagger run 121 s, and 20-28 acknowledged publications at load
+  10-17 in 140 s).
 
 A value the user set explicitly (``--workers``, ``--time-limit``, a scenario's
 ``claims``) is kept. ``chaos run --scale K`` skips the measurement and uses
@@ -55,14 +73,12 @@ import statistics
 import time
 
 LEASE_MARGIN = 3      # decisions a lease must cover beyond the work: renew, publish, release
-CALLS_PER_CYCLE = 6
-MEAN_WORK_MS = 1050
 DEADLINE_COVERS = 12
 PROCESS_MS = 100
 RACER_THREADS = 2     # a slow run's one racer pair, on top of its agents
 MAX_TIME_LIMIT_S = 140.0   # with set-up and the final phase, a default run ends within 3 minutes
-FORWARD_LEASES = 4    # the shortest forward skew: this many leases (every live lease looks expired)
-FORWARD_SHARE = 0.25  # the longest: this share of the time limit (real time catches up within the run)
+FORWARD_LEASES = (1.25, 2.5)   # the shortest and longest forward skew, in leases (module docstring)
+FORWARD_SHARE = 0.25  # and at most this share of the time limit (real time catches up within the run)
 
 
 def measure(spec: dict, env: dict, namespace: str, item_id: str, log_path: str, timeout: float = 60.0) -> dict:
@@ -112,39 +128,38 @@ def choose(measured: dict | None, scale: float | None, *, lease_ms: int, workers
         scale = max(1.0, round((lease_ms + LEASE_MARGIN * decision) / lease_ms, 2)) if slow else 1.0
     agents = max(3, min(workers_default, 2 * (os.cpu_count() or 1)))
     workers = agents + RACER_THREADS if slow else workers_default
-    time_limit = time_limit_default
-    if slow and measured and decision:
-        # as many agent cycles as the default run's: a cycle is the work plus its calls
-        per_worker_fast = (MEAN_WORK_MS + CALLS_PER_CYCLE * 5) / workers_default
-        margin = lease_ms * (scale - 1)
-        per_worker_slow = (MEAN_WORK_MS + margin / 2 + CALLS_PER_CYCLE * decision) / workers
-        time_limit = min(MAX_TIME_LIMIT_S,
-                         max(time_limit_default, round(time_limit_default * per_worker_slow / per_worker_fast)))
+    time_limit = MAX_TIME_LIMIT_S if slow and measured and decision else time_limit_default
     return {"scale": scale, "workers": workers, "time_limit": float(time_limit), "slow": slow,
             "op_timeout_min": round(DEADLINE_COVERS * decision / 1000, 1)}
 
 
 def scaled_claims(claims: dict, scale: float, defaults) -> dict:
     """``claims`` overrides for ``scale`` (members the user set are kept): the
-    lease grows by ``margin = lease * (scale - 1)``, and so does the longest
-    work, so a lease still expires before its renew about as often as the
-    workload designs while a renewed lease covers the calls that follow it;
-    one racer pair (the module docstring)."""
+    lease grows by ``margin = lease * (scale - 1)`` and the longest work by
+    that margin less one decision (the renew's own), so a lease still expires
+    before its renew about as often as the workload designs while a renewed
+    lease covers the calls that follow it;
+    one racer pair; agents skip an acquire their read shows held (the module
+    docstring)."""
     out = dict(claims)
     if scale == 1.0:
         return out
     margin = int(round(defaults.lease_ms * (scale - 1)))
     out.setdefault("lease_ms", defaults.lease_ms + margin)
     out.setdefault("race_pairs", RACER_THREADS // 2)
+    out.setdefault("skip_held", True)
     if "work_ms" not in out:
-        out["work_ms"] = (defaults.work_ms[0], defaults.work_ms[1] + margin)
+        out["work_ms"] = (defaults.work_ms[0], defaults.work_ms[1] + margin - margin // LEASE_MARGIN)
     return out
 
 
 def clock_offsets(lease_ms: int, time_limit_s: float) -> list[int]:
-    """Forward / strobe clock offsets (s) a slow run outlives (module docstring):
-    three whole seconds from ``FORWARD_LEASES`` leases to ``FORWARD_SHARE`` of
-    the time limit (never below the shortest)."""
-    lo = max(1, -(-FORWARD_LEASES * lease_ms // 1000))
-    hi = max(lo, int(time_limit_s * FORWARD_SHARE))
+    """Forward / strobe clock offsets (s) of a slow run (module docstring):
+    up to three whole seconds from ``FORWARD_LEASES[0]`` to ``FORWARD_LEASES[1]``
+    leases, the shortest at least twice the evidence tolerance, the longest at
+    most ``FORWARD_SHARE`` of the time limit (never below the shortest)."""
+    from chaos.nemesis.clock import TOLERANCE_MS
+
+    lo = max(-(-2 * TOLERANCE_MS // 1000), -(-int(FORWARD_LEASES[0] * lease_ms) // 1000))
+    hi = max(lo, min(-(-int(FORWARD_LEASES[1] * lease_ms) // 1000), int(time_limit_s * FORWARD_SHARE)))
     return sorted({lo, (lo + hi) // 2, hi})

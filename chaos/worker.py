@@ -68,7 +68,7 @@ class Slot:
         self.parked = 0                          # evidence: publishes parked and SIGSTOPped
         self.on_renew = None                     # partition_after renew: called with (slot, op) before a renew
         self.latency_ms = 5.0                    # recent call latency (EWMA)
-        self.recent_ms: list[float] = []         # the last calls' latencies: the fastest scales an in-call fault
+        self.recent_ms: dict[str, list[float]] = {}  # per op kind, the last calls' latencies (in-call fault scale)
         self.barrier = True                      # the backend parks a publish at the host's barrier hook
         self.black_box = spec.get("backend") == "external"  # the call's work runs in a per-call CLI process
         self.current: str | None = None          # the ``f`` of the op in flight (what a kill lands inside)
@@ -181,7 +181,7 @@ class Slot:
                 spec, self.park_publish_ms = {"kind": "freeze", "at": 0.5, "hold_ms": self.park_publish_ms}, None
                 paused_writer = True
             if spec:  # freeze or kill the process serving this very call, inside it
-                fault = self._in_call_fault(spec)
+                fault = self._in_call_fault(spec, op["f"])
                 reply, wall = self._call_under_fault(client, op, fault, pin)
                 done["fault"] = dict(fault.settle(replied=True), **({"paused_writer": True} if paused_writer else {}),
                                      **({"by": spec["by"]} if spec.get("by") else {}))
@@ -224,18 +224,21 @@ class Slot:
             done["wall_ms"] = wall
         took = (time.monotonic() - started) * 1000
         self.latency_ms = 0.8 * self.latency_ms + 0.2 * took
-        self.recent_ms = (self.recent_ms + [took])[-8:]
+        self.recent_ms[op["f"]] = (self.recent_ms.get(op["f"], []) + [took])[-8:]
         if done["type"] == "info":
             self.kill()
         return done
 
-    def _in_call_fault(self, spec: dict):
+    def _in_call_fault(self, spec: dict, f: str):
         """``spec``: ``{"kind": "freeze" | "kill", "at": u in [0, 1), "hold_ms"}``
         (drawn by the generator); the point is ``u`` of this slot's fastest
-        recent call after the send, so it falls inside the work of a fast call too."""
+        recent call of the same kind after the send, so it falls inside the work
+        of a fast call too (a renew is a fraction of a publish: scaled by the
+        slot's publishes, most renew kills found the renew answered)."""
         from chaos.faults.incall import InCallFault
 
-        scale = min(self.recent_ms) if self.recent_ms else self.latency_ms
+        same = self.recent_ms.get(f) or [x for xs in self.recent_ms.values() for x in xs]
+        scale = min(same) if same else self.latency_ms
         return InCallFault(spec["kind"], float(spec.get("at", 0.5)) * scale, int(spec.get("hold_ms", 0)))
 
     def _call_under_fault(self, client, op: dict, fault, pin):

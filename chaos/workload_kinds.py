@@ -64,7 +64,10 @@ class ClaimsKind:
         op_ids = sorted({(o["value"]["operation_id"], o["value"]["ledger_namespace"], o["value"]["item_id"])
                          for o in history if o["type"] == "invoke" and o.get("f") == "publish"})
         reads = [{"f": "read", "value": {"ledger_namespace": ns, "item_id": item}} for ns, item in world.tuples]
-        return reads + [{"f": "publication-read", "value": {"operation_id": i, "ledger_namespace": ns, "item_id": item}}
+        # the capabilities once more: the envelope set-up saw must still be the one (contract §3: a caller
+        # gates publish-claimed on it), judged in every run, not only one the racers asked again in
+        again = [{"f": "capabilities", "value": {}}]
+        return reads + again + [{"f": "publication-read", "value": {"operation_id": i, "ledger_namespace": ns, "item_id": item}}
                         for i, ns, item in op_ids]
 
     def ctx(self, cfg, world, capabilities) -> dict:

@@ -559,12 +559,13 @@ class History:
                         rec = json.loads(raw)
                     except ValueError:
                         continue
-                    if isinstance(rec, dict) and rec.get("index") in want:
-                        out[rec["index"]] = rec
+                    idx = rec.get("index") if isinstance(rec, dict) else None
+                    if isinstance(idx, int) and idx in want:  # a malformed line's index may be any JSON
+                        out[idx] = rec
             return out
         for pos, rec in enumerate(self.source or ()):
             idx = rec.get("index", pos) if isinstance(rec, dict) else None
-            if idx in want:
+            if isinstance(idx, int) and idx in want:
                 out[idx] = rec
         return out
 

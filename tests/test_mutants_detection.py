@@ -125,10 +125,10 @@ CHAOS_DETECTIONS = {
     "expiry-by-worker-clock": ("clock-regression", {"floors": {"decision-time-regressed"}}),
     "epoch-reuse-after-restart": ("restart-1worker", {"epochs": {"epoch-reallocated"}}),
     "lying-unchanged": ("plain", {"durability": {"failed-acquire-took-effect"}}),
-    # a rejection's unpersisted time shows once the clock steps back; a run
-    # without faults catches it only when a namespace's last decision happens
-    # to be a rejection (timing-dependent), so the pinned recipe is the clock step
-    "floor-not-persisted-on-reject": ("clock-regression-long", {"floors": {"decision-time-regressed"}}),
+    # a rejection's unpersisted time shows once time steps back: every lease-boundary probe (a
+    # decision pinned at a future instant, the takeover at expires_at - 1 ms a rejection, first in
+    # every rotation) is followed by an unpinned read, so a run without faults steps back for it
+    "floor-not-persisted-on-reject": ("plain", {"floors": {"decision-time-regressed"}}),
     # the claims workload's careless-client knobs (ON by default at low rates) turned up to 1.0:
     # every publish is retried blindly (same operation_id, identical request) and every
     # re-acquire under the same owner first publishes with its stale epoch, so both situations
@@ -137,10 +137,9 @@ CHAOS_DETECTIONS = {
     "fence-owner-only": ("careless-client", {"stale_write": {"stale-fence-accepted"}}, 2),
 }
 
-#: bugs whose situation a run reaches only by timing (a rejection, then a backward clock step on the
-#: same item before its next decision): measured idle, a 20-s run misses it about 2 times in 5, so the test
-#: takes up to four seeds and stops at the first that catches it
-TIMING_DEPENDENT = frozenset(("floor-not-persisted-on-reject",))
+#: bugs whose situation a run reaches only by timing: the test takes up to four seeds and stops at
+#: the first that catches it (none now: the rejection-then-step-back pair is forced by the probes)
+TIMING_DEPENDENT: frozenset = frozenset()
 
 
 @pytest.mark.slow

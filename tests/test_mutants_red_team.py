@@ -73,3 +73,22 @@ def test_a_bug_that_counts_calls_shows_behind_the_cli_too(tmp_path):
     ask = cli + ["claim", "capabilities", "--ledger", str(tmp_path), "--json"]
     first, second = (json.loads(subprocess.run(ask, capture_output=True, check=True).stdout) for _ in range(2))
     assert first != second
+
+
+def test_the_final_phase_asks_the_capabilities_again(tmp_path):
+    # 2 workers: no racer pair fits, so no episode asks the capabilities; the run's final
+    # phase does, and the flip between set-up's envelope and that one is capabilities-changed
+    store = tmp_path / "store"
+    proc = subprocess.run(
+        [sys.executable, "-m", "chaos.cli", "run", "--backend", "python", "--factory",
+         RED_TEAM["capabilities-flip"].factory, "--nemesis", "none", "--time-limit", "2", "--workers", "2",
+         "--seed", "1", "--store", str(store), "--name", "flip"],
+        cwd=ROOT, capture_output=True, text=True, timeout=240)
+    results = json.loads((store / "latest" / "results.json").read_text())
+    assert proc.returncode == results["exit_code"], proc.stderr
+    asked = [json.loads(line) for line in (store / "latest" / "history.jsonl").read_text().splitlines()]
+    asked = [r for r in asked if r.get("type") == "invoke" and r.get("f") == "capabilities"]
+    assert len(asked) == 1 and "intent" not in asked[0]      # the final phase's, no racer's
+    honesty = results["checkers"]["capability_honesty"]
+    assert results["verdict"] == "invalid", results["notes"]
+    assert "capabilities-changed" in {a["type"] for a in honesty["anomalies"]}

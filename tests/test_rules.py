@@ -188,6 +188,29 @@ def test_wrong_rule_dual_ownership_names_the_cas_witness_when_the_holder_had_rel
     assert "step 1" in a["explanation"] and "claim-held" not in a["explanation"]
 
 
+@covers("acquire-witness")
+def test_stale_witness_of_an_expired_item_is_named_by_the_witness_rule():
+    """Issue 12 (witness-ignored on the CLI path): an acquire whose witness is a
+    generation older than the record (a takeover happened since) and whose
+    claim had expired anyway; a backend that ignores the witness grants it
+    epoch last_epoch + 1 of the record. ``epochs`` sees only an epoch that is
+    not the witness's + 1; the witness rule is what it broke (§5 step 1)."""
+    s = Scenario()
+    a, claim = acquired(s, lease=2_000)
+    b = s.call(2, "acquire", s.acquire("agent-b", {"last_epoch": "1", "active": claim}, 2_000), 4_000)
+    assert env(b)["ok"] is True
+    stale = s.call(3, "acquire", s.acquire("agent-c", {"last_epoch": "1", "active": claim}), 9_000)
+    assert env(stale)["error"]["code"] == "claim-conflict"
+    all_valid(s)
+    c3 = {"owner_id": "agent-c", "epoch": "3", "issued_at": at(9_000), "expires_at": at(69_000)}
+    stale["type"], stale["value"] = "ok", {"exit": 0, "envelope": {
+        "ok": True, "namespace": "work-claim", "command": "acquire", "contract_version": 1, "state": "committed",
+        "result": {"claim": c3, "read_back": {**s.key(), "observed_at": at(9_000), "last_epoch": "3",
+                                               "active": c3}}}}
+    a = named(s, "dual_ownership", "witness-mismatch-accepted", idx(stale, b))
+    assert a["data"]["shown_last_epoch"] == "2" and "step 1" in a["explanation"]
+
+
 @covers("epoch-exhausted")
 def test_false_epoch_exhausted():
     s = Scenario()

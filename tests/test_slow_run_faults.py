@@ -22,12 +22,17 @@ def _draws(gen, n=80):
     return out
 
 
-def test_clock_offsets_lie_between_four_leases_and_a_quarter_of_the_run():
-    assert timing.clock_offsets(2175, 140.0) == [9, 22, 35]
-    for lease_ms, limit in ((1500, 30.0), (5340, 140.0), (900, 10.0), (60_000, 30.0)):
+def test_clock_offsets_just_outlast_a_lease_and_can_be_told_from_an_unshifted_clock():
+    from chaos.nemesis.clock import TOLERANCE_MS
+
+    assert timing.clock_offsets(4020, 140.0) == [10, 11]      # seed 11's lease: not 17-35 s of frozen floors
+    assert timing.clock_offsets(9000, 140.0) == [12, 17, 23]
+    for lease_ms, limit in ((1500, 30.0), (5340, 140.0), (900, 10.0), (60_000, 30.0), (9000, 140.0)):
         got = timing.clock_offsets(lease_ms, limit)
-        assert got == sorted(got) and all(o * 1000 >= timing.FORWARD_LEASES * lease_ms for o in got)
-        assert got[-1] == max(got[0], int(limit * timing.FORWARD_SHARE))
+        assert got == sorted(got) and len(got) <= 3
+        assert got[0] * 1000 >= max(2 * TOLERANCE_MS, timing.FORWARD_LEASES[0] * lease_ms)   # > a lease, seen
+        assert got[-1] == max(got[0], min(-(-int(timing.FORWARD_LEASES[1] * lease_ms) // 1000),
+                                          int(limit * timing.FORWARD_SHARE)))
 
 
 def test_the_forward_and_strobe_offsets_of_a_slow_run_are_the_given_ones_only():
@@ -118,6 +123,7 @@ def test_a_slow_run_has_its_agents_plus_one_racer_pair():
 
     claims = timing.scaled_claims({}, slow["scale"], ClaimsConfig())
     assert claims["race_pairs"] == 1 and plan_for(claims, slow["workers"], None)["race_pairs"] == 1
+    assert claims["skip_held"] is True and "skip_held" not in timing.scaled_claims({}, 1.0, ClaimsConfig())
     assert timing.scaled_claims({"race_pairs": 2}, 2.0, ClaimsConfig())["race_pairs"] == 2   # the user's value stays
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+from dataclasses import replace
 
 import pytest
 
@@ -57,6 +58,37 @@ def test_contention_expiry_and_takeover_really_happen(tmp_path):
     assert seen[("renew", "fail", "claim-expired")] + seen[("renew", "fail", "claim-conflict")] > 0
 
 
+def _held_reads(h):
+    """(read completion, the same agent's next invoke) for each ok read that showed a live claim."""
+    from workloads.claims import _live_claim
+
+    done = [o for o in h if o["type"] != "invoke" and o["f"] == "read" and o["type"] == "ok"
+            and _live_claim(o["value"]["envelope"]["result"]["read_back"])]
+    out = []
+    for d in done:
+        nxt = next((o for o in h if o["index"] > d["index"] and o["type"] == "invoke" and o["process"] == d["process"]),
+                   None)
+        out.append((d, nxt))
+    return out
+
+
+def test_a_slow_runs_agent_skips_the_acquire_its_read_shows_held(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    cfg = ClaimsConfig(namespaces=1, items=2, race_pairs=0)
+    h, _, _ = run_claims(tmp_path / "a", workers=3, seconds=10, cfg=cfg)
+    h = [dict(o, index=i) for i, o in enumerate(h)]
+    assert any(n is not None and n["f"] == "acquire" for _, n in _held_reads(h))   # the default: acquire anyway
+    h, _, _ = run_claims(tmp_path / "b", workers=3, seconds=10, cfg=replace(cfg, skip_held=True))
+    h = [dict(o, index=i) for i, o in enumerate(h)]
+    held = _held_reads(h)
+    assert len(held) > 3 and all(n is None or n["f"] == "read" for _, n in held)
+    codes = collections.Counter(((o.get("value") or {}).get("envelope") or {}).get("error", {}).get("code")
+                                for o in h if o["type"] == "fail" and o["f"] == "acquire")
+    assert sum(1 for o in h if o["f"] == "publish" and o["type"] == "ok") > 0
+    assert codes["claim-held"] <= 1, codes   # only a claim taken between the read and the acquire
+
+
 def test_lost_publish_is_read_then_retried_with_the_same_request(tmp_path):
     lost = set()
 
@@ -95,3 +127,32 @@ def test_builtin_scenarios_load_and_bad_files_are_one_line_errors(tmp_path):
         with pytest.raises(ValueError) as e:
             scenario.load(str(bad))
         assert "\n" not in str(e.value)
+
+
+def test_after_its_commit_an_agent_goes_on_with_its_hold(tmp_path):
+    """Git-backed ledgers (``commit``): the commit of an acknowledged publish
+    is followed by what the publish's reply led to (the next revision of the
+    same hold, or the release), not by a new cycle that leaves the claim to
+    expire (every default Wowbagger run did that: one publish per hold, no
+    release)."""
+    gen, world = claims_workload(5, ClaimsConfig(namespaces=1, items=2, race_pairs=0, commit=True,
+                                                 publishes=(2, 2), blind_retry_rate=0, stale_fence_rate=0))
+    clock = FixedClock(BASE_MS)
+    backend = open_backend({"backend": "sqlite", "path": str(tmp_path / "c.db"),
+                            "namespaces": list(world.namespaces)}, clock)
+    backend.store.seed(world.durable())
+
+    def complete(op):
+        if op["f"] == "commit":   # the cooperating agent's git commit (no Git here: the workload's step is tested)
+            return {"type": "ok", "value": {"exit": 0, "envelope": {"ok": True, "result": {"committed": True}}},
+                    "latency": 1_000_000}
+        clock.set(BASE_MS + op["time"] // 1_000_000)
+        reply = backend.call(op["f"], op["value"])
+        return {"type": classify(reply.exit, reply.envelope), "value": reply.to_json(), "latency": 1_000_000}
+
+    try:
+        h = simulate(clients(gen), seed=5, workers=1, complete=complete, time_limit=secs(6))
+    finally:
+        backend.close()
+    fs = [o["f"] for o in h if o["type"] == "invoke"]
+    assert fs[:8] == ["read", "acquire", "renew", "publish", "commit", "publish", "commit", "release"], fs[:8]

@@ -18,6 +18,9 @@ Each client thread runs one agent (contract §4-§6):
   ``operation-not-found``, a retry of the SAME complete request (§6).
 * ``lease_ms`` against ``work_ms`` decides how often leases expire before the
   renew, so expiry, ``claim-expired`` and takeover really happen.
+* ``skip_held`` (a slow run's, ``chaos.timing``): a read that shows a claim
+  live at its own ``observed_at`` ends the cycle there, without the acquire
+  it would refuse as ``claim-held``.
 * ``owner_id`` is ``<owner_prefix>-p<process>``: it stays the same across a
   worker's cycles while its process lives, so a worker often re-acquires an
   item it held before under the same owner (a new owner only after ``info``,
@@ -76,6 +79,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from backends.contract.values import parse_instant
 from workloads.generator import MS, NEMESIS, PENDING, Context, Gen, soonest
 
 EPOCH_MAX = 2**64 - 1
@@ -108,6 +112,7 @@ class ClaimsConfig:
     race_lease_ms: int = 1000
     episodes: tuple = EPISODES       # the racers' rotation
     commit: bool = False      # Git-backed ledger: commit each acknowledged publication (see _commit_step)
+    skip_held: bool = False   # a read showing a live claim ends the cycle without the acquire (slow runs, chaos.timing)
 
 
 @dataclass(frozen=True)
@@ -209,6 +214,15 @@ class Agent:
     next_stale_rev: str | None = None  # ... and ``stale_rev``
     stick_until: int = 0          # an unused ``stale_rev`` is kept until then (the lost owner's lease expires first)
     replayed: bool = False        # this cycle's lost publish was replayed
+
+
+def _live_claim(read_back: dict | None) -> bool:
+    """The read shows an active claim not expired at its own ``observed_at``."""
+    active = (read_back or {}).get("active")
+    try:
+        return bool(active) and parse_instant(active["expires_at"]) > parse_instant(read_back["observed_at"])
+    except (KeyError, TypeError, ValueError):
+        return False
 
 
 def plan_cycle(seed: int, thread, cycle: int, n_tuples: int, cfg: ClaimsConfig) -> dict:
@@ -403,8 +417,8 @@ class ClaimsWorkload(Gen):
         agent commits the item (its program's documented finalization), then
         goes on as it would have. The commit is the ``commit`` op (history);
         after it, any later decision's reconciliation finalizes the publication."""
-        if a.step == "commit":
-            return nxt if ev["type"] == "ok" else self._end_cycle(ctx, t, a, False)
+        if a.step == "commit":  # where the publish's reply led (``nxt`` is not: it is the commit's own step)
+            return replace(a.after, at=ctx.time) if ev["type"] == "ok" and a.after else self._end_cycle(ctx, t, a, False)
         if not self.cfg.commit or ev["type"] != "ok" or a.step not in ("publish", "pub-retry", "blind-retry",
                                                                          "pub-read", "replay-info"):
             return nxt
@@ -442,6 +456,9 @@ class ClaimsWorkload(Gen):
                 return self._lost_publish(ctx, t, a), revs
             return self._end_cycle(ctx, t, a, backoff=False), revs
         if step == "read":
+            if typ == "ok" and self.cfg.skip_held and _live_claim(result.get("read_back")):
+                # the acquire would be claim-held: a process-per-call program spends a second on it
+                return self._end_cycle(ctx, t, a, backoff=True), revs
             if typ == "ok":
                 return replace(a, step="acquire", read_back=result.get("read_back"), at=ctx.time), revs
             return self._end_cycle(ctx, t, a, backoff=True), revs

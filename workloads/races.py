@@ -37,7 +37,8 @@ reuse-bytes / -revision /  a's ok publish, then its operation_id with other
 -item                      bytes, another expected revision, another item
 stale-witness              b acquires with the witness a's acquire used
 stale-expiry               a renews, then renews again with the old expiry
-stale-revision             a publishes with an older (or never-seen) revision
+stale-revision             a publishes with an older (or never-seen) revision,
+                           decided 1 ms into a's lease
 unbound-namespace          read, acquire and publish on a never-provisioned
                            namespace; the capabilities again
 frozen-publish             a's publish is SIGSTOPped inside the call (the
@@ -119,16 +120,26 @@ EPISODE_NEEDS = {
 }
 
 
+#: the episodes of the lease's core promise (one owner at a time, §4-§5; a stale owner is fenced
+#: out, §6): the first block of every rotation starts with them, so a short run (a 4-s CI gate)
+#: tests them whatever its seed (seeded, a two-owner bug slipped through 3 of 10 such runs)
+CORE_EPISODES = (probe_name("takeover", -1), probe_name("publish", 0), "race:two-owners")
+
+
 def episode_of(seed: int, pair: int, n: int, kinds: tuple, pairs: int = 1) -> str:
     """The ``n``-th episode of ``pair`` (of ``pairs``): the pairs take turns
     through one sequence whose blocks are seeded permutations of ``kinds``, so
-    together they run every kind once per block."""
+    together they run every kind once per block; block 0 puts the
+    ``CORE_EPISODES`` first."""
     block, i = divmod(n * pairs + pair, len(kinds))
-    order, s = list(kinds), Stream(seed, ("race", block))
-    for j in range(len(order) - 1, 0, -1):  # Fisher-Yates
-        k, s = s.randint(0, j)
-        order[j], order[k] = order[k], order[j]
-    return order[i]
+    s = Stream(seed, ("race", block))
+    core = [k for k in kinds if k in CORE_EPISODES] if block == 0 else []
+    rest = [k for k in kinds if k not in core]
+    for order in (core, rest):
+        for j in range(len(order) - 1, 0, -1):  # Fisher-Yates
+            k, s = s.randint(0, j)
+            order[j], order[k] = order[k], order[j]
+    return (core + rest)[i]
 
 
 @dataclass(frozen=True)
@@ -141,6 +152,7 @@ class Facts:
     claims: tuple = ()             # ((role, claim), ...): claims the pair holds, as the backend returned them
     rev: str | None = None         # the race item's revision, as last learned
     old_rev: str | None = None     # a revision it had before
+    lost: dict | None = None       # a publish on the race item that ended info: did it commit? (rev unsure)
     first: dict | None = None      # the episode's first publish request and its completion type
     first_type: str | None = None
     other: dict | None = None      # the last read_back of another tuple (the exhausted item) in this episode
@@ -161,7 +173,7 @@ class Facts:
 
     def next_episode(self) -> "Facts":
         """What carries over: the item's record and revisions."""
-        return Facts(record=self.record, rev=self.rev, old_rev=self.old_rev)
+        return Facts(record=self.record, rev=self.rev, old_rev=self.old_rev, lost=self.lost)
 
 
 @dataclass(frozen=True)
@@ -238,6 +250,8 @@ class RacePair:
             x = Ctx(ctx, w, pair)
             if pair.step == 0:
                 ops = [] if pair.facts.record is not None else [("a", x.read())]
+                if pair.facts.lost:  # the revision is unsure until the lost publish's outcome is read
+                    ops.append(("a", x.publication_read(pair.facts.lost)))
             elif pair.step == 1:
                 ops = x.hold()
             else:
@@ -264,8 +278,18 @@ def _learn(pair: RacePair, w, role: str, sent: dict, ev: dict) -> Facts:
     on_item = (req.get("ledger_namespace"), req.get("item_id")) == home
     if typ == "info":
         # the role's process is retired and the item's state is unknown: the next
-        # episode reads it first and takes any leftover claim over
-        return replace(f.holding(role, None), record=None, aborted=True)
+        # episode reads it first and takes any leftover claim over (and reads a lost
+        # publish's outcome: had it committed, the pair's revision is stale, and an episode's
+        # aimed publish would meet a revision conflict instead of its path)
+        lost = req if name == "publish" and on_item else f.lost
+        return replace(f.holding(role, None), record=None, aborted=True, lost=lost)
+    if name == "publication-read" and f.lost and req.get("operation_id") == f.lost.get("operation_id"):
+        if typ == "ok":
+            stdout = ((result.get("outcome") or {}).get("stdout") or {})
+            rev = (stdout.get("result") or {}).get("committed_revision")
+            if rev and rev != f.rev:
+                f = replace(f, old_rev=f.rev, rev=rev)
+        return replace(f, lost=None)  # operation-not-found: it never committed
     if name == "publish" and f.first is None:
         f = replace(f, first=req, first_type=typ)
     if not on_item and typ == "ok" and name == "read":
@@ -330,6 +354,10 @@ class Ctx:
 
     def read(self, tup: dict | None = None, label: str = "read") -> dict:
         return {"f": "read", "value": dict(tup or self.tup), "label": label}
+
+    def publication_read(self, sent: dict, label: str = "read") -> dict:
+        return {"f": "publication-read", "label": label,
+                "value": {k: sent[k] for k in ("operation_id", "ledger_namespace", "item_id")}}
 
     def hold(self):
         """a acquires with the item's known record as witness; a leftover claim
@@ -440,13 +468,17 @@ def _probe(op: str, d: int):
             return None
         at = x.expires(a, d)
         label = "probe"
+        # then, unpinned, the same role reads the item at once: real time is still before the
+        # pinned instant, so the time the namespace reports must not go back below it (§4: every
+        # decision, a rejection too, persists the floor): a one-call forward pin is a backward
+        # clock step for the call after it, with no clock fault needed
         if op == "renew":
-            return [("a", x.renew(a, label, clock_ms=at))]
+            return [("a", x.renew(a, label, clock_ms=at)), ("a", x.read(label="after-probe"))]
         if op == "release":
-            return [("a", x.release(a, label, clock_ms=at))]
+            return [("a", x.release(a, label, clock_ms=at)), ("a", x.read(label="after-probe"))]
         if op == "publish":
-            return [("a", x.publish("a", label, clock_ms=at))]
-        return [("b", x.takeover("b", a, label, d))]
+            return [("a", x.publish("a", label, clock_ms=at)), ("a", x.read(label="after-probe"))]
+        return [("b", x.takeover("b", a, label, d)), ("b", x.read(label="after-probe"))]
     return (probe,)
 
 
@@ -554,10 +586,15 @@ def _stale_expiry():
 
 def _stale_revision():
     def stale(x):
-        if _own(x) is None:
+        a = _own(x)
+        if a is None:
             return None
         old = x.f.old_rev or revision_of(b"a revision this item never had")
-        return [("a", x.publish("a", "stale-revision", rev=old))]
+        # decided 1 ms into a's lease, like stale-expiry's renew: the revision is checked only after an
+        # unexpired claim (§6 step 7 before 8), and a's lease may start at a pinned instant already past
+        # in real time (the hold takes over at the previous expires_at) or run out within one slow call
+        at = parse_instant(a["issued_at"]) + 1
+        return [("a", x.publish("a", "stale-revision", rev=old, clock_ms=at))]
     return (stale,)
 
 

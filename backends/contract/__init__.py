@@ -21,7 +21,6 @@ from backends.contract.envelopes import (
     publication_error, publication_read_error, publication_read_success, publication_success, read_back,
     success, surface_error,
 )
-from backends.contract.ledger_item import LedgerParseError, parse_item, render_item, validate_candidate
 from backends.contract.jsonstrict import StrictJSONError, canonical_json, compact_json, loads_reply_line, loads_strict
 from backends.contract.schemas import (
     AcquireRequest, CapabilitiesRequest, PublicationReadRequest, PublishRequest, RenewRequest,
@@ -33,4 +32,17 @@ from backends.contract.values import (
     is_namespace, is_operation_id, is_owner_id, is_sha256_ref, parse_epoch, parse_instant,
 )
 
-__all__ = [name for name in dir() if not name.startswith("_")]
+#: the ledger item (YAML front matter): imported on first use, so a claim call, which parses no item,
+#: does not load PyYAML (a per-call contract CLI pays every import on every call)
+_LEDGER_ITEM = ("LedgerParseError", "parse_item", "render_item", "validate_candidate")
+
+
+def __getattr__(name: str):
+    if name in _LEDGER_ITEM:
+        from backends.contract import ledger_item
+
+        return getattr(ledger_item, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = [name for name in dir() if not name.startswith("_")] + list(_LEDGER_ITEM)

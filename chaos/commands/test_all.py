@@ -47,7 +47,7 @@ class RunRequest:
     nemesis: list = field(default_factory=list)
     seed: int = 1
     time_limit: float = 5.0
-    workers: int = 3
+    workers: int | None = 3           # None: the run's own default (10, fewer for a process-per-call program)
     store: str = "store"
     name: str | None = None
     factory: str | None = None        # for backend "python": "module:function"
@@ -56,8 +56,9 @@ class RunRequest:
     def argv(self) -> list[str]:
         args = ["run", "--backend", self.backend, "--workload", self.workload,
                 "--nemesis", ",".join(self.nemesis) if self.nemesis else "none",
-                "--seed", str(self.seed), "--time-limit", f"{self.time_limit:g}", "--workers", str(self.workers),
-                "--store", self.store]
+                "--seed", str(self.seed), "--time-limit", f"{self.time_limit:g}", "--store", self.store]
+        if self.workers is not None:
+            args += ["--workers", str(self.workers)]
         if self.name:
             args += ["--name", self.name]
         if self.factory:
@@ -290,6 +291,9 @@ def run(args: argparse.Namespace) -> int:
                          o.run_dir or f"(no run dir: exit {o.exit_code})"), flush=True)
         if not o.run_dir and o.output.strip():
             print("    " + o.output.strip().splitlines()[-1], flush=True)
+        if o.verdict == "unknown":  # the row alone does not say why the run proved nothing
+            for note in (o.results.get("notes") or [])[:3]:
+                print(f"    {note}", flush=True)
     code = worst(o.exit_code for o in outcomes)
     path = _write_matrix_junit(args, matrix, requests, outcomes)
     counts = {v: sum(o.verdict == v for o in outcomes) for v in sorted({o.verdict for o in outcomes})}

@@ -17,10 +17,19 @@ names one owner generation. Checks:
    changed before (released, renewed to another expiry, superseded by a newer
    epoch), the witness was unequal and the answer had to be ``claim-conflict``
    (``witness-mismatch-accepted``, §5 step 1); otherwise the claim was live
-   and the answer had to be ``claim-held`` (``early-takeover``, §5 step 2).
+   and the answer had to be ``claim-held`` (``early-takeover``, §5 step 2);
+4. a successful acquire whose witness ``last_epoch`` is below a
+   ``last_epoch`` a reply had already shown for the tuple (a definite reply
+   that completed before the acquire was invoked; ``last_epoch`` never goes
+   back) was answered over an unequal witness: ``witness-mismatch-accepted``
+   too (the stale witness of a free or expired item, which check 3 does not
+   see; its epoch is then not the witness's ``last_epoch + 1`` either, which
+   ``epochs`` reports as ``epoch-not-next``).
 """
 
 from __future__ import annotations
+
+import bisect
 
 from . import leases as _leases
 from ._common import BAD, Findings, Op, active_text, at, fmt_tuple, once, prepare
@@ -73,6 +82,7 @@ def _check(history, ctx: dict) -> dict:
             if best is None or span[1] > best[1]:
                 best = span
 
+    flagged = set()
     for op in h.ops:
         if op.f != "acquire" or op.type != "ok" or op.le is None:
             continue
@@ -83,6 +93,7 @@ def _check(history, ctx: dict) -> dict:
         common = dict(tuple=list(op.key or ()), decided_at=at(t), witness=active_text(w))
         if proof is not None:
             why, proof_op = proof
+            flagged.add(op.i)
             out.add(
                 "witness-mismatch-accepted",
                 f"Tuple {fmt_tuple(op.key)}: acquire by {op.owner!r} succeeded at {at(t)} with a CAS witness "
@@ -98,7 +109,45 @@ def _check(history, ctx: dict) -> dict:
                 "(contract §4, §5 Acquire, step 2).",
                 op.indices, **common)
 
+    _stale_last_epoch(h, out, flagged)
     return out.result({"tuples": len(lease_map), "lease_intervals": intervals})
+
+
+def _stale_last_epoch(h, out: Findings, flagged: set) -> None:
+    """Check 4: per tuple, the greatest ``last_epoch`` shown by a definite reply
+    completed before each ok acquire was invoked, against its witness."""
+    shown: dict = {}   # key -> [(completion position, last_epoch, op)] in completion order
+    for op in h.ops:
+        if op.definite and op.key is not None and op.le is not None and op.le >= 0 and op.cp is not None:
+            shown.setdefault(op.key, []).append((op.cp, op.le, op))
+    for rows in shown.values():
+        rows.sort(key=lambda r: r[0])
+    best: dict = {}    # key -> (positions, running max last_epoch, the op that showed it)
+    for key, rows in shown.items():
+        top, pos, maxes, ops = -1, [], [], []
+        for cp, le, op in rows:
+            if le > top:
+                top, who = le, op
+            pos.append(cp)
+            maxes.append(top)
+            ops.append(who)
+        best[key] = (pos, maxes, ops)
+    for op in h.ops:
+        if op.f != "acquire" or op.type != "ok" or op.w_le is None or op.i in flagged or op.key not in best:
+            continue
+        pos, maxes, ops = best[op.key]
+        n = bisect.bisect_left(pos, op.ip)   # replies completed before op was invoked
+        if n == 0 or maxes[n - 1] <= op.w_le:
+            continue
+        proof_op = ops[n - 1]
+        out.add(
+            "witness-mismatch-accepted",
+            f"Tuple {fmt_tuple(op.key)}: acquire by {op.owner!r} succeeded with a CAS witness of last_epoch "
+            f"{op.w_le}, but op {proof_op.i} had already shown last_epoch {maxes[n - 1]} (last_epoch never goes "
+            "back), so the durable record no longer equalled the witness. An unequal witness must return "
+            "claim-conflict (contract §5 Acquire, step 1).",
+            [*op.indices, *proof_op.indices], tuple=list(op.key), witness_last_epoch=str(op.w_le),
+            shown_last_epoch=str(maxes[n - 1]))
 
 
 def _witness_superseded(op: Op, w: tuple, gens: dict) -> tuple[str, Op] | None:
