@@ -244,6 +244,17 @@ def test_a_stale_revision_is_refused_for_its_revision_also_when_calls_outlast_th
     assert len(got) >= 3 and set(got) == {("fail", "ledger-revision-conflict")}, got
 
 
+def test_legacy_writes_are_refused_over_the_held_claim_also_when_calls_outlast_the_race_lease(tmp_path):
+    """The same for legacy-writes: a transition decided after a's lease ran out
+    is allowed (§7 refuses only over an active claim), and the run never took
+    the refused path (epoch-wraps behind the CLI, seed 1: unknown)."""
+    cfg = ClaimsConfig(race_pairs=1, episodes=("legacy-writes", "stale-witness"), namespaces=1, items=1)
+    h, _, _, _ = simulate_claims(tmp_path, cfg, {"backend": "reference"}, 5, 4, 40, latency_ns=1_500_000_000)
+    got = [(done["type"], code(done)) for inv, done in pairs(h)
+           if inv.get("intent") == "legacy-writes:legacy-transition"]
+    assert len(got) >= 3 and set(got) == {("fail", "active-claim-write-refused")}, got
+
+
 def test_after_a_lost_racer_publish_the_next_episode_reads_its_outcome_and_aims_true(tmp_path):
     # found by the default soak (sqlite seed 12): a racer publish that committed with its reply lost
     # left the pair's revision stale, so the next publish-after-release met a revision conflict

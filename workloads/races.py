@@ -649,10 +649,15 @@ def _killed(op: str):
 
 def _legacy_writes():
     def refused(x):
-        if _own(x) is None:
+        a = _own(x)
+        if a is None:
             return None
-        return [("b", {"f": "legacy-transition", "value": dict(x.tup), "label": "legacy-transition"}),
-                ("b", {"f": "legacy-create", "value": dict(x.tup), "label": "legacy-create"})]
+        # decided 1 ms into a's lease, like stale-revision's publish: a's lease may start at a pinned
+        # instant already past in real time, and an expired claim lets a legacy transition through
+        # (correctly, §7), so a process-per-call program never took the refused path (epoch-wraps, seed 1)
+        at = parse_instant(a["issued_at"]) + 1
+        return [("b", {"f": "legacy-transition", "value": dict(x.tup), "label": "legacy-transition", "clock_ms": at}),
+                ("b", {"f": "legacy-create", "value": dict(x.tup), "label": "legacy-create", "clock_ms": at})]
     return (refused,)
 
 

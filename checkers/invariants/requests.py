@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+import copy
 import hashlib
+from typing import Any
 
 from ._common import Findings, prepare
 
@@ -63,12 +65,29 @@ def request_problems(exit_code, env, req) -> list[tuple[str, dict]]:
         return [("candidate-digest-accepted", {"digest": digest, "candidate_sha256": req.get("candidate_sha256")})]
     item = req.get("item_id")
     if isinstance(item, str):
-        from backends.contract import ledger_invalid_details
-
-        issues = ledger_invalid_details(data, item, b"")
+        issues = _candidate_issues(data, item)
         if issues is not None:
             return [("invalid-candidate-accepted", {"item_id": item, "issues": issues})]
     return []
+
+
+#: ``ledger_invalid_details`` of candidates already validated: a retry carries
+#: the same bytes, and identical bytes get the same verdict. Bounded (cleared
+#: when full) so memory stays flat over a long history.
+_VERDICTS: dict[tuple[bytes, str], Any] = {}
+_VERDICTS_MAX = 8192
+
+
+def _candidate_issues(data: bytes, item: str) -> Any:
+    key = (data, item)
+    if key not in _VERDICTS:
+        from backends.contract import ledger_invalid_details
+
+        if len(_VERDICTS) >= _VERDICTS_MAX:
+            _VERDICTS.clear()
+        _VERDICTS[key] = ledger_invalid_details(data, item, b"")
+    issues = _VERDICTS[key]
+    return None if issues is None else copy.deepcopy(issues)  # each finding owns its details
 
 
 def check(history, ctx: dict | None = None) -> dict:
