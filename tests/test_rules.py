@@ -705,6 +705,31 @@ def test_a_candidate_whose_bytes_miss_its_digest_is_refused():
     named(s, "requests", "candidate-digest-accepted", idx(p))
 
 
+@covers("candidate-digest")
+def test_a_bad_digest_answered_by_a_later_step_was_let_through():
+    """Issue 12 (candidate-digest-unchecked behind the CLI, seed 2): the bad
+    publish reached the fence after the lease ran out; claim-fence-rejected is
+    step 7, and the first failure wins, so the digest (step 2) went unchecked.
+    Same for an invalid candidate (step 5) answered by the fence."""
+    def fenced_out():  # a publish under epoch 2 while epoch 1 is active: claim-fence-rejected
+        s = Scenario()
+        acquired(s)
+        p = s.call(1, "publish", s.publish("pub_a_1", "agent-a", "2", s.seed_rev(), "a one"), 2_000)
+        assert env(p)["error"]["code"] == "claim-fence-rejected"
+        all_valid(s)
+        return s, p
+
+    s, p = fenced_out()
+    invoke_of(s, p)["value"]["candidate_sha256"] = "sha256:" + "e" * 64
+    a = named(s, "requests", "candidate-digest-accepted", idx(p))
+    assert "claim-fence-rejected" in a["explanation"]
+    s, p = fenced_out()
+    other = ledger_bytes("other-item", "a one")
+    invoke_of(s, p)["value"].update(candidate_source_base64=base64.b64encode(other).decode(),
+                                    candidate_sha256="sha256:" + hashlib.sha256(other).hexdigest())
+    named(s, "requests", "invalid-candidate-accepted", idx(p))
+
+
 @covers("candidate-valid")
 def test_a_candidate_that_is_not_the_requests_item_is_refused():
     s = Scenario()
