@@ -182,8 +182,9 @@ def plan_schedule(cfg: RunConfig, cycles_per_worker: int = 40) -> list[dict]:
 
 
 class Run:
-    def __init__(self, cfg: RunConfig):
+    def __init__(self, cfg: RunConfig, report: bool = True):
         self.cfg = cfg
+        self.report = report            # False: no report.html (``chaos run --no-report``)
         self.stop = threading.Event()
         self.interrupted = False
         self.slots: list[Slot] = []
@@ -394,7 +395,10 @@ class Run:
         try:
             from chaos import reports
 
-            reports.write_all(run.path)
+            if self.report:
+                reports.write_all(run.path)
+            else:
+                reports.write_junit(reports.load_run(run.path))
         except Exception as e:  # a report failure never loses the verdict
             print(f"chaos: report not written: {type(e).__name__}: {e}", file=sys.stderr)
         run.link_latest()
@@ -663,5 +667,5 @@ def _with_flags(command: str, flags: dict[str, str]) -> str:
     return shlex.join(words)
 
 
-def run(cfg: RunConfig) -> int:
-    return Run(cfg).execute()
+def run(cfg: RunConfig, report: bool = True) -> int:
+    return Run(cfg, report=report).execute()

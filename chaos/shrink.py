@@ -4,7 +4,10 @@ A failing run is plain data (``test.yaml``: a ``RunConfig``; ``schedule.jsonl``:
 its planned faults), so a smaller run is a smaller config. ``Shrinker``
 re-runs reduced configs and keeps one only when **the same checker** fails
 again in a majority of replays (``--replays``, 3 by default: it stops early
-once the majority is decided), in rounds until a whole round removes nothing:
+once the majority is decided; a replay that proves nothing either way, one
+that crashed, timed out or whose checker could not decide, as a loaded machine
+makes some, is run again, a bounded number of times), in rounds until a whole
+round removes nothing:
 
 1. faults: delta debugging (Zeller's ddmin) over the schedule's fault units
    (a fault and its heal are one unit), after trying no faults at all;
@@ -23,8 +26,11 @@ when it fails in fewer than 4 of 5 (a majority of 3 during the search can be
 luck), the previous kept config is confirmed instead, and so on.
 Everything goes beside the original: ``RUN_DIR/shrunk/`` holds ``test.yaml``
 (the minimal config), ``shrink.json`` (every candidate, its replays, verdicts
-and timing) and ``run/`` (a failing replay of the minimal config). It stops
-within ``--budget`` seconds (the best config found so far is the result).
+and timing) and ``run/`` (a failing replay of the minimal config, with its
+report.html; replays run with ``--no-report``). It stops within ``--budget``
+seconds: the search ends early enough to leave, at the replays' measured pace
+(a loaded machine replays slowly), time to confirm its result and one fallback
+(the best config found so far is the result).
 
 ``replay`` is injectable (``Shrinker(..., replay=fn)``): tests drive the
 search with a simulated failure predicate.
@@ -56,6 +62,8 @@ class Replay:
     failed: bool            # the invariant under shrink said invalid
     run_dir: str | None
     wall_s: float
+    checked: bool = True    # the invariant's checker said valid or invalid (not: the run crashed, timed
+    #                         out, or the checker could not decide): only a checked replay is evidence
 
 
 @dataclass
@@ -206,6 +214,7 @@ class Shrinker:
         self._replay = replay or self._run_replay
         self.log = log or (lambda line: print(line, file=sys.stderr, flush=True))
         self.runs = 0
+        self.walls: list[float] = []       # every real replay's wall time (the confirmation reserve)
         self.steps: list[dict] = []
         self.best_dir: str | None = None
         self.accepted: list[dict] = []     # every config kept, in order (the last is the smallest)
@@ -214,6 +223,20 @@ class Shrinker:
 
     def elapsed(self) -> float:
         return time.monotonic() - self.t0
+
+    def reserve(self) -> float:
+        """Seconds of the budget kept for the end: confirming the minimal config and, when it
+        fails by luck, one fallback, at the replays' measured pace (a loaded machine replays
+        slowly), at most half the budget. A result that was never confirmed is worth nothing."""
+        if not self.walls:
+            return 0.0
+        return min(self.budget_s / 2, 2 * self.confirm * sum(self.walls) / len(self.walls))
+
+    def _replay_timed(self, cfg: dict, name: str) -> Replay:
+        r = self._replay(cfg, name)
+        if r.wall_s > 0:
+            self.walls.append(r.wall_s)
+        return r
 
     def _run_replay(self, cfg: dict, name: str) -> Replay:
         """One real ``chaos run --config`` of ``cfg`` in a subprocess."""
@@ -224,30 +247,38 @@ class Shrinker:
         t = time.monotonic()
         left = self.budget_s - self.elapsed()
         try:
+            # --no-report: the plots of report.html cost more than a short run itself (matplotlib's import
+            # and six PNGs: 27 s of a 54-s replay at load 14); only the kept minimal run gets one (_finish)
             res = subprocess.run([sys.executable, "-m", "chaos.cli", "run", "--config", path, "--store", self.scratch,
-                                  "--name", name], capture_output=True, text=True, timeout=max(30.0, left + 60))
+                                  "--name", name, "--no-report"], capture_output=True, text=True,
+                                 timeout=max(30.0, left + 60))
         except subprocess.TimeoutExpired:
-            return Replay("unknown", False, None, time.monotonic() - t)
+            return Replay("unknown", False, None, time.monotonic() - t, checked=False)
         run = _run_dir_of(self.scratch, name, res.stderr)
         try:
             with open(os.path.join(run, "results.json")) as f:
                 results = json.load(f)
         except (OSError, TypeError, ValueError):
-            return Replay("error", False, run, time.monotonic() - t)
-        check = (results.get("checkers") or {}).get(self.invariant) or {}
-        return Replay(results.get("verdict", "unknown"), check.get("valid") is False, run, time.monotonic() - t)
+            return Replay("error", False, run, time.monotonic() - t, checked=False)
+        valid = ((results.get("checkers") or {}).get(self.invariant) or {}).get("valid")
+        return Replay(results.get("verdict", "unknown"), valid is False, run, time.monotonic() - t,
+                      checked=valid in (True, False))
 
     def fails(self, cfg: dict, what: str) -> bool:
-        """Does ``cfg`` break the invariant in a majority of replays? (stops once decided)"""
-        yes = no = 0
+        """Does ``cfg`` break the invariant in a majority of replays? (stops once decided). A replay
+        that proves nothing either way (it crashed, timed out, the checker could not decide: a loaded
+        machine) is run again, up to ``replays`` more times; still undecided, the candidate is not kept."""
+        yes = no = inconclusive = 0
         dirs, kept = [], None
-        for _ in range(self.replays):
-            if self.elapsed() >= self.budget_s:
+        while yes + no < self.replays and inconclusive <= self.replays:
+            if self.elapsed() + self.reserve() >= self.budget_s:
                 raise Budget()
             self.runs += 1
-            r = self._replay(cfg, f"c{self.runs:03d}")
+            r = self._replay_timed(cfg, f"c{self.runs:03d}")
             dirs.append(r.run_dir)
-            if r.failed:
+            if not r.checked:
+                inconclusive += 1
+            elif r.failed:
                 yes += 1
                 kept = r.run_dir
             else:
@@ -256,11 +287,12 @@ class Shrinker:
                 break
         ok = yes >= self.majority
         self.steps.append({"candidate": what, "faults": len(_units_of(cfg)), "workers": cfg["workers"],
-                           "time_limit": cfg["time_limit"], "failed": yes, "replays": yes + no, "kept": ok,
-                           "elapsed_s": round(self.elapsed(), 1)})
+                           "time_limit": cfg["time_limit"], "failed": yes, "replays": yes + no,
+                           "inconclusive": inconclusive, "kept": ok, "elapsed_s": round(self.elapsed(), 1)})
         self.log(f"shrink: [{self.elapsed():6.1f}s/{self.budget_s:.0f}s] run {self.runs:3d}  {what:<34} "
                  f"faults {len(_units_of(cfg)):2d} workers {cfg['workers']:2d} time {cfg['time_limit']:g}s: "
-                 f"{self.invariant} failed {yes}/{yes + no}{'  kept' if ok else ''}")
+                 f"{self.invariant} failed {yes}/{yes + no}"
+                 f"{f' (+{inconclusive} inconclusive)' if inconclusive else ''}{'  kept' if ok else ''}")
         for d in dirs:   # keep only a failing replay of the best config so far
             if d and d != kept and os.path.isdir(d):
                 shutil.rmtree(d, ignore_errors=True)
@@ -300,7 +332,10 @@ class Shrinker:
                 changed = changed or c
         except Budget:
             exhausted = True
-            self.log(f"shrink: budget of {self.budget_s:.0f} s used up; the best config so far is the result")
+            # the budget can run out inside a step that already kept a smaller config (a halving)
+            cfg = self.accepted[-1] if self.accepted else cfg
+            self.log(f"shrink: search budget used up ({self.reserve():.0f} s of {self.budget_s:.0f} s kept to "
+                     "confirm); the best config so far is the result")
         return self._finish(cfg, exhausted)
 
     def _faults(self, cfg: dict, units: list) -> tuple[list, bool]:
@@ -370,18 +405,23 @@ class Shrinker:
 
     # ------------------------------------------------------------------ result
 
-    def _confirm(self, cfg: dict, exhausted: bool) -> tuple[int, int, str | None]:
+    def _confirm(self, cfg: dict) -> tuple[int, int, str | None]:
         """(failed, replays, a failing replay's dir) of ``cfg`` over ``confirm`` replays; stops once the
         stable threshold can no longer be reached."""
-        confirmed = done = 0
+        confirmed = done = inconclusive = 0
         keep = None
-        for _ in range(self.confirm):
-            if exhausted and done:   # out of budget: one confirmation replay at most
+        while done < self.confirm and inconclusive <= self.confirm:
+            if done and self.elapsed() >= self.budget_s:   # out of budget: what was confirmed so far
                 break
             if done - confirmed > self.confirm - self.stable:
                 break
             self.runs += 1
-            r = self._replay(cfg, f"confirm{self.runs:03d}")
+            r = self._replay_timed(cfg, f"confirm{self.runs:03d}")
+            if not r.checked:        # proves nothing either way: run it again (bounded)
+                inconclusive += 1
+                if r.run_dir and os.path.isdir(r.run_dir):
+                    shutil.rmtree(r.run_dir, ignore_errors=True)
+                continue
             done += 1
             if r.failed:
                 confirmed += 1
@@ -397,15 +437,15 @@ class Shrinker:
         be luck), fall back to the previous kept one, and so on, while the budget lasts."""
         os.makedirs(self.out_dir, exist_ok=True)
         candidates = [c for c in reversed(self.accepted) if c is not cfg] if self.accepted else []
-        confirmed, done, keep_confirm = self._confirm(cfg, exhausted)
+        confirmed, done, keep_confirm = self._confirm(cfg)
         self.log(f"shrink: the minimal config fails {self.invariant} in {confirmed} of {done} replays")
         for older in candidates:
-            if confirmed >= self.stable or exhausted or self.elapsed() >= self.budget_s:
+            if confirmed >= self.stable or self.elapsed() >= self.budget_s:
                 break
             if keep_confirm and os.path.isdir(keep_confirm):
                 shutil.rmtree(keep_confirm, ignore_errors=True)
             cfg = older
-            confirmed, done, keep_confirm = self._confirm(cfg, exhausted)
+            confirmed, done, keep_confirm = self._confirm(cfg)
             self.log(f"shrink: fell back to a larger config ({len(_units_of(cfg))} faults, {cfg['workers']} workers, "
                      f"{cfg['time_limit']:g} s): fails in {confirmed} of {done} replays")
         cfg_path = os.path.join(self.out_dir, "test.yaml")
@@ -417,6 +457,7 @@ class Shrinker:
             shutil.rmtree(minimal)
         if kept and os.path.isdir(kept):
             shutil.move(kept, minimal)
+            self._report(minimal)
         if self.best_dir and self.best_dir != kept and os.path.isdir(self.best_dir):
             shutil.rmtree(self.best_dir, ignore_errors=True)
         shutil.rmtree(self.scratch, ignore_errors=True)
@@ -433,6 +474,16 @@ class Shrinker:
                        "confirmed": confirmed, "confirm_runs": done, "reproduce": reproduce,
                        "steps": self.steps}, f, indent=2)
         return outcome
+
+
+    def _report(self, run_dir: str) -> None:
+        """report.html of the kept minimal run (its replays ran with ``--no-report``)."""
+        from chaos import reports
+
+        try:
+            reports.write_all(run_dir)
+        except Exception as e:  # a report failure never loses the shrink's result
+            self.log(f"shrink: report not written for {run_dir}: {type(e).__name__}: {e}")
 
 
 def _units_of(cfg: dict) -> list:

@@ -132,7 +132,7 @@ def sandbox(tmp_path, monkeypatch):
         shutil.rmtree(d, ignore_errors=True)
 
 
-def _runner_stub(cfg) -> int:
+def _runner_stub(cfg, report: bool = True) -> int:
     """Where ``chaos run`` would start working: make the run dir and ``latest`` only."""
     from chaos.store import RunDir
 

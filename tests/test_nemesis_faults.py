@@ -10,24 +10,18 @@ import psutil
 import pytest
 
 from backends.contract import parse_instant
-from backends.registry import open_backend
 from chaos.driver import FaultEnv
 from chaos.faults.failsync import FsyncFault
 from chaos.faults.faketime import ClockFault
 from chaos.history_store import HistoryWriter
 from chaos.nemesis import NEMESES, Coverage
 from chaos.worker import Slot
-from workloads.claims import ClaimsConfig, claims_workload
+from slot_env import seeded_sqlite
 
 
 @pytest.fixture
 def world(tmp_path):
-    _, world = claims_workload(1, ClaimsConfig(namespaces=1, items=1))
-    spec = {"backend": "sqlite", "path": str(tmp_path / "c.db"), "namespaces": list(world.namespaces)}
-    b = open_backend(spec)
-    b.store.seed(world.durable())
-    b.close()
-    return spec, world
+    return seeded_sqlite(tmp_path)
 
 
 def make_env(tmp_path, spec, clock=False, fsync=False):

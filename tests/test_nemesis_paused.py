@@ -15,29 +15,16 @@ import time
 import psutil
 import pytest
 
-from backends.registry import open_backend
-from chaos.driver import FaultEnv, NemesisExecutor
-from chaos.history_store import HistoryWriter
-from chaos.nemesis import NEMESES, Coverage, Package, compose_packages
-from chaos.worker import Slot
-from workloads.claims import ClaimsConfig, claims_workload
+from chaos.driver import NemesisExecutor
+from chaos.nemesis import NEMESES, Package, compose_packages
+from slot_env import slot_env
 
 
 @pytest.fixture
 def env(tmp_path):
-    _, world = claims_workload(1, ClaimsConfig(namespaces=1, items=1))
-    spec = {"backend": "sqlite", "path": str(tmp_path / "c.db"), "namespaces": list(world.namespaces)}
-    b = open_backend(spec)
-    b.store.seed(world.durable())
-    b.close()
-    (tmp_path / "logs").mkdir()
-    slots = [Slot(t, spec, lambda _t: {}, str(tmp_path / "logs"), queue.Queue(), 10.0, lambda pid: None)
-             for t in range(2)]
-    history = HistoryWriter(str(tmp_path / "history.jsonl"))
-    env = FaultEnv(slots, {}, None, Coverage(["pause", "restart", "kill", "lost-reply"]), history,
-                   time.monotonic_ns())
+    env, history = slot_env(tmp_path, ["pause", "restart", "kill", "lost-reply"])
     yield env
-    for s in slots:
+    for s in env.slots:
         s.kill()
     history.close()
 

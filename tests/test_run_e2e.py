@@ -45,7 +45,8 @@ def test_short_run_gives_verdict_run_dir_latest_and_same_seed_same_schedule(tmp_
     schedules = []
     for k in range(2):
         store = tmp_path / f"s{k}"
-        p = chaos_run(store, "--time-limit", "4", "--seed", "7")
+        # the second without report.html (chaos shrink's replays): everything else is written as always
+        p = chaos_run(store, "--time-limit", "4", "--seed", "7", *(["--no-report"] if k else []))
         out, err = p.communicate(timeout=120)
         assert p.returncode in (0, 1, 2), err
         latest = store / "latest"
@@ -60,19 +61,23 @@ def test_short_run_gives_verdict_run_dir_latest_and_same_seed_same_schedule(tmp_
         assert [o["index"] for o in history] == list(range(len(history)))
         assert history[-1]["f"] == "final-state"
         assert not (latest / "tmp").exists()
-        _assert_console_summary(err, results, latest)
+        assert (latest / "report.html").exists() != bool(k) and (latest / "junit.xml").exists()
+        _assert_console_summary(err, results, latest, report=not k)
         schedules.append((latest / "schedule.jsonl").read_text())
     assert schedules[0] == schedules[1] and schedules[0].count('"kind":"nemesis"') > 0
 
 
-def _assert_console_summary(err: str, results: dict, latest) -> None:
+def _assert_console_summary(err: str, results: dict, latest, report: bool = True) -> None:
     """The run ends with the summary a person reads (chaos.reports.console), in order."""
     tail = err[err.index(f"chaos: {results['verdict'].upper()} -- "):].splitlines()
     sections = {ln.split()[0]: ln.split(None, 1)[1] for ln in tail[1:] if ln[:3].strip() and ln.startswith("  ")}
     assert list(sections)[:2] == ["checkers", "faults"] and list(sections)[-2:] == ["report", "reproduce"], tail
     assert sum(1 for ln in tail if ln.strip().split()[0] in results["checkers"] or
                ln.split()[:2][-1] in results["checkers"]) == len(results["checkers"]), tail
-    assert os.path.realpath(sections["report"]) == os.path.realpath(latest / "report.html")
+    if report:
+        assert os.path.realpath(sections["report"]) == os.path.realpath(latest / "report.html")
+    else:
+        assert sections["report"].startswith("(not written) ")
     assert sections["reproduce"] == results["test"]["command"]
 
 

@@ -98,6 +98,52 @@ def test_majority_of_replays_decides_and_a_flaky_replay_does_not_mislead(tmp_pat
     assert [(o["f"], o["time"]) for o in out.config["faults"] if o["f"] == a["f"]][:1] == [(a["f"], a["time"])]
 
 
+def test_a_replay_that_proves_nothing_is_run_again_and_never_counts_as_a_pass(tmp_path):
+    """A loaded machine makes some replays crash, time out or leave the checker
+    undecided: such a replay is not evidence that a candidate stopped failing."""
+    run = _stored_run(tmp_path)
+    sh0 = Shrinker(run, replay=Oracle(set()), log=lambda _: None)
+    a = sh0.units[0][0]
+
+    class Inconclusive(Oracle):
+        def __call__(self, cfg, name):
+            r = super().__call__(cfg, name)
+            if self.calls % 2:   # every other replay crashed
+                return Replay("error", False, None, 0.0, checked=False)
+            return r
+
+    oracle = Inconclusive({(a["f"], a["time"])}, min_workers=1, min_time=2.0)
+    out = Shrinker(run, replay=oracle, log=lambda _: None).shrink()
+    assert [(o["f"], o["time"]) for o in out.config["faults"] if o["f"] == a["f"]][:1] == [(a["f"], a["time"])]
+    assert out.config["workers"] == 1 and out.confirmed == 5 and out.confirm_runs == 5
+    steps = json.loads(open(os.path.join(run, "shrunk", "shrink.json")).read())["steps"]
+    assert all(st["replays"] >= 2 for st in steps) and any(st["inconclusive"] for st in steps)
+    crashed = lambda cfg, name: Replay("error", False, None, 0.0, checked=False)   # noqa: E731
+    with pytest.raises(ValueError, match="does not fail"):
+        Shrinker(run, replay=crashed, log=lambda _: None).shrink()
+
+
+def test_the_search_leaves_time_to_confirm_its_result_at_the_replays_measured_pace(tmp_path):
+    """A loaded machine replays slowly: the search stops early enough that the
+    minimal config is still confirmed in full within the budget."""
+    run = _stored_run(tmp_path)
+    clock = {"now": 0.0}
+
+    class Slow(Oracle):
+        def __call__(self, cfg, name):
+            clock["now"] += 5.0   # every replay takes 5 s
+            r = super().__call__(cfg, name)
+            return Replay(r.verdict, r.failed, None, 5.0)
+
+    sh = Shrinker(run, replay=Slow(set(), min_workers=1, min_time=2.0), log=lambda _: None, budget_s=100)
+    sh.elapsed = lambda: clock["now"]
+    out = sh.shrink()
+    assert out.budget_exhausted and out.confirm_runs == 5 and out.confirmed == 5
+    assert out.config == sh.accepted[-1]   # the smallest kept config, also when the budget hit inside a step
+    assert max(st["elapsed_s"] for st in out.steps) <= 100 - 2 * 5 * 5 + 5   # the search kept 50 s back
+    assert clock["now"] <= 100
+
+
 def test_a_run_that_does_not_reproduce_is_refused_and_the_budget_stops_the_search(tmp_path):
     run = _stored_run(tmp_path)
     never = lambda cfg, name: Replay("valid", False, None, 0.0)   # noqa: E731
@@ -119,10 +165,14 @@ def test_real_shrink_of_a_planted_bug_reaches_a_small_run_that_fails_in_4_of_5(t
 
     out = chaos(MUTANTS["no-fence-epoch"].factory, RECIPES["stale-writer"], str(tmp_path / "store"))
     assert out.results["verdict"] == "invalid"
-    sh = Shrinker(out.run_dir, log=lambda _: None, budget_s=400)
+    lines: list[str] = []
+    sh = Shrinker(out.run_dir, log=lines.append, budget_s=400)
     res = sh.shrink()
-    assert len(fault_units(res.config, res.config["faults"])) <= 3 and res.config["workers"] <= 4
-    assert res.confirmed >= 4 and os.path.isfile(os.path.join(res.minimal_dir, "results.json"))
+    progress = "\n".join(lines)
+    assert len(fault_units(res.config, res.config["faults"])) <= 3 and res.config["workers"] <= 4, progress
+    assert res.confirmed >= 4 and os.path.isfile(os.path.join(res.minimal_dir, "results.json")), progress
+    # the replays skipped report.html (most of a short replay's cost); the kept minimal run has one
+    assert os.path.isfile(os.path.join(res.minimal_dir, "report.html"))
 
 
 def test_a_minimal_config_that_fails_only_by_luck_falls_back_to_a_stable_larger_one(tmp_path):

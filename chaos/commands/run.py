@@ -68,6 +68,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", default=None,
                    help="run exactly this test.yaml (a stored run's, or chaos shrink's minimal one, with its "
                         "explicit fault list); only --store and --name apply on top")
+    p.add_argument("--no-report", dest="report", action="store_false",
+                   help="skip report.html (its plots cost seconds; results.json, junit.xml and the history are "
+                        "written as always), as chaos shrink's replays do")
 
 
 def build_config(args: argparse.Namespace):
@@ -261,4 +264,4 @@ def run(args: argparse.Namespace) -> int:
     cfg = config_from_file(args) if getattr(args, "config", None) else build_config(args)
     writable_dir(cfg.store)
     print(f"chaos: {cfg.command}", file=sys.stderr)
-    return run_test(cfg)
+    return run_test(cfg, report=getattr(args, "report", True))

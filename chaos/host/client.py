@@ -28,6 +28,11 @@ _LIVE: "weakref.WeakSet[HostClient]" = weakref.WeakSet()
 _PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
 
 
+def live_clients() -> list["HostClient"]:
+    """Every host this process started and has not reaped, those still starting included."""
+    return list(_LIVE)
+
+
 def _kill_leftovers() -> None:
     """Last resort at interpreter exit: SIGKILL every host this process started."""
     for client in list(_LIVE):

@@ -8,9 +8,14 @@ undo. A ``power-loss`` op:
 1. stops every slot from starting a new host (the machine is off);
 2. cuts the power mid-write: the shim makes the first worker that makes its
    k-th journaled change (k drawn, 1-24, so the cut falls anywhere inside a
-   transaction) SIGSTOP itself, at most 3 s are waited for it; then every
-   worker tree is stopped, SIGKILLed and reaped (their in-flight ops end
-   ``info``). A power-off between two transactions would lose nothing;
+   transaction) SIGSTOP itself. That is waited for while the workers keep
+   journaling (a loaded machine writes slowly, not never): until 3 s pass
+   without a new change, 6 s at most. Then every worker tree is stopped,
+   SIGKILLed and reaped (their in-flight ops end ``info``), hosts still
+   starting too: a start holds its slot until the host is ready, seconds on
+   a loaded machine, so waiting for it outlasted the nemesis step (which then
+   ended ``info`` without evidence). A power-off between two transactions
+   would lose nothing;
 3. undoes every change no completed fsync covers (``mode`` ``drop``: all of
    them; ``torn``: seeded sector tearing, see the mechanism);
 4. powers on: slots start fresh hosts on their next op (recovery, e.g.
@@ -57,24 +62,60 @@ def _gone(pid: int) -> bool:
         return True
 
 
-#: how long a power-off waits for a worker to stop itself mid-write
+#: a power-off waits for a worker to stop itself mid-write while the store's undo log
+#: keeps growing, until it has not grown for WAIT_FOR_WRITE_S, and never longer than
+#: MAX_WAIT_FOR_WRITE_S (the nemesis step itself is bounded: ``chaos.driver.STEP_TIMEOUT_S``)
 WAIT_FOR_WRITE_S = 3.0
+MAX_WAIT_FOR_WRITE_S = 6.0
+
+
+def _starting(env) -> list:
+    """The hosts of the run's slots still starting, not yet their slot's client (a start
+    holds its slot's lock until the host says it is ready: seconds on a loaded machine)."""
+    from chaos.host.client import live_clients
+
+    specs, current = [slot.spec for slot in env.slots], {slot.pid for slot in env.slots}
+    return [c for c in live_clients() if c.pid not in current and any(c.spec is s for s in specs)]
+
+
+def _hosts(env) -> list[int]:
+    """The root PID of every host of the run's slots, those still starting too."""
+    return [slot.pid for slot in env.slots if slot.pid is not None] + [c.pid for c in _starting(env)]
 
 
 def _self_stopped(env) -> list[int]:
     """Worker processes (hosts and their children) stopped, but not by the pause nemesis."""
     paused = set(env.paused.values())
     out = []
-    for slot in env.slots:
-        if slot.pid is None or slot.pid in paused:
+    for root in _hosts(env):
+        if root in paused:
             continue
-        for pid in procs.ProcessTree(slot.pid).pids():
+        for pid in procs.ProcessTree(root).pids():
             try:
                 if psutil.Process(pid).status() == psutil.STATUS_STOPPED:
                     out.append(pid)
             except psutil.NoSuchProcess:
                 pass
     return out
+
+
+def _wait_for_cut(env) -> tuple[list[int], float, str | None]:
+    """(the self-stopped PIDs, seconds waited, why no cut came), bounded by evidence: the undo log's growth."""
+    start = time.monotonic()
+    seen, progress = env.power.journaled(), start
+    while True:
+        stopped = _self_stopped(env)
+        now = time.monotonic()
+        if stopped:
+            return stopped, round(now - start, 3), None
+        if now - progress >= WAIT_FOR_WRITE_S:
+            return [], round(now - start, 3), f"no journaled change for {WAIT_FOR_WRITE_S:g} s"
+        if now - start >= MAX_WAIT_FOR_WRITE_S:
+            return [], round(now - start, 3), f"no cut within {MAX_WAIT_FOR_WRITE_S:g} s of writing"
+        time.sleep(0.005)
+        grown = env.power.journaled()
+        if grown != seen:
+            seen, progress = grown, time.monotonic()
 
 
 def power_off(env, mode: str, seed: int, after_changes: int) -> dict:
@@ -87,13 +128,15 @@ def power_off(env, mode: str, seed: int, after_changes: int) -> dict:
     killed: list[int] = []
     try:
         power.halt_after(after_changes)
-        deadline = time.monotonic() + WAIT_FOR_WRITE_S
-        while not (stopped := _self_stopped(env)) and time.monotonic() < deadline:
-            time.sleep(0.005)
-        for slot in env.slots:       # the instant of the power cut: nothing runs any more
-            if slot.pid is not None:
-                procs.ProcessTree(slot.pid).pause()
+        stopped, waited, no_cut = _wait_for_cut(env)
+        for root in _hosts(env):    # the instant of the power cut: nothing runs any more
+            procs.ProcessTree(root).pause()
         power.unhalt()
+        starting = _starting(env)
+        for host in starting:       # its start fails at once (SetupFailed: the op ends info) and frees the slot
+            tree = procs.ProcessTree(host.pid, popen=host.proc)
+            killed += [host.pid, *tree.pids()]
+            tree.kill()
         for slot in env.slots:
             tree = procs.ProcessTree(slot.pid).pids() if slot.pid is not None else []
             pid = slot.kill()
@@ -109,7 +152,9 @@ def power_off(env, mode: str, seed: int, after_changes: int) -> dict:
         power.unhalt()
         for slot in env.slots:
             slot.powered.set()
-    return {"killed": sorted(set(killed)), "cut_mid_write": stopped, **stats, "took_effect": stats["undone"] > 0}
+    return {"killed": sorted(set(killed)), "cut_mid_write": stopped, "waited_for_cut_s": waited,
+            **({"no_cut": no_cut} if no_cut else {}), "starting_killed": len(starting), **stats,
+            "took_effect": stats["undone"] > 0}
 
 
 def package(opts: dict) -> Package:
