@@ -26,8 +26,8 @@ What makes it realistic (the shape of a long ``chaos run``):
 * a final phase like the runner's: leases expire, every tuple is read back,
   the durable state is exported as ``final-state`` records.
 
-Speed: candidate validation parses each item's YAML front matter, about 2 ms
-per publish; the candidates here come from one canonical template per item
+Speed: candidate validation parses each item's YAML front matter, about
+0.1 ms per publish with libyaml (0.5 ms with PyYAML's pure parser); the candidates here come from one canonical template per item
 (only the title changes), so the generator validates one candidate per item
 and reuses that verdict for its own later candidates of the item. Every
 other step is the backend's own.

@@ -79,3 +79,24 @@ def test_a_claim_commit_of_unknown_outcome_prints_no_reply_and_says_why_in_one_l
     assert (res.returncode, res.stdout) == (NO_REPLY_EXIT, b"")
     assert b"Traceback" not in res.stderr and res.stderr.count(b"\n") == 1
     assert b"claim commit outcome unknown" in res.stderr
+
+
+def test_a_claim_call_imports_only_what_it_runs(tmp_path):
+    # one process per operation (black-box runs, the red team's CLI path): every module a call
+    # imports is paid on every call, so a claim call loads neither the other commands nor PyYAML
+    ledger = str(tmp_path)
+    ns = "wbns_" + "b" * 32
+    assert chaos("backend", "sqlite", "provision", "--ledger", ledger, "--namespace", ns, "--json").returncode == 0
+    probe = ("import json, sys, chaos.cli\n"
+             "code = chaos.cli.main(sys.argv[1:])\n"
+             "print(json.dumps(sorted(sys.modules)), file=sys.stderr)\n"
+             "sys.exit(code)\n")
+    res = subprocess.run([sys.executable, "-c", probe, "backend", "sqlite", "claim", "read", "--ledger", ledger,
+                          "--input", "-", "--json"], input=json.dumps({"ledger_namespace": ns, "item_id":
+                          "wb_01Q4837BM01W70T30B184GG1R6"}).encode(), capture_output=True, cwd=ROOT, timeout=60)
+    assert res.returncode == 0 and one_line(res)["ok"] is True
+    loaded = set(json.loads(res.stderr.decode().strip().splitlines()[-1]))
+    assert "chaos.commands.backend" in loaded
+    assert not loaded & {"yaml", "http.server", "chaos.commands.run", "chaos.commands.serve", "chaos.conform.suite",
+                         "checkers.history", "backends.contract.ledger_item"}, sorted(loaded)
+    assert "backend" in chaos("--help").stdout.decode()     # the full command list is still there

@@ -167,6 +167,16 @@ def test_early_takeover():
     named(s, "dual_ownership", "early-takeover", idx(held))
 
 
+def granted(s: Scenario, rec: dict, owner: str, epoch: int, at_ms: int) -> None:
+    """Rewrite the acquire completion ``rec`` as a grant of ``epoch`` at ``at_ms``
+    (a 60-s lease), the way a backend that skipped a check would answer."""
+    claim = {"owner_id": owner, "epoch": str(epoch), "issued_at": at(at_ms), "expires_at": at(at_ms + 60_000)}
+    rec["type"], rec["value"] = "ok", {"exit": 0, "envelope": {
+        "ok": True, "namespace": "work-claim", "command": "acquire", "contract_version": 1, "state": "committed",
+        "result": {"claim": claim, "read_back": {**s.key(), "observed_at": at(at_ms), "last_epoch": str(epoch),
+                                                  "active": claim}}}}
+
+
 @covers("acquire-witness")
 def test_wrong_rule_dual_ownership_names_the_cas_witness_when_the_holder_had_released():
     """Issue 11: the acquire over a released holder broke §5 step 1 (its witness
@@ -177,11 +187,7 @@ def test_wrong_rule_dual_ownership_names_the_cas_witness_when_the_holder_had_rel
     stale = s.call(2, "acquire", s.acquire("agent-b", {"last_epoch": "1", "active": claim}), 6_000)
     assert env(stale)["error"]["code"] == "claim-conflict"
     all_valid(s)
-    b2 = {"owner_id": "agent-b", "epoch": "2", "issued_at": at(6_000), "expires_at": at(66_000)}
-    stale["type"], stale["value"] = "ok", {"exit": 0, "envelope": {
-        "ok": True, "namespace": "work-claim", "command": "acquire", "contract_version": 1, "state": "committed",
-        "result": {"claim": b2, "read_back": {**s.key(), "observed_at": at(6_000), "last_epoch": "2",
-                                               "active": b2}}}}
+    granted(s, stale, "agent-b", 2, 6_000)
     r = default_checkers()["dual_ownership"](s.history, s.ctx())
     assert "early-takeover" not in {x["type"] for x in r["anomalies"]}
     a = named(s, "dual_ownership", "witness-mismatch-accepted", idx(rel, stale))
@@ -202,11 +208,7 @@ def test_stale_witness_of_an_expired_item_is_named_by_the_witness_rule():
     stale = s.call(3, "acquire", s.acquire("agent-c", {"last_epoch": "1", "active": claim}), 9_000)
     assert env(stale)["error"]["code"] == "claim-conflict"
     all_valid(s)
-    c3 = {"owner_id": "agent-c", "epoch": "3", "issued_at": at(9_000), "expires_at": at(69_000)}
-    stale["type"], stale["value"] = "ok", {"exit": 0, "envelope": {
-        "ok": True, "namespace": "work-claim", "command": "acquire", "contract_version": 1, "state": "committed",
-        "result": {"claim": c3, "read_back": {**s.key(), "observed_at": at(9_000), "last_epoch": "3",
-                                               "active": c3}}}}
+    granted(s, stale, "agent-c", 3, 9_000)
     a = named(s, "dual_ownership", "witness-mismatch-accepted", idx(stale, b))
     assert a["data"]["shown_last_epoch"] == "2" and "step 1" in a["explanation"]
 
@@ -701,6 +703,31 @@ def test_a_candidate_whose_bytes_miss_its_digest_is_refused():
     all_valid(s)
     invoke_of(s, p)["value"]["candidate_sha256"] = "sha256:" + "e" * 64
     named(s, "requests", "candidate-digest-accepted", idx(p))
+
+
+@covers("candidate-digest")
+def test_a_bad_digest_answered_by_a_later_step_was_let_through():
+    """Issue 12 (candidate-digest-unchecked behind the CLI, seed 2): the bad
+    publish reached the fence after the lease ran out; claim-fence-rejected is
+    step 7, and the first failure wins, so the digest (step 2) went unchecked.
+    Same for an invalid candidate (step 5) answered by the fence."""
+    def fenced_out():  # a publish under epoch 2 while epoch 1 is active: claim-fence-rejected
+        s = Scenario()
+        acquired(s)
+        p = s.call(1, "publish", s.publish("pub_a_1", "agent-a", "2", s.seed_rev(), "a one"), 2_000)
+        assert env(p)["error"]["code"] == "claim-fence-rejected"
+        all_valid(s)
+        return s, p
+
+    s, p = fenced_out()
+    invoke_of(s, p)["value"]["candidate_sha256"] = "sha256:" + "e" * 64
+    a = named(s, "requests", "candidate-digest-accepted", idx(p))
+    assert "claim-fence-rejected" in a["explanation"]
+    s, p = fenced_out()
+    other = ledger_bytes("other-item", "a one")
+    invoke_of(s, p)["value"].update(candidate_source_base64=base64.b64encode(other).decode(),
+                                    candidate_sha256="sha256:" + hashlib.sha256(other).hexdigest())
+    named(s, "requests", "invalid-candidate-accepted", idx(p))
 
 
 @covers("candidate-valid")

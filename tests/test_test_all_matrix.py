@@ -22,6 +22,13 @@ def test_shipped_matrices_expand():
     assert sum(r.time_limit for r in nightly) + 15 * len(nightly) < 15 * 60
 
 
+def test_a_request_without_workers_leaves_the_count_to_the_run():
+    # the red team's default run (benchmarks/mutant_matrix.py): chaos.timing picks a
+    # process-per-call program's worker count only when --workers is not given
+    assert "--workers" not in RunRequest(workers=None).argv()
+    assert RunRequest(workers=4).argv()[RunRequest(workers=4).argv().index("--workers") + 1] == "4"
+
+
 def test_python_backend_entries_carry_their_factory(tmp_path):
     m = {"backends": [{"backend": "python", "factory": "chaos.testing.planted:open_takeover"}],
          "nemeses": ["none", "kill,pause"], "seeds": [3], "name": "p"}

@@ -88,6 +88,21 @@ def test_what_is_requested_follows_the_configuration_and_what_the_run_reached():
     assert not any(r["requested"] for n, r in coverage([], plan_for({}, 10, None)).items() if n in faults_only)
 
 
+def test_a_legacy_transition_over_a_claim_its_decider_saw_expired_did_not_reach_the_path():
+    # found by the default soak (postgres seed 2): a forward clock skew of the deciding host
+    # expired the held lease first, the legacy transition was legal (§7), and the run went unknown
+    claim = {"owner_id": "a", "epoch": "10", "issued_at": T, "expires_at": "2030-01-11T09:00:01.000Z"}
+    sent = {"f": "legacy-transition", "intent": "legacy-writes:legacy-transition",
+            "value": {"ledger_namespace": NS, "item_id": ITEM}}
+    ok = lambda at: {"type": "ok", "value": {"exit": 0, "envelope": {"ok": True, "state": "committed",
+                                                                      "result": {"read_back": rb(at, claim)}}}}
+    name = "legacy transition refused over an active claim"
+    late = coverage(history((sent, ok("2030-01-11T09:00:05.000Z"))), plan_for({}, 10, None))[name]
+    assert late == {"requested": False, "attempted": 1, "completed": 0}
+    live = coverage(history((sent, ok("2030-01-11T09:00:00.500Z"))), plan_for({}, 10, None))[name]
+    assert live == {"requested": True, "attempted": 1, "completed": 0}   # a live claim overwritten: the path missed
+
+
 def test_the_gate_makes_a_valid_verdict_unknown_and_says_why():
     table = coverage([], plan_for({}, 3, None))
     notes: list = []

@@ -242,3 +242,38 @@ def test_a_stale_revision_is_refused_for_its_revision_also_when_calls_outlast_th
     h, _, _, _ = simulate_claims(tmp_path, cfg, spec, 5, 4, 40, latency_ns=1_500_000_000)
     got = [(done["type"], code(done)) for inv, done in pairs(h) if inv.get("intent") == "stale-revision:stale-revision"]
     assert len(got) >= 3 and set(got) == {("fail", "ledger-revision-conflict")}, got
+
+
+def test_legacy_writes_are_refused_over_the_held_claim_also_when_calls_outlast_the_race_lease(tmp_path):
+    """The same for legacy-writes: a transition decided after a's lease ran out
+    is allowed (§7 refuses only over an active claim), and the run never took
+    the refused path (epoch-wraps behind the CLI, seed 1: unknown)."""
+    cfg = ClaimsConfig(race_pairs=1, episodes=("legacy-writes", "stale-witness"), namespaces=1, items=1)
+    h, _, _, _ = simulate_claims(tmp_path, cfg, {"backend": "reference"}, 5, 4, 40, latency_ns=1_500_000_000)
+    got = [(done["type"], code(done)) for inv, done in pairs(h)
+           if inv.get("intent") == "legacy-writes:legacy-transition"]
+    assert len(got) >= 3 and set(got) == {("fail", "active-claim-write-refused")}, got
+
+
+def test_after_a_lost_racer_publish_the_next_episode_reads_its_outcome_and_aims_true(tmp_path):
+    # found by the default soak (sqlite seed 12): a racer publish that committed with its reply lost
+    # left the pair's revision stale, so the next publish-after-release met a revision conflict
+    # (§6 checks the revision first) and the no-active-claim path never completed: unknown
+    lost: list = []
+
+    def lose(op):  # every third racer publish commits and loses its reply
+        if op["f"] == "publish" and not op.get("intent", "").startswith("agent"):
+            lost.append(op["value"]["operation_id"])
+            return len(lost) % 3 == 1
+        return False
+
+    cfg = ClaimsConfig(race_pairs=1, episodes=("publish-after-release", "replay-after-ok"), namespaces=1, items=1)
+    h, ctx, _ = run(tmp_path, cfg, workers=4, seconds=6, lose=lose)
+    ps = pairs(h)
+    gone = [i["value"]["operation_id"] for i, d in ps if i["f"] == "publish" and d["type"] == "info"
+            and not i["intent"].startswith("agent")]
+    reads = {i["value"]["operation_id"] for i, d in ps if i["f"] == "publication-read" and d["type"] == "ok"}
+    assert gone and set(gone[:-1]) <= reads                 # each lost outcome is read (the last may be the run's end)
+    aimed = [d for i, d in ps if i["intent"] == "publish-after-release:publish-released" and d["type"] != "info"]
+    assert len(aimed) >= 3 and all(reason(d) == "no-active-claim" for d in aimed), [code(d) for d in aimed]
+    assert run_checkers(h, ctx)["valid"] is True

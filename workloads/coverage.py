@@ -135,6 +135,23 @@ def _landed(a: Attempt) -> bool:
     return a.definite and a.clock_ms is not None and a.observed_ms() == a.clock_ms
 
 
+def _decided_over_a_live_claim(a: Attempt) -> bool:
+    """A decided reply whose record shows the claim still active at the decision
+    time it states: a forward clock skew of the deciding process can expire the
+    lease first, and then the write is legal (§7) and the path was not reached."""
+    if not a.decided:
+        return False
+    result = a.env.get("result") or {}
+    rb = result.get("read_back") or (a.env.get("error") or {}).get("details") or {}
+    active = rb.get("active") if isinstance(rb, dict) else None
+    at = a.observed_ms()
+    try:
+        expires = parse_instant(active["expires_at"]) if isinstance(active, dict) else None
+    except (KeyError, TypeError, ValueError):
+        expires = None
+    return expires is None or at is None or at < expires
+
+
 #: fence reason -> the intents (or racer episodes) that aim at it
 FENCE_AIMS = {
     "ledger-namespace-mismatch": ("fence-namespace:wrong-fence",),
@@ -213,7 +230,7 @@ def _paths() -> tuple:
         Path("call killed inside its work", _intent("killed-publish:killed-call", "killed-renew:killed-call"),
              inside, ("killed-publish", "killed-renew"), reached=fired, min_reached=IN_CALL_TRIES),
         Path("legacy transition refused over an active claim", _intent("legacy-writes:legacy-transition"),
-             _code("active-claim-write-refused"), ("legacy-writes",)),
+             _code("active-claim-write-refused"), ("legacy-writes",), reached=_decided_over_a_live_claim),
         Path("legacy create refused for a claimed identity", _intent("legacy-writes:legacy-create"),
              _code("claimed-item-write-refused"), ("legacy-writes",)),
         Path("publish with a wrong candidate digest refused", _intent("bad-digest:bad-digest"),

@@ -152,6 +152,7 @@ class Facts:
     claims: tuple = ()             # ((role, claim), ...): claims the pair holds, as the backend returned them
     rev: str | None = None         # the race item's revision, as last learned
     old_rev: str | None = None     # a revision it had before
+    lost: dict | None = None       # a publish on the race item that ended info: did it commit? (rev unsure)
     first: dict | None = None      # the episode's first publish request and its completion type
     first_type: str | None = None
     other: dict | None = None      # the last read_back of another tuple (the exhausted item) in this episode
@@ -172,7 +173,7 @@ class Facts:
 
     def next_episode(self) -> "Facts":
         """What carries over: the item's record and revisions."""
-        return Facts(record=self.record, rev=self.rev, old_rev=self.old_rev)
+        return Facts(record=self.record, rev=self.rev, old_rev=self.old_rev, lost=self.lost)
 
 
 @dataclass(frozen=True)
@@ -249,6 +250,8 @@ class RacePair:
             x = Ctx(ctx, w, pair)
             if pair.step == 0:
                 ops = [] if pair.facts.record is not None else [("a", x.read())]
+                if pair.facts.lost:  # the revision is unsure until the lost publish's outcome is read
+                    ops.append(("a", x.publication_read(pair.facts.lost)))
             elif pair.step == 1:
                 ops = x.hold()
             else:
@@ -275,8 +278,18 @@ def _learn(pair: RacePair, w, role: str, sent: dict, ev: dict) -> Facts:
     on_item = (req.get("ledger_namespace"), req.get("item_id")) == home
     if typ == "info":
         # the role's process is retired and the item's state is unknown: the next
-        # episode reads it first and takes any leftover claim over
-        return replace(f.holding(role, None), record=None, aborted=True)
+        # episode reads it first and takes any leftover claim over (and reads a lost
+        # publish's outcome: had it committed, the pair's revision is stale, and an episode's
+        # aimed publish would meet a revision conflict instead of its path)
+        lost = req if name == "publish" and on_item else f.lost
+        return replace(f.holding(role, None), record=None, aborted=True, lost=lost)
+    if name == "publication-read" and f.lost and req.get("operation_id") == f.lost.get("operation_id"):
+        if typ == "ok":
+            stdout = ((result.get("outcome") or {}).get("stdout") or {})
+            rev = (stdout.get("result") or {}).get("committed_revision")
+            if rev and rev != f.rev:
+                f = replace(f, old_rev=f.rev, rev=rev)
+        return replace(f, lost=None)  # operation-not-found: it never committed
     if name == "publish" and f.first is None:
         f = replace(f, first=req, first_type=typ)
     if not on_item and typ == "ok" and name == "read":
@@ -341,6 +354,10 @@ class Ctx:
 
     def read(self, tup: dict | None = None, label: str = "read") -> dict:
         return {"f": "read", "value": dict(tup or self.tup), "label": label}
+
+    def publication_read(self, sent: dict, label: str = "read") -> dict:
+        return {"f": "publication-read", "label": label,
+                "value": {k: sent[k] for k in ("operation_id", "ledger_namespace", "item_id")}}
 
     def hold(self):
         """a acquires with the item's known record as witness; a leftover claim
@@ -632,10 +649,15 @@ def _killed(op: str):
 
 def _legacy_writes():
     def refused(x):
-        if _own(x) is None:
+        a = _own(x)
+        if a is None:
             return None
-        return [("b", {"f": "legacy-transition", "value": dict(x.tup), "label": "legacy-transition"}),
-                ("b", {"f": "legacy-create", "value": dict(x.tup), "label": "legacy-create"})]
+        # decided 1 ms into a's lease, like stale-revision's publish: a's lease may start at a pinned
+        # instant already past in real time, and an expired claim lets a legacy transition through
+        # (correctly, §7), so a process-per-call program never took the refused path (epoch-wraps, seed 1)
+        at = parse_instant(a["issued_at"]) + 1
+        return [("b", {"f": "legacy-transition", "value": dict(x.tup), "label": "legacy-transition", "clock_ms": at}),
+                ("b", {"f": "legacy-create", "value": dict(x.tup), "label": "legacy-create", "clock_ms": at})]
     return (refused,)
 
 

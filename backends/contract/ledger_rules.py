@@ -14,6 +14,7 @@ sequence is a ``list``/``tuple``.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from datetime import date, timedelta
@@ -60,7 +61,12 @@ def is_canonical_id(value: Any) -> bool:
 
 def is_calendar_date(value: Any) -> bool:
     """``YYYY-MM-DD`` with a real month/day; year 0000 is a leap year (no ``datetime``)."""
-    match = _DATE.fullmatch(value) if isinstance(value, str) else None
+    return isinstance(value, str) and _is_calendar_date(value)
+
+
+@functools.lru_cache(maxsize=4096)  # a history's candidates repeat a few dates thousands of times
+def _is_calendar_date(value: str) -> bool:
+    match = _DATE.fullmatch(value)
     if match is None:
         return False
     year, month, day = (int(part) for part in match.groups())

@@ -75,6 +75,7 @@ _REFUSED_CHAR = re.compile(
 _DOC_END_LINE = re.compile(r"\.\.\.(?=[ \t]|$)")
 _BLANK_OR_COMMENT = re.compile(r"[ \t]*(?:#.*)?")
 _SURROGATE_PAIR = re.compile("[\ud800-\udbff][\udc00-\udfff]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 # Core-schema patterns (ledger-item.md §1.5 table). fullmatch only.
 _NULL = re.compile(r"(?:~|null|Null|NULL)?")
@@ -91,6 +92,29 @@ _TIMESTAMP = re.compile(
     r"(?:(?:t|T|[ \t]+)([0-9]{1,2}):([0-9]{1,2}):([0-9]{1,2}(\.[0-9]+)?)"
     r"(?:[ \t]*(Z|[-+][012]?[0-9](?::[0-9]{2})?))?)?")
 _REFUSED_TAGS = {_YAML_TAG + name for name in ("binary", "omap", "pairs", "merge")}
+#: The four core types in resolution order, one fullmatch for an untagged
+#: plain scalar (the first alternative that matches names its type).
+_CORE_TYPES = {"null": (_NULL,), "bool": (_TRUE, _FALSE), "int": (_INT_OCT, _INT_DEC, _INT_HEX),
+               "float": (_FLOAT_SPECIAL, _FLOAT_EXP, _FLOAT)}
+_CORE_PLAIN = re.compile("|".join(f"(?P<{kind}>{'|'.join(p.pattern for p in patterns)})"
+                                  for kind, patterns in _CORE_TYPES.items()))
+
+#: The reference event source: PyYAML's pure-Python scanner and parser.
+PURE_EVENTS = yaml.SafeLoader
+#: libyaml's parser behind the same event API (about 20x faster), when PyYAML
+#: was built with it. Its events equal the reference's (plain style aside)
+#: except on text ``_LIBYAML_DIFFERS`` finds, which goes to the reference.
+C_EVENTS = yaml.CSafeLoader if yaml.__with_libyaml__ else None
+# Where libyaml and PyYAML's pure parser disagree, found by diffing the two
+# (tests/test_ledger_yaml_libyaml.py), each on any text that has the
+# character: a tab (PyYAML refuses more of them), a tag (libyaml refuses flow
+# indicators in tags), ``?`` (libyaml accepts it inside flow plain scalars),
+# a block scalar header followed by ``#`` with no space (PyYAML refuses it),
+# ``:`` right before a flow indicator (PyYAML reads ``{a:}`` as a key), a
+# line that starts with ``%`` (libyaml refuses unknown directives), a
+# ``\u`` escape of a surrogate (libyaml refuses it, the reference pairs them).
+_LIBYAML_DIFFERS = re.compile(r"[\t!?]|[|>][-+0-9]*#|:[,\[\]{}]|^%|\\(?:u|U0000)[dD][89a-fA-F]",
+                              re.MULTILINE)
 
 
 class LedgerParseError(ValueError):
@@ -163,7 +187,7 @@ def js_number_str(x: float) -> str:
 
 def _join_surrogates(s: str) -> str:
     """JavaScript strings are UTF-16: an escaped surrogate pair is one character."""
-    if not any("\ud800" <= ch <= "\udfff" for ch in s):
+    if not _SURROGATE.search(s):
         return s
     return _SURROGATE_PAIR.sub(
         lambda m: chr(0x10000 + ((ord(m[0][0]) - 0xD800) << 10) + (ord(m[0][1]) - 0xDC00)), s)
@@ -192,17 +216,13 @@ def _typed(text: str, kind: str) -> tuple[bool, Any]:
     return False, None
 
 
-def _resolve_scalar(event: ScalarEvent) -> Any:
-    text = _join_surrogates(event.value)
-    tag = event.tag
+def _resolve_scalar(value: str, tag: str | None, style: str | None) -> Any:
+    text = _join_surrogates(value)
     if tag is None:
-        if event.style is not None:  # quoted or block: always a string
+        if style is not None:  # quoted or block: always a string
             return text
-        for kind in ("null", "bool", "int", "float"):
-            fits, value = _typed(text, kind)
-            if fits:
-                return value
-        return text
+        core = _CORE_PLAIN.fullmatch(text)
+        return text if core is None else _typed(text, core.lastgroup)[1]
     if tag in _REFUSED_TAGS:
         raise _Refused(INVALID_YAML)  # deviation: see module docstring
     if tag == _YAML_TAG + "timestamp":
@@ -308,12 +328,15 @@ class _Composer:
         self.anchors: dict[str, Any] = {}
         self.root: Any = _NO_KEY
 
-    def compose(self) -> Any:
-        loader = yaml.SafeLoader(self.text)
+    def compose(self, events: type) -> Any:
+        loader = events(self.text)
         try:
             documents = 0
             while True:
-                event = loader.get_event()
+                try:
+                    event = loader.get_event()
+                except (ValueError, OverflowError):  # PyYAML's chr() of an escape past U+10FFFF
+                    raise _Refused(INVALID_YAML) from None
                 if isinstance(event, StreamEndEvent):
                     break
                 if isinstance(event, DocumentStartEvent):
@@ -333,8 +356,9 @@ class _Composer:
     def _take(self, event: Any) -> None:
         anchor = getattr(event, "anchor", None)
         if isinstance(event, ScalarEvent):
-            empty = event.value == "" and event.style is None and event.tag is None and anchor is None
-            node = _Scalar(_resolve_scalar(event), anchor, empty)
+            style = event.style or None  # libyaml's plain style is "", PyYAML's None
+            empty = event.value == "" and style is None and event.tag is None and anchor is None
+            node = _Scalar(_resolve_scalar(event.value, event.tag, style), anchor, empty)
             self._anchor(node)
             self._attach(node, event.start_mark.index)
         elif isinstance(event, AliasEvent):
@@ -454,12 +478,14 @@ def _key_string(value: Any) -> str:
 
 # ---------------------------------------------------------------- entry point
 
-def load_front_matter(text: str) -> Any:
+def load_front_matter(text: str, events: type | None = None) -> Any:
     """Parse front-matter text (LF line breaks) to plain data.
 
     Returns the root value: ``None`` for an empty document, else a dict,
     list, scalar or ``YamlObject``. Raises ``LedgerParseError`` with
-    ``invalid-yaml`` or ``duplicate-yaml-key``.
+    ``invalid-yaml`` or ``duplicate-yaml-key``. ``events`` forces an event
+    source (``PURE_EVENTS`` or ``C_EVENTS``); by default libyaml reads the
+    text unless ``_LIBYAML_DIFFERS`` sends it to the reference.
     """
     limit = _first_offence(text)
     # Refused characters are replaced so the parse can still find a duplicate
@@ -467,7 +493,9 @@ def load_front_matter(text: str) -> Any:
     safe = text if limit is None else _REFUSED_CHAR.sub("\ufffd", text)
     safe = _blank_leading_end_marker(safe)
     try:
-        root = _Composer(safe, limit).compose()
+        if events is None:
+            events = PURE_EVENTS if C_EVENTS is None or _LIBYAML_DIFFERS.search(safe) else C_EVENTS
+        root = _Composer(safe, limit).compose(events)
         return None if root is None else _ToJS().value(root)
     except _Refused as refused:
         raise LedgerParseError(refused.reason) from None

@@ -16,6 +16,13 @@ well-formed request with a valid candidate.
    publish whose candidate is not such an item (judged by the contract's own
    validator, ``backends.contract.ledger_invalid_details``).
 
+"Accepted" in 2 and 3 includes a reply decided by a later step of §6's
+precedence ("the first failure wins"): a wrong digest answered with a
+namespace, idempotency, candidate, fence, revision or floor failure (steps
+3-9), or an invalid candidate answered with a fence, revision or floor
+failure (steps 6-8), was let through the step that had to refuse it (a slow
+call whose lease ran out meets the fence before anything is written).
+
 The raw request is needed, so ``request_problems`` runs while the history is
 read (``checkers.history``, like the envelope shape check); ``check`` reports
 what it found for replies that prove what happened.
@@ -25,9 +32,16 @@ from __future__ import annotations
 
 import base64
 import binascii
+import copy
 import hashlib
+from typing import Any
 
 from ._common import Findings, prepare
+
+#: definite publish codes of steps after §6 step 2 (digest) and after step 5 (candidate validation)
+AFTER_DIGEST = frozenset(("ledger-namespace-unbound", "idempotency-conflict", "ledger-invalid", "claim-fence-rejected",
+                          "ledger-revision-conflict", "clock-floor-persistence-failed"))
+AFTER_CANDIDATE = frozenset(("claim-fence-rejected", "ledger-revision-conflict", "clock-floor-persistence-failed"))
 
 #: the members of a complete publish-claimed request (§6)
 PUBLISH_MEMBERS = frozenset(("operation_id", "ledger_namespace", "item_id", "expected_revision",
@@ -53,22 +67,42 @@ def request_problems(exit_code, env, req) -> list[tuple[str, dict]]:
     if missing:
         return [] if code == "invalid-request" else [("incomplete-request-accepted", {"missing": missing,
                                                                                        "code": code})]
-    if exit_code != 0:
+    if exit_code != 0 and code not in AFTER_DIGEST:
         return []
     data = _decoded(req)
     if data is None:
         return []
     digest = "sha256:" + hashlib.sha256(data).hexdigest()
     if digest != req.get("candidate_sha256"):
-        return [("candidate-digest-accepted", {"digest": digest, "candidate_sha256": req.get("candidate_sha256")})]
+        return [("candidate-digest-accepted", {"digest": digest, "candidate_sha256": req.get("candidate_sha256"),
+                                               "code": code})]
+    if exit_code != 0 and code not in AFTER_CANDIDATE:
+        return []
     item = req.get("item_id")
     if isinstance(item, str):
+        issues = _candidate_issues(data, item)
+        if issues is not None:
+            return [("invalid-candidate-accepted", {"item_id": item, "issues": issues, "code": code})]
+    return []
+
+
+#: ``ledger_invalid_details`` of candidates already validated: a retry carries
+#: the same bytes, and identical bytes get the same verdict. Bounded (cleared
+#: when full) so memory stays flat over a long history.
+_VERDICTS: dict[tuple[bytes, str], Any] = {}
+_VERDICTS_MAX = 8192
+
+
+def _candidate_issues(data: bytes, item: str) -> Any:
+    key = (data, item)
+    if key not in _VERDICTS:
         from backends.contract import ledger_invalid_details
 
-        issues = ledger_invalid_details(data, item, b"")
-        if issues is not None:
-            return [("invalid-candidate-accepted", {"item_id": item, "issues": issues})]
-    return []
+        if len(_VERDICTS) >= _VERDICTS_MAX:
+            _VERDICTS.clear()
+        _VERDICTS[key] = ledger_invalid_details(data, item, b"")
+    issues = _VERDICTS[key]
+    return None if issues is None else copy.deepcopy(issues)  # each finding owns its details
 
 
 def check(history, ctx: dict | None = None) -> dict:
@@ -86,16 +120,20 @@ def check(history, ctx: dict | None = None) -> dict:
                     "is not a retry (contract §6).", op.indices, operation_id=oid, **data)
         elif kind == "candidate-digest-accepted":
             out.add("candidate-digest-accepted",
-                    f"Operation {oid}: accepted a candidate whose bytes hash to {data['digest'][:19]}... "
+                    f"Operation {oid}: {_let_through(data['code'])} a candidate whose bytes hash to {data['digest'][:19]}... "
                     f"although the request names candidate_sha256 {str(data['candidate_sha256'])[:19]}...; "
                     "the digest must match before anything is decided (contract §6 step 2, "
                     "candidate-digest-mismatch).", op.indices, operation_id=oid, **data)
         else:
             out.add("invalid-candidate-accepted",
-                    f"Operation {oid}: accepted a candidate that is not a valid schema-1 ledger item with id "
+                    f"Operation {oid}: {_let_through(data['code'])} a candidate that is not a valid schema-1 ledger item with id "
                     f"{data['item_id']} ({_summary(data['issues'])}). Candidate validation comes before any "
                     "decision (contract §6 step 5, ledger-invalid).", op.indices, operation_id=oid, **data)
     return out.result({"publishes_judged": sum(1 for op in h.ops if op.f == "publish" and op.definite)})
+
+
+def _let_through(code) -> str:
+    return "accepted" if code is None else f"answered {code}, a later step of the precedence, to"
 
 
 def _summary(issues) -> str:
