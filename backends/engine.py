@@ -58,6 +58,7 @@ rule for the response-loss faults.
 from __future__ import annotations
 
 import copy
+import json
 from typing import Callable
 
 from backends.api import (
@@ -98,7 +99,16 @@ class Engine:
         if name is None:
             raise ValueError(f"operation {op!r} is not served by this engine")
         raw = bytes(request) if isinstance(request, (bytes, bytearray, memoryview)) else compact_json(request)
-        parsed = parse_request(op, raw, self.config.namespaces)
+        try:
+            namespaces = self.config.namespaces   # a restarted store re-reads it here
+        except StoreUnavailable as exc:
+            try:
+                oid = json.loads(raw).get("operation_id")
+            except (ValueError, AttributeError):
+                oid = None
+            return surface_error(op, Code.CLAIM_STORE_UNAVAILABLE, {"reason": exc.reason},
+                                 operation_id=oid if isinstance(oid, str) else None)
+        parsed = parse_request(op, raw, namespaces)
         if isinstance(parsed, Reply):
             return parsed
         try:

@@ -175,6 +175,32 @@ def test_paused_server_ends_operation_indeterminate_then_recovers(pg):
         b.store.drop_created()
 
 
+def test_a_restart_during_a_paused_server_returns_at_once_and_the_next_call_reconnects(pg):
+    # found by the default soak (postgres, 5 of 20 runs): a host restart re-read its provisioning
+    # from a paused server (and waited behind a call blocked on it), the nemesis step hit its 10-s
+    # bound, and no restart ever took effect
+    b = open_pg(pg.dsn(), deadline_s=3.0)
+    try:
+        b.store.seed(seeded([(NS1, ITEM)]))
+        assert b.call("read", {"ledger_namespace": NS1, "item_id": ITEM}).exit == 0
+        pg.pause()
+        try:
+            blocked = threading.Thread(target=lambda: b.call("read", {"ledger_namespace": NS1, "item_id": ITEM}))
+            blocked.start()   # a call in flight holds the store's connection
+            time.sleep(0.2)
+            t = time.monotonic()
+            b.restart()
+            took = time.monotonic() - t
+        finally:
+            pg.resume()
+        blocked.join(30)
+        assert took < 0.5, took
+        assert b.call("read", {"ledger_namespace": NS1, "item_id": ITEM}).exit == 0
+    finally:
+        b.close()
+        b.store.drop_created()
+
+
 def test_unreachable_server_is_store_unavailable():
     from backends.api import StoreUnavailable
     with pytest.raises(StoreUnavailable) as e:

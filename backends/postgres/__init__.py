@@ -22,9 +22,11 @@ database's ``now()``; see ``backends.postgres.store``.
 
 from __future__ import annotations
 
-from backends.api import Backend, BackendConfig, Clock, Hooks
+import psycopg
+
+from backends.api import Backend, BackendConfig, Clock, Hooks, StoreUnavailable
 from backends.engine import Engine
-from backends.postgres import admin
+from backends.postgres import admin, errors
 from backends.postgres.store import PostgresStore
 
 __all__ = ["PostgresBackend", "PostgresStore", "open_backend", "config_for"]
@@ -49,7 +51,22 @@ def config_for(spec: dict, store: PostgresStore) -> BackendConfig:
 
 class PostgresBackend(Engine):
     """The engine over a ``PostgresStore``. ``restart()`` drops the connection
-    and re-reads the provisioning."""
+    and re-reads the provisioning at the next call: a restart never waits on
+    the server (a paused server held the restart, and the nemesis with it, for
+    the nemesis step's whole bound)."""
+
+    @property
+    def config(self) -> BackendConfig:
+        if self._config is None:
+            try:
+                self._config = config_for(self.spec, self.store)
+            except psycopg.Error as e:  # the call that needed it answers claim-store-unavailable
+                raise StoreUnavailable(errors.connect_failure_reason(e), str(e).strip()) from e
+        return self._config
+
+    @config.setter
+    def config(self, value: BackendConfig | None) -> None:
+        self._config = value
 
     def __init__(self, spec: dict, clock: Clock, hooks: Hooks):
         if not spec.get("dsn"):
@@ -63,7 +80,7 @@ class PostgresBackend(Engine):
 
     def restart(self) -> None:
         super().restart()
-        self.config = config_for(self.spec, self.store)
+        self.config = None
 
 
 def open_backend(spec: dict, clock: Clock, hooks: Hooks) -> Backend:

@@ -65,6 +65,7 @@ class PostgresStore:
         self.deadline_s = float(deadline_s)
         self.commit_cut_file = commit_cut_file
         self._conn: psycopg.Connection | None = None
+        self._reopen_pending = False   # a restart came while a transaction held the connection
         self._lock = threading.RLock()
         self._watchdog = Watchdog()
         self.created_schema = False
@@ -89,6 +90,9 @@ class PostgresStore:
         return conn
 
     def connection(self) -> psycopg.Connection:
+        if self._reopen_pending:  # a restart while a call held the lock: this is its first transaction after
+            self._reopen_pending = False
+            self._drop()
         if self._conn is None or self._conn.closed or self._conn.broken:
             self._drop()
             self._conn = self._connect()
@@ -146,9 +150,16 @@ class PostgresStore:
         self._watchdog.close()
 
     def reopen(self) -> None:
-        """Drop the connection (and all session state); the next transaction reconnects."""
-        with self._lock:
-            self._drop()
+        """Drop the connection (and all session state); the next transaction
+        reconnects. Never waits: a call in flight (blocked on a paused server,
+        say) keeps its connection to its end, and the next transaction drops it."""
+        if self._lock.acquire(blocking=False):
+            try:
+                self._drop()
+            finally:
+                self._lock.release()
+        else:
+            self._reopen_pending = True
 
     def seed(self, durable: dict) -> None:
         """Privileged setup writer (test scaffolding, not an advertised write path)."""

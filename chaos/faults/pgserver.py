@@ -276,15 +276,6 @@ class PgServer:
             procs.signal_pids(self._paused_pids, signal.SIGCONT)
         self._drop_pause_state()
 
-    def paused(self) -> bool:
-        """Frozen (or SIGSTOPped) by ``pause`` and not resumed since."""
-        if self._paused_pids:
-            return True
-        try:
-            return self._freezer is not None and self._freezer.state() == "FROZEN"
-        except OSError:
-            return False
-
     def _drop_pause_state(self) -> None:
         if self._freezer is not None:
             try:

@@ -221,27 +221,8 @@ def _restart_one(slot, t: int, attempts: int = 3) -> dict:
     return {"slot": t, "restarted": False, "errors": errors}
 
 
-def server_unready(env) -> str | None:
-    """Why the backend's server of ours cannot serve a host's reopen now. A
-    restarting host re-reads its provisioning, behind any call blocked on the
-    server: during a server pause or an armed fsync fault the restart step
-    blocked the nemesis for its whole 10-s bound (and the pause with it), in 5
-    of 17 default postgres runs no restart ever took effect."""
-    target = getattr(env, "target", None)
-    server = getattr(target, "server", None)
-    if server is not None and callable(getattr(server, "paused", None)) and server.paused():
-        return "the server is paused"
-    fsync = getattr(target, "server_fsync", None)
-    if fsync is not None and fsync.armed:
-        return "the server's fsync fault is armed"
-    return None
-
-
 def restart_package(opts: dict) -> Package:
     def execute(env, op):
-        unready = server_unready(env)
-        if unready:  # skip, say so: the next restart of the cycle comes after the server's fault heals
-            return {"restarted": [], "skipped": unready, "took_effect": False}
         out = []
         for t in op["value"]["targets"]:
             stopped = stopped_reason(env, t)
