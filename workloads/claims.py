@@ -83,7 +83,8 @@ from backends.contract.values import parse_instant
 from workloads.generator import MS, NEMESIS, PENDING, Context, Gen, soonest
 
 EPOCH_MAX = 2**64 - 1
-from workloads.items import b64, item_fields, mint_item_id, mint_namespace, publish_request, render, revision_of
+from workloads.items import (b64, item_fields, mint_item_id, mint_namespace, publish_request, render, revision_of,
+                             stored_revision)
 from workloads.races import EPISODES, RacePair
 from workloads.random import Stream
 
@@ -502,8 +503,7 @@ class ClaimsWorkload(Gen):
             return replace(a, step="release", pending=None, at=ctx.time), revs
         if step == "pub-read":
             if typ == "ok":
-                stdout = ((result.get("outcome") or {}).get("stdout") or {})
-                rev = (stdout.get("result") or {}).get("committed_revision")
+                rev = stored_revision(result)
                 return self._end_cycle(ctx, t, a, backoff=False), self._learn(key, rev)
             if err.get("code") == "operation-not-found":
                 return replace(a, step="pub-retry", at=ctx.time), revs

@@ -93,11 +93,15 @@ class Attempt:
         a store that could not decide (its floor or itself unavailable, §4, §8)."""
         return self.definite and self.code not in NO_DECISION
 
-    def observed_ms(self) -> int | None:
-        """The backend's decision time as its reply states it."""
+    def read_back(self) -> dict:
+        """The record the reply shows (a success's read-back, a rejection's details)."""
         result = self.env.get("result") or {}
         rb = result.get("read_back") or result.get("claim_read_back") or (self.env.get("error") or {}).get("details")
-        at = (rb or {}).get("observed_at") if isinstance(rb, dict) else None
+        return rb if isinstance(rb, dict) else {}
+
+    def observed_ms(self) -> int | None:
+        """The backend's decision time as its reply states it."""
+        at = self.read_back().get("observed_at")
         try:
             return parse_instant(at) if isinstance(at, str) else None
         except ValueError:
@@ -141,9 +145,7 @@ def _decided_over_a_live_claim(a: Attempt) -> bool:
     lease first, and then the write is legal (§7) and the path was not reached."""
     if not a.decided:
         return False
-    result = a.env.get("result") or {}
-    rb = result.get("read_back") or (a.env.get("error") or {}).get("details") or {}
-    active = rb.get("active") if isinstance(rb, dict) else None
+    active = a.read_back().get("active")
     at = a.observed_ms()
     try:
         expires = parse_instant(active["expires_at"]) if isinstance(active, dict) else None

@@ -95,6 +95,12 @@ def revision_of(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
+def stored_revision(read_result: dict) -> str | None:
+    """The ``committed_revision`` of a publication read's stored outcome (``None``: it committed nothing)."""
+    stdout = (read_result.get("outcome") or {}).get("stdout") or {}
+    return (stdout.get("result") or {}).get("committed_revision")
+
+
 def b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 

@@ -87,7 +87,7 @@ from dataclasses import dataclass, replace
 
 from backends.contract.values import format_instant, parse_instant
 from workloads.generator import MS, PENDING, Context
-from workloads.items import b64, candidate, publish_request, revision_of
+from workloads.items import b64, candidate, publish_request, revision_of, stored_revision
 from workloads.random import Stream
 
 ROLES = ("a", "b")
@@ -285,8 +285,7 @@ def _learn(pair: RacePair, w, role: str, sent: dict, ev: dict) -> Facts:
         return replace(f.holding(role, None), record=None, aborted=True, lost=lost)
     if name == "publication-read" and f.lost and req.get("operation_id") == f.lost.get("operation_id"):
         if typ == "ok":
-            stdout = ((result.get("outcome") or {}).get("stdout") or {})
-            rev = (stdout.get("result") or {}).get("committed_revision")
+            rev = stored_revision(result)
             if rev and rev != f.rev:
                 f = replace(f, old_rev=f.rev, rev=rev)
         return replace(f, lost=None)  # operation-not-found: it never committed
@@ -349,6 +348,10 @@ class Ctx:
 
     def expires(self, claim: dict, d: int = 0) -> int:
         return parse_instant(claim["expires_at"]) + d
+
+    def into_lease(self, claim: dict) -> int:
+        """1 ms after ``claim`` was issued: a pin that decides inside the lease however slow the calls."""
+        return parse_instant(claim["issued_at"]) + 1
 
     # ------------------------------------------------------------------ claim ops
 
@@ -573,7 +576,7 @@ def _stale_expiry():
         if a is None:
             return None
         # decided 1 ms after the issue, so the new expiry differs from the old one
-        return [("a", x.renew(a, "renew", clock_ms=parse_instant(a["issued_at"]) + 1))]
+        return [("a", x.renew(a, "renew", clock_ms=x.into_lease(a)))]
 
     def stale(x):
         a = _own(x)
@@ -593,8 +596,7 @@ def _stale_revision():
         # decided 1 ms into a's lease, like stale-expiry's renew: the revision is checked only after an
         # unexpired claim (§6 step 7 before 8), and a's lease may start at a pinned instant already past
         # in real time (the hold takes over at the previous expires_at) or run out within one slow call
-        at = parse_instant(a["issued_at"]) + 1
-        return [("a", x.publish("a", "stale-revision", rev=old, clock_ms=at))]
+        return [("a", x.publish("a", "stale-revision", rev=old, clock_ms=x.into_lease(a)))]
     return (stale,)
 
 
@@ -655,7 +657,7 @@ def _legacy_writes():
         # decided 1 ms into a's lease, like stale-revision's publish: a's lease may start at a pinned
         # instant already past in real time, and an expired claim lets a legacy transition through
         # (correctly, §7), so a process-per-call program never took the refused path (epoch-wraps, seed 1)
-        at = parse_instant(a["issued_at"]) + 1
+        at = x.into_lease(a)
         return [("b", {"f": "legacy-transition", "value": dict(x.tup), "label": "legacy-transition", "clock_ms": at}),
                 ("b", {"f": "legacy-create", "value": dict(x.tup), "label": "legacy-create", "clock_ms": at})]
     return (refused,)

@@ -202,7 +202,7 @@ class _Transaction:
         store = self.store
         begin = "BEGIN ISOLATION LEVEL READ COMMITTED" if self.write else "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
         for attempt in (1, 2):
-            fresh = store._conn is None or store._conn.closed or store._conn.broken
+            fresh = store._reopen_pending or store._conn is None or store._conn.closed or store._conn.broken
             conn = store.connection()
             store._watchdog.arm(conn, store.deadline_s)
             try:
