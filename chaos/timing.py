@@ -26,7 +26,8 @@ process per call (median read above ``PROCESS_MS``):
 * the op deadline is at least ``DEADLINE_COVERS`` decisions;
 * when a read costs more than ``PROCESS_MS`` (the median: a process per call;
   in-process backends answer in a few ms even on a loaded machine), the
-  default worker count drops to ``2 * cpu_count`` agents (at least 3): more
+  default worker count drops to ``2 * cpu_count`` agents (at least 3, and with
+  the racers no more than the default worker count): more
   CPU-bound processes than that only queue behind each other; plus two racer
   pairs (``RACER_THREADS``, ``race_pairs: 2``, as in a fast run;
   ``workloads.races``) on top, so the racers' episodes do not take agents
@@ -132,7 +133,7 @@ def choose(measured: dict | None, scale: float | None, *, lease_ms: int, workers
     slow = read > PROCESS_MS or (scale is not None and scale > 1.0)
     if scale is None:  # only a process-per-call backend is scaled: an in-process one stays put under load too
         scale = max(1.0, round((lease_ms + LEASE_MARGIN * decision) / lease_ms, 2)) if slow else 1.0
-    agents = max(3, min(workers_default, 2 * (os.cpu_count() or 1)))
+    agents = max(3, min(workers_default - RACER_THREADS, 2 * (os.cpu_count() or 1)))
     workers = agents + RACER_THREADS if slow else workers_default
     time_limit = MAX_TIME_LIMIT_S if slow and measured and decision else time_limit_default
     return {"scale": scale, "workers": workers, "time_limit": float(time_limit), "slow": slow,

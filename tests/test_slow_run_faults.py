@@ -116,7 +116,7 @@ def test_a_slow_run_has_its_agents_plus_two_racer_pairs():
 
     slow = timing.choose({"read_ms": 300.0, "decision_ms": 600.0}, None, lease_ms=1500, workers_default=10,
                          time_limit_default=30.0)
-    agents = max(3, min(10, 2 * (os.cpu_count() or 1)))
+    agents = max(3, min(10 - timing.RACER_THREADS, 2 * (os.cpu_count() or 1)))
     assert slow["workers"] == agents + timing.RACER_THREADS
     from workloads.claims import ClaimsConfig
     from workloads.coverage import plan_for
