@@ -20,12 +20,15 @@ would compile every module it imports afresh (about a third of its CPU).
 "Default" means no scenario and no flags but the backend, the seed and the
 time limit: every nemesis the backend supports here, the run's own worker
 count (10; for a process-per-call program ``chaos.timing`` chooses fewer
-agents plus one racer pair, since more CPU-bound processes than the cores
+agents plus two racer pairs, since more CPU-bound processes than the cores
 can run only queue behind each other), 30 s of workload (a slow program's
 default run would grow it past the 90-s budget), every client behaviour of
 the claims workload on. A cell passes when the run is
 ``invalid``, one of the bug's ``names`` is among the anomalies, and the run
 took at most ``--budget`` seconds (default 90). Exit 1 when any cell fails.
+Each line also shows the 1-minute load average when the cell ended and how
+many of the racers' episode kinds the run started (``kinds``): figures from
+a loaded machine are load figures.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ sys.path.insert(0, ROOT)
 from chaos.commands.test_all import RunRequest, run_one, seeds_of  # noqa: E402
 from chaos.nemesis import sut_options, supported  # noqa: E402,F401
 from chaos.testing.mutants import RED_TEAM  # noqa: E402
+from workloads.races import EPISODES  # noqa: E402
 
 PY = sys.executable
 PACKAGES = ("backends", "chaos", "checkers", "workloads")
@@ -91,6 +95,23 @@ def named_by(results: dict, names: tuple) -> tuple[list[str], list[str]]:
     return sorted(t for t in types if t in names), sorted(bad)
 
 
+def episodes_reached(run_dir: str | None) -> int | None:
+    """How many of the racers' episode kinds (``workloads.races.EPISODES``)
+    the run started: a planted bug whose episode never ran cannot be caught
+    by it (the diagnosis of a ``valid`` cell)."""
+    path = os.path.join(run_dir or "", "history.jsonl")
+    if not os.path.isfile(path):
+        return None
+    seen = set()
+    with open(path) as f:
+        for line in f:
+            op = json.loads(line)
+            intent = op.get("intent") if op.get("type") == "invoke" else None
+            if intent:
+                seen.add(intent.rsplit(":", 1)[0] if ":" in intent else intent)
+    return len(seen & set(EPISODES))
+
+
 def cell(bug: str | None, path: str, seed: int, store: str, budget: float) -> dict:
     spec = RED_TEAM.get(bug) if bug else None
     t = time.monotonic()
@@ -106,7 +127,8 @@ def cell(bug: str | None, path: str, seed: int, store: str, budget: float) -> di
     return {"bug": bug or "control (correct sqlite)", "rule": spec.rule if spec else "-",
             "section": spec.section if spec else "-", "path": path, "seed": seed, "verdict": verdict,
             "named_by": names, "invalid_checkers": bad, "seconds": round(wall, 1), "ok": ok,
-            "notes": (r.get("notes") or [])[:2], "run_dir": out.run_dir}
+            "notes": (r.get("notes") or [])[:2], "run_dir": out.run_dir,
+            "episodes": episodes_reached(out.run_dir), "load": round(os.getloadavg()[0], 1)}
 
 
 def main(argv=None) -> int:
@@ -130,8 +152,8 @@ def main(argv=None) -> int:
     compile_sources()
     store = tempfile.mkdtemp(prefix="chaos-red-team-")
     started = time.monotonic()
-    print(f"{'planted bug':<30} {'rule (section)':<44} {'path':<9} {'seed':>4} {'s':>5}  verdict  named by",
-          flush=True)
+    print(f"{'planted bug':<30} {'rule (section)':<44} {'path':<9} {'seed':>4} {'s':>5} {'load':>5} "
+          f"{'kinds':>5}  verdict  named by", flush=True)
     cells = []
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         futures = [pool.submit(cell, b, p, s, store, args.budget) for b, p, s in plan]
@@ -140,7 +162,9 @@ def main(argv=None) -> int:
             cells.append(c)
             rule = f"{c['rule']} ({c['section']})"
             mark = "" if c["ok"] else "   <- FAILS" + (f": {'; '.join(c['notes'])[:120]}" if c["notes"] else "")
-            print(f"{c['bug']:<30} {rule:<44} {c['path']:<9} {c['seed']:>4} {c['seconds']:>5.0f}  "
+            kinds = "-" if c["episodes"] is None else f"{c['episodes']}/{len(EPISODES)}"
+            print(f"{c['bug']:<30} {rule:<44} {c['path']:<9} {c['seed']:>4} {c['seconds']:>5.0f} {c['load']:>5.1f} "
+                  f"{kinds:>5}  "
                   f"{c['verdict']:<8} {','.join(c['named_by']) or '-'}{mark}", flush=True)
             if c["ok"] and not args.keep and c["run_dir"]:
                 shutil.rmtree(c["run_dir"], ignore_errors=True)

@@ -26,10 +26,17 @@ process per call (median read above ``PROCESS_MS``):
 * the op deadline is at least ``DEADLINE_COVERS`` decisions;
 * when a read costs more than ``PROCESS_MS`` (the median: a process per call;
   in-process backends answer in a few ms even on a loaded machine), the
-  default worker count drops to ``2 * cpu_count`` agents (at least 3): more
-  CPU-bound processes than that only queue behind each other; plus one racer
-  pair (``RACER_THREADS``, ``race_pairs: 1``; ``workloads.races``) on top, so
-  the racers' episodes do not take half of the agents that publish;
+  default worker count drops to ``2 * cpu_count`` agents (at least 3, and with
+  the racers no more than the default worker count): more
+  CPU-bound processes than that only queue behind each other; plus two racer
+  pairs (``RACER_THREADS``, ``race_pairs: 2``, as in a fast run;
+  ``workloads.races``) on top, so the racers' episodes do not take agents
+  that publish. Two pairs, not one: a pair has about one call in flight (most
+  of an episode's steps are one role's op), so with one pair a loaded
+  machine's 30-s run of a process-per-call program reached only 11-26 of the
+  37 episode kinds (the planted bugs' own episodes among those missed,
+  ``docs/mutants.md``); the pairs take turns through one rotation, so two
+  reach about twice the kinds;
 * a forward clock skew moves the durable floor ahead of real time by its
   offset, and until real time catches up every unskewed worker's "now" is the
   floor, frozen: a lease whose holder died (a kill, a lost reply) never expires
@@ -75,7 +82,7 @@ import time
 LEASE_MARGIN = 3      # decisions a lease must cover beyond the work: renew, publish, release
 DEADLINE_COVERS = 12
 PROCESS_MS = 100
-RACER_THREADS = 2     # a slow run's one racer pair, on top of its agents
+RACER_THREADS = 4     # a slow run's two racer pairs, on top of its agents
 MAX_TIME_LIMIT_S = 140.0   # with set-up and the final phase, a default run ends within 3 minutes
 FORWARD_LEASES = (1.25, 2.5)   # the shortest and longest forward skew, in leases (module docstring)
 FORWARD_SHARE = 0.25  # and at most this share of the time limit (real time catches up within the run)
@@ -126,7 +133,7 @@ def choose(measured: dict | None, scale: float | None, *, lease_ms: int, workers
     slow = read > PROCESS_MS or (scale is not None and scale > 1.0)
     if scale is None:  # only a process-per-call backend is scaled: an in-process one stays put under load too
         scale = max(1.0, round((lease_ms + LEASE_MARGIN * decision) / lease_ms, 2)) if slow else 1.0
-    agents = max(3, min(workers_default, 2 * (os.cpu_count() or 1)))
+    agents = max(3, min(workers_default - RACER_THREADS, 2 * (os.cpu_count() or 1)))
     workers = agents + RACER_THREADS if slow else workers_default
     time_limit = MAX_TIME_LIMIT_S if slow and measured and decision else time_limit_default
     return {"scale": scale, "workers": workers, "time_limit": float(time_limit), "slow": slow,
@@ -139,7 +146,7 @@ def scaled_claims(claims: dict, scale: float, defaults) -> dict:
     that margin less one decision (the renew's own), so a lease still expires
     before its renew about as often as the workload designs while a renewed
     lease covers the calls that follow it;
-    one racer pair; agents skip an acquire their read shows held (the module
+    two racer pairs; agents skip an acquire their read shows held (the module
     docstring)."""
     out = dict(claims)
     if scale == 1.0:

@@ -144,3 +144,46 @@ def test_non_root_harness_launches_its_own_server():
                          cwd="/tmp")
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["postgres", "7", "False"]
+
+
+def _postmasters_of(data_dir: str) -> list[int]:
+    found = []
+    for p in psutil.process_iter(["cmdline", "status"]):
+        try:
+            cmd = p.info["cmdline"] or []
+            if "-D" in cmd and data_dir in cmd and p.info["status"] != psutil.STATUS_ZOMBIE:
+                found.append(p.pid)
+        except psutil.NoSuchProcess:
+            pass
+    return found
+
+
+def test_concurrent_starts_never_leave_a_second_postmaster():
+    """A nemesis step abandoned at its bound keeps running beside the next one:
+    an fsync heal's ``ensure_serving`` and the next kill's restart both started
+    a postmaster (soak postgres seed 6); the untracked one held the shared
+    memory, and every later start failed."""
+    import threading
+
+    with PgServer() as server:
+        for _ in range(3):
+            server.kill()
+            gate = threading.Barrier(2)
+            errors: list[BaseException] = []
+
+            def start() -> None:
+                gate.wait()
+                try:
+                    server.start()
+                except BaseException as e:  # noqa: BLE001 - reported below
+                    errors.append(e)
+
+            threads = [threading.Thread(target=start) for _ in range(2)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(120)
+            assert not errors, errors
+            assert _postmasters_of(server.data) == [server.pid]
+        server.kill()
+        assert _wait_gone(_postmasters_of(server.data)) == []

@@ -111,20 +111,20 @@ def test_a_kill_aimed_at_a_publish_is_armed_for_the_next_publish_and_lands_with_
         slot.stop()
 
 
-def test_a_slow_run_has_its_agents_plus_one_racer_pair():
+def test_a_slow_run_has_its_agents_plus_two_racer_pairs():
     import os
 
     slow = timing.choose({"read_ms": 300.0, "decision_ms": 600.0}, None, lease_ms=1500, workers_default=10,
                          time_limit_default=30.0)
-    agents = max(3, min(10, 2 * (os.cpu_count() or 1)))
+    agents = max(3, min(10 - timing.RACER_THREADS, 2 * (os.cpu_count() or 1)))
     assert slow["workers"] == agents + timing.RACER_THREADS
     from workloads.claims import ClaimsConfig
     from workloads.coverage import plan_for
 
     claims = timing.scaled_claims({}, slow["scale"], ClaimsConfig())
-    assert claims["race_pairs"] == 1 and plan_for(claims, slow["workers"], None)["race_pairs"] == 1
+    assert claims["race_pairs"] == 2 and plan_for(claims, slow["workers"], None)["race_pairs"] == 2
     assert claims["skip_held"] is True and "skip_held" not in timing.scaled_claims({}, 1.0, ClaimsConfig())
-    assert timing.scaled_claims({"race_pairs": 2}, 2.0, ClaimsConfig())["race_pairs"] == 2   # the user's value stays
+    assert timing.scaled_claims({"race_pairs": 1}, 2.0, ClaimsConfig())["race_pairs"] == 1   # the user's value stays
 
 
 def test_lowering_race_pairs_after_set_up_keeps_the_tuples_set_up():

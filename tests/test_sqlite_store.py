@@ -173,3 +173,22 @@ def test_a_file_that_is_not_a_database_answers_store_unavailable(tmp_path):
     assert (reply.exit, reply.envelope["error"]["code"], reply.envelope["error"]["details"]) == (
         6, "claim-store-unavailable", {"reason": "database-unopenable"})
     assert path.read_bytes() == b"this is not an SQLite file" * 100
+
+
+def test_a_provisioning_that_cannot_be_read_answers_store_unavailable_then_is_read_again(tmp_path):
+    """The black-box CLI's spec names no allowlist: the file's is the only
+    one. When it cannot be read, no namespace may be called unbound (that is a
+    definite rejection, and the red team's CLI runs met it under faults): the
+    call decides nothing, and the next call reads the provisioning again."""
+    path = tmp_path / "claims.db"
+    admin.provision(str(path), [NS1])
+    provisioned = path.read_bytes()
+    path.write_bytes(b"this is not an SQLite file" * 100)
+    backend = SqliteBackend({"path": str(path)}, FixedClock(T0), Hooks())
+    reply = backend.call("acquire", acquire_req(NS1, ITEM, "agent-a"))
+    assert (reply.exit, reply.envelope["error"]["code"], reply.envelope["error"]["details"]) == (
+        6, "claim-store-unavailable", {"reason": "database-unopenable"})
+    assert backend.call("capabilities", {}).envelope["error"]["code"] == "claim-store-unavailable"
+    path.write_bytes(provisioned)
+    reply = backend.call("acquire", acquire_req(NS1, ITEM, "agent-a"))
+    assert reply.exit == 0 and reply.envelope["result"]["claim"]["owner_id"] == "agent-a"

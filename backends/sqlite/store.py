@@ -62,6 +62,14 @@ def _primary(e: sqlite3.Error) -> int | None:
     return None if code is None else code & 0xFF
 
 
+def unavailable(e: sqlite3.Error, what: str) -> StoreUnavailable:
+    """The ``StoreUnavailable`` for an error before any decision: another
+    connection holds the lock, or the file cannot be opened or read."""
+    if _primary(e) == SQLITE_BUSY:
+        return StoreUnavailable("database-locked", f"{what}: {e}")
+    return StoreUnavailable("database-unopenable", f"{what}: {e}")
+
+
 SYNCHRONOUS = "EXTRA"
 
 
@@ -116,9 +124,7 @@ class SqliteStore:
         try:
             conn = connect(self.path, timeout=self.busy_timeout_s, synchronous=self.synchronous)
         except sqlite3.Error as e:
-            if _primary(e) == SQLITE_BUSY:
-                raise StoreUnavailable("database-locked", str(e)) from e
-            raise StoreUnavailable("database-unopenable", f"cannot open {self.path}: {e}") from e
+            raise unavailable(e, f"cannot open {self.path}") from e
         with self._lock:
             self._all.add(conn)
         return conn
@@ -166,9 +172,7 @@ class SqliteStore:
                 self._begin(conn, write)
             except sqlite3.Error as e:
                 healthy = False
-                if _primary(e) == SQLITE_BUSY:
-                    raise StoreUnavailable("database-locked", f"BEGIN: {e}") from e
-                raise StoreUnavailable("database-unopenable", f"BEGIN: {e}") from e
+                raise unavailable(e, "BEGIN") from e
             try:
                 yield self.txn_class(conn, write)
             except BaseException:

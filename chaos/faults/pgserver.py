@@ -38,13 +38,32 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from functools import wraps
 from pathlib import Path
 
 import psutil
 import psycopg
 
 from chaos.faults import procs
+
+def _serialized(method):
+    """One change of the server at a time. A nemesis step that outlives its
+    bound is abandoned but keeps running (``chaos.driver.NemesisExecutor``):
+    an abandoned fsync heal still starting a postmaster while the next step's
+    kill started another left two postmasters on one data directory, the
+    untracked one holding the shared memory, and every later start failed
+    "pre-existing shared memory block is still in use" (default soak, postgres
+    seed 6). The next step now waits for the abandoned one instead."""
+
+    @wraps(method)
+    def locked(self, *args, **kwargs):
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return locked
+
 
 BINDIR_CANDIDATES = ("/usr/lib/postgresql/15/bin", "/usr/lib/postgresql/16/bin", "/usr/lib/postgresql/14/bin")
 
@@ -90,6 +109,7 @@ class PgServer:
         self._fixed_port = port is not None
         self.host = "127.0.0.1"
         self.proc: subprocess.Popen | None = None
+        self._lock = threading.RLock()
         self._freezer: procs.Freezer | None = None
         self._paused_pids: list[int] = []
         self._cleaned = False
@@ -163,6 +183,7 @@ class PgServer:
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    @_serialized
     def start(self, timeout: float = 60.0) -> None:
         """Start the postmaster (crash recovery runs if it was killed) and
         wait until it accepts connections. Retries on a taken port."""
@@ -211,6 +232,7 @@ class PgServer:
         except FileNotFoundError:
             return ""
 
+    @_serialized
     def kill(self) -> list[int]:
         """Crash: SIGKILL the postmaster and every child (snapshot now), reap all.
         Works on a paused (stopped or frozen) server too."""
@@ -227,6 +249,7 @@ class PgServer:
         procs.unregister(self.proc.pid)
         return sorted(set(pids) | set(killed))
 
+    @_serialized
     def stop(self, timeout: float = 30.0) -> None:
         """Fast shutdown (SIGINT); SIGKILL if it does not finish in time."""
         if not self.running():
@@ -243,6 +266,7 @@ class PgServer:
         procs.reap(children)  # a child the postmaster no longer waits for is still ours to outlive
         procs.unregister(self.proc.pid)
 
+    @_serialized
     def restart(self, crash: bool = True) -> None:
         """Kill (crash=True, recovery on start) or stop cleanly, then start."""
         if crash:
@@ -253,6 +277,7 @@ class PgServer:
 
     # ------------------------------------------------------------------ pause
 
+    @_serialized
     def pause(self) -> list[int]:
         """Freeze the server. As root: the cgroup v1 freezer (covers backends
         forked later). Otherwise: SIGSTOP a snapshot taken now."""
@@ -269,6 +294,7 @@ class PgServer:
         self._paused_pids = tree
         return tree
 
+    @_serialized
     def resume(self) -> None:
         if self._freezer is not None:
             self._freezer.thaw()
@@ -302,6 +328,7 @@ class PgServer:
 
     # ------------------------------------------------------------------ teardown
 
+    @_serialized
     def cleanup(self) -> None:
         """Stop the server (SIGKILL if needed), remove the directory. Idempotent."""
         if self._cleaned:

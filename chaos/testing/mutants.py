@@ -73,17 +73,10 @@ class AdvisoryClaimsFenced(SqliteBackend):
     reply still says ``fenced`` / ``safe_exclusive_dispatch: true``; a bypass
     writer declared in the file is hidden from the inventory too."""
 
-    def __init__(self, spec: dict, clock: Clock, hooks: Hooks):
-        super().__init__(spec, clock, hooks)
-        self._advertise_fenced()
-
-    def restart(self) -> None:
-        super().restart()
-        self._advertise_fenced()
-
-    def _advertise_fenced(self) -> None:
-        if self.config.namespaces:
-            self.config.write_paths = dict(REQUIRED_WRITE_PATHS)
+    def configured(self, config):
+        if config.namespaces:
+            config.write_paths = dict(REQUIRED_WRITE_PATHS)
+        return config
 
     def _fence(self, req, rec, now):
         return None
@@ -423,16 +416,9 @@ class AdvisoryPublishes(SqliteBackend):
     """``advisory-publishes``: the endpoint reports itself advisory (a bypass
     writer in its inventory) but still accepts publish-claimed."""
 
-    def __init__(self, spec: dict, clock: Clock, hooks: Hooks):
-        super().__init__(spec, clock, hooks)
-        self._advertise_bypass()
-
-    def restart(self) -> None:
-        super().restart()
-        self._advertise_bypass()
-
-    def _advertise_bypass(self) -> None:
-        self.config.write_paths = dict(self.config.write_paths, alternate="direct-file-writer")
+    def configured(self, config):
+        config.write_paths = dict(config.write_paths, alternate="direct-file-writer")
+        return config
 
     def _publication_capable(self):
         return True
