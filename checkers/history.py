@@ -9,9 +9,13 @@ Either way every client invoke is paired with the next completion of its
 process, instants are parsed to integer milliseconds, tuples, owners and
 revisions are interned, and the raw dicts are dropped: each client operation
 is one compact ``Op`` holding exactly what the checkers read (a million ops
-fit in a few hundred MB). What needs the raw reply is done while it is in
-hand: the envelope shape check (``envelope_problems``) and the identity of
-stored envelopes (``env_id``, a digest of canonical JSON).
+fit in about 1.1 GB, with the checkers' own tables). What needs the raw reply
+is done while it is in hand: the envelope shape check (``envelope_problems``),
+the publish request and candidate check (``request_problems``), the identity
+of stored envelopes (``env_id``, a digest of canonical JSON) and the worker's
+reply-protocol evidence (``protocol``). ``History.read(path, jobs=2)`` does the
+two raw-reply checks in a helper process reading the same file
+(``raw_findings``, ``_RawHelper``) while this one builds the ops.
 
 Real-time order is the order of the file: op A *precedes* op B when A's
 completion was appended before B's invocation (``A.cp < B.ip``).
@@ -570,6 +574,10 @@ class History:
     def times(self, n: int) -> tuple[float | None, float | None, float | None]:
         """Op number ``n``'s ``(invoke ns, completion ns, worker wall ms)``, ``None`` where unknown."""
         return tuple(None if x != x else x for x in (self.t_invoke[n], self.t_done[n], self.wall[n]))
+
+    def completed(self) -> Iterator[Op]:
+        """The completed client ops in completion order (the completions of ``in_order``)."""
+        return map(self.ops.__getitem__, self._done)
 
     def in_order(self) -> Iterator[tuple[bool, Op]]:
         """``(is_completion, op)`` for every client history line, in real-time order."""
