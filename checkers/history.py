@@ -900,7 +900,7 @@ class _RawHelper:
     def start(cls, fd: int, size: int, tolerant: bool) -> "_RawHelper":
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, (root, os.environ.get("PYTHONPATH")))))
-        argv = [sys.executable, "-m", "checkers.history", str(fd), str(size), str(int(tolerant))]
+        argv = [sys.executable, "-m", "checkers.history", str(fd), str(size), str(int(tolerant)), str(os.getpid())]
         return cls(subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                     stderr=subprocess.DEVNULL, pass_fds=(fd,), env=env, cwd=root))
 
@@ -956,7 +956,8 @@ class _RawHelper:
 
 
 def _helper_main(argv: list[str]) -> int:
-    fd, size, tolerant = int(argv[0]), int(argv[1]), argv[2] == "1"
+    fd, size, tolerant, parent = int(argv[0]), int(argv[1]), argv[2] == "1", int(argv[3])
+    _die_with(parent)
     gc.disable()
     try:
         found = raw_findings(fd, size, "history.jsonl", tolerant)
@@ -965,6 +966,19 @@ def _helper_main(argv: list[str]) -> int:
     sys.stdout.buffer.write(pickle.dumps(found, protocol=pickle.HIGHEST_PROTOCOL))
     sys.stdout.buffer.flush()
     return 0
+
+
+def _die_with(parent: int) -> None:
+    """SIGKILL this helper when its parent dies (a SIGKILLed ``chaos check``
+    leaves no reader behind); if it is already gone, stop now."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # not Linux: the helper ends at its first write to the closed pipe
+    if os.getppid() != parent:
+        os._exit(3)
 
 
 def read_history(path: str) -> list[dict]:
