@@ -78,7 +78,12 @@ def test_the_helper_finds_what_one_process_finds(tmp_path, helper_always, seed):
     assert two._pending is not None  # the helper ran
     shapes, requests = _findings(one)
     assert shapes and requests  # the planted findings are there (the test can fail)
-    assert _findings(two) == (shapes, requests) == _findings(History.of(records))
+    helper_shapes, helper_requests = _findings(two)
+    assert helper_shapes == shapes, (len(helper_shapes), len(shapes), two.helper)
+    assert helper_requests == requests, (len(helper_requests), len(requests), two.helper)
+    of_shapes, of_requests = _findings(History.of(records))
+    assert (of_shapes, of_requests) == (shapes, requests), (len(of_shapes), len(shapes), len(of_requests),
+                                                            len(requests))
     assert two.helper["status"] == 0 and two.helper["max_rss_kb"] > 0
     assert one.problems == two.problems and "torn last line" in one.problems[0]
     verdicts = _untimed(run_checkers(one, ctx))
