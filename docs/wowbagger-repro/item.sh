@@ -19,7 +19,7 @@ ITEM
 sed 's/^Seeded\.$/Published./' "$T/R/ledger/$ITEM.md" > "$T/candidate.md"
 git -C "$T/R" add -A; git -C "$T/R" -c user.name=u -c user.email=u@example.invalid commit -qm item
 EXPECTED=$(rev "$T/R/ledger/$ITEM.md"); CANDIDATE=$(rev "$T/candidate.md"); B64=$(base64 -w0 "$T/candidate.md")
-echo "{\"ledger_namespace\":\"$NS\",\"item_id\":\"$ITEM\",\"owner_id\":\"agent-1\",\"lease_duration_ms\":600000,\"expected\":{\"last_epoch\":\"0\",\"active\":null}}" \
+echo "{\"ledger_namespace\":\"$NS\",\"item_id\":\"$ITEM\",\"owner_id\":\"agent-1\",\"lease_duration_ms\":${LEASE_MS:-600000},\"expected\":{\"last_epoch\":\"0\",\"active\":null}}" \
   | $WB claim acquire --ledger "$T/R/ledger" --input - --json > "$T/acq.json"
 EPOCH=$(python3 -c "import json; print(json.load(open('$T/acq.json'))['result']['claim']['epoch'])")
 cat > "$T/publish.json" <<JSON
