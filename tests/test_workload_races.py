@@ -305,3 +305,20 @@ def test_an_episode_an_abort_cut_short_runs_once_more_then_the_rotation_moves_on
     stale = [d for i, d in ps if i["intent"] == "stale-expiry:stale-expiry" and d["type"] != "info"]
     assert stale and all(code(d) == "claim-conflict" for d in stale)
     assert run_checkers(h, ctx)["valid"] is True
+
+
+def test_a_killed_call_episode_is_not_run_again():
+    from dataclasses import replace as _replace
+
+    from workloads.races import Facts, RacePair, _learn
+
+    class W:  # what _learn reads of the workload: the pair's race tuple
+        class world:
+            race_tuples = ((("wbns_" + "a" * 32, "wb_01Q4837BM01W70T30B184GG1R6"), None),)
+
+    pair = RacePair(0, (0, 1))
+    sent = {"f": "renew", "value": {"ledger_namespace": "wbns_" + "a" * 32, "item_id": "wb_01Q4837BM01W70T30B184GG1R6"}}
+    cut = _learn(pair, W, "a", sent, {"type": "info"})
+    killed = _learn(pair, W, "a", dict(sent, fault={"kind": "kill", "at": 0.5}), {"type": "info"})
+    assert cut.aborted and not cut.killed and killed.aborted and killed.killed
+    assert _replace(Facts(), killed=True).next_episode().killed is False

@@ -78,7 +78,8 @@ Each op carries ``intent`` (``<episode>:<step label>``), which the coverage
 gate reads. The rotation is a seeded permutation of ``cfg.episodes`` per block
 of episodes (``Stream(seed, ("race", block))``), the pairs taking turns
 through it, so every kind runs once per block (an episode an abort cut short,
-say a fault took one of its replies, runs once more at once) and the order is a pure
+say a fault took one of its replies, runs once more at once, unless its own
+in-call kill did) and the order is a pure
 function of the seed.
 """
 
@@ -160,6 +161,7 @@ class Facts:
     other_claim: dict | None = None  # a's claim on that tuple
     released: bool = False         # a release of the race item succeeded in this episode
     aborted: bool = False
+    killed: bool = False           # the episode's own in-call kill took a reply: cut short by design
 
     def claim(self, role: str) -> dict | None:
         return dict(self.claims).get(role)
@@ -239,7 +241,7 @@ class RacePair:
             # restart) would otherwise void the rotation's only run of that kind in a short run of a
             # slow program (the red team's CLI path: the one takeover probe, the one stale-expiry renew)
             backoff, _ = Stream(ctx.seed, ("race-backoff", self.pair, self.n) + (("again",) if self.again else ())).randint(*w.cfg.backoff_ms)
-            again = not self.again
+            again = not self.again and not facts.killed
             return replace(pair, n=pair.n if again else pair.n + 1, again=again, step=0, started=False,
                            facts=facts.next_episode(), at=ctx.time + backoff * MS)
         return replace(pair, step=pair.step + 1, started=False, at=ctx.time)
@@ -288,7 +290,8 @@ def _learn(pair: RacePair, w, role: str, sent: dict, ev: dict) -> Facts:
         # publish's outcome: had it committed, the pair's revision is stale, and an episode's
         # aimed publish would meet a revision conflict instead of its path)
         lost = req if name == "publish" and on_item else f.lost
-        return replace(f.holding(role, None), record=None, aborted=True, lost=lost)
+        killed = f.killed or (sent.get("fault") or {}).get("kind") == "kill"
+        return replace(f.holding(role, None), record=None, aborted=True, lost=lost, killed=killed)
     if name == "publication-read" and f.lost and req.get("operation_id") == f.lost.get("operation_id"):
         if typ == "ok":
             rev = stored_revision(result)
