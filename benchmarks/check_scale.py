@@ -7,11 +7,13 @@ checker, and whether the cost grows linearly.
 
 Every figure is measured in a fresh subprocess, so each process's peak RSS
 is its own (``os.wait4``'s ``ru_maxrss``; CPU is user + system, including
-the forked second process of ``--jobs 2``, which ``chaos check`` reaps):
+the helper process of ``--jobs 2``, which ``chaos check`` reaps):
 
-* ``chaos check`` itself (the Done-when figure): the peak RSS of its largest
-  process (``wait4``), of each of its two processes, and the peak summed PSS
-  of both (sampled from /proc: pages they share copy-on-write counted once);
+* ``chaos check`` itself (the Done-when figure; ``--jobs 2`` is its default):
+  the peak RSS of its largest process (``wait4``), of each of its two
+  processes (the checking process and the read's helper process, which
+  ``chaos check`` reaps), and the peak summed PSS of both (sampled from
+  /proc: shared library pages counted once);
 * ``read``: ``History.read`` alone (the one pass over the file);
 * one row per checker: ``chaos check --only NAME --jobs 1``, i.e. read plus
   that checker, with the checker's own CPU as it measured it in-process
@@ -150,9 +152,9 @@ def main() -> int:
                 verdict = f"crashed (rc {whole['rc']}): {whole['err']}"
             split = f"peak PSS {whole['pss_mb']:.0f} MB"
             if procs:
-                parent, child = procs["parent_max_rss_kb"] / 1024, procs["child_max_rss_kb"] / 1024
-                split = (f"peak RSS per process {parent:.0f} + {child:.0f} MB; peak PSS of both "
-                         f"{whole['pss_mb']:.0f} MB")
+                parent, helper = procs["parent_max_rss_kb"] / 1024, procs["helper"]["max_rss_kb"] / 1024
+                split = (f"peak RSS per process {parent:.0f} + {helper:.0f} MB (helper cpu "
+                         f"{procs['helper']['cpu_s']:.1f} s); peak PSS of both {whole['pss_mb']:.0f} MB")
             print(row(f"chaos check --jobs {jobs}", whole, ops, f"{verdict}; {split}"), flush=True)
             per_op.setdefault(jobs, {})[size] = whole["cpu"] / ops
         if size not in per:

@@ -8,9 +8,6 @@ the error text, because a crashed checker proved nothing either way.
 
 from __future__ import annotations
 
-import gc
-import os
-import pickle
 import time
 import traceback
 from typing import Callable, Mapping
@@ -64,39 +61,3 @@ def compose(checkers: Mapping[str, Checker]) -> Checker:
 
     composed.names = tuple(checkers)
     return composed
-
-
-def forked(child: Checker, history, ctx: dict, parent: Checker) -> dict:
-    """``child(history, ctx)`` in a forked process while ``parent(history, ctx)``
-    runs here; both composed checkers' ``checkers`` maps, merged. The history
-    is shared copy-on-write (``gc.freeze`` first, so the child's collector
-    does not touch every page); the child's results come back pickled, its
-    resource use in ``parent.usage``."""
-    gc.freeze()
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: check, send, and leave without running anything of the parent's
-        os.close(r)
-        try:
-            data = pickle.dumps(child(history, ctx)["checkers"], protocol=pickle.HIGHEST_PROTOCOL)
-        except BaseException as e:  # noqa: BLE001 - reported to the parent as the reason
-            data = pickle.dumps(e.__class__.__name__ + ": " + str(e))
-        with os.fdopen(w, "wb") as f:
-            f.write(data)
-        os._exit(0)
-    os.close(w)
-    gc.unfreeze()
-    mine = parent(history, ctx)["checkers"]
-    with os.fdopen(r, "rb") as f:
-        data = f.read()
-    _, status, usage = os.wait4(pid, 0)
-    parent.usage = {"child_pid": pid, "child_max_rss_kb": usage.ru_maxrss,
-                    "child_cpu_s": round(usage.ru_utime + usage.ru_stime, 3)}
-    try:
-        theirs = pickle.loads(data) if data else f"the checker process exited with status {status}"
-    except Exception as e:  # noqa: BLE001 - a torn result is the child's failure, reported
-        theirs = f"unreadable result from the checker process: {e}"
-    if isinstance(theirs, str):
-        names = getattr(child, "names", ())
-        theirs = {n: {"valid": "unknown", "error": theirs, "anomalies": [], "stats": {}} for n in names}
-    return {**mine, **theirs}

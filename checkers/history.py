@@ -23,11 +23,17 @@ import base64
 import binascii
 import gc
 import hashlib
-import io
 import json
 import os
+import pickle
+import signal
+import subprocess
+import sys
+import weakref
 from array import array
 from typing import Any, Iterable, Iterator
+
+import orjson
 
 from backends import safeload
 from backends.contract.digests import operation_digest
@@ -144,12 +150,35 @@ def epoch_int(value: Any) -> int | None:
     return e
 
 
-_decode = json.JSONDecoder().decode
+_json_decode = json.JSONDecoder().decode
 _NAN = float("nan")
+#: 19 digits in a row (found as 19 zeros once every digit is a zero): maybe an integer past 64 bits,
+#: which orjson reads as a float; and ``{`` as ``[`` (one count of the brackets)
+_DIGITS_AS_ZERO = bytes.maketrans(b"123456789{", b"000000000[")
+_LONG_NUMBER = b"0" * 19
 
 
-def canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+def decode_line(raw: bytes) -> Any:
+    """One history line, exactly as ``json`` reads its UTF-8 text (bytes that
+    are not UTF-8 surrogate-escaped). orjson reads most lines, about three
+    times faster, and gives the same value for the lines it takes; the rest
+    go to ``json``: orjson refuses NaN, infinities, lone surrogates, bytes
+    that are not UTF-8 and nesting past 1024 levels (``json`` may refuse
+    less deep), and reads integers past 64 bits as floats, so a line with 19
+    digits in a row or many brackets never reaches it
+    (tests/test_history_decode.py diffs the two)."""
+    folded = raw.translate(_DIGITS_AS_ZERO)
+    if _LONG_NUMBER not in folded and folded.count(b"[") < 200:
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            pass
+    return _json_decode(raw.decode("utf-8", "surrogateescape"))
+
+
+#: ``json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)``,
+#: without building an encoder per call
+canonical = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str).encode
 
 
 def envelope_id(exit_code: Any, envelope: Any) -> bytes:
@@ -171,15 +200,12 @@ def _int(value: Any) -> int | None:
 
 
 class _Interner(dict):
-    """Equal values share one object (tuples, owners, revisions, instants)."""
+    """Equal values share one object (tuples, owners, revisions, instants):
+    ``intern(value)``, or ``intern.setdefault(value, value)`` where it is hot
+    (no Python frame; ``None`` maps to itself either way)."""
 
     def __call__(self, value):
-        if value is None:
-            return None
-        got = self.get(value)
-        if got is None:
-            self[value] = got = value
-        return got
+        return self.setdefault(value, value)
 
 
 # --------------------------------------------------------------------------- one client operation
@@ -412,7 +438,9 @@ class History:
     ``envelope_problems`` the shape findings ``(op, [problem])``;
     ``request_problems`` what a publish reply accepted that its raw request
     should have been refused for ``(op, kind, data)`` (``checkers.invariants.requests``);
-    ``problems`` what could not be read (torn tail, corrupt lines).
+    ``problems`` what could not be read (torn tail, corrupt lines);
+    ``protocol`` the raw ``protocol`` member of completions that carry an
+    ``error`` (by op number: the worker's evidence of a reply-protocol breach).
 
     ``derived`` is a per-history cache for what several checkers build from
     the same ops (``checkers.invariants.leases``)."""
@@ -427,9 +455,12 @@ class History:
         self.nemesis: list[dict] = []
         self.final: FinalState | None = None
         self.capabilities: list[tuple[Op, dict]] = []
-        self.envelope_problems: list[tuple[Op, list[str]]] = []
-        self.request_problems: list[tuple[Op, str, dict]] = []  # checkers.invariants.requests, raw request in hand
+        self._envelope_problems: list[tuple[Op, list[str]]] = []
+        self._request_problems: list[tuple[Op, str, dict]] = []  # checkers.invariants.requests, raw request in hand
+        self._pending: Any = None  # the helper process of ``read(jobs=2)`` until its findings are in
+        self.helper: dict | None = None  # that helper's resource use, once joined (``_RawHelper.usage``)
         self.problems: list[str] = []
+        self.protocol: dict[int, Any] = {}  # op number -> the ``protocol`` member of its failed completion
         self.length = 0
         self.source: Any = None  # the records list, or the path read
         self.derived: dict = {}
@@ -446,57 +477,68 @@ class History:
         return h
 
     @classmethod
-    def read(cls, path: str, tolerant: bool = False) -> "History":
+    def read(cls, path: str, tolerant: bool = False, jobs: int = 1) -> "History":
         """Stream ``history.jsonl`` once. A torn last line (the run was killed
         mid-write) is skipped; a line that is not JSON raises ``ValueError``
-        unless ``tolerant`` (the reports), which records it in ``problems``."""
+        unless ``tolerant`` (the reports), which records it in ``problems``.
+
+        ``jobs=2`` (``chaos check``'s default) reads a large file with a
+        helper process beside this one: the helper streams the same bytes and
+        does the raw-reply checks (``envelope_problems``, ``request_problems``:
+        the contract's candidate validation is most of the reading cost), this
+        process builds the ``Op``s; their findings are attached by position.
+        The helper holds no ``Op``s, so it adds little memory. A helper that
+        fails is replaced by the same checks here, in a second pass."""
         b = _Builder(cls())
-        feed, decode = b.feed, _decode
         # millions of small allocations and no cycles: the cyclic collector only costs time here
         collecting = gc.isenabled()
         gc.disable()
         try:
-            b.h = cls._read(b, path, tolerant, feed, decode)
+            with safeload.open_regular(path, "history") as raw:
+                # the one bounded loader's rules: a regular file (never a FIFO), within the history size limit;
+                # both readers stop at the size seen here, so they read the same bytes
+                size, limit = os.fstat(raw.fileno()).st_size, safeload.HISTORY.max_bytes
+                if size > limit:
+                    raise safeload.LoadError(f"history {path}: larger than the {safeload.HISTORY.describe_bytes()} limit")
+                helper = _RawHelper.start(raw.fileno(), size, tolerant) if jobs > 1 and size >= HELPER_MIN_BYTES else None
+                try:
+                    b.raw_checks = helper is None
+                    feed = b.feed
+                    for rec in _records(raw.fileno(), size, path, tolerant, b.h.problems):
+                        feed(rec)
+                except BaseException:
+                    if helper is not None:
+                        helper.stop()
+                    raise
+                if helper is not None:  # joined when a checker first asks for its findings
+                    b.h._pending = helper.pending(b.h, os.dup(raw.fileno()), size, path, tolerant)
         finally:
             if collecting:
                 gc.enable()
         b.h.source = path
         return b.h
 
-    @staticmethod
-    def _read(b: "_Builder", path: str, tolerant: bool, feed, decode) -> "History":
-        # the one bounded loader's rules: a regular file (never a FIFO), within the history size limit
-        with safeload.open_regular(path, "history") as raw:
-            limit = safeload.HISTORY.max_bytes
-            if os.fstat(raw.fileno()).st_size > limit:
-                raise safeload.LoadError(f"history {path}: larger than the {safeload.HISTORY.describe_bytes()} limit")
-            f = io.TextIOWrapper(raw, encoding="utf-8", errors="surrogateescape", newline="\n")
-            for n, line in enumerate(f, 1):
-                try:
-                    rec = decode(line)
-                except RecursionError:
-                    if not tolerant:
-                        raise safeload.LoadError(f"history {path}: line {n} is nested too deeply") from None
-                    b.h.problems.append(f"history.jsonl: line {n} is nested too deeply, skipped")
-                    continue
-                except ValueError as e:
-                    if not line.endswith("\n"):
-                        b.h.problems.append(f"history.jsonl: torn last line {n} skipped (the run was killed mid-write)")
-                        break
-                    if not line.strip():
-                        continue
-                    if not tolerant:
-                        raise safeload.LoadError(f"history {path}: line {n} is not JSON ({e})") from None
-                    b.h.problems.append(f"history.jsonl: line {n} is not JSON, skipped")
-                    continue
-                if not line.endswith("\n"):
-                    b.h.problems.append(f"history.jsonl: torn last line {n} skipped (the run was killed mid-write)")
-                    break
-                if type(rec) is dict:
-                    feed(rec)
-        return b.h
-
     # ------------------------------------------------------------------ reading
+
+    @property
+    def envelope_problems(self) -> list[tuple[Op, list[str]]]:
+        if self._pending is not None:
+            self._pending()
+        return self._envelope_problems
+
+    @property
+    def request_problems(self) -> list[tuple[Op, str, dict]]:
+        if self._pending is not None:
+            self._pending()
+        return self._request_problems
+
+    def _attach(self, shapes: list, requests: list) -> None:
+        """A helper's raw-reply findings (``raw_findings``: by completion
+        position, in file order) onto the ops completed there."""
+        want = {pos for pos, _ in shapes} | {pos for pos, _, _ in requests}
+        at = {op.cp: op for op in self.ops if op.cp in want} if want else {}
+        self._envelope_problems += [(at[pos], problems) for pos, problems in shapes]
+        self._request_problems += [(at[pos], kind, data) for pos, kind, data in requests]
 
     def __len__(self) -> int:
         return self.length
@@ -584,6 +626,7 @@ class _Builder:
 
         self.shape = envelope_problems
         self.request_check = request_problems
+        self.raw_checks = True  # False: a helper process does them (``History.read``, ``attach``)
 
     def feed_all(self, records: Iterable[dict]) -> History:
         for rec in records:
@@ -636,6 +679,8 @@ class _Builder:
                 h.wall[n] = wall
             if rec.get("error") is not None:
                 op.error = str(rec["error"])
+                if "protocol" in rec:  # a worker's reply-protocol evidence (checkers.invariants.reply_protocol)
+                    h.protocol[n] = rec["protocol"]
             v = rec.get("value")
             if isinstance(v, dict) and "envelope" in v:
                 self._reply(op, _int(v.get("exit")), v.get("envelope"), _obj(req))
@@ -719,11 +764,199 @@ class _Builder:
                       envelope_id(out.get("exit"), stored), outcome_spec(out.get("exit"), stored))
         elif f == "capabilities" and exit_code == 0 and env.get("ok") is True:
             self.h.capabilities.append((op, env))
-        problems = self.shape(f, exit_code, env, req)
-        if problems:
-            self.h.envelope_problems.append((op, problems))
-        if f == "publish":
-            self.h.request_problems += [(op, kind, data) for kind, data in self.request_check(exit_code, env, req)]
+        if self.raw_checks:
+            problems = self.shape(f, exit_code, env, req)
+            if problems:
+                self.h._envelope_problems.append((op, problems))
+            if f == "publish":
+                self.h._request_problems += [(op, kind, data) for kind, data in self.request_check(exit_code, env, req)]
+
+
+
+# --------------------------------------------------------------------------- reading the file
+
+#: below this size ``History.read`` does everything in one process (a helper costs about 0.3 s to start);
+#: ``CLAIM_CHAOS_HELPER_MIN_BYTES`` sets another (the tests use 0)
+HELPER_MIN_BYTES = int(os.environ.get("CLAIM_CHAOS_HELPER_MIN_BYTES") or 32 << 20)
+
+
+def _lines(fd: int, size: int, tail: list, chunk: int = 1 << 20) -> Iterator[bytes]:
+    """The complete lines of the file's first ``size`` bytes, without their
+    ``\\n``, read with ``pread`` (two processes can read one open file
+    without sharing an offset); a last line without ``\\n`` is left in
+    ``tail[0]``, for the caller to judge as torn."""
+    off, rest = 0, b""
+    while off < size:
+        data = os.pread(fd, min(chunk, size - off), off)
+        if not data:
+            break
+        off += len(data)
+        parts = (rest + data if rest else data).split(b"\n")
+        rest = parts.pop()
+        yield from parts
+    tail.append(rest)  # b"" when the file ends with a newline (or is empty)
+
+
+def _records(fd: int, size: int, path: str, tolerant: bool, problems: list) -> Iterator[dict]:
+    """The JSON objects of ``history.jsonl``, by the reader's rules: a torn
+    last line (the run was killed mid-write) ends the history, a blank line
+    is skipped, a line that is not JSON raises ``ValueError`` unless
+    ``tolerant``, which notes it in ``problems``; values that are not
+    objects are not records."""
+    tail: list = []
+    n = 0
+    for n, line in enumerate(_lines(fd, size, tail), 1):
+        try:
+            rec = decode_line(line)
+        except RecursionError:
+            if not tolerant:
+                raise safeload.LoadError(f"history {path}: line {n} is nested too deeply") from None
+            problems.append(f"history.jsonl: line {n} is nested too deeply, skipped")
+            continue
+        except ValueError as e:
+            if not line.decode("utf-8", "surrogateescape").strip():
+                continue
+            if not tolerant:
+                raise safeload.LoadError(f"history {path}: line {n} is not JSON ({e})") from None
+            problems.append(f"history.jsonl: line {n} is not JSON, skipped")
+            continue
+        if type(rec) is dict:
+            yield rec
+    if tail and tail[0]:
+        _decode_torn(tail[0], n + 1, path, tolerant, problems)
+
+
+def _decode_torn(line: bytes, n: int, path: str, tolerant: bool, problems: list) -> None:
+    """A last line without LF is torn, whatever it holds; only one nested too
+    deeply to decode is reported as that (as for any line)."""
+    try:
+        decode_line(line)
+    except RecursionError:
+        if not tolerant:
+            raise safeload.LoadError(f"history {path}: line {n} is nested too deeply") from None
+        problems.append(f"history.jsonl: line {n} is nested too deeply, skipped")
+        return
+    except ValueError:
+        pass
+    problems.append(f"history.jsonl: torn last line {n} skipped (the run was killed mid-write)")
+
+
+def raw_findings(fd: int, size: int, path: str, tolerant: bool) -> tuple[list, list]:
+    """The raw-reply checks of ``_Builder._reply`` over the file, without
+    building ops: ``([(position, envelope problems)], [(position, kind,
+    data)])`` by the completion's position among the records. Pairing is the
+    builder's: a completion goes with the open invoke of its process."""
+    from checkers.invariants.envelopes import envelope_problems
+    from checkers.invariants.requests import request_problems
+
+    shapes: list = []
+    requests: list = []
+    open_: dict = {}
+    for pos, rec in enumerate(_records(fd, size, path, tolerant, [])):
+        proc = rec.get("process")
+        if proc == "nemesis":
+            continue
+        typ = rec.get("type")
+        if typ == INVOKE:
+            open_[proc] = (rec.get("f"), rec.get("value"))
+        elif typ in COMPLETIONS:
+            got = open_.pop(proc, None)
+            v = rec.get("value")
+            if got is None or not isinstance(v, dict) or "envelope" not in v:
+                continue
+            env = v.get("envelope")
+            if not isinstance(env, dict):
+                continue
+            f, req = got[0], _obj(got[1])
+            exit_code = _int(v.get("exit"))
+            problems = envelope_problems(f, exit_code, env, req)
+            if problems:
+                shapes.append((pos, problems))
+            if f == "publish":
+                requests += [(pos, kind, data) for kind, data in request_problems(exit_code, env, req)]
+    return shapes, requests
+
+
+class _RawHelper:
+    """``raw_findings`` in a child process (``python -m checkers.history FD
+    SIZE TOLERANT``) reading the parent's open file; its findings come back
+    pickled on stdout. Started with ``subprocess`` (no fork of a possibly
+    threaded parent); killed if still running and reaped by ``stop``, which
+    keeps its resource use (``usage``: peak RSS, CPU, exit status)."""
+
+    def __init__(self, proc: subprocess.Popen):
+        self.proc = proc
+        self.usage: dict | None = None
+
+    @classmethod
+    def start(cls, fd: int, size: int, tolerant: bool) -> "_RawHelper":
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, (root, os.environ.get("PYTHONPATH")))))
+        argv = [sys.executable, "-m", "checkers.history", str(fd), str(size), str(int(tolerant))]
+        return cls(subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.DEVNULL, pass_fds=(fd,), env=env, cwd=root))
+
+    def result(self) -> tuple[list, list] | None:
+        """The helper's findings, or ``None`` when it failed."""
+        data = self.proc.stdout.read()
+        self.stop(kill=False)  # at end of output it has finished, or is about to
+        if self.usage["status"] != 0:
+            return None
+        try:
+            found = pickle.loads(data)
+        except Exception:  # noqa: BLE001 - a torn result is the helper's failure
+            return None
+        return found if isinstance(found, tuple) and len(found) == 2 else None
+
+    def stop(self, kill: bool = True) -> None:
+        if self.usage is not None:
+            return
+        if kill:
+            # not Popen.kill: it polls first, which would reap the status (and the resource use) wait4
+            # reads; until reaped the pid is ours, alive or a zombie, so the signal reaches only the helper
+            os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.stdout.close()
+        _, status, ru = os.wait4(self.proc.pid, 0)
+        self.proc.returncode = os.waitstatus_to_exitcode(status)
+        self.usage = {"pid": self.proc.pid, "status": self.proc.returncode, "max_rss_kb": ru.ru_maxrss,
+                      "cpu_s": round(ru.ru_utime + ru.ru_stime, 3)}
+
+    def pending(self, h: "History", fd: int, size: int, path: str, tolerant: bool):
+        """A call that waits for the findings and attaches them to ``h``
+        (``h.helper`` gets the helper's ``usage``); ``fd``, this process's own
+        copy of the file, serves the same checks here if the helper failed.
+        Never called, the helper is stopped and ``fd`` closed when ``h`` is
+        collected, or at exit."""
+        def join() -> None:
+            try:
+                found = self.result()
+                h.helper = self.usage
+                if found is None:
+                    found = raw_findings(fd, size, path, tolerant)
+                h._pending = None
+                h._attach(*found)
+            finally:
+                done()
+
+        done = weakref.finalize(h, _RawHelper._close, self, fd)
+        return join
+
+    @staticmethod
+    def _close(helper: "_RawHelper", fd: int) -> None:
+        helper.stop()
+        os.close(fd)
+
+
+def _helper_main(argv: list[str]) -> int:
+    fd, size, tolerant = int(argv[0]), int(argv[1]), argv[2] == "1"
+    gc.disable()
+    try:
+        found = raw_findings(fd, size, "history.jsonl", tolerant)
+    except (OSError, ValueError):
+        return 3  # the parent reads the same bytes and reports what is wrong with them
+    sys.stdout.buffer.write(pickle.dumps(found, protocol=pickle.HIGHEST_PROTOCOL))
+    sys.stdout.buffer.flush()
+    return 0
 
 
 def read_history(path: str) -> list[dict]:
@@ -744,3 +977,7 @@ def read_history(path: str) -> list[dict]:
 
 def client_ops(history: Iterable[dict]) -> list[dict]:
     return [op for op in history if op.get("process") != "nemesis"]
+
+
+if __name__ == "__main__":  # the helper process of ``History.read(jobs=2)``
+    sys.exit(_helper_main(sys.argv[1:]))

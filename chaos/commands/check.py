@@ -21,6 +21,9 @@ from chaos.errors import ExitCode, UsageError
 from checkers import default_checkers, run_checkers
 from checkers.history import History, read_history
 
+#: the checkers that read what ``History.read(jobs=2)``'s helper process finds (the raw replies' checks)
+RAW_REPLY_CHECKERS = frozenset(("envelopes", "requests"))
+
 _VERDICT_EXIT = {True: ExitCode.VALID, False: ExitCode.INVALID, "unknown": ExitCode.UNKNOWN}
 
 
@@ -30,10 +33,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--write", action="store_true", help="write the checkers section back into results.json")
     parser.add_argument("--no-linearizable", action="store_true", help="skip the linearizability checker")
     parser.add_argument("--only", metavar="NAMES", help="comma-separated checker names to run")
-    parser.add_argument("--jobs", type=int, default=1, metavar="N",
-                        help="processes to check in: 2 forks a second process for some checkers after the "
-                             "history is read (faster on 2 idle cores; about 1.75x the memory, since "
-                             "CPython's reference counts copy the shared pages)")
+    parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), metavar="N",
+                        help="processes to read the history in (default: 2 on a machine with 2 or more "
+                             "cores): with 2, a helper process checks the raw replies (envelope shapes, "
+                             "publish requests and candidates) while this one builds the ops and checks "
+                             "them; 1 does everything in one process")
 
 
 def load_context(run_dir: str) -> dict:
@@ -67,14 +71,10 @@ def run(args: argparse.Namespace) -> int:
         import checkers.issuelock as issuelock
 
         checkers, run_checkers_of = dict(issuelock.ISSUELOCK_CHECKERS), issuelock.run_checkers
-        reader = read_history  # that protocol pairs the raw records itself
+        reader = lambda path, jobs: read_history(path)  # noqa: E731 - that protocol pairs the raw records itself
     else:
         checkers, run_checkers_of = default_checkers(include_linearizable=not args.no_linearizable), run_checkers
         reader = History.read  # the one history type, read once, streaming
-    try:
-        history = reader(path)
-    except (OSError, ValueError) as e:
-        raise UsageError(f"chaos check: {path}: unreadable history ({e})") from None
     if args.only:
         names = [n.strip() for n in args.only.split(",") if n.strip()]
         unknown = sorted(set(names) - set(checkers))
@@ -83,10 +83,17 @@ def run(args: argparse.Namespace) -> int:
         checkers = {n: checkers[n] for n in names}
     if args.jobs < 1:
         raise UsageError(f"chaos check: --jobs must be at least 1, got {args.jobs}")
-    if run_checkers_of is run_checkers:
-        result = run_checkers(history, ctx, checkers, jobs=args.jobs)
-    else:
-        result = run_checkers_of(history, ctx, checkers)
+    jobs = args.jobs if RAW_REPLY_CHECKERS & set(checkers) else 1  # nothing else reads the helper's findings
+    try:
+        history = reader(path, jobs=jobs)
+    except (OSError, ValueError) as e:
+        raise UsageError(f"chaos check: {path}: unreadable history ({e})") from None
+    result = run_checkers_of(history, ctx, checkers)
+    if getattr(history, "helper", None):  # --jobs 2: the read's helper process and its resources
+        import resource
+
+        result["processes"] = {"helper": history.helper,
+                               "parent_max_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}
     if args.json:
         print(json.dumps(_printable(result), indent=2, sort_keys=True))
     else:
@@ -126,7 +133,7 @@ def _printable(result: dict) -> dict:
     out = {"valid": result["valid"], "checkers": {}}
     for name, r in result["checkers"].items():
         out["checkers"][name] = {k: v for k, v in r.items() if k != "traceback"}
-    if "processes" in result:  # --jobs 2: which checkers ran in the second process, and its resources
+    if "processes" in result:  # --jobs 2: the helper process of the read, and its resources
         out["processes"] = result["processes"]
     return out
 
