@@ -26,7 +26,6 @@ import hashlib
 import json
 import os
 import pickle
-import re
 import signal
 import subprocess
 import sys
@@ -153,8 +152,10 @@ def epoch_int(value: Any) -> int | None:
 
 _json_decode = json.JSONDecoder().decode
 _NAN = float("nan")
-#: 19 digits in a row: maybe an integer past 64 bits, which orjson reads as a float
-_LONG_DIGITS = re.compile(rb"[0-9]{19}")
+#: 19 digits in a row (found as 19 zeros once every digit is a zero): maybe an integer past 64 bits,
+#: which orjson reads as a float; and ``{`` as ``[`` (one count of the brackets)
+_DIGITS_AS_ZERO = bytes.maketrans(b"123456789{", b"000000000[")
+_LONG_NUMBER = b"0" * 19
 
 
 def decode_line(raw: bytes) -> Any:
@@ -166,7 +167,8 @@ def decode_line(raw: bytes) -> Any:
     less deep), and reads integers past 64 bits as floats, so a line with 19
     digits in a row or many brackets never reaches it
     (tests/test_history_decode.py diffs the two)."""
-    if _LONG_DIGITS.search(raw) is None and raw.count(b"[") + raw.count(b"{") < 200:
+    folded = raw.translate(_DIGITS_AS_ZERO)
+    if _LONG_NUMBER not in folded and folded.count(b"[") < 200:
         try:
             return orjson.loads(raw)
         except orjson.JSONDecodeError:
@@ -174,8 +176,9 @@ def decode_line(raw: bytes) -> Any:
     return _json_decode(raw.decode("utf-8", "surrogateescape"))
 
 
-def canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+#: ``json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)``,
+#: without building an encoder per call
+canonical = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str).encode
 
 
 def envelope_id(exit_code: Any, envelope: Any) -> bytes:
@@ -197,15 +200,12 @@ def _int(value: Any) -> int | None:
 
 
 class _Interner(dict):
-    """Equal values share one object (tuples, owners, revisions, instants)."""
+    """Equal values share one object (tuples, owners, revisions, instants):
+    ``intern(value)``, or ``intern.setdefault(value, value)`` where it is hot
+    (no Python frame; ``None`` maps to itself either way)."""
 
     def __call__(self, value):
-        if value is None:
-            return None
-        got = self.get(value)
-        if got is None:
-            self[value] = got = value
-        return got
+        return self.setdefault(value, value)
 
 
 # --------------------------------------------------------------------------- one client operation
@@ -438,7 +438,9 @@ class History:
     ``envelope_problems`` the shape findings ``(op, [problem])``;
     ``request_problems`` what a publish reply accepted that its raw request
     should have been refused for ``(op, kind, data)`` (``checkers.invariants.requests``);
-    ``problems`` what could not be read (torn tail, corrupt lines).
+    ``problems`` what could not be read (torn tail, corrupt lines);
+    ``protocol`` the raw ``protocol`` member of completions that carry an
+    ``error`` (by op number: the worker's evidence of a reply-protocol breach).
 
     ``derived`` is a per-history cache for what several checkers build from
     the same ops (``checkers.invariants.leases``)."""
@@ -458,6 +460,7 @@ class History:
         self._pending: Any = None  # the helper process of ``read(jobs=2)`` until its findings are in
         self.helper: dict | None = None  # that helper's resource use, once joined (``_RawHelper.usage``)
         self.problems: list[str] = []
+        self.protocol: dict[int, Any] = {}  # op number -> the ``protocol`` member of its failed completion
         self.length = 0
         self.source: Any = None  # the records list, or the path read
         self.derived: dict = {}
@@ -676,6 +679,8 @@ class _Builder:
                 h.wall[n] = wall
             if rec.get("error") is not None:
                 op.error = str(rec["error"])
+                if "protocol" in rec:  # a worker's reply-protocol evidence (checkers.invariants.reply_protocol)
+                    h.protocol[n] = rec["protocol"]
             v = rec.get("value")
             if isinstance(v, dict) and "envelope" in v:
                 self._reply(op, _int(v.get("exit")), v.get("envelope"), _obj(req))
@@ -775,10 +780,11 @@ class _Builder:
 HELPER_MIN_BYTES = int(os.environ.get("CLAIM_CHAOS_HELPER_MIN_BYTES") or 32 << 20)
 
 
-def _lines(fd: int, size: int, chunk: int = 1 << 20) -> Iterator[bytes]:
-    """The lines of the file's first ``size`` bytes, each with its ``\\n``
-    (the last may lack it), read with ``pread``: two processes can read one
-    open file without sharing an offset."""
+def _lines(fd: int, size: int, tail: list, chunk: int = 1 << 20) -> Iterator[bytes]:
+    """The complete lines of the file's first ``size`` bytes, without their
+    ``\\n``, read with ``pread`` (two processes can read one open file
+    without sharing an offset); a last line without ``\\n`` is left in
+    ``tail[0]``, for the caller to judge as torn."""
     off, rest = 0, b""
     while off < size:
         data = os.pread(fd, min(chunk, size - off), off)
@@ -787,10 +793,8 @@ def _lines(fd: int, size: int, chunk: int = 1 << 20) -> Iterator[bytes]:
         off += len(data)
         parts = (rest + data if rest else data).split(b"\n")
         rest = parts.pop()
-        for line in parts:
-            yield line + b"\n"
-    if rest:
-        yield rest
+        yield from parts
+    tail.append(rest)  # b"" when the file ends with a newline (or is empty)
 
 
 def _records(fd: int, size: int, path: str, tolerant: bool, problems: list) -> Iterator[dict]:
@@ -799,7 +803,9 @@ def _records(fd: int, size: int, path: str, tolerant: bool, problems: list) -> I
     is skipped, a line that is not JSON raises ``ValueError`` unless
     ``tolerant``, which notes it in ``problems``; values that are not
     objects are not records."""
-    for n, line in enumerate(_lines(fd, size), 1):
+    tail: list = []
+    n = 0
+    for n, line in enumerate(_lines(fd, size, tail), 1):
         try:
             rec = decode_line(line)
         except RecursionError:
@@ -808,20 +814,31 @@ def _records(fd: int, size: int, path: str, tolerant: bool, problems: list) -> I
             problems.append(f"history.jsonl: line {n} is nested too deeply, skipped")
             continue
         except ValueError as e:
-            if not line.endswith(b"\n"):
-                problems.append(f"history.jsonl: torn last line {n} skipped (the run was killed mid-write)")
-                break
             if not line.decode("utf-8", "surrogateescape").strip():
                 continue
             if not tolerant:
                 raise safeload.LoadError(f"history {path}: line {n} is not JSON ({e})") from None
             problems.append(f"history.jsonl: line {n} is not JSON, skipped")
             continue
-        if not line.endswith(b"\n"):
-            problems.append(f"history.jsonl: torn last line {n} skipped (the run was killed mid-write)")
-            break
         if type(rec) is dict:
             yield rec
+    if tail and tail[0]:
+        _decode_torn(tail[0], n + 1, path, tolerant, problems)
+
+
+def _decode_torn(line: bytes, n: int, path: str, tolerant: bool, problems: list) -> None:
+    """A last line without LF is torn, whatever it holds; only one nested too
+    deeply to decode is reported as that (as for any line)."""
+    try:
+        decode_line(line)
+    except RecursionError:
+        if not tolerant:
+            raise safeload.LoadError(f"history {path}: line {n} is nested too deeply") from None
+        problems.append(f"history.jsonl: line {n} is nested too deeply, skipped")
+        return
+    except ValueError:
+        pass
+    problems.append(f"history.jsonl: torn last line {n} skipped (the run was killed mid-write)")
 
 
 def raw_findings(fd: int, size: int, path: str, tolerant: bool) -> tuple[list, list]:

@@ -148,10 +148,13 @@ def _duplicate_pointer(text: str, dup: _Duplicate) -> str:
     return pointer_join((path or []) + [dup.key])
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 def canonical_json(obj: Any) -> bytes:
-    """Canonical UTF-8 JSON: sorted keys, no whitespace, non-ASCII raw."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      allow_nan=False).encode("utf-8")
+    """Canonical UTF-8 JSON: sorted keys, no whitespace, non-ASCII raw (one
+    encoder for every call: ``json.dumps`` would build one each time)."""
+    return _CANONICAL.encode(obj).encode("utf-8")
 
 
 def compact_json(obj: Any) -> bytes:

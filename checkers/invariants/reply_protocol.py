@@ -19,12 +19,12 @@ from ._common import Findings, obj, prepare
 def check(history, ctx: dict | None = None) -> dict:
     h = prepare(history)
     out = Findings()
-    # the parsed ops keep no evidence: it is read back from the raw records of the info ops
-    suspects = [op for op in h.ops if op.c is not None and op.type == "info" and op.error]
-    raw = h.raw(op.c for op in suspects)
+    # the reader kept each failed completion's ``protocol`` member (History.protocol, by op number)
+    ops = h.ops
+    suspects = [(n, ops[n]) for n in sorted(h.protocol) if ops[n].type == "info" and ops[n].error]
     seen = 0
-    for op in suspects:
-        evidence = obj(obj(raw.get(op.c)).get("protocol"))
+    for n, op in suspects:
+        evidence = obj(h.protocol[n])
         if not evidence:
             continue
         seen += 1
