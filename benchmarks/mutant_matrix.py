@@ -128,7 +128,8 @@ def cell(bug: str | None, path: str, seed: int, store: str, budget: float) -> di
             "section": spec.section if spec else "-", "path": path, "seed": seed, "verdict": verdict,
             "named_by": names, "invalid_checkers": bad, "seconds": round(wall, 1), "ok": ok,
             "notes": (r.get("notes") or [])[:2], "run_dir": out.run_dir,
-            "episodes": episodes_reached(out.run_dir), "load": round(os.getloadavg()[0], 1)}
+            "episodes": episodes_reached(out.run_dir), "load": round(os.getloadavg()[0], 1),
+            "timing": {k: (r.get("timing") or {}).get(k) for k in ("scale", "workers", "time_limit")}}
 
 
 def main(argv=None) -> int:

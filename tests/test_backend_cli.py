@@ -81,6 +81,40 @@ def test_a_claim_commit_of_unknown_outcome_prints_no_reply_and_says_why_in_one_l
     assert b"claim commit outcome unknown" in res.stderr
 
 
+def test_a_bound_namespace_is_never_called_unbound_when_the_provisioning_cannot_be_read(tmp_path):
+    # what the red team's CLI runs met (revision-unchecked, seed 2): a writer SIGKILLed inside its
+    # transaction leaves a hot journal; while fsync fails, every reader must roll it back and cannot
+    # (SQLITE_IOERR_FSYNC), the provisioning read among them. The namespace's binding is then unknown,
+    # so the call decides nothing (exit 6); it was answered ledger-namespace-unbound (exit 2)
+    import signal
+
+    from chaos.faults.failsync import build
+
+    ledger = str(tmp_path / "ledger")
+    ns = "wbns_" + "a" * 32
+    assert chaos("backend", "sqlite", "provision", "--ledger", ledger, "--namespace", ns, "--json").returncode == 0
+    db = os.path.join(ledger, "claims.db")
+    writer = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; from backends.sqlite.store import connect; c = connect(sys.argv[1]); "
+        "c.execute('BEGIN IMMEDIATE'); c.execute('UPDATE provisioning SET value = value'); "
+        "c.execute('PRAGMA cache_size = 1'); c.execute('CREATE TABLE filler(x)'); "
+        "c.execute('INSERT INTO filler VALUES (zeroblob(200000))'); print('in', flush=True); time.sleep(60)"),
+        db], cwd=ROOT, stdout=subprocess.PIPE)
+    assert writer.stdout.readline() == b"in\n"
+    writer.send_signal(signal.SIGKILL)
+    writer.wait()
+    assert os.path.getsize(db + "-journal") > 0   # hot: the killed transaction is still to be rolled back
+    (tmp_path / "failsync.on").touch()
+    env = {"LD_PRELOAD": build(), "FAILSYNC_FILE": str(tmp_path / "failsync.on"), "FAILSYNC_MATCH": "claims.db"}
+    read = json.dumps({"ledger_namespace": ns, "item_id": "wb_01Q4837BM01W70T30B184GG1R6"}).encode()
+    res = chaos("backend", "sqlite", "claim", "read", "--ledger", ledger, "--input", "-", "--json", stdin=read, env=env)
+    reply = one_line(res)
+    assert (res.returncode, reply["error"]["code"], reply["state"]) == (6, "claim-store-unavailable", "unchanged")
+    (tmp_path / "failsync.on").unlink()   # fsync works again: the next call rolls the journal back and answers
+    res = chaos("backend", "sqlite", "claim", "read", "--ledger", ledger, "--input", "-", "--json", stdin=read, env=env)
+    assert res.returncode == 0 and one_line(res)["result"]["read_back"]["last_epoch"] == "0"
+
+
 def test_a_claim_call_imports_only_what_it_runs(tmp_path):
     # one process per operation (black-box runs, the red team's CLI path): every module a call
     # imports is paid on every call, so a claim call loads neither the other commands nor PyYAML

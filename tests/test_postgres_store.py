@@ -228,3 +228,31 @@ def test_seed_export_round_trip_is_exact(backend, last, floor, issued, lease, ac
     durable["claims"] = [{"ledger_namespace": NS1, "item_id": ITEM, "last_epoch": str(last), "active": act}]
     backend.store.seed(durable)
     assert backend.store.export_durable() == durable
+
+
+def test_a_provisioned_worker_opens_with_the_server_down_and_answers_store_unavailable():
+    """A run's worker host opens an existing schema (``provisioned``) without
+    the server: a host started while a nemesis held the server down exited at
+    once, and its worker's every op ended ``info`` (docker run at load 10)."""
+    from backends.api import Hooks, SystemClock
+    from backends.postgres import open_backend
+    from chaos.faults.pgserver import PgServer
+
+    read = {"ledger_namespace": NS1, "item_id": ITEM}
+    with PgServer() as server:
+        first = open_backend({"dsn": server.dsn(), "namespaces": [NS1]}, SystemClock(), Hooks())
+        schema = first.spec["schema"]
+        first.close()
+        server.kill()
+        worker = open_backend({"dsn": server.dsn(), "schema": schema, "namespaces": [NS1], "provisioned": True,
+                               "deadline_s": 2}, SystemClock(), Hooks())
+        try:
+            down = worker.call("read", read).envelope
+            assert (down["state"], down["error"]["code"]) == ("unchanged", "claim-store-unavailable")
+            server.start()
+            up = worker.call("read", read).envelope
+            assert up["ok"] is True and up["result"]["read_back"]["last_epoch"] == "0"
+        finally:
+            worker.close()
+    with pytest.raises(ValueError, match="provisioned"):
+        open_backend({"dsn": "host=127.0.0.1", "provisioned": True}, SystemClock(), Hooks())

@@ -277,3 +277,48 @@ def test_after_a_lost_racer_publish_the_next_episode_reads_its_outcome_and_aims_
     aimed = [d for i, d in ps if i["intent"] == "publish-after-release:publish-released" and d["type"] != "info"]
     assert len(aimed) >= 3 and all(reason(d) == "no-active-claim" for d in aimed), [code(d) for d in aimed]
     assert run_checkers(h, ctx)["valid"] is True
+
+
+def test_an_episode_an_abort_cut_short_runs_once_more_then_the_rotation_moves_on(tmp_path):
+    # the red team's CLI path, seed 3: the one stale-expiry episode of a short run lost its renew's
+    # reply to a fault, the rotation moved on, and the planted renew bug was never met (valid)
+    lost: list = []
+
+    def lose(op):  # the stale renew of the first two stale-expiry runs commits and loses its reply
+        if op.get("intent") == "stale-expiry:stale-expiry" and len(lost) < 2:
+            lost.append(op["time"])
+            return True
+        return False
+
+    cfg = ClaimsConfig(race_pairs=1, episodes=("stale-expiry", "stale-witness", "replay-after-ok"),
+                       namespaces=1, items=1)
+    h, ctx, _ = run(tmp_path, cfg, workers=4, seconds=6, lose=lose)
+    ps = pairs(h)
+    starts = [(i["time"], i["intent"].split(":")[0]) for i, _ in ps
+              if i["intent"].endswith((":hold", ":hold-takeover"))]
+    assert len(lost) == 2
+    assert [k for t, k in starts if lost[0] < t < lost[1]] == ["stale-expiry"]   # the cut episode ran again at once
+    seq = [k for _, k in starts]
+    again = next(j for j, (t, _) in enumerate(starts) if t > lost[0])
+    rest = seq[:again] + seq[again + 1:]      # its second run was cut short too: the rotation goes on, unrepeated
+    assert len(rest) > 6 and rest == [episode_of(5, 0, n, cfg.episodes) for n in range(len(rest))]
+    stale = [d for i, d in ps if i["intent"] == "stale-expiry:stale-expiry" and d["type"] != "info"]
+    assert stale and all(code(d) == "claim-conflict" for d in stale)
+    assert run_checkers(h, ctx)["valid"] is True
+
+
+def test_a_killed_call_episode_is_not_run_again():
+    from dataclasses import replace as _replace
+
+    from workloads.races import Facts, RacePair, _learn
+
+    class W:  # what _learn reads of the workload: the pair's race tuple
+        class world:
+            race_tuples = ((("wbns_" + "a" * 32, "wb_01Q4837BM01W70T30B184GG1R6"), None),)
+
+    pair = RacePair(0, (0, 1))
+    sent = {"f": "renew", "value": {"ledger_namespace": "wbns_" + "a" * 32, "item_id": "wb_01Q4837BM01W70T30B184GG1R6"}}
+    cut = _learn(pair, W, "a", sent, {"type": "info"})
+    killed = _learn(pair, W, "a", dict(sent, fault={"kind": "kill", "at": 0.5}), {"type": "info"})
+    assert cut.aborted and not cut.killed and killed.aborted and killed.killed
+    assert _replace(Facts(), killed=True).next_episode().killed is False

@@ -77,7 +77,9 @@ and the pinned instant is the decision time.
 Each op carries ``intent`` (``<episode>:<step label>``), which the coverage
 gate reads. The rotation is a seeded permutation of ``cfg.episodes`` per block
 of episodes (``Stream(seed, ("race", block))``), the pairs taking turns
-through it, so every kind runs once per block and the order is a pure
+through it, so every kind runs once per block (an episode an abort cut short,
+say a fault took one of its replies, runs once more at once, unless its own
+in-call kill did) and the order is a pure
 function of the seed.
 """
 
@@ -159,6 +161,7 @@ class Facts:
     other_claim: dict | None = None  # a's claim on that tuple
     released: bool = False         # a release of the race item succeeded in this episode
     aborted: bool = False
+    killed: bool = False           # the episode's own in-call kill took a reply: cut short by design
 
     def claim(self, role: str) -> dict | None:
         return dict(self.claims).get(role)
@@ -186,6 +189,7 @@ class RacePair:
     threads: tuple                 # (thread of a, thread of b)
     of: int = 1                    # how many pairs take turns through the episode sequence
     n: int = 0                     # episode number
+    again: bool = False            # episode n runs a second time: an abort cut its first run short
     step: int = 0                  # 0 read (when the record is unknown), 1 hold, 2.. the episode's steps
     todo: tuple = ()               # ((role, op), ...) of the current step, not yet dispatched
     inflight: tuple = ()           # ((role, op), ...) dispatched, not yet completed
@@ -232,10 +236,14 @@ class RacePair:
         if pair.inflight or pair.todo:
             return pair
         if facts.aborted:
-            # next episode after a short seeded pause (a store that is down is not hammered)
-            backoff, _ = Stream(ctx.seed, ("race-backoff", self.pair, self.n)).randint(*w.cfg.backoff_ms)
-            return replace(pair, n=pair.n + 1, step=0, started=False, facts=facts.next_episode(),
-                           at=ctx.time + backoff * MS)
+            # the same episode once more, then the next one, after a short seeded pause (a store
+            # that is down is not hammered): a fault that takes one reply (a kill, a lost reply, a
+            # restart) would otherwise void the rotation's only run of that kind in a short run of a
+            # slow program (the red team's CLI path: the one takeover probe, the one stale-expiry renew)
+            backoff, _ = Stream(ctx.seed, ("race-backoff", self.pair, self.n) + (("again",) if self.again else ())).randint(*w.cfg.backoff_ms)
+            again = not self.again and not facts.killed
+            return replace(pair, n=pair.n if again else pair.n + 1, again=again, step=0, started=False,
+                           facts=facts.next_episode(), at=ctx.time + backoff * MS)
         return replace(pair, step=pair.step + 1, started=False, at=ctx.time)
 
     def _build(self, ctx: Context, w) -> "RacePair":
@@ -245,7 +253,7 @@ class RacePair:
             kind = pair.kind(ctx.seed, w.cfg)
             body = STEPS[kind]
             if pair.step >= 2 + len(body):  # the episode is over; what the pair knows carries over
-                pair = replace(pair, n=pair.n + 1, step=0, facts=pair.facts.next_episode())
+                pair = replace(pair, n=pair.n + 1, again=False, step=0, facts=pair.facts.next_episode())
                 continue
             x = Ctx(ctx, w, pair)
             if pair.step == 0:
@@ -257,7 +265,7 @@ class RacePair:
             else:
                 ops = body[pair.step - 2](x)
             if ops is None:  # what the step needs is missing (an earlier step went otherwise): next episode
-                pair = replace(pair, n=pair.n + 1, step=0, facts=pair.facts.next_episode())
+                pair = replace(pair, n=pair.n + 1, again=False, step=0, facts=pair.facts.next_episode())
                 continue
             if ops:
                 todo = tuple((role, dict(op, intent=f"{kind}:{op.pop('label')}")) for role, op in ops)
@@ -282,7 +290,8 @@ def _learn(pair: RacePair, w, role: str, sent: dict, ev: dict) -> Facts:
         # publish's outcome: had it committed, the pair's revision is stale, and an episode's
         # aimed publish would meet a revision conflict instead of its path)
         lost = req if name == "publish" and on_item else f.lost
-        return replace(f.holding(role, None), record=None, aborted=True, lost=lost)
+        killed = f.killed or (sent.get("fault") or {}).get("kind") == "kill"
+        return replace(f.holding(role, None), record=None, aborted=True, lost=lost, killed=killed)
     if name == "publication-read" and f.lost and req.get("operation_id") == f.lost.get("operation_id"):
         if typ == "ok":
             rev = stored_revision(result)
@@ -403,7 +412,7 @@ class Ctx:
         owner = self.owner(role)
         fence_full = {"ledger_namespace": self.ns, "item_id": self.item, "owner_id": claim.get("owner_id", owner),
                       "epoch": claim.get("epoch", "1"), **(fence or {})}
-        op_id = f"pub_{owner}_r{self.pair.pair}e{self.pair.n}s{self.pair.step}{role}"
+        op_id = f"pub_{owner}_r{self.pair.pair}e{self.pair.n}{'.2' if self.pair.again else ''}s{self.pair.step}{role}"
         req = publish_request(op_id, ns or self.ns, item or self.item, rev or self.rev(item), fence_full, owner)
         return self._op("publish", req, label, clock_ms)
 
@@ -615,7 +624,7 @@ def _unbound():
 
 def _fault(x: Ctx, kind: str) -> dict:
     """The seeded point (and hold) of an in-call fault for this episode."""
-    s = Stream(x.ctx.seed, ("in-call", x.pair.pair, x.pair.n))
+    s = Stream(x.ctx.seed, ("in-call", x.pair.pair, x.pair.n) + (("again",) if x.pair.again else ()))
     at, s = s.random()
     hold, _ = s.randint(*FREEZE_HOLD_MS)
     return {"kind": kind, "at": round(at, 6), **({"hold_ms": hold} if kind == "freeze" else {})}

@@ -14,7 +14,14 @@ decision logic over a ``PostgresStore``. Spec keys:
   bypass writer enabled by ``admin.enable_bypass_writer`` is reported);
 * ``deadline_s`` (default 5): per-transaction deadline; a paused or
   unreachable server ends the operation as indeterminate, never hangs;
-* ``commit_cut_file``: the one-shot POU fault (see ``PostgresStore``).
+* ``commit_cut_file``: the one-shot POU fault (see ``PostgresStore``);
+* ``provisioned`` (default false): the schema exists and is provisioned (a
+  run's worker hosts: the run provisioned it first). Opening then never
+  touches the server; the first call connects and reads the provisioning, and
+  a server that is down then answers that call ``claim-store-unavailable``.
+  (A host started while a nemesis held the server down exited at once, and
+  every op of its worker ended ``info``: at load 10 a 60-s docker run
+  completed no acquire.)
 
 Authoritative clock: the service's (this process's ``Clock``), never the
 database's ``now()``; see ``backends.postgres.store``.
@@ -72,11 +79,14 @@ class PostgresBackend(Engine):
         if not spec.get("dsn"):
             raise ValueError("postgres backend spec needs 'dsn'")
         self.spec = dict(spec)
+        provisioned = bool(spec.get("provisioned"))
+        if provisioned and not spec.get("schema"):
+            raise ValueError("postgres backend spec: 'provisioned' needs the 'schema' it names")
         store = PostgresStore(spec["dsn"], spec.get("schema"), namespaces=spec.get("namespaces", []),
                               deadline_s=float(spec.get("deadline_s", 5.0)),
-                              commit_cut_file=spec.get("commit_cut_file"))
+                              commit_cut_file=spec.get("commit_cut_file"), provision=not provisioned)
         self.spec["schema"] = store.schema
-        super().__init__(store, config_for(self.spec, store), clock, hooks)
+        super().__init__(store, None if provisioned else config_for(self.spec, store), clock, hooks)
 
     def restart(self) -> None:
         super().restart()

@@ -57,7 +57,8 @@ class PostgresStore:
     """
 
     def __init__(self, dsn: str, schema_name: str | None = None, *, namespaces: list[str] = (),
-                 deadline_s: float = DEFAULT_DEADLINE_S, commit_cut_file: str | None = None):
+                 deadline_s: float = DEFAULT_DEADLINE_S, commit_cut_file: str | None = None,
+                 provision: bool = True):
         self.dsn = dsn
         self.schema = schema_name or schema.random_schema_name()
         if not schema.valid_schema_name(self.schema):
@@ -69,7 +70,8 @@ class PostgresStore:
         self._lock = threading.RLock()
         self._watchdog = Watchdog()
         self.created_schema = False
-        self._provision(list(namespaces))
+        if provision:  # else the schema exists (a run's worker host): opening never waits on the server
+            self._provision(list(namespaces))
 
     # ------------------------------------------------------------------ connection
 

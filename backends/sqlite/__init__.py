@@ -53,7 +53,8 @@ def config_for(spec: dict) -> BackendConfig:
     configuration ``claim-store-unavailable`` until a read succeeds. An empty
     allowlist instead answered a bound namespace ``ledger-namespace-unbound``,
     a definite rejection, whenever the per-call process of a black-box run
-    met such an error (the red team, seed 2: 11 replies in one run).
+    met such an error (a hot journal it could not roll back while fsync
+    failed: the red team, seed 2, 6 replies in one run).
     """
     path = spec["path"]
     if not admin.is_provisioned(path):

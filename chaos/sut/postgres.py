@@ -103,7 +103,7 @@ class PostgresTarget(Target):
         finally:
             backend.close()
         self.spec = {"backend": "postgres", "dsn": worker_dsn, "schema": self.schema,
-                     "namespaces": list(namespaces), "deadline_s": 3.0}
+                     "namespaces": list(namespaces), "deadline_s": 3.0, "provisioned": True}
         if self.cfg.factory:   # an outside class over PostgresStore (a variant of the suite's own)
             self.spec.update(backend="python", factory=self.cfg.factory)
 
