@@ -32,6 +32,7 @@ import os
 import pickle
 import signal
 import subprocess
+import tempfile
 import sys
 import weakref
 from array import array
@@ -895,14 +896,18 @@ class _RawHelper:
     def __init__(self, proc: subprocess.Popen):
         self.proc = proc
         self.usage: dict | None = None
+        self.errors = None
 
     @classmethod
     def start(cls, fd: int, size: int, tolerant: bool) -> "_RawHelper":
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, (root, os.environ.get("PYTHONPATH")))))
         argv = [sys.executable, "-m", "checkers.history", str(fd), str(size), str(int(tolerant)), str(os.getpid())]
-        return cls(subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.DEVNULL, pass_fds=(fd,), env=env, cwd=root))
+        errors = tempfile.TemporaryFile()  # a failed helper says why (in ``usage``), never on our stderr
+        helper = cls(subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                      stderr=errors, pass_fds=(fd,), env=env, cwd=root))
+        helper.errors = errors
+        return helper
 
     def result(self) -> tuple[list, list] | None:
         """The helper's findings, or ``None`` when it failed."""
@@ -928,6 +933,12 @@ class _RawHelper:
         self.proc.returncode = os.waitstatus_to_exitcode(status)
         self.usage = {"pid": self.proc.pid, "status": self.proc.returncode, "max_rss_kb": ru.ru_maxrss,
                       "cpu_s": round(ru.ru_utime + ru.ru_stime, 3)}
+        errors, self.errors = self.errors, None
+        if errors is not None:
+            if self.proc.returncode not in (0, -signal.SIGKILL):
+                errors.seek(0)
+                self.usage["stderr"] = errors.read()[-2000:].decode(errors="replace")
+            errors.close()
 
     def pending(self, h: "History", fd: int, size: int, path: str, tolerant: bool):
         """A call that waits for the findings and attaches them to ``h``

@@ -109,6 +109,15 @@ def test_a_failed_helper_is_replaced_by_the_same_checks_here(tmp_path, helper_al
     assert _findings(h) == expected and h.helper["status"] == 1
 
 
+def test_a_failed_helper_says_why(tmp_path, helper_always, monkeypatch):
+    records, _ = _planted(3)
+    path = _write(tmp_path, records)
+    monkeypatch.setattr(history_mod.sys, "executable", "/bin/sh")  # sh -m checkers.history: no such script
+    h = History.read(path, jobs=2)
+    _findings(h)
+    assert h.helper["status"] not in (0, None) and "checkers.history" in h.helper["stderr"], h.helper
+
+
 def test_a_helper_never_asked_is_stopped_and_reaped_with_its_history(tmp_path, helper_always):
     records, _ = _planted(4)
     h = History.read(_write(tmp_path, records), jobs=2)
