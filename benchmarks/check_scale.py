@@ -43,6 +43,7 @@ from benchmarks.history_gen import GenConfig, generate  # noqa: E402
 from checkers import default_checkers  # noqa: E402
 
 SIZES = {"100k": 100_000, "300k": 300_000, "1m": 1_000_000}
+DEFAULT_JOBS = min(2, os.cpu_count() or 1)  # chaos check's own default (chaos/commands/check.py)
 READ_ONLY = "import sys; from checkers.history import History; h = History.read(sys.argv[1]); print(len(h.ops))"
 
 
@@ -117,7 +118,7 @@ def history(size: str, seed: int, root: str) -> tuple[str, dict]:
 
 
 def row(name: str, m: dict, ops: int, extra: str = "") -> str:
-    return (f"  {name:<22} {m['wall']:8.1f} s {m['cpu']:8.1f} s {m['rss_mb']:9.0f} MB "
+    return (f"  {name:<32} {m['wall']:8.1f} s {m['cpu']:8.1f} s {m['rss_mb']:9.0f} MB "
             f"{m['cpu'] / ops * 1e6:8.1f} us/op  {extra}")
 
 
@@ -126,7 +127,7 @@ def main() -> int:
     ap.add_argument("--sizes", default="100k,300k,1m")
     ap.add_argument("--per-checker", default="100k,300k,1m", help="sizes to measure each checker at ('' = none)")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--jobs", default="1,2", help="chaos check --jobs values to measure")
+    ap.add_argument("--jobs", default="2,1", help="chaos check --jobs values to measure (2 is its default)")
     ap.add_argument("--dir", default="/tmp/claim-chaos-scale")
     args = ap.parse_args()
     sizes = [s for s in args.sizes.split(",") if s]
@@ -134,7 +135,7 @@ def main() -> int:
     per = {s for s in args.per_checker.split(",") if s}
     py = sys.executable
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
-    print(f"  {'':<22} {'wall':>10} {'cpu':>10} {'peak RSS':>12} {'cpu/op':>12}")
+    print(f"  {'':<32} {'wall':>10} {'cpu':>10} {'peak RSS':>12} {'cpu/op':>12}")
     per_op: dict[int, dict[str, float]] = {}
     for size in sizes:
         d, info = history(size, args.seed, args.dir)
@@ -153,9 +154,10 @@ def main() -> int:
             split = f"peak PSS {whole['pss_mb']:.0f} MB"
             if procs:
                 parent, helper = procs["parent_max_rss_kb"] / 1024, procs["helper"]["max_rss_kb"] / 1024
-                split = (f"peak RSS per process {parent:.0f} + {helper:.0f} MB (helper cpu "
+                split = (f"peak RSS per process {parent:.0f} + {helper:.0f} = {parent + helper:.0f} MB (helper cpu "
                          f"{procs['helper']['cpu_s']:.1f} s); peak PSS of both {whole['pss_mb']:.0f} MB")
-            print(row(f"chaos check --jobs {jobs}", whole, ops, f"{verdict}; {split}"), flush=True)
+            label = f"chaos check --jobs {jobs}" + (" (default)" if jobs == DEFAULT_JOBS else "")
+            print(row(label, whole, ops, f"{verdict}; {split}"), flush=True)
             per_op.setdefault(jobs, {})[size] = whole["cpu"] / ops
         if size not in per:
             continue

@@ -9,9 +9,13 @@ Either way every client invoke is paired with the next completion of its
 process, instants are parsed to integer milliseconds, tuples, owners and
 revisions are interned, and the raw dicts are dropped: each client operation
 is one compact ``Op`` holding exactly what the checkers read (a million ops
-fit in a few hundred MB). What needs the raw reply is done while it is in
-hand: the envelope shape check (``envelope_problems``) and the identity of
-stored envelopes (``env_id``, a digest of canonical JSON).
+fit in about 1.1 GB, with the checkers' own tables). What needs the raw reply
+is done while it is in hand: the envelope shape check (``envelope_problems``),
+the publish request and candidate check (``request_problems``), the identity
+of stored envelopes (``env_id``, a digest of canonical JSON) and the worker's
+reply-protocol evidence (``protocol``). ``History.read(path, jobs=2)`` does the
+two raw-reply checks in a helper process reading the same file
+(``raw_findings``, ``_RawHelper``) while this one builds the ops.
 
 Real-time order is the order of the file: op A *precedes* op B when A's
 completion was appended before B's invocation (``A.cp < B.ip``).
@@ -571,6 +575,10 @@ class History:
         """Op number ``n``'s ``(invoke ns, completion ns, worker wall ms)``, ``None`` where unknown."""
         return tuple(None if x != x else x for x in (self.t_invoke[n], self.t_done[n], self.wall[n]))
 
+    def completed(self) -> Iterator[Op]:
+        """The completed client ops in completion order (the completions of ``in_order``)."""
+        return map(self.ops.__getitem__, self._done)
+
     def in_order(self) -> Iterator[tuple[bool, Op]]:
         """``(is_completion, op)`` for every client history line, in real-time order."""
         ops = self.ops
@@ -892,7 +900,7 @@ class _RawHelper:
     def start(cls, fd: int, size: int, tolerant: bool) -> "_RawHelper":
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, (root, os.environ.get("PYTHONPATH")))))
-        argv = [sys.executable, "-m", "checkers.history", str(fd), str(size), str(int(tolerant))]
+        argv = [sys.executable, "-m", "checkers.history", str(fd), str(size), str(int(tolerant)), str(os.getpid())]
         return cls(subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                     stderr=subprocess.DEVNULL, pass_fds=(fd,), env=env, cwd=root))
 
@@ -948,7 +956,8 @@ class _RawHelper:
 
 
 def _helper_main(argv: list[str]) -> int:
-    fd, size, tolerant = int(argv[0]), int(argv[1]), argv[2] == "1"
+    fd, size, tolerant, parent = int(argv[0]), int(argv[1]), argv[2] == "1", int(argv[3])
+    _die_with(parent)
     gc.disable()
     try:
         found = raw_findings(fd, size, "history.jsonl", tolerant)
@@ -957,6 +966,19 @@ def _helper_main(argv: list[str]) -> int:
     sys.stdout.buffer.write(pickle.dumps(found, protocol=pickle.HIGHEST_PROTOCOL))
     sys.stdout.buffer.flush()
     return 0
+
+
+def _die_with(parent: int) -> None:
+    """SIGKILL this helper when its parent dies (a SIGKILLed ``chaos check``
+    leaves no reader behind); if it is already gone, stop now."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # not Linux: the helper ends at its first write to the closed pipe
+    if os.getppid() != parent:
+        os._exit(3)
 
 
 def read_history(path: str) -> list[dict]:

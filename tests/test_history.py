@@ -41,6 +41,7 @@ def test_pairing_real_time_order_and_open_ops():
     assert all(op.cp is not None for op in h.ops)
     order = [(comp, op.i) for comp, op in h.in_order()]
     assert order[:2] == [(False, 0), (True, 0)]  # the first read, invoked then completed
+    assert list(h.completed()) == [op for comp, op in h.in_order() if comp]  # completions, in that order
     open_op = s.history + [{"index": len(s.history), "time": 1, "process": 9, "type": "invoke", "f": "read",
                             "value": s.key()}]
     last = History.of(open_op).ops[-1]

@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 from test_invariants_support import simulate
@@ -77,7 +78,12 @@ def test_the_helper_finds_what_one_process_finds(tmp_path, helper_always, seed):
     assert two._pending is not None  # the helper ran
     shapes, requests = _findings(one)
     assert shapes and requests  # the planted findings are there (the test can fail)
-    assert _findings(two) == (shapes, requests) == _findings(History.of(records))
+    helper_shapes, helper_requests = _findings(two)
+    assert helper_shapes == shapes, (len(helper_shapes), len(shapes), two.helper)
+    assert helper_requests == requests, (len(helper_requests), len(requests), two.helper)
+    of_shapes, of_requests = _findings(History.of(records))
+    assert (of_shapes, of_requests) == (shapes, requests), (len(of_shapes), len(shapes), len(of_requests),
+                                                            len(requests))
     assert two.helper["status"] == 0 and two.helper["max_rss_kb"] > 0
     assert one.problems == two.problems and "torn last line" in one.problems[0]
     verdicts = _untimed(run_checkers(one, ctx))
@@ -139,3 +145,29 @@ def test_chaos_check_default_and_jobs_1_print_the_same_result(tmp_path):
     default, one = outs
     assert default["processes"]["helper"]["status"] == 0 and "processes" not in one
     assert _untimed(default) == _untimed(one) and default["checkers"]["requests"]["valid"] is False
+
+
+def test_the_helper_dies_with_a_killed_parent():
+    """A SIGKILLed reader leaves no helper behind: the helper asks for
+    SIGKILL when its parent dies (``_die_with``); without that it would sleep
+    on here for a minute."""
+    import psutil
+
+    helper = ("import os, sys, time; from checkers.history import _die_with; "
+              "_die_with(int(sys.argv[1])); time.sleep(60)")
+    parent = ("import os, subprocess, sys, time; "
+              f"p = subprocess.Popen([sys.executable, '-c', {helper!r}, str(os.getpid())]); "
+              "print(p.pid, flush=True); time.sleep(60)")
+    proc = subprocess.Popen([sys.executable, "-c", parent], stdout=subprocess.PIPE, text=True)
+    pid = int(proc.stdout.readline())
+    time.sleep(1.0)  # the helper has asked for it by now (it is still sleeping either way)
+    assert psutil.pid_exists(pid)
+    proc.kill()
+    proc.wait()
+    try:
+        psutil.Process(pid).wait(timeout=20)
+    except psutil.NoSuchProcess:
+        pass
+    except psutil.TimeoutExpired:
+        os.kill(pid, 9)
+        raise AssertionError("the helper outlived its killed parent")

@@ -216,11 +216,17 @@ def _typed(text: str, kind: str) -> tuple[bool, Any]:
     return False, None
 
 
+#: the first characters of every core-schema null, bool, int and float literal (or it is empty)
+_CORE_START = frozenset("~nNtTfF0123456789+-.")
+
+
 def _resolve_scalar(value: str, tag: str | None, style: str | None) -> Any:
-    text = _join_surrogates(value)
+    text = value if value.isascii() else _join_surrogates(value)  # a surrogate is never ASCII
     if tag is None:
         if style is not None:  # quoted or block: always a string
             return text
+        if text and text[0] not in _CORE_START:
+            return text  # no core type can match: the one fullmatch below would fail
         core = _CORE_PLAIN.fullmatch(text)
         return text if core is None else _typed(text, core.lastgroup)[1]
     if tag in _REFUSED_TAGS:
@@ -332,14 +338,17 @@ class _Composer:
         loader = events(self.text)
         try:
             documents = 0
+            get_event, scalar = loader.get_event, self._scalar
             while True:
                 try:
-                    event = loader.get_event()
+                    event = get_event()
                 except (ValueError, OverflowError):  # PyYAML's chr() of an escape past U+10FFFF
                     raise _Refused(INVALID_YAML) from None
-                if isinstance(event, StreamEndEvent):
+                if type(event) is ScalarEvent:  # most events
+                    scalar(event)
+                elif isinstance(event, StreamEndEvent):
                     break
-                if isinstance(event, DocumentStartEvent):
+                elif isinstance(event, DocumentStartEvent):
                     documents += 1
                     if documents > 1 or event.version is not None or event.tags:
                         raise _Refused(INVALID_YAML)
@@ -352,6 +361,22 @@ class _Composer:
         if self.limit <= len(self.text):
             raise _Refused(INVALID_YAML)
         return None if self.root is _NO_KEY else self.root
+
+    def _scalar(self, event: ScalarEvent) -> None:
+        """``_take`` of a scalar, written out: a mapping value needs no key check."""
+        anchor, value, tag = event.anchor, event.value, event.tag
+        style = event.style or None  # libyaml's plain style is "", PyYAML's None
+        node = _Scalar(_resolve_scalar(value, tag, style), anchor,
+                       value == "" and style is None and tag is None and anchor is None)
+        if anchor is not None:
+            self.anchors[anchor] = node  # redefinition: later aliases see this one
+        stack = self.stack
+        top = stack[-1] if stack else None
+        if type(top) is _Map and top.key is not None:
+            top.pairs.append((top.key, node))
+            top.key = None
+        else:
+            self._attach(node, event.start_mark.index)
 
     def _take(self, event: Any) -> None:
         anchor = getattr(event, "anchor", None)

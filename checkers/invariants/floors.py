@@ -145,9 +145,7 @@ def _jump_stats(h: History, fresh: set[int], threshold: int) -> dict:
     live: dict[str, dict[tuple, int]] = {}  # ns -> tuple -> latest granted expiry (ms)
     jumps: list[dict] = []
     max_jump, expired_early, decisions = 0, 0, 0
-    for is_comp, op in h.in_order():
-        if not is_comp:
-            continue
+    for op in h.completed():
         t = decision_time(op, fresh)
         if t is None or op.key is None:
             continue
