@@ -86,6 +86,21 @@ def test_a_committed_publication_must_be_finalized_with_its_bytes():
     assert r["valid"] is True
 
 
+def test_the_final_verify_may_resolve_the_intent_of_a_publish_left_in_doubt():
+    resolved = {"code": "pending-intent-resolved", "item_id": ITEM, "operation_id": "p1", "outcome": "unchanged"}
+    unknown = {"type": "info", "value": {"exit": 6, "envelope": {"ok": False, "state": "unknown",
+                                                                 "error": {"code": "publication-outcome-unknown"}}}}
+    in_doubt = _pair(0, "publish", {"operation_id": "p1", "ledger_namespace": NS, "item_id": ITEM}, unknown)
+    r = git_finalization.check(_h(*in_doubt, *_verify(1, [], findings=[resolved])), {})
+    assert r["valid"] is True and r["stats"]["in_doubt_intents_reconciled"] == 1
+    # answered for sure (here ok), the intent had no business staying pending
+    r = git_finalization.check(_h(*in_doubt, *_publish_ok(0, "p1"), *_verify(1, [], findings=[resolved])), {})
+    assert [a["type"] for a in r["anomalies"]] == ["claim-verify-finding", "acknowledged-publication-unlisted"]
+    # another operation's intent is no excuse
+    r = git_finalization.check(_h(*in_doubt, *_verify(1, [], findings=[dict(resolved, operation_id="p2")])), {})
+    assert [a["type"] for a in r["anomalies"]] == ["claim-verify-finding"]
+
+
 def test_a_final_verify_that_could_not_run_is_unknown():
     h = _h(*_pair(1, "verify", {"ledger_namespace": NS}, {"type": "info", "error": "timed out"}))
     assert git_finalization.check(h, {})["valid"] == "unknown"

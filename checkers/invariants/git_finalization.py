@@ -11,7 +11,12 @@ phase commits what is left and runs ``claim-verify`` on every ledger (``verify``
 ops). Checks, against the LAST ``verify`` of each namespace:
 
 1. it answered exit 0 (a verify that could not run proves nothing: ``unknown``);
-2. its ``findings`` are empty (each one is a ``claim-verify-finding``);
+2. its ``findings`` are empty (each one is a ``claim-verify-finding``), but
+   for ``pending-intent-resolved`` of a publication whose last attempt ended
+   in doubt (``info``: killed, lost, answered unknown): an intent its client
+   never heard the end of is exactly what the verify is there to reconcile
+   (a Wowbagger run's last publish answered ``publication-outcome-unknown``
+   and was resolved ``unchanged`` by the final verify: no defect);
 3. every acknowledged publication (exit 0) is listed in its ``publications``
    with the committed revision it was acknowledged with;
 4. every publication whose own commit put its candidate into ``HEAD`` is
@@ -39,6 +44,12 @@ def check(history, ctx: dict | None = None) -> dict:
         return out.result({"verified_namespaces": 0, "note": "no claim-verify in this history"})
     commit_ops = [op for op in h.ops if op.f == "commit" and op.type == "ok"]
     acked = [op for op in h.ops if op.f == "publish" and op.type == "ok" and op.exit == 0]
+    last_attempt: dict = {}
+    for op in h.ops:
+        if op.f == "publish" and op.oid is not None:
+            last_attempt[op.oid] = op   # invoke order: the last one wins
+    in_doubt = {oid for oid, op in last_attempt.items() if op.type == "info"}
+    reconciled = 0
     # the few ops whose requests and replies this checker reads in full
     raw = h.raw([i for op in (*verify_ops, *commit_ops) for i in op.indices])
     verifies: dict[str, object] = {}
@@ -61,6 +72,9 @@ def check(history, ctx: dict | None = None) -> dict:
         result = _result(raw.get(v.c))
         for finding in result.get("findings") or []:
             f = obj(finding)
+            if f.get("code") == "pending-intent-resolved" and f.get("operation_id") in in_doubt:
+                reconciled += 1
+                continue
             out.add("claim-verify-finding",
                     f"Namespace {ns}: the final claim-verify reported {f.get('code')!r} for item "
                     f"{f.get('item_id')} after every acknowledged publication was committed; a correct run "
@@ -108,4 +122,5 @@ def check(history, ctx: dict | None = None) -> dict:
                     f"Operation {oid}: claim-verify finalized it at commit {p.get('git_commit')}, but that commit "
                     f"holds revision {at_commit[key]} of the item, not {req.get('committed_revision')}.",
                     [*c.indices, *v.indices], operation_id=oid, commit=p.get("git_commit"))
-    return out.result({"verified_namespaces": len(verifies), "acknowledged": len(acked), "committed": len(committed)})
+    return out.result({"verified_namespaces": len(verifies), "acknowledged": len(acked), "committed": len(committed),
+                       "in_doubt_intents_reconciled": reconciled})
