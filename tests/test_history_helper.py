@@ -15,6 +15,7 @@ import sys
 import time
 
 import pytest
+from test_history import _write
 from test_invariants_support import simulate
 
 import checkers.history as history_mod
@@ -49,15 +50,6 @@ def _planted(seed: int) -> tuple[list[dict], dict]:
             if reads % 2:
                 env.pop("contract_version", None)
     return history, ctx
-
-
-def _write(tmp_path, records, tail: str = "") -> str:
-    path = tmp_path / "history.jsonl"
-    with open(path, "w") as f:
-        for rec in records:
-            f.write(json.dumps(rec) + "\n")
-        f.write(tail)
-    return str(path)
 
 
 def _findings(h: History):
