@@ -52,6 +52,23 @@ def writable_dir(root: str, flag: str = "--store") -> str:
     return root
 
 
+def refuse_unusable_dir(root: str, flag: str = "--store") -> None:
+    """``UsageError`` now, creating nothing, for a ``root`` that ``writable_dir``
+    could never make: it, or its nearest existing ancestor, is not a writable
+    directory (the rest of the checks, and the creation, come later)."""
+    path = os.path.abspath(root)
+    while not os.path.lexists(path):
+        parent = os.path.dirname(path)
+        if parent == path:
+            return
+        path = parent
+    if not os.path.isdir(path):
+        what = "exists and is not a directory" if path == os.path.abspath(root) else "not a writable directory (Not a directory)"
+        raise UsageError(f"{flag} {root}: {what}")
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise UsageError(f"{flag} {root}: not a writable directory (Permission denied)")
+
+
 def inside(root: str, path: str) -> bool:
     """``path`` resolves (symlinks followed) to ``root`` or somewhere below it."""
     root, path = os.path.realpath(root), os.path.realpath(path)

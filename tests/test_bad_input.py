@@ -345,3 +345,18 @@ def test_profile_of_the_wrong_types_is_a_config_error_for_run_and_conform(capsys
     code, err = chaos(capsys, "conform", "--backend", "external", "--command", "python -m chaos.cli backend sqlite",
                       "--profile", profile, "--case", "renew-release-restart-aba")
     assert BAD_PROFILES[member] in one_line_254(code, err)   # a config error, not every case "failed"
+
+
+def test_a_bad_store_is_refused_before_a_factory_is_probed(tmp_path, monkeypatch, capsys):
+    """The fuzz test's find: ``--factory os:getcwd --store FILE/x`` probed the
+    factory on a scratch directory in /tmp before refusing the store."""
+    from chaos.cli import main
+    from chaos.conform.adapters import python as adapter
+
+    probed = []
+    monkeypatch.setattr(adapter, "probe", lambda factory: probed.append(factory) or "store")
+    (tmp_path / "f").write_text("a file")
+    code = main(["run", "--store", str(tmp_path / "f" / "x"), "--backend", "python", "--factory", "os:getcwd",
+                 "--time-limit", "1"])
+    assert code == 254 and probed == []
+    assert capsys.readouterr().err.count("chaos: error: --store") == 1

@@ -21,7 +21,7 @@ import sys
 
 from backends import safeload
 from chaos.errors import UsageError
-from chaos.store import check_name, writable_dir
+from chaos.store import check_name, refuse_unusable_dir, writable_dir
 
 #: the longest --time-limit / --op-timeout accepted (a week; more is a typo)
 MAX_SECONDS = 7 * 24 * 3600
@@ -261,6 +261,7 @@ def config_from_file(args: argparse.Namespace):
 def run(args: argparse.Namespace) -> int:
     from chaos.runner import run as run_test
 
+    refuse_unusable_dir(args.store)  # first, creating nothing: before a factory is probed on a scratch dir
     cfg = config_from_file(args) if getattr(args, "config", None) else build_config(args)
     writable_dir(cfg.store)
     print(f"chaos: {cfg.command}", file=sys.stderr)
