@@ -38,10 +38,9 @@ def check_name(name, what: str = "--name") -> str:
 def writable_dir(root: str, flag: str = "--store") -> str:
     """Create the directory ``root`` (a store, a ledger) if needed and prove it
     writable by creating and removing a file in it; ``UsageError`` otherwise."""
+    refuse_unusable_dir(root, flag)
     shown = root
     root = os.path.abspath(root)
-    if os.path.lexists(root) and not os.path.isdir(root):
-        raise UsageError(f"{flag} {shown}: exists and is not a directory")
     try:
         os.makedirs(root, exist_ok=True)
         fd, probe = tempfile.mkstemp(prefix=".write-probe-", dir=root)
@@ -63,8 +62,9 @@ def refuse_unusable_dir(root: str, flag: str = "--store") -> None:
             return
         path = parent
     if not os.path.isdir(path):
-        what = "exists and is not a directory" if path == os.path.abspath(root) else "not a writable directory (Not a directory)"
-        raise UsageError(f"{flag} {root}: {what}")
+        itself = path == os.path.abspath(root)
+        raise UsageError(f"{flag} {root}: "
+                         + ("exists and is not a directory" if itself else "not a writable directory (Not a directory)"))
     if not os.access(path, os.W_OK | os.X_OK):
         raise UsageError(f"{flag} {root}: not a writable directory (Permission denied)")
 

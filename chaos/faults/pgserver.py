@@ -48,6 +48,7 @@ import psycopg
 
 from chaos.faults import procs
 
+
 def _serialized(method):
     """One change of the server at a time. A nemesis step that outlives its
     bound is abandoned but keeps running (``chaos.driver.NemesisExecutor``):
