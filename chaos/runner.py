@@ -236,6 +236,12 @@ class Run:
 
             for t in range(self.cfg.workers):
                 clock_faults[t] = ClockFault(os.path.join(run.tmp, f"clock-{t}"))
+        self.release_freezes = {}
+        if self._plans_episode("frozen-publish"):   # its freeze lands at the end of a write transaction
+            from chaos.faults.lockfreeze import WriteReleaseFreeze
+
+            self.release_freezes = {t: WriteReleaseFreeze(os.path.join(run.tmp, f"lockfreeze-{t}"))
+                                    for t in range(self.cfg.workers)}
         if "power-loss" in self.cfg.nemesis:
             from chaos.faults.powerloss import PowerLoss
             from chaos.nemesis.power import durable_prefix
@@ -257,6 +263,9 @@ class Run:
             if power is not None:  # after failsync: a sync that failsync fails is never marked durable
                 env.update(power.env())
                 libs.append(power.library)
+            if t in self.release_freezes:
+                env.update(self.release_freezes[t].env())
+                libs.append(self.release_freezes[t].library)
             if libs:
                 env["LD_PRELOAD"] = " ".join(libs)
             return env
@@ -334,6 +343,7 @@ class Run:
                 self.slots.append(Slot(t, routes.spec_for(spec, t) if routes else spec, env_for, run.file("logs"),
                                        driver.completions, cfg.op_timeout, self._note_pid))
                 self.slots[-1].barrier = barrier
+                self.slots[-1].release_freeze = self.release_freezes.get(t)
                 if getattr(target, "nodes", None) is not None:   # --nodes docker: each host in a container
                     self.slots[-1].launcher = target.worker_launcher(t)
             env = FaultEnv(self.slots, clock_faults, fsync, coverage, history, t0, target)
@@ -450,6 +460,11 @@ class Run:
         interpret(clients(ops), threads, driver, self.cfg.seed, process_of=process_of)
         verifies = [{"f": "verify", "value": {"ledger_namespace": ns}} for ns in by_ns]
         interpret(clients(verifies), threads, driver, self.cfg.seed, process_of=process_of)
+
+    def _plans_episode(self, episode: str) -> bool:
+        from workloads.claims import ClaimsConfig
+
+        return workload_kind(self.cfg).name == "claims" and episode in ClaimsConfig(**self.cfg.claims).episodes
 
     def _fit_episodes(self, notes: list) -> None:
         """Racer episodes that need an ability the backend lacks (a black-box

@@ -76,6 +76,8 @@ class Slot:
         self.powered = threading.Event()         # cleared while the power-loss nemesis has the machine off
         self.indeterminate = 0                   # ops of this slot that ended info (partition evidence)
         self.launcher = None                     # callable(generation) -> argv prefix: hosts in containers
+        self.release_freeze = None               # chaos.faults.lockfreeze.WriteReleaseFreeze of this slot's processes
+        self.release_freezes = [0, 0]            # write-release freezes that landed, that found no write to stop at
         self.powered.set()
         self._inbox: "queue.Queue[dict | None]" = queue.Queue()
         self._thread = threading.Thread(target=self._loop, daemon=True, name=f"slot-{thread}")
@@ -163,6 +165,10 @@ class Slot:
             return self._run_op(op)
         finally:
             self.current = None
+            if op.get("ends_freeze"):  # the frozen call this op is the rival of may go on
+                from chaos.faults.incall import rival_done
+
+                rival_done(op["ends_freeze"])
 
     def _run_op(self, op: dict) -> dict:
         done = {"process": op["process"], "f": op["f"]}
@@ -172,6 +178,10 @@ class Slot:
         fault = None
         try:
             client = self.ensure_started()
+            if op.get("after_freeze"):  # a rival of a frozen call: sent once the freeze landed (or missed)
+                from chaos.faults.incall import wait_frozen
+
+                wait_frozen(op["after_freeze"], self.op_timeout)
             started = time.monotonic()
             spec, paused_writer = op.get("fault"), False
             if op["f"] == "publish" and not spec and self.publish_kill is not None:
@@ -186,6 +196,7 @@ class Slot:
                 done["fault"] = dict(fault.settle(replied=True), **({"paused_writer": True} if paused_writer else {}),
                                      **({"by": spec["by"]} if spec.get("by") else {}))
                 self.parked += int(paused_writer and done["fault"].get("inside", False))
+                self._count_release(done["fault"])
                 done.update(type=classify(reply.exit, reply.envelope), value=reply.to_json())
                 if wall is not None:
                     done["wall_ms"] = wall
@@ -212,6 +223,7 @@ class Slot:
         except Indeterminate as e:
             if fault is not None:
                 done["fault"] = dict(fault.settle(replied=False), **({"by": spec["by"]} if spec.get("by") else {}))
+                self._count_release(done["fault"])
             self._note_exit()
             self.kill()
             evidence = getattr(e, "evidence", None)  # ReplyProtocolViolation: a reply-protocol finding
@@ -239,15 +251,26 @@ class Slot:
 
         same = self.recent_ms.get(f) or [x for xs in self.recent_ms.values() for x in xs]
         scale = min(same) if same else self.latency_ms
-        return InCallFault(spec["kind"], float(spec.get("at", 0.5)) * scale, int(spec.get("hold_ms", 0)))
+        tag = {"tag": spec["tag"], "rival_wait_s": self.op_timeout} if spec.get("tag") else {}
+        landed, missed = self.release_freezes
+        if spec.get("after") == "write-release" and self.release_freeze is not None and (landed or missed < 2):
+            # at the end of a write transaction (chaos.faults.lockfreeze), unless this slot's program
+            # twice ended none inside a call: it takes no POSIX record locks, so the seeded time point
+            return InCallFault("freeze", 0.0, int(spec.get("hold_ms", 0)), release=self.release_freeze, **tag)
+        return InCallFault(spec["kind"], float(spec.get("at", 0.5)) * scale, int(spec.get("hold_ms", 0)), **tag)
+
+    def _count_release(self, ev: dict) -> None:
+        if ev.get("at") == "write-release":
+            self.release_freezes[0 if ev.get("pid") else 1] += int(bool(ev.get("pid") or ev.get("unclaimed")))
 
     def _call_under_fault(self, client, op: dict, fault, pin):
         from chaos.errors import Indeterminate
 
+        fault.prepare()
         fut = client._call_raw(op["f"], op["value"], pin)
         fault.start(client.pid, self.black_box, fut.done)
         try:
-            msg = fut.result(self.op_timeout + fault.hold_ms / 1000)
+            msg = fut.result(self.op_timeout + fault.longest_hold_s)
         except Exception:
             raise Indeterminate(f"{op['f']}: no reply within {self.op_timeout:g} s after an in-call "
                                 f"{fault.kind}") from None

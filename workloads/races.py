@@ -43,9 +43,12 @@ unbound-namespace          read, acquire and publish on a never-provisioned
                            namespace; the capabilities again
 frozen-publish             a's publish is SIGSTOPped inside the call (the
                            process serving it: the worker host, or a black-box
-                           program's per-call CLI process) at a seeded point of
-                           its work; meanwhile b takes the item over (pinned at
-                           E) and publishes; then a is SIGCONTed
+                           program's per-call CLI process) right after it ends a
+                           write transaction (``chaos.faults.lockfreeze``; a
+                           program that takes no record locks: at a seeded point
+                           of its work); meanwhile b takes the item over (pinned
+                           at E); a is SIGCONTed once b has its reply; then b
+                           publishes
 killed-publish / -renew    a's call is SIGKILLed at a seeded point inside it
 legacy-writes              b's legacy transition and legacy create of a's held
                            item (both must be refused, §7)
@@ -630,10 +633,8 @@ def _fault(x: Ctx, kind: str) -> dict:
     return {"kind": kind, "at": round(at, 6), **({"hold_ms": hold} if kind == "freeze" else {})}
 
 
-#: how long a frozen call is held: long enough for b's takeover and publish
+#: how long a frozen call is held at least (and until b's takeover has its reply)
 FREEZE_HOLD_MS = (400, 1200)
-#: b starts its takeover this long after the frozen call was sent (the freeze lands first)
-FREEZE_RIVAL_DELAY_MS = 60
 
 
 def _frozen_publish():
@@ -641,11 +642,22 @@ def _frozen_publish():
         a = _own(x)
         if a is None:
             return None
-        epoch_b = str(int(a["epoch"]) + 1)   # a takeover of a's exact record allocates a's epoch + 1
-        return [("a", dict(x.publish("a", "frozen-publish"), fault=_fault(x, "freeze"))),
-                ("b", dict(x.takeover("b", a, "takeover"), delay_ms=FREEZE_RIVAL_DELAY_MS)),
-                ("b", x.publish("b", "publish-new-owner", fence={"owner_id": x.owner("b"), "epoch": epoch_b}))]
-    return (race,)
+        # decided 1 ms into a's lease (like stale-revision's publish: the lease may have started at a
+        # pinned instant already past in real time), frozen at the end of a write transaction where the
+        # backend's processes take record locks (the gap of a check-then-act fence), else at the seeded
+        # time point; b's takeover is sent once the freeze landed, and a goes on once b has its reply
+        pub = x.publish("a", "frozen-publish", clock_ms=x.into_lease(a))
+        tag = pub["value"]["operation_id"]
+        fault = dict(_fault(x, "freeze"), after="write-release", tag=tag)
+        return [("a", dict(pub, fault=fault)), ("b", dict(x.takeover("b", a, "takeover"), after_freeze=tag, ends_freeze=tag))]
+
+    def then(x):
+        # b publishes only after a's call ended: a rival publication inside the freeze would change the
+        # revision, and a check-then-act fence's write would then be refused by the revision check
+        # (§6 step 8) instead of showing that it passed a stale fence
+        b = _own(x, "b")
+        return [] if b is None else [("b", x.publish("b", "publish-new-owner", fence=_fence(b)))]
+    return (race, then)
 
 
 def _killed(op: str):

@@ -11,6 +11,15 @@ sent; at ``after_ms`` it finds that process and
 * ``kill``: SIGKILLs its tree (the call then proves nothing: ``info``; it was
   inside the call when no reply ever came).
 
+A freeze with ``release`` (``chaos.faults.lockfreeze``) has no timer: the
+process stops itself right after it ends a write transaction, and the fault
+waits for that stop (``at: write-release`` in the evidence). A freeze with a
+``tag`` is one side of a rendezvous with a rival call: ``wait_frozen(tag)``
+returns once the freeze landed (or missed), and the hold lasts until the
+rival's call ended (``rival_done(tag)``, at most ``rival_wait_s``) if that is
+longer than ``hold_ms``: a rival on a slow program needs more than a fixed
+hold to take the item over.
+
 Evidence (``evidence()``, recorded with the call's completion in the history):
 ``kind``, ``after_ms`` (from the send to the signal, measured), ``target``
 (``host`` / ``cli``), ``pid``, ``held_ms`` and ``inside``: the signal reached
@@ -35,6 +44,29 @@ from chaos.faults import procs
 SETTLE_S = 0.03
 #: how long a black-box fault waits for the host to start the call's CLI process
 SPAWN_WAIT_S = 2.0
+#: how often a write-release freeze looks whether the process stopped itself
+POLL_S = 0.0005
+#: and every this many polls, whether a descendant did (a shell wrapper's program; listing children is costly)
+DEEP_EVERY = 40
+
+_rendezvous = threading.Lock()
+_frozen: dict[str, threading.Event] = {}
+_rival_ended: dict[str, threading.Event] = {}
+
+
+def _event(table: dict, tag: str) -> threading.Event:
+    with _rendezvous:
+        return table.setdefault(tag, threading.Event())
+
+
+def wait_frozen(tag: str, timeout: float) -> bool:
+    """Block until the freeze tagged ``tag`` landed or missed (False: not within ``timeout``)."""
+    return _event(_frozen, tag).wait(timeout)
+
+
+def rival_done(tag: str) -> None:
+    """The rival of the freeze tagged ``tag`` has its reply: the frozen call may go on."""
+    _event(_rival_ended, tag).set()
 
 
 def cli_children(host_pid: int) -> list[int]:
@@ -48,12 +80,25 @@ def cli_children(host_pid: int) -> list[int]:
 class InCallFault:
     """One freeze or kill of the process serving one call (see the module docstring)."""
 
-    def __init__(self, kind: str, after_ms: float, hold_ms: int = 0):
-        if kind not in ("freeze", "kill"):
+    def __init__(self, kind: str, after_ms: float, hold_ms: int = 0, release=None, tag: str | None = None,
+                 rival_wait_s: float = 0.0):
+        if kind not in ("freeze", "kill") or (release is not None and kind != "freeze"):
             raise ValueError(f"in-call fault kind {kind!r}")
         self.kind, self.after_ms, self.hold_ms = kind, float(after_ms), int(hold_ms)
-        self._evidence: dict = {"kind": kind, "planned_after_ms": round(self.after_ms, 3), "inside": False}
+        self.release, self.tag, self.rival_wait_s = release, tag, float(rival_wait_s) if tag else 0.0
+        planned = {"at": "write-release"} if release is not None else {"planned_after_ms": round(self.after_ms, 3)}
+        self._evidence: dict = {"kind": kind, **planned, "inside": False}
         self._thread: threading.Thread | None = None
+
+    @property
+    def longest_hold_s(self) -> float:
+        return max(self.hold_ms / 1000, self.rival_wait_s)
+
+    def prepare(self) -> None:
+        """Before the call is sent: a write-release freeze is armed (the first
+        transaction of an in-process call may end a millisecond after the send)."""
+        if self.release is not None:
+            self.release.arm()
 
     def start(self, host_pid: int, black_box: bool, answered: Callable[[], bool]) -> None:
         """Run the fault in the background; ``answered()`` says whether the
@@ -91,6 +136,62 @@ class InCallFault:
         return None
 
     def _run(self, host_pid: int, black_box: bool, answered) -> None:
+        try:
+            if self.release is not None:
+                self._run_release(host_pid, black_box, answered)
+            else:
+                self._run_timed(host_pid, black_box, answered)
+        finally:
+            if self.tag:
+                _event(_frozen, self.tag).set()   # landed or missed: the rival goes ahead either way
+
+    def _hold(self, tree, stopped_at: float) -> None:
+        if self.tag:
+            _event(_frozen, self.tag).set()
+            _event(_rival_ended, self.tag).wait(self.rival_wait_s)
+        rest = self.hold_ms / 1000 - (time.monotonic() - stopped_at)
+        if rest > 0:
+            time.sleep(rest)
+        tree.resume()
+        self._evidence["held_ms"] = round((time.monotonic() - stopped_at) * 1000, 3)
+
+    def _run_release(self, host_pid: int, black_box: bool, answered) -> None:
+        """Wait for the process serving the call to stop itself at a write release."""
+        ev = self._evidence
+        try:
+            pid = self._target(host_pid, black_box, answered)
+            ev.update(target="cli" if black_box else "host")
+            stopped, polls = None, 0
+            while pid is not None and stopped is None and not answered():
+                polls += 1
+                stopped = _stopped_in(pid, deep=polls % DEEP_EVERY == 0)
+                if stopped is None:
+                    time.sleep(POLL_S)
+            if stopped is None:
+                if self.release.disarm():
+                    ev.update(note="no write transaction ended while the call ran", unclaimed=True)
+                    return
+                # claimed: the process stopped itself, after its reply was written (or is about to)
+                deadline = time.monotonic() + 1.0
+                while stopped is None and pid is not None and time.monotonic() < deadline:
+                    stopped = _stopped_in(pid, deep=True)
+                    time.sleep(POLL_S)
+                if stopped is None:
+                    ev["note"] = "the arming was claimed but no stopped process was found"
+                    return
+            stopped_at = time.monotonic()
+            ev.update(pid=stopped, after_ms=round((stopped_at - self._t0) * 1000, 3))
+            tree = procs.ProcessTree(stopped)
+            ev["pids"] = tree.pids()
+            time.sleep(SETTLE_S)
+            ev["inside"] = not answered()
+            self._hold(tree, stopped_at)
+        except Exception as e:  # the process died meanwhile: say so, never pretend
+            ev["error"] = f"{type(e).__name__}: {e}"
+        finally:
+            self.release.disarm()
+
+    def _run_timed(self, host_pid: int, black_box: bool, answered) -> None:
         ev = self._evidence
         try:
             delay = self.after_ms / 1000 - (time.monotonic() - self._t0)
@@ -111,10 +212,18 @@ class InCallFault:
             stopped_at = time.monotonic()
             time.sleep(SETTLE_S)
             ev["inside"] = not answered()   # a reply written before the stop arrives anyway
-            rest = self.hold_ms / 1000 - (time.monotonic() - stopped_at)
-            if rest > 0:
-                time.sleep(rest)
-            tree.resume()
-            ev["held_ms"] = round((time.monotonic() - stopped_at) * 1000, 3)
+            self._hold(tree, stopped_at)
         except Exception as e:  # the process died meanwhile: say so, never pretend
             ev["error"] = f"{type(e).__name__}: {e}"
+
+
+def _stopped_in(pid: int, deep: bool) -> int | None:
+    """``pid`` (or, ``deep``, a descendant of it: a shell wrapper's program) if stopped, else None."""
+    try:
+        root = psutil.Process(pid)
+        for p in (root, *(root.children(recursive=True) if deep else ())):
+            if p.status() == psutil.STATUS_STOPPED:
+                return p.pid
+    except psutil.NoSuchProcess:
+        pass
+    return None

@@ -1,0 +1,149 @@
+"""The write-release freeze (chaos.faults.lockfreeze, chaos.faults.incall):
+a real process stops itself right after it ends a write transaction, holding
+no lock, so a rival commits in the gap; and through the worker it exposes a
+check-then-act fence that a timed freeze lands on almost never."""
+
+from __future__ import annotations
+
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+
+import psutil
+
+from chaos.faults.lockfreeze import WriteReleaseFreeze
+from chaos.worker import Slot
+from slot_env import seeded_sqlite
+from workloads.items import publish_request, revision_of
+
+CHILD = """
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1], isolation_level=None)
+c.execute("PRAGMA journal_mode=DELETE")
+print("ready", flush=True)
+for line in sys.stdin:
+    if line.strip() == "read":
+        c.execute("BEGIN"); c.execute("select count(*) from t").fetchone(); c.execute("COMMIT")
+    else:
+        c.execute("BEGIN IMMEDIATE"); c.execute("insert into t values (1)"); c.execute("COMMIT")
+    print("done", flush=True)
+"""
+
+
+def _wait_status(pid: int, want: str, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if psutil.Process(pid).status() == want:
+            return True
+        time.sleep(0.002)
+    return False
+
+
+def _child(tmp_path, freeze: WriteReleaseFreeze) -> subprocess.Popen:
+    db = str(tmp_path / "t.db")
+    import sqlite3
+
+    sqlite3.connect(db).execute("create table t(x)").connection.commit()
+    env = dict(os.environ, LD_PRELOAD=freeze.library, **freeze.env())
+    p = subprocess.Popen([sys.executable, "-c", CHILD, db], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                         env=env)
+    assert p.stdout.readline().strip() == "ready"
+    return p
+
+
+def _send(p: subprocess.Popen, line: str) -> None:
+    p.stdin.write(line + "\n")
+    p.stdin.flush()
+
+
+def test_an_armed_process_stops_after_its_write_transaction_holding_no_lock(tmp_path):
+    freeze = WriteReleaseFreeze(str(tmp_path / "ctl"))
+    p = _child(tmp_path, freeze)
+    try:
+        freeze.arm()
+        _send(p, "read")                       # a read transaction takes no write lock: no stop
+        assert p.stdout.readline().strip() == "done"
+        _send(p, "write")
+        assert _wait_status(p.pid, psutil.STATUS_STOPPED)
+        assert not os.path.exists(freeze.ctl_path)   # the stop claimed the arming
+        import sqlite3
+
+        rival = sqlite3.connect(str(tmp_path / "t.db"), timeout=0.5)   # the stopped process holds no lock
+        assert rival.execute("select count(*) from t").fetchone() == (1,)
+        rival.execute("insert into t values (2)")
+        rival.commit()
+        rival.close()
+        p.send_signal(18)
+        assert p.stdout.readline().strip() == "done"
+        _send(p, "write")                       # one arming, one stop
+        assert p.stdout.readline().strip() == "done"
+        assert freeze.disarm() is False
+        freeze.arm()
+        assert freeze.disarm() is True         # armed, never claimed
+    finally:
+        p.kill()
+        p.wait()
+
+
+def _slot(tmp_path, spec, t: int, freeze=None) -> Slot:
+    def env_for(_t):
+        return {"LD_PRELOAD": freeze.library, **freeze.env()} if freeze else {}
+    slot = Slot(t, spec, env_for, str(tmp_path / "logs"), queue.Queue(), 10.0, lambda pid: None)
+    slot.release_freeze = freeze
+    return slot
+
+
+def _frozen_publish_against(tmp_path, factory: str, after: str) -> tuple[dict, dict]:
+    """a's publish frozen (``after`` write-release, or at a seeded time) while b takes a's claim over at
+    its expiry: (a's publish completion, b's takeover completion)."""
+    spec, w = seeded_sqlite(tmp_path)
+    spec = dict(spec, backend="python", factory=factory)
+    (tmp_path / "logs").mkdir(exist_ok=True)
+    a = _slot(tmp_path, spec, 0, WriteReleaseFreeze(str(tmp_path / "lockfreeze-0")))
+    b = _slot(tmp_path, spec, 1)
+    ns, item = w.tuples[0]
+    tup = {"ledger_namespace": ns, "item_id": item}
+    try:
+        got = a.run_op({"process": 0, "f": "acquire", "value": dict(tup, owner_id="a", lease_duration_ms=60_000,
+                                                                      expected={"last_epoch": "0", "active": None})})
+        claim = got["value"]["envelope"]["result"]["claim"]
+        fence = dict(tup, owner_id="a", epoch=claim["epoch"])
+        a.run_op({"process": 0, "f": "read", "value": tup})   # a call's latency, for a timed freeze point
+        tag = "pub_frozen"
+        from backends.contract.values import parse_instant
+
+        takeover = {"process": 1, "f": "acquire", "after_freeze": tag, "ends_freeze": tag,
+                    "clock_ms": parse_instant(claim["expires_at"]),
+                    "value": dict(tup, owner_id="b", lease_duration_ms=60_000,
+                                  expected={"last_epoch": claim["epoch"], "active": claim})}
+        rival: dict = {}
+        th = threading.Thread(target=lambda: rival.update(b.run_op(takeover)))
+        th.start()
+        fault = {"kind": "freeze", "at": 0.5, "hold_ms": 50, "tag": tag, **({"after": after} if after else {})}
+        pub = a.run_op({"process": 0, "f": "publish", "fault": fault,
+                        "value": publish_request(tag, ns, item, revision_of(w.seed_items[(ns, item)]), fence, "a")})
+        th.join(30)
+        return pub, rival
+    finally:
+        a.stop()
+        b.stop()
+        a.kill()
+        b.kill()
+
+
+def test_a_publish_frozen_after_its_fence_transaction_exposes_a_check_then_act_fence(tmp_path):
+    pub, rival = _frozen_publish_against(tmp_path, "chaos.testing.mutants:open_fence_outside_commit", "write-release")
+    assert pub["fault"]["at"] == "write-release" and pub["fault"]["inside"] is True, pub["fault"]
+    assert rival["type"] == "ok"   # b took the item over while a was frozen between its two transactions
+    result = pub["value"]["envelope"]["result"]
+    assert pub["type"] == "ok" and result["claim_read_back"]["active"]["owner_id"] == "b"   # a stale fence accepted
+
+
+def test_the_correct_backend_commits_before_the_freeze_and_the_rival_takes_over_after(tmp_path):
+    pub, rival = _frozen_publish_against(tmp_path, "backends.sqlite:open_backend", "write-release")
+    assert pub["fault"]["inside"] is True and pub["type"] == "ok", pub
+    assert pub["value"]["envelope"]["result"]["claim_read_back"]["active"]["owner_id"] == "a"
+    assert rival["type"] == "ok"
