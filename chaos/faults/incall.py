@@ -173,8 +173,8 @@ class InCallFault:
                     return
                 # claimed: the process stopped itself, after its reply was written (or is about to)
                 deadline = time.monotonic() + 1.0
-                while stopped is None and pid is not None and time.monotonic() < deadline:
-                    stopped = _stopped_in(pid, deep=True)
+                while stopped is None and time.monotonic() < deadline:
+                    stopped = _stopped_in(pid or host_pid, deep=True)
                     time.sleep(POLL_S)
                 if stopped is None:
                     ev["note"] = "the arming was claimed but no stopped process was found"
