@@ -59,13 +59,20 @@ def findings() -> list[tuple[str, bool, str, str]]:
     """(mechanism, works, detail, how to get it)."""
     out = []
     gcc = shutil.which("gcc")
-    out.append(("gcc (builds the fsync shim)", bool(gcc), gcc or "not found", "apt-get install -y gcc"))
+    out.append(("gcc (builds the fsync and write-release shims)", bool(gcc), gcc or "not found", "apt-get install -y gcc"))
     try:
         from chaos.faults.failsync import build
 
         out.append(("fsync shim (fsync faults)", True, build(), "needs gcc"))
     except Exception as e:
         out.append(("fsync shim (fsync faults)", False, f"{type(e).__name__}: {e}", "apt-get install -y gcc"))
+    try:
+        from chaos.faults.lockfreeze import build as build_lockfreeze
+
+        out.append(("write-release shim (frozen-publish episode)", True, build_lockfreeze(), "needs gcc"))
+    except Exception as e:
+        out.append(("write-release shim (frozen-publish episode)", False, f"{type(e).__name__}: {e}",
+                    "apt-get install -y gcc"))
     ok, detail = _faketime_live()
     out.append(("libfaketime (clock faults, live check)", ok, detail, "pip install libfaketime==3.0.1"))
     root = os.geteuid() == 0
