@@ -47,6 +47,32 @@ def _groups(pids: list[int]) -> set[int]:
     return out
 
 
+class ReleaseTally:
+    """Where a run's write-release freezes landed (``chaos.faults.lockfreeze``).
+    The program is one for all slots, so they share one: the first publish
+    answered ``ok`` that ended no record-locked write transaction, or a third
+    miss of any kind with no landing, shows it takes no POSIX record locks
+    (PostgreSQL, a Git journal, a program with lock files), and its frozen
+    publishes then freeze at their seeded time point. A publish refused at
+    validation wrote nothing, so one miss alone proves nothing."""
+
+    MISSES = 3
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.landed = self.missed = self.missed_commits = 0
+
+    def usable(self) -> bool:
+        with self._lock:
+            return bool(self.landed) or (self.missed_commits == 0 and self.missed < self.MISSES)
+
+    def count(self, landed: bool, missed: bool, committed: bool) -> None:
+        with self._lock:
+            self.landed += int(landed)
+            self.missed += int(missed)
+            self.missed_commits += int(missed and committed)
+
+
 class Slot:
     """One client thread's worker process and its op thread."""
 
@@ -77,7 +103,7 @@ class Slot:
         self.indeterminate = 0                   # ops of this slot that ended info (partition evidence)
         self.launcher = None                     # callable(generation) -> argv prefix: hosts in containers
         self.release_freeze = None               # chaos.faults.lockfreeze.WriteReleaseFreeze of this slot's processes
-        self.release_freezes = [0, 0]            # write-release freezes that landed, that found no write to stop at
+        self.release_tally = ReleaseTally()      # shared by a run's slots (one program): where its freezes land
         self.powered.set()
         self._inbox: "queue.Queue[dict | None]" = queue.Queue()
         self._thread = threading.Thread(target=self._loop, daemon=True, name=f"slot-{thread}")
@@ -196,8 +222,8 @@ class Slot:
                 done["fault"] = dict(fault.settle(replied=True), **({"paused_writer": True} if paused_writer else {}),
                                      **({"by": spec["by"]} if spec.get("by") else {}))
                 self.parked += int(paused_writer and done["fault"].get("inside", False))
-                self._count_release(done["fault"])
                 done.update(type=classify(reply.exit, reply.envelope), value=reply.to_json())
+                self._count_release(done["fault"], done["type"])
                 if wall is not None:
                     done["wall_ms"] = wall
                 if done["type"] == "info":
@@ -223,7 +249,7 @@ class Slot:
         except Indeterminate as e:
             if fault is not None:
                 done["fault"] = dict(fault.settle(replied=False), **({"by": spec["by"]} if spec.get("by") else {}))
-                self._count_release(done["fault"])
+                self._count_release(done["fault"], None)
             self._note_exit()
             self.kill()
             evidence = getattr(e, "evidence", None)  # ReplyProtocolViolation: a reply-protocol finding
@@ -252,16 +278,16 @@ class Slot:
         same = self.recent_ms.get(f) or [x for xs in self.recent_ms.values() for x in xs]
         scale = min(same) if same else self.latency_ms
         tag = {"tag": spec["tag"], "rival_wait_s": self.op_timeout} if spec.get("tag") else {}
-        landed, missed = self.release_freezes
-        if spec.get("after") == "write-release" and self.release_freeze is not None and (landed or missed < 2):
-            # at the end of a write transaction (chaos.faults.lockfreeze), unless this slot's program
-            # twice ended none inside a call: it takes no POSIX record locks, so the seeded time point
+        if spec.get("after") == "write-release" and self.release_freeze is not None and self.release_tally.usable():
+            # at the end of a write transaction (chaos.faults.lockfreeze), unless the run's program
+            # shows it takes no POSIX record locks: then at the seeded time point
             return InCallFault("freeze", 0.0, int(spec.get("hold_ms", 0)), release=self.release_freeze, **tag)
         return InCallFault(spec["kind"], float(spec.get("at", 0.5)) * scale, int(spec.get("hold_ms", 0)), **tag)
 
-    def _count_release(self, ev: dict) -> None:
+    def _count_release(self, ev: dict, reply_type: str | None) -> None:
         if ev.get("at") == "write-release":
-            self.release_freezes[0 if ev.get("pid") else 1] += int(bool(ev.get("pid") or ev.get("unclaimed")))
+            self.release_tally.count(landed=bool(ev.get("pid")), missed=bool(ev.get("unclaimed")),
+                                     committed=reply_type == "ok")
 
     def _call_under_fault(self, client, op: dict, fault, pin):
         from chaos.errors import Indeterminate

@@ -147,3 +147,21 @@ def test_the_correct_backend_commits_before_the_freeze_and_the_rival_takes_over_
     assert pub["fault"]["inside"] is True and pub["type"] == "ok", pub
     assert pub["value"]["envelope"]["result"]["claim_read_back"]["active"]["owner_id"] == "a"
     assert rival["type"] == "ok"
+
+
+def test_a_program_without_record_locks_goes_back_to_the_timed_freeze():
+    from chaos.worker import ReleaseTally
+
+    committed = ReleaseTally()
+    committed.count(landed=False, missed=True, committed=True)   # an ok publish that ended no locked write
+    assert not committed.usable()
+    refused = ReleaseTally()
+    for _ in range(ReleaseTally.MISSES - 1):                       # refused at validation: wrote nothing
+        refused.count(landed=False, missed=True, committed=False)
+    assert refused.usable()
+    refused.count(landed=False, missed=True, committed=False)
+    assert not refused.usable()
+    landed = ReleaseTally()
+    landed.count(landed=True, missed=False, committed=True)
+    landed.count(landed=False, missed=True, committed=True)
+    assert landed.usable()                                          # it does take record locks
