@@ -322,3 +322,39 @@ def test_a_killed_call_episode_is_not_run_again():
     killed = _learn(pair, W, "a", dict(sent, fault={"kind": "kill", "at": 0.5}), {"type": "info"})
     assert cut.aborted and not cut.killed and killed.aborted and killed.killed
     assert _replace(Facts(), killed=True).next_episode().killed is False
+
+
+def test_an_episode_whose_prologue_the_store_could_not_decide_reruns_up_to_its_bound():
+    # the red team's CLI path, seed 1: both runs of the one epoch-exhaustion episode had their hold
+    # answered claim-store-unavailable (an fsync fault), the rotation moved on, epoch-wraps stayed valid
+    from dataclasses import replace as _replace
+
+    from workloads.generator import Context
+    from workloads.races import UNDECIDED_RERUNS, RacePair
+
+    tup = ("wbns_" + "a" * 32, "wb_01Q4837BM01W70T30B184GG1R6")
+
+    class W:
+        class world:
+            race_tuples = ((tup, None),)
+
+        class cfg:
+            backoff_ms = (10, 20)
+
+    ctx = Context(time=0, threads=(0, 1), free=frozenset(), process_of={0: 0, 1: 1}, seed=3)
+    hold = {"f": "acquire", "process": 0, "value": {"ledger_namespace": tup[0], "item_id": tup[1]}}
+
+    def answered(pair, event):
+        return _replace(pair, step=1, started=True, inflight=(("a", hold),)).update(ctx, W, dict(event, process=0))
+
+    unavailable = {"type": "fail", "value": {"envelope": {"error": {"code": "claim-store-unavailable"}}}}
+    held = {"type": "fail", "value": {"envelope": {"error": {"code": "claim-held"}}}}
+    pair = RacePair(0, (0, 1))
+    for tries in range(1, UNDECIDED_RERUNS + 1):
+        pair = answered(pair, unavailable)
+        assert (pair.n, pair.tries) == (0, tries)
+    assert answered(pair, unavailable).n == 1                  # bounded: then the rotation goes on
+    once = answered(RacePair(0, (0, 1)), held)                  # a decided refusal: one rerun only
+    assert (once.n, once.tries) == (0, 1) and answered(once, held).n == 1
+    lost = answered(RacePair(0, (0, 1)), {"type": "info"})   # a lost reply: one rerun, then only undecided ones
+    assert answered(lost, {"type": "info"}).n == 1 and answered(lost, unavailable).tries == 2

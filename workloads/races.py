@@ -82,7 +82,8 @@ gate reads. The rotation is a seeded permutation of ``cfg.episodes`` per block
 of episodes (``Stream(seed, ("race", block))``), the pairs taking turns
 through it, so every kind runs once per block (an episode an abort cut short,
 say a fault took one of its replies, runs once more at once, unless its own
-in-call kill did) and the order is a pure
+in-call kill did; up to ``UNDECIDED_RERUNS`` times while the store answers its
+prologue that it could not decide) and the order is a pure
 function of the seed.
 """
 
@@ -97,6 +98,9 @@ from workloads.random import Stream
 
 ROLES = ("a", "b")
 PROBE_OPS = ("renew", "release", "publish", "takeover")
+#: replies that decided nothing (contract §4, §8), and how often an episode they cut short may rerun
+UNDECIDED = frozenset(("claim-store-unavailable", "clock-floor-persistence-failed"))
+UNDECIDED_RERUNS = 3
 PROBE_OFFSETS = (-1, 0, 1)
 
 
@@ -164,6 +168,7 @@ class Facts:
     other_claim: dict | None = None  # a's claim on that tuple
     released: bool = False         # a release of the race item succeeded in this episode
     aborted: bool = False
+    undecided: bool = False        # the abort was a reply that decided nothing (the store or its floor unavailable)
     killed: bool = False           # the episode's own in-call kill took a reply: cut short by design
 
     def claim(self, role: str) -> dict | None:
@@ -192,13 +197,22 @@ class RacePair:
     threads: tuple                 # (thread of a, thread of b)
     of: int = 1                    # how many pairs take turns through the episode sequence
     n: int = 0                     # episode number
-    again: bool = False            # episode n runs a second time: an abort cut its first run short
+    tries: int = 0                 # reruns of episode n so far: aborts cut its earlier runs short
     step: int = 0                  # 0 read (when the record is unknown), 1 hold, 2.. the episode's steps
     todo: tuple = ()               # ((role, op), ...) of the current step, not yet dispatched
     inflight: tuple = ()           # ((role, op), ...) dispatched, not yet completed
     started: bool = False          # the current step's ops were built
     facts: Facts = Facts()
     at: int = 0                    # the current step is due at this time
+
+    @property
+    def again(self) -> bool:
+        return self.tries > 0
+
+    @property
+    def rerun_key(self) -> tuple:
+        """The seed streams' key of this run of the episode (a first rerun keeps its old key)."""
+        return () if not self.tries else ("again",) if self.tries == 1 else ("again", self.tries)
 
     def kind(self, seed: int, cfg) -> str:
         return episode_of(seed, self.pair, self.n, cfg.episodes, self.of)
@@ -243,10 +257,13 @@ class RacePair:
             # that is down is not hammered): a fault that takes one reply (a kill, a lost reply, a
             # restart) would otherwise void the rotation's only run of that kind in a short run of a
             # slow program (the red team's CLI path: the one takeover probe, the one stale-expiry renew)
-            backoff, _ = Stream(ctx.seed, ("race-backoff", self.pair, self.n) + (("again",) if self.again else ())).randint(*w.cfg.backoff_ms)
-            again = not self.again and not facts.killed
-            return replace(pair, n=pair.n if again else pair.n + 1, again=again, step=0, started=False,
-                           facts=facts.next_episode(), at=ctx.time + backoff * MS)
+            # A prologue the store could not decide (unavailable during an fsync fault or a restart)
+            # says nothing of the episode, so it may run up to UNDECIDED_RERUNS times (epoch-wraps, CLI
+            # seed 1: both runs of the one epoch-exhaustion episode met claim-store-unavailable)
+            backoff, _ = Stream(ctx.seed, ("race-backoff", self.pair, self.n) + self.rerun_key).randint(*w.cfg.backoff_ms)
+            again = not facts.killed and (self.tries < 1 or (facts.undecided and self.tries < UNDECIDED_RERUNS))
+            return replace(pair, n=pair.n if again else pair.n + 1, tries=self.tries + 1 if again else 0, step=0,
+                           started=False, facts=facts.next_episode(), at=ctx.time + backoff * MS)
         return replace(pair, step=pair.step + 1, started=False, at=ctx.time)
 
     def _build(self, ctx: Context, w) -> "RacePair":
@@ -256,7 +273,7 @@ class RacePair:
             kind = pair.kind(ctx.seed, w.cfg)
             body = STEPS[kind]
             if pair.step >= 2 + len(body):  # the episode is over; what the pair knows carries over
-                pair = replace(pair, n=pair.n + 1, again=False, step=0, facts=pair.facts.next_episode())
+                pair = replace(pair, n=pair.n + 1, tries=0, step=0, facts=pair.facts.next_episode())
                 continue
             x = Ctx(ctx, w, pair)
             if pair.step == 0:
@@ -268,7 +285,7 @@ class RacePair:
             else:
                 ops = body[pair.step - 2](x)
             if ops is None:  # what the step needs is missing (an earlier step went otherwise): next episode
-                pair = replace(pair, n=pair.n + 1, again=False, step=0, facts=pair.facts.next_episode())
+                pair = replace(pair, n=pair.n + 1, tries=0, step=0, facts=pair.facts.next_episode())
                 continue
             if ops:
                 todo = tuple((role, dict(op, intent=f"{kind}:{op.pop('label')}")) for role, op in ops)
@@ -312,7 +329,7 @@ def _learn(pair: RacePair, w, role: str, sent: dict, ev: dict) -> Facts:
         if isinstance(rb, dict) and "last_epoch" in rb:  # every claim reply shows the exact record
             f = replace(f, record={"last_epoch": rb["last_epoch"], "active": rb.get("active")})
     if name == "read":
-        return f if typ == "ok" or not on_item else replace(f, aborted=True)
+        return f if typ == "ok" or not on_item else replace(f, aborted=True, undecided=err.get("code") in UNDECIDED)
     if name == "acquire" and on_item:
         if typ == "ok":
             claim = result.get("claim")
@@ -322,7 +339,7 @@ def _learn(pair: RacePair, w, role: str, sent: dict, ev: dict) -> Facts:
             if role == "b":  # b took a's item over: a's claim is over
                 f = f.holding("a", None)
             return f
-        return replace(f, aborted=True) if pair.step == 1 else f
+        return replace(f, aborted=True, undecided=err.get("code") in UNDECIDED) if pair.step == 1 else f
     if name == "renew" and typ == "ok":
         return f.holding(role, result.get("claim"))
     expired = err.get("code") == "claim-expired" or (err.get("details") or {}).get("reason") == "claim-expired"
@@ -415,7 +432,7 @@ class Ctx:
         owner = self.owner(role)
         fence_full = {"ledger_namespace": self.ns, "item_id": self.item, "owner_id": claim.get("owner_id", owner),
                       "epoch": claim.get("epoch", "1"), **(fence or {})}
-        op_id = f"pub_{owner}_r{self.pair.pair}e{self.pair.n}{'.2' if self.pair.again else ''}s{self.pair.step}{role}"
+        op_id = f"pub_{owner}_r{self.pair.pair}e{self.pair.n}{f'.{self.pair.tries + 1}' if self.pair.tries else ''}s{self.pair.step}{role}"
         req = publish_request(op_id, ns or self.ns, item or self.item, rev or self.rev(item), fence_full, owner)
         return self._op("publish", req, label, clock_ms)
 
@@ -627,7 +644,7 @@ def _unbound():
 
 def _fault(x: Ctx, kind: str) -> dict:
     """The seeded point (and hold) of an in-call fault for this episode."""
-    s = Stream(x.ctx.seed, ("in-call", x.pair.pair, x.pair.n) + (("again",) if x.pair.again else ()))
+    s = Stream(x.ctx.seed, ("in-call", x.pair.pair, x.pair.n) + x.pair.rerun_key)
     at, s = s.random()
     hold, _ = s.randint(*FREEZE_HOLD_MS)
     return {"kind": kind, "at": round(at, 6), **({"hold_ms": hold} if kind == "freeze" else {})}
