@@ -193,7 +193,10 @@ class PgServer:
         for attempt in range(5):
             if self._spawn_and_wait(timeout):
                 return
-            if self._fixed_port or "already in use" not in self.log_tail():
+            tail = self.log_tail()
+            if "pre-existing shared memory block" in tail and self._kill_strays():
+                continue   # a process of an earlier server held the shared memory: it is gone now
+            if self._fixed_port or "already in use" not in tail:
                 break
             self.port = free_port()
         raise PgServerError(f"postgres did not start: {self.log_tail()}")
@@ -246,9 +249,32 @@ class PgServer:
             self._freezer.thaw()  # frozen tasks die only once thawed
         killed = procs.ProcessTree(self.proc.pid, popen=self.proc).kill()
         procs.reap(pids)
+        strays = self._kill_strays()
         self._drop_pause_state()
         procs.unregister(self.proc.pid)
-        return sorted(set(pids) | set(killed))
+        return sorted(set(pids) | set(killed) | set(strays))
+
+    def _kill_strays(self) -> list[int]:
+        """SIGKILL and reap every process still working in this server's data
+        directory (a server process's cwd) that no snapshot covered: a backend
+        forked between a pause's snapshot and its freeze runs on, and once its
+        postmaster is killed it may wait forever on a lock a killed process
+        held, attached to the shared memory, so that every later start fails
+        with "pre-existing shared memory block is still in use" (postgres
+        soak seed 9). The data directory is ours (a temp dir), so is whatever
+        works in it."""
+        data = os.path.realpath(self.data)
+        found = []
+        for p in psutil.process_iter():
+            try:
+                if p.pid != os.getpid() and p.cwd() == data:
+                    found.append(p.pid)
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                continue
+        if found:
+            procs.signal_pids(found, signal.SIGKILL)
+            procs.reap(found)
+        return found
 
     @_serialized
     def stop(self, timeout: float = 30.0) -> None:
