@@ -324,7 +324,7 @@ def test_a_killed_call_episode_is_not_run_again():
     assert _replace(Facts(), killed=True).next_episode().killed is False
 
 
-def test_an_episode_whose_prologue_the_store_could_not_decide_reruns_up_to_its_bound():
+def test_an_episode_a_step_of_which_the_store_could_not_decide_reruns_up_to_its_bound():
     # the red team's CLI path, seed 1: both runs of the one epoch-exhaustion episode had their hold
     # answered claim-store-unavailable (an fsync fault), the rotation moved on, epoch-wraps stayed valid
     from dataclasses import replace as _replace
@@ -356,5 +356,7 @@ def test_an_episode_whose_prologue_the_store_could_not_decide_reruns_up_to_its_b
     assert answered(pair, unavailable).n == 1                  # bounded: then the rotation goes on
     once = answered(RacePair(0, (0, 1)), held)                  # a decided refusal: one rerun only
     assert (once.n, once.tries) == (0, 1) and answered(once, held).n == 1
+    own = _replace(RacePair(0, (0, 1)), step=2, started=True, inflight=(("a", dict(hold, f="legacy-create")),))
+    assert own.update(ctx, W, dict(unavailable, process=0)).tries == 1   # an episode's own step, undecided
     lost = answered(RacePair(0, (0, 1)), {"type": "info"})   # a lost reply: one rerun, then only undecided ones
     assert answered(lost, {"type": "info"}).n == 1 and answered(lost, unavailable).tries == 2

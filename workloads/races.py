@@ -82,8 +82,8 @@ gate reads. The rotation is a seeded permutation of ``cfg.episodes`` per block
 of episodes (``Stream(seed, ("race", block))``), the pairs taking turns
 through it, so every kind runs once per block (an episode an abort cut short,
 say a fault took one of its replies, runs once more at once, unless its own
-in-call kill did; up to ``UNDECIDED_RERUNS`` times while the store answers its
-prologue that it could not decide) and the order is a pure
+in-call kill did; up to ``UNDECIDED_RERUNS`` times, after a growing pause, while the store
+answers a step that it could not decide) and the order is a pure
 function of the seed.
 """
 
@@ -101,6 +101,7 @@ PROBE_OPS = ("renew", "release", "publish", "takeover")
 #: replies that decided nothing (contract §4, §8), and how often an episode they cut short may rerun
 UNDECIDED = frozenset(("claim-store-unavailable", "clock-floor-persistence-failed"))
 UNDECIDED_RERUNS = 3
+UNDECIDED_PAUSE_MS = 700   # and the pause before such a rerun grows by this much each time
 PROBE_OFFSETS = (-1, 0, 1)
 
 
@@ -257,10 +258,12 @@ class RacePair:
             # that is down is not hammered): a fault that takes one reply (a kill, a lost reply, a
             # restart) would otherwise void the rotation's only run of that kind in a short run of a
             # slow program (the red team's CLI path: the one takeover probe, the one stale-expiry renew)
-            # A prologue the store could not decide (unavailable during an fsync fault or a restart)
+            # A step the store could not decide (unavailable during an fsync fault or a restart)
             # says nothing of the episode, so it may run up to UNDECIDED_RERUNS times (epoch-wraps, CLI
             # seed 1: both runs of the one epoch-exhaustion episode met claim-store-unavailable)
             backoff, _ = Stream(ctx.seed, ("race-backoff", self.pair, self.n) + self.rerun_key).randint(*w.cfg.backoff_ms)
+            if facts.undecided:   # an fsync window or a restart lasts seconds: wait some of it out
+                backoff += UNDECIDED_PAUSE_MS * (self.tries + 1)
             again = not facts.killed and (self.tries < 1 or (facts.undecided and self.tries < UNDECIDED_RERUNS))
             return replace(pair, n=pair.n if again else pair.n + 1, tries=self.tries + 1 if again else 0, step=0,
                            started=False, facts=facts.next_episode(), at=ctx.time + backoff * MS)
@@ -312,6 +315,11 @@ def _learn(pair: RacePair, w, role: str, sent: dict, ev: dict) -> Facts:
         lost = req if name == "publish" and on_item else f.lost
         killed = f.killed or (sent.get("fault") or {}).get("kind") == "kill"
         return replace(f.holding(role, None), record=None, aborted=True, lost=lost, killed=killed)
+    if typ == "fail" and err.get("code") in UNDECIDED:
+        # the store decided nothing (its floor or itself unavailable: an fsync fault, a restart): the
+        # episode's aim was not exercised, whichever step met it (legacy-create-unguarded, CLI seed 1:
+        # both runs of the one legacy-writes episode were answered clock-floor-persistence-failed)
+        return replace(f, aborted=True, undecided=True)
     if name == "publication-read" and f.lost and req.get("operation_id") == f.lost.get("operation_id"):
         if typ == "ok":
             rev = stored_revision(result)
