@@ -74,3 +74,19 @@ def test_outcome_verdicts_and_command():
     o = RunOutcome(req, 1, "/x", {"verdict": "invalid", "checkers": {"c": {"valid": False, "anomalies": [
         {"type": "t", "explanation": "why", "ops": [1]}]}}, "test": {"command": ["chaos", "run", "--seed", "9"]}}, 1.0)
     assert o.explanations() == ["[c] t (ops [1]): why"] and o.command == "chaos run --seed 9"
+
+
+def test_a_run_reads_back_its_own_directory_when_another_run_shares_the_store(tmp_path):
+    # mutant_matrix --jobs 2: two runs in one store; each took the newest new directory, so a cell
+    # read (and, passing, removed) the other run's: "no result" and a control called invalid
+    from chaos.commands.test_all import new_run_dir
+
+    store = str(tmp_path)
+    before = {os.path.join(store, "control-python-3", "20261201T223900.000Z")}
+    mine = os.path.join(store, "control-python-3", "20261201T223936.814Z")
+    other = os.path.join(store, "namespace-blind-python-1", "20261201T223936.912Z")
+    after = before | {mine, other}
+    assert new_run_dir(before, after, store, "control-python-3") == mine
+    assert new_run_dir(before, after, store, "namespace-blind-python-1") == other
+    assert new_run_dir(before, after, store, "absent") is None
+    assert new_run_dir(before, after, store, None) == other   # unnamed: the newest, as before

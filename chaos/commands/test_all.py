@@ -116,11 +116,20 @@ def _command(req: RunRequest) -> list[str]:
     return [sys.executable, "-m", "chaos.cli", *req.argv()]
 
 
+def new_run_dir(before: set[str], after: set[str], store: str, name: str | None) -> str | None:
+    """The run directory of the run named ``name`` that appeared between two
+    listings of ``store``: runs going on side by side in one store (the red
+    team's ``--jobs``) each have their own ``<store>/<name>/`` (the newest of
+    another name is another run's, and a caller that removes it destroys it)."""
+    mine = sorted(d for d in after - before if name is None or os.path.dirname(d) == os.path.join(store, name))
+    return mine[-1] if mine else None
+
+
 def run_one(req: RunRequest, timeout: float | None = None, env: dict | None = None) -> RunOutcome:
     """Run ``chaos run`` for ``req`` in a subprocess and read back what it stored.
 
-    The run directory is the one that appeared under the store during the
-    run (not ``store/latest``, which a concurrent run may move).
+    The run directory is the one of ``req.name`` that appeared under the store
+    during the run (not ``store/latest``, which a concurrent run may move).
     """
     store = os.path.abspath(req.store)
     req = RunRequest(**{**req.__dict__, "store": store})
@@ -134,8 +143,7 @@ def run_one(req: RunRequest, timeout: float | None = None, env: dict | None = No
     except subprocess.TimeoutExpired as e:  # subprocess.run kills and reaps the child
         code, output = int(ExitCode.CRASH), f"chaos run did not finish within {timeout:.0f}s\n{e.stdout or ''}"
     wall = time.monotonic() - started
-    new = sorted(_runs_under(store) - before)
-    run_dir = new[-1] if new else None
+    run_dir = new_run_dir(before, _runs_under(store), store, req.name)
     results = {}
     if run_dir:
         try:
