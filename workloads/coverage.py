@@ -38,7 +38,7 @@ from typing import Callable
 
 from backends.contract.digests import operation_digest
 from backends.contract.values import parse_instant
-from workloads.races import EPISODES, PROBE_OFFSETS, PROBE_OPS, probe_name
+from workloads.races import EPISODES, NO_DECISION, PROBE_OFFSETS, PROBE_OPS, probe_name
 
 AGENTS = "agents"      # a path every agent cycle takes (and the racers' prologues)
 #: in-call fault attempts (hits or misses) before its path is requested: a timed signal misses a
@@ -48,8 +48,6 @@ IN_CALL_TRIES = 6
 PUBLISHED = "published"  # a path every run that sent a publish takes (the final phase reads every id)
 #: the labels of a racer episode's prologue (workloads.races): not the op an episode is about
 PROLOGUE = frozenset(("read", "hold", "hold-takeover"))
-#: replies that decided nothing: the path the request aimed at was not reached
-NO_DECISION = frozenset(("clock-floor-persistence-failed", "claim-store-unavailable"))
 
 
 @dataclass(frozen=True)

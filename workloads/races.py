@@ -98,8 +98,9 @@ from workloads.random import Stream
 
 ROLES = ("a", "b")
 PROBE_OPS = ("renew", "release", "publish", "takeover")
-#: replies that decided nothing (contract §4, §8), and how often an episode they cut short may rerun
-UNDECIDED = frozenset(("claim-store-unavailable", "clock-floor-persistence-failed"))
+#: replies that decided nothing (contract §4, §8: the store or its floor unavailable; the coverage gate's
+#: too), and how often an episode they cut short may rerun
+NO_DECISION = frozenset(("clock-floor-persistence-failed", "claim-store-unavailable"))
 UNDECIDED_RERUNS = 3
 UNDECIDED_PAUSE_MS = 700   # and the pause before such a rerun grows by this much each time
 PROBE_OFFSETS = (-1, 0, 1)
@@ -207,10 +208,6 @@ class RacePair:
     at: int = 0                    # the current step is due at this time
 
     @property
-    def again(self) -> bool:
-        return self.tries > 0
-
-    @property
     def rerun_key(self) -> tuple:
         """The seed streams' key of this run of the episode (a first rerun keeps its old key)."""
         return () if not self.tries else ("again",) if self.tries == 1 else ("again", self.tries)
@@ -315,7 +312,7 @@ def _learn(pair: RacePair, w, role: str, sent: dict, ev: dict) -> Facts:
         lost = req if name == "publish" and on_item else f.lost
         killed = f.killed or (sent.get("fault") or {}).get("kind") == "kill"
         return replace(f.holding(role, None), record=None, aborted=True, lost=lost, killed=killed)
-    if typ == "fail" and err.get("code") in UNDECIDED:
+    if typ == "fail" and err.get("code") in NO_DECISION:
         # the store decided nothing (its floor or itself unavailable: an fsync fault, a restart): the
         # episode's aim was not exercised, whichever step met it (legacy-create-unguarded, CLI seed 1:
         # both runs of the one legacy-writes episode were answered clock-floor-persistence-failed)
@@ -337,7 +334,7 @@ def _learn(pair: RacePair, w, role: str, sent: dict, ev: dict) -> Facts:
         if isinstance(rb, dict) and "last_epoch" in rb:  # every claim reply shows the exact record
             f = replace(f, record={"last_epoch": rb["last_epoch"], "active": rb.get("active")})
     if name == "read":
-        return f if typ == "ok" or not on_item else replace(f, aborted=True, undecided=err.get("code") in UNDECIDED)
+        return f if typ == "ok" or not on_item else replace(f, aborted=True)
     if name == "acquire" and on_item:
         if typ == "ok":
             claim = result.get("claim")
@@ -347,7 +344,7 @@ def _learn(pair: RacePair, w, role: str, sent: dict, ev: dict) -> Facts:
             if role == "b":  # b took a's item over: a's claim is over
                 f = f.holding("a", None)
             return f
-        return replace(f, aborted=True, undecided=err.get("code") in UNDECIDED) if pair.step == 1 else f
+        return replace(f, aborted=True) if pair.step == 1 else f
     if name == "renew" and typ == "ok":
         return f.holding(role, result.get("claim"))
     expired = err.get("code") == "claim-expired" or (err.get("details") or {}).get("reason") == "claim-expired"
