@@ -56,6 +56,7 @@ from chaos.history_store import HistoryWriter
 from chaos.nemesis import Coverage, compose_packages
 from chaos.store import RunDir, clean_stale_tmp
 from chaos.watchdog import DSN_ENV, start_time
+from chaos.faults.incall import Rendezvous
 from chaos.worker import ReleaseTally, Slot
 from chaos.workload_kinds import workload_kind
 from checkers.history import final_state_records
@@ -344,13 +345,13 @@ class Run:
             # a paused writer parks at the engine's barrier hook where there is one, else it is
             # frozen inside its call (chaos.faults.incall)
             barrier = sut.get(cfg.backend).abilities(backend_options(cfg)).has("barrier", via="hook")
-            release_tally = ReleaseTally()
+            release_tally, rendezvous = ReleaseTally(), Rendezvous()
             for t in range(cfg.workers):
                 self.slots.append(Slot(t, routes.spec_for(spec, t) if routes else spec, env_for, run.file("logs"),
                                        driver.completions, cfg.op_timeout, self._note_pid))
                 self.slots[-1].barrier = barrier
                 self.slots[-1].release_freeze = self.release_freezes.get(t)
-                self.slots[-1].release_tally = release_tally
+                self.slots[-1].release_tally, self.slots[-1].rendezvous = release_tally, rendezvous
                 if getattr(target, "nodes", None) is not None:   # --nodes docker: each host in a container
                     self.slots[-1].launcher = target.worker_launcher(t)
             env = FaultEnv(self.slots, clock_faults, fsync, coverage, history, t0, target)

@@ -26,6 +26,7 @@ from typing import Callable
 from checkers.history import classify
 from chaos.errors import Indeterminate, SetupFailed
 from chaos.faults import procs
+from chaos.faults.incall import Rendezvous
 from chaos.host import HostClient
 
 
@@ -104,6 +105,7 @@ class Slot:
         self.launcher = None                     # callable(generation) -> argv prefix: hosts in containers
         self.release_freeze = None               # chaos.faults.lockfreeze.WriteReleaseFreeze of this slot's processes
         self.release_tally = ReleaseTally()      # shared by a run's slots (one program): where its freezes land
+        self.rendezvous = Rendezvous()           # shared by a run's slots: frozen calls and their rivals
         self.powered.set()
         self._inbox: "queue.Queue[dict | None]" = queue.Queue()
         self._thread = threading.Thread(target=self._loop, daemon=True, name=f"slot-{thread}")
@@ -192,9 +194,7 @@ class Slot:
         finally:
             self.current = None
             if op.get("ends_freeze"):  # the frozen call this op is the rival of may go on
-                from chaos.faults.incall import rival_done
-
-                rival_done(op["ends_freeze"])
+                self.rendezvous.rival_done(op["ends_freeze"])
 
     def _run_op(self, op: dict) -> dict:
         done = {"process": op["process"], "f": op["f"]}
@@ -205,9 +205,7 @@ class Slot:
         try:
             client = self.ensure_started()
             if op.get("after_freeze"):  # a rival of a frozen call: sent once the freeze landed (or missed)
-                from chaos.faults.incall import wait_frozen
-
-                wait_frozen(op["after_freeze"], self.op_timeout)
+                self.rendezvous.wait_frozen(op["after_freeze"], self.op_timeout)
             started = time.monotonic()
             spec, paused_writer = op.get("fault"), False
             if op["f"] == "publish" and not spec and self.publish_kill is not None:
@@ -277,7 +275,8 @@ class Slot:
 
         same = self.recent_ms.get(f) or [x for xs in self.recent_ms.values() for x in xs]
         scale = min(same) if same else self.latency_ms
-        tag = {"tag": spec["tag"], "rival_wait_s": self.op_timeout} if spec.get("tag") else {}
+        tag = ({"tag": spec["tag"], "rival_wait_s": self.op_timeout, "rendezvous": self.rendezvous}
+               if spec.get("tag") else {})
         if spec.get("after") == "write-release" and self.release_freeze is not None and self.release_tally.usable():
             # at the end of a write transaction (chaos.faults.lockfreeze), unless the run's program
             # shows it takes no POSIX record locks: then at the seeded time point

@@ -104,6 +104,7 @@ def _frozen_publish_against(tmp_path, factory: str, after: str) -> tuple[dict, d
     (tmp_path / "logs").mkdir(exist_ok=True)
     a = _slot(tmp_path, spec, 0, WriteReleaseFreeze(str(tmp_path / "lockfreeze-0")))
     b = _slot(tmp_path, spec, 1)
+    b.rendezvous = a.rendezvous   # one run's slots share one (chaos.runner)
     ns, item = w.tuples[0]
     tup = {"ledger_namespace": ns, "item_id": item}
     try:
@@ -165,3 +166,21 @@ def test_a_program_without_record_locks_goes_back_to_the_timed_freeze():
     landed.count(landed=True, missed=False, committed=True)
     landed.count(landed=False, missed=True, committed=True)
     assert landed.usable()                                          # it does take record locks
+
+
+def test_a_rendezvous_is_one_runs_own():
+    # a tag is the frozen publish's operation id, the same in a second run of the seed in one process:
+    # with one rendezvous per process, that run's rival went ahead at once and its freeze did not wait
+    from chaos.faults.incall import InCallFault, Rendezvous
+
+    first, second = Rendezvous(), Rendezvous()
+    first.landed("pub_agent-p8_r0e7s2a")
+    first.rival_done("pub_agent-p8_r0e7s2a")
+    assert first.wait_frozen("pub_agent-p8_r0e7s2a", 0) and first.wait_rival("pub_agent-p8_r0e7s2a", 0)
+    assert not second.wait_frozen("pub_agent-p8_r0e7s2a", 0) and not second.wait_rival("pub_agent-p8_r0e7s2a", 0)
+    try:
+        InCallFault("freeze", 0.0, 10, tag="pub_x")
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("a tagged fault without a rendezvous was accepted")

@@ -14,9 +14,10 @@ sent; at ``after_ms`` it finds that process and
 A freeze with ``release`` (``chaos.faults.lockfreeze``) has no timer: the
 process stops itself right after it ends a write transaction, and the fault
 waits for that stop (``at: write-release`` in the evidence). A freeze with a
-``tag`` is one side of a rendezvous with a rival call: ``wait_frozen(tag)``
-returns once the freeze landed (or missed), and the hold lasts until the
-rival's call ended (``rival_done(tag)``, at most ``rival_wait_s``) if that is
+``tag`` is one side of a rendezvous with a rival call (``Rendezvous``, one per
+run): ``wait_frozen(tag)`` returns once the freeze landed (or missed), and the
+hold lasts until the rival's call ended (``rival_done(tag)``, at most
+``rival_wait_s``) if that is
 longer than ``hold_ms``: a rival on a slow program needs more than a fixed
 hold to take the item over.
 
@@ -49,24 +50,34 @@ POLL_S = 0.0005
 #: and every this many polls, whether a descendant did (a shell wrapper's program; listing children is costly)
 DEEP_EVERY = 40
 
-_rendezvous = threading.Lock()
-_frozen: dict[str, threading.Event] = {}
-_rival_ended: dict[str, threading.Event] = {}
+class Rendezvous:
+    """A run's frozen calls and their rivals, by tag. One per run, shared by
+    its slots: a tag (the frozen publish's operation id) recurs in another run
+    of the same seed in one process, whose events must not be these."""
 
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._frozen: dict[str, threading.Event] = {}
+        self._rival_ended: dict[str, threading.Event] = {}
 
-def _event(table: dict, tag: str) -> threading.Event:
-    with _rendezvous:
-        return table.setdefault(tag, threading.Event())
+    def _event(self, table: dict, tag: str) -> threading.Event:
+        with self._lock:
+            return table.setdefault(tag, threading.Event())
 
+    def landed(self, tag: str) -> None:
+        """The freeze tagged ``tag`` landed or missed: its rival goes ahead."""
+        self._event(self._frozen, tag).set()
 
-def wait_frozen(tag: str, timeout: float) -> bool:
-    """Block until the freeze tagged ``tag`` landed or missed (False: not within ``timeout``)."""
-    return _event(_frozen, tag).wait(timeout)
+    def wait_frozen(self, tag: str, timeout: float) -> bool:
+        """Block until the freeze tagged ``tag`` landed or missed (False: not within ``timeout``)."""
+        return self._event(self._frozen, tag).wait(timeout)
 
+    def rival_done(self, tag: str) -> None:
+        """The rival of the freeze tagged ``tag`` has its reply: the frozen call may go on."""
+        self._event(self._rival_ended, tag).set()
 
-def rival_done(tag: str) -> None:
-    """The rival of the freeze tagged ``tag`` has its reply: the frozen call may go on."""
-    _event(_rival_ended, tag).set()
+    def wait_rival(self, tag: str, timeout: float) -> bool:
+        return self._event(self._rival_ended, tag).wait(timeout)
 
 
 def cli_children(host_pid: int) -> list[int]:
@@ -81,11 +92,14 @@ class InCallFault:
     """One freeze or kill of the process serving one call (see the module docstring)."""
 
     def __init__(self, kind: str, after_ms: float, hold_ms: int = 0, release=None, tag: str | None = None,
-                 rival_wait_s: float = 0.0):
+                 rival_wait_s: float = 0.0, rendezvous: Rendezvous | None = None):
         if kind not in ("freeze", "kill") or (release is not None and kind != "freeze"):
             raise ValueError(f"in-call fault kind {kind!r}")
         self.kind, self.after_ms, self.hold_ms = kind, float(after_ms), int(hold_ms)
+        if tag and rendezvous is None:
+            raise ValueError("a tagged in-call fault needs its run's rendezvous")
         self.release, self.tag, self.rival_wait_s = release, tag, float(rival_wait_s) if tag else 0.0
+        self.rendezvous = rendezvous
         planned = {"at": "write-release"} if release is not None else {"planned_after_ms": round(self.after_ms, 3)}
         self._evidence: dict = {"kind": kind, **planned, "inside": False}
         self._thread: threading.Thread | None = None
@@ -143,12 +157,12 @@ class InCallFault:
                 self._run_timed(host_pid, black_box, answered)
         finally:
             if self.tag:
-                _event(_frozen, self.tag).set()   # landed or missed: the rival goes ahead either way
+                self.rendezvous.landed(self.tag)   # landed or missed: the rival goes ahead either way
 
     def _hold(self, tree, stopped_at: float) -> None:
         if self.tag:
-            _event(_frozen, self.tag).set()
-            _event(_rival_ended, self.tag).wait(self.rival_wait_s)
+            self.rendezvous.landed(self.tag)
+            self.rendezvous.wait_rival(self.tag, self.rival_wait_s)
         rest = self.hold_ms / 1000 - (time.monotonic() - stopped_at)
         if rest > 0:
             time.sleep(rest)
