@@ -18,6 +18,9 @@ RESULTS = {
         "dual_ownership": {"valid": False, "anomalies": [{"type": "dual-ownership", "ops": [3, 9],
                                                           "explanation": "x" * 500}],
                            "stats": {"anomalies_total": 2}},
+        "stale_write": {"valid": False, "anomalies": [{"type": "revision-chain-broken", "ops": [4]}],
+                        "stats": {"anomalies_total": 679, "anomalies_by_type": {"revision-chain-broken": 298,
+                                                                                 "unaccepted-revision": 381}}},
         "epochs": {"valid": False, "anomalies": [{"type": "epoch-regression", "ops": list(range(200))}]},
         "floors": {"valid": "unknown", "unknown_reasons": ["no decision carried observed_at"]},
         "envelopes": {"valid": "unknown", "error": "KeyError: 'x'"},
@@ -44,6 +47,8 @@ def test_the_summary_says_everything_once_in_order(tmp_path):
     assert order == sorted(order)
     body = "\n".join(lines)
     assert "dual_ownership         INVALID  dual-ownership at ops [3, 9] (+1 more)" in body
+    assert "stale_write            INVALID  revision-chain-broken at ops [4] (+678 more)\n" in body
+    assert "\n" + " " * 45 + "by type: 298 revision-chain-broken, 381 unaccepted-revision\n" in body
     assert "floors                 unknown  no decision carried observed_at" in body
     assert "checker crashed: KeyError" in body
     assert "clock NEVER took effect (fired 1)" in body and "pause NEVER fired" in body and "kill 2 took effect of 2 fired" in body

@@ -122,3 +122,19 @@ def test_unknown_run_with_all_checkers_valid_is_a_junit_error(tmp_path):
     assert run_case and "never took effect: clock" in run_case[0].find("error").text
     assert root.get("errors") == "1" and root.get("tests") == "3"
     assert "never took effect: clock" in open(paths["report.html"]).read()
+
+
+def test_a_checker_with_anomalies_of_several_types_counts_each(tmp_path):
+    """Only the first anomalies are listed; the table counts every type, so
+    a flood of one type does not hide a second rule that broke."""
+    run_dir = make_run(str(tmp_path), verdict="invalid")
+    path = f"{run_dir}/results.json"
+    with open(path) as f:
+        results = json.load(f)
+    name, r = next((n, r) for n, r in results["checkers"].items() if r.get("valid") is False)
+    r.setdefault("stats", {})["anomalies_by_type"] = {"revision-chain-broken": 298, "unaccepted-revision": 381}
+    with open(path, "w") as f:
+        json.dump(results, f)
+    html = open(write_all(run_dir)["report.html"]).read()
+    row = next(tr for tr in html.split("<tr>") if tr.startswith(f"<td>{name}</td>"))
+    assert "by type: 298 revision-chain-broken, 381 unaccepted-revision" in row

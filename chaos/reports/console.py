@@ -36,6 +36,15 @@ def _word(valid) -> str:
     return {True: "valid", False: "INVALID"}.get(valid, "unknown")
 
 
+def _checker_lines(name: str, r: dict) -> list[str]:
+    """The checker's line, and when its anomalies are of more than one type a
+    second one counting each: the first anomaly's type is not the only rule
+    that broke."""
+    by_type = _dict(_dict(r.get("stats")).get("anomalies_by_type"))
+    counts = [f"{'':<31} {_clip('by type: ' + ', '.join(f'{n} {t}' for t, n in by_type.items()), 80)}"]
+    return [_checker_line(name, r)] + (counts if len(by_type) > 1 else [])
+
+
 def _checker_line(name: str, r: dict) -> str:
     stats = _dict(r.get("stats"))
     anomalies = r.get("anomalies") if isinstance(r.get("anomalies"), list) else []
@@ -113,7 +122,7 @@ def summary(results: dict, run_dir: str) -> str:
             lines.append(f"  {title if i == 0 else '':<10} {item}")
 
     checkers = _dict(results.get("checkers"))
-    section("checkers", [_checker_line(n, _dict(r)) for n, r in checkers.items()] or ["none ran"])
+    section("checkers", [ln for n, r in checkers.items() for ln in _checker_lines(n, _dict(r))] or ["none ran"])
     section("faults", _faults(_dict(results.get("fault_coverage"))) or ["none requested"])
     workload = _workload(_dict(results.get("workload_coverage")))
     if workload:

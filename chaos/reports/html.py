@@ -161,6 +161,9 @@ def _checkers(run: RunData) -> str:
         notes += [_e(x) for x in (r.get("unknown_reasons") or [])[:5]]
         if r.get("known"):
             notes.append(f"{len(r['known'])} known (acknowledged by the profile)")
+        by_type = stats.get("anomalies_by_type") if isinstance(stats.get("anomalies_by_type"), dict) else {}
+        if len(by_type) > 1:
+            notes.append("by type: " + ", ".join(f"{_e(n)} {_e(t)}" for t, n in by_type.items()))
         secs = stats.get("seconds")
         rows.append(f'<tr><td>{_e(name)}</td><td class="v-{word}">{word}</td><td>{_e(total)}</td>'
                     f'<td>{"" if secs is None else f"{secs:.3f}"}</td><td>{"<br>".join(notes)}</td></tr>')

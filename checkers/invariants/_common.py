@@ -22,6 +22,10 @@ from checkers.history import BAD, History, Op, epoch_int, instant_ms  # noqa: F4
 
 #: at most this many anomalies are kept per checker; the total is in stats
 MAX_ANOMALIES = 200
+#: ... except that the first few of every type are kept past that cap: a flood
+#: of one type (hundreds of broken revision chains) must not hide that another
+#: rule broke too (the planted exact-bytes bug showed only its chain breaks)
+KEPT_PER_TYPE = 5
 
 
 def prepare(history) -> History:
@@ -116,16 +120,20 @@ def once(h: History, name: str, checker: Callable, ctx: dict) -> dict:
 
 
 class Findings:
-    """Collects anomalies with a cap, and builds the checker result."""
+    """Collects anomalies with a cap (``MAX_ANOMALIES``, and ``KEPT_PER_TYPE``
+    of every type past it), counts them per type, and builds the checker result."""
 
     def __init__(self) -> None:
         self.anomalies: list[dict] = []
         self.total = 0
+        self.by_type: dict[str, int] = {}
         self.unknown_reasons: list[str] = []
 
     def add(self, type_: str, explanation: str, ops: Iterable[int | None], **data: Any) -> None:
         self.total += 1
-        if len(self.anomalies) < MAX_ANOMALIES:
+        seen = self.by_type.get(type_, 0)
+        self.by_type[type_] = seen + 1
+        if len(self.anomalies) < MAX_ANOMALIES or seen < KEPT_PER_TYPE:
             idx = sorted({i for i in ops if i is not None})
             self.anomalies.append({"type": type_, "explanation": explanation, "ops": idx, "data": data})
 
@@ -136,6 +144,7 @@ class Findings:
         stats = dict(stats or {})
         stats["anomalies_total"] = self.total
         if self.total:
+            stats["anomalies_by_type"] = dict(sorted(self.by_type.items()))
             valid: bool | str = False
         elif self.unknown_reasons:
             valid = "unknown"
