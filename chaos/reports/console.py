@@ -36,13 +36,18 @@ def _word(valid) -> str:
     return {True: "valid", False: "INVALID"}.get(valid, "unknown")
 
 
+def anomaly_counts(stats) -> str | None:
+    """"by type: N type, ..." when a checker's anomalies are of more than one
+    type (the console's and report.html's words): the first anomaly's type is
+    not the only rule that broke."""
+    by_type = _dict(_dict(stats).get("anomalies_by_type"))
+    return "by type: " + ", ".join(f"{n} {t}" for t, n in by_type.items()) if len(by_type) > 1 else None
+
+
 def _checker_lines(name: str, r: dict) -> list[str]:
-    """The checker's line, and when its anomalies are of more than one type a
-    second one counting each: the first anomaly's type is not the only rule
-    that broke."""
-    by_type = _dict(_dict(r.get("stats")).get("anomalies_by_type"))
-    counts = [f"{'':<31} {_clip('by type: ' + ', '.join(f'{n} {t}' for t, n in by_type.items()), 80)}"]
-    return [_checker_line(name, r)] + (counts if len(by_type) > 1 else [])
+    """The checker's line, and a second one with ``anomaly_counts``."""
+    counts = anomaly_counts(r.get("stats"))
+    return [_checker_line(name, r)] + ([f"{'':<31} {_clip(counts, 80)}"] if counts else [])
 
 
 def _checker_line(name: str, r: dict) -> str:

@@ -19,6 +19,7 @@ import html
 import json
 
 from chaos.reports import analysis, plots
+from chaos.reports.console import anomaly_counts
 from chaos.reports.load import RunData
 
 MAX_ANOMALIES = 40          # per checker; the rest are counted, and are in results.json
@@ -161,9 +162,9 @@ def _checkers(run: RunData) -> str:
         notes += [_e(x) for x in (r.get("unknown_reasons") or [])[:5]]
         if r.get("known"):
             notes.append(f"{len(r['known'])} known (acknowledged by the profile)")
-        by_type = stats.get("anomalies_by_type") if isinstance(stats.get("anomalies_by_type"), dict) else {}
-        if len(by_type) > 1:
-            notes.append("by type: " + ", ".join(f"{_e(n)} {_e(t)}" for t, n in by_type.items()))
+        counts = anomaly_counts(stats)
+        if counts:
+            notes.append(_e(counts))
         secs = stats.get("seconds")
         rows.append(f'<tr><td>{_e(name)}</td><td class="v-{word}">{word}</td><td>{_e(total)}</td>'
                     f'<td>{"" if secs is None else f"{secs:.3f}"}</td><td>{"<br>".join(notes)}</td></tr>')
