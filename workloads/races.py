@@ -80,11 +80,11 @@ and the pinned instant is the decision time.
 Each op carries ``intent`` (``<episode>:<step label>``), which the coverage
 gate reads. The rotation is a seeded permutation of ``cfg.episodes`` per block
 of episodes (``Stream(seed, ("race", block))``), the pairs taking turns
-through it, so every kind runs once per block (an episode an abort cut short,
-say a fault took one of its replies, runs once more at once, unless its own
-in-call kill did; up to ``UNDECIDED_RERUNS`` times, after a growing pause, while the store
-answers a step that it could not decide) and the order is a pure
-function of the seed.
+through it, so every kind runs once per block (an episode an abort cut short
+runs once more at once, unless its own in-call kill did; up to
+``UNDECIDED_RERUNS`` times, after a growing pause, while a fault takes one of
+its replies or the store answers a step that it could not decide) and the
+order is a pure function of the seed.
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ from workloads.random import Stream
 ROLES = ("a", "b")
 PROBE_OPS = ("renew", "release", "publish", "takeover")
 #: replies that decided nothing (contract §4, §8: the store or its floor unavailable; the coverage gate's
-#: too), and how often an episode they cut short may rerun
+#: too), and how often an episode they, or a fault that took one of its replies, cut short may rerun
 NO_DECISION = frozenset(("clock-floor-persistence-failed", "claim-store-unavailable"))
 UNDECIDED_RERUNS = 3
 UNDECIDED_PAUSE_MS = 700   # and the pause before such a rerun grows by this much each time
@@ -171,6 +171,7 @@ class Facts:
     released: bool = False         # a release of the race item succeeded in this episode
     aborted: bool = False
     undecided: bool = False        # the abort was a reply that decided nothing (the store or its floor unavailable)
+    faulted: bool = False          # the abort was an info: a fault (a kill, a lost reply, an fsync error) took a reply
     killed: bool = False           # the episode's own in-call kill took a reply: cut short by design
 
     def claim(self, role: str) -> dict | None:
@@ -255,13 +256,19 @@ class RacePair:
             # that is down is not hammered): a fault that takes one reply (a kill, a lost reply, a
             # restart) would otherwise void the rotation's only run of that kind in a short run of a
             # slow program (the red team's CLI path: the one takeover probe, the one stale-expiry renew)
-            # A step the store could not decide (unavailable during an fsync fault or a restart)
-            # says nothing of the episode, so it may run up to UNDECIDED_RERUNS times (epoch-wraps, CLI
-            # seed 1: both runs of the one epoch-exhaustion episode met claim-store-unavailable)
+            # A step the store could not decide (unavailable during an fsync fault or a restart), or
+            # one whose reply a fault took, says nothing of the episode, so it may run up to
+            # UNDECIDED_RERUNS times (epoch-wraps, CLI seed 1: both runs of the one epoch-exhaustion
+            # episode met claim-store-unavailable; fence-outside-commit, CLI seed 2: an fsync error took
+            # the first frozen publish's rival's reply, the kill nemesis the rerun's frozen publish).
+            # A decided refusal (a lost prologue race) reruns once; the episode's own kill never does.
             backoff, _ = Stream(ctx.seed, ("race-backoff", self.pair, self.n) + self.rerun_key).randint(*w.cfg.backoff_ms)
             if facts.undecided:   # an fsync window or a restart lasts seconds: wait some of it out
                 backoff += UNDECIDED_PAUSE_MS * (self.tries + 1)
-            again = not facts.killed and (self.tries < 1 or (facts.undecided and self.tries < UNDECIDED_RERUNS))
+            elif facts.faulted:   # the first rerun at once (a kill's new process), later ones as above
+                backoff += UNDECIDED_PAUSE_MS * self.tries
+            cut = facts.undecided or facts.faulted
+            again = not facts.killed and (self.tries < 1 or (cut and self.tries < UNDECIDED_RERUNS))
             return replace(pair, n=pair.n if again else pair.n + 1, tries=self.tries + 1 if again else 0, step=0,
                            started=False, facts=facts.next_episode(), at=ctx.time + backoff * MS)
         return replace(pair, step=pair.step + 1, started=False, at=ctx.time)
@@ -311,7 +318,7 @@ def _learn(pair: RacePair, w, role: str, sent: dict, ev: dict) -> Facts:
         # aimed publish would meet a revision conflict instead of its path)
         lost = req if name == "publish" and on_item else f.lost
         killed = f.killed or (sent.get("fault") or {}).get("kind") == "kill"
-        return replace(f.holding(role, None), record=None, aborted=True, lost=lost, killed=killed)
+        return replace(f.holding(role, None), record=None, aborted=True, lost=lost, killed=killed, faulted=True)
     if typ == "fail" and err.get("code") in NO_DECISION:
         # the store decided nothing (its floor or itself unavailable: an fsync fault, a restart): the
         # episode's aim was not exercised, whichever step met it (legacy-create-unguarded, CLI seed 1:
