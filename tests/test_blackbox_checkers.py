@@ -133,6 +133,42 @@ def test_an_acknowledgement_matching_nothing_is_reported_and_others_still_count(
     assert merged["known_deviations"][0]["unmatched"] is True
 
 
+def _merged(**checker_anomalies):
+    return {"valid": False, "checkers": {
+        name: {"valid": False if anomalies else True, "anomalies": anomalies,
+               "stats": {"anomalies_total": len(anomalies)}}
+        for name, anomalies in checker_anomalies.items()}}
+
+
+F4 = {"id": "F4", "anomaly": "false-revision-conflict", "reason": "known"}
+F4_LIN = {"id": "F4-lin", "anomaly": "nonlinearizable", "within": "F4", "reason": "what F4 causes"}
+
+
+def test_a_consequence_is_known_only_on_the_ops_of_its_findings():
+    f4 = {"type": "false-revision-conflict", "ops": [554, 555, 594, 601], "data": {}}
+    caused = {"type": "nonlinearizable", "ops": [594, 601], "data": {}}
+    merged = known.apply(_merged(decisions=[f4], linearizable=[caused]), [F4, F4_LIN])
+    assert merged["valid"] is True and merged["checkers"]["linearizable"]["known"][0]["known"]["id"] == "F4-lin"
+    assert {d["id"]: d["matched"] for d in merged["known_deviations"]} == {"F4": 1, "F4-lin": 1}
+    assert merged["known_deviations"][1]["within"] == "F4"
+    # the same type on one op more, or with no F4 finding in the run, is still a finding
+    other = {"type": "nonlinearizable", "ops": [594, 602], "data": {}}
+    merged = known.apply(_merged(decisions=[f4], linearizable=[caused, other]), [F4, F4_LIN])
+    lin = merged["checkers"]["linearizable"]
+    assert merged["valid"] is False and lin["anomalies"] == [other] and len(lin["known"]) == 1
+    alone = known.apply(_merged(linearizable=[caused]), [F4, F4_LIN])
+    assert alone["valid"] is False and alone["known_deviations"][1]["unmatched"] is True
+    nothing = known.apply(_merged(decisions=[f4], linearizable=[{"type": "nonlinearizable", "ops": []}]), [F4, F4_LIN])
+    assert nothing["checkers"]["linearizable"]["valid"] is False   # no ops: no evidence it is F4's
+
+
+def test_a_capped_checker_stays_invalid_when_a_consequence_clears_its_list():
+    f4 = {"type": "false-revision-conflict", "ops": [1, 2], "data": {}}
+    merged = _merged(decisions=[f4], linearizable=[{"type": "nonlinearizable", "ops": [1, 2], "data": {}}])
+    merged["checkers"]["linearizable"]["stats"]["anomalies_total"] = 2   # one more than it listed
+    assert known.apply(merged, [F4, F4_LIN])["checkers"]["linearizable"]["valid"] is False
+
+
 def test_matching_is_exact_on_type():
     a = {"type": "reply-protocol", "data": {"exit": True}}
     assert not known.matches({"anomaly": "reply-protocol", "match": {"exit": 1}}, a)   # True is not 1
@@ -162,7 +198,8 @@ def test_known_findings_are_shown_in_report_html_and_junit(tmp_path):
 
     h = _h(*_pair(0, "acquire", {"ledger_namespace": NS, "item_id": ITEM},
                   {"type": "info", "error": "reply protocol violated", "protocol": EIO}))
-    merged = checkers.run_checkers(h, {"known_deviations": [DEV, dict(DEV, id="stale-ack", anomaly="nothing-like-it")]})
+    merged = checkers.run_checkers(h, {"known_deviations": [DEV, dict(DEV, id="stale-ack", anomaly="nothing-like-it"),
+                                                            dict(F4_LIN, within="eio-exit-1")]})
     run = tmp_path / "run"
     run.mkdir()
     (run / "history.jsonl").write_text("".join(_json.dumps(o) + "\n" for o in h))
@@ -175,6 +212,7 @@ def test_known_findings_are_shown_in_report_html_and_junit(tmp_path):
     reports.write_all(str(run))
     html = (run / "report.html").read_text()
     assert 'id="known-deviations"' in html and "eio-exit-1" in html and "0 (unused acknowledgement)" in html
+    assert "nonlinearizable (within eio-exit-1)" in html
     junit = (run / "junit.xml").read_text()
     assert 'name="known:eio-exit-1"' in junit and "known (eio-exit-1): reply-protocol" in junit
     assert "<failure" not in junit

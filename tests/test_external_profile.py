@@ -34,6 +34,10 @@ def test_every_shipped_profile_is_valid(name):
     ({"name": "p", "api_version": 3}, "api_version: must be one of 1, 2"),
     ({"name": "p", "faults": {"clock_floor_persist": {"admin": "arm"}}}, "names no admin command"),
     ({"name": "p", "known_deviations": [{"id": "x", "anomaly": "reply-protocol"}]}, "'reason' is required"),
+    ({"name": "p", "known_deviations": [{"id": "x", "anomaly": "nonlinearizable", "within": "F9", "reason": "r"}]},
+     "known_deviations[0].within: 'F9' is not the id of a deviation without 'within'"),
+    ({"name": "p", "known_deviations": [{"id": "x", "anomaly": "a", "within": "x", "reason": "r"}]},
+     "'x' is not the id of a deviation without 'within'"),   # not itself: one level
     ({"name": "p", "items": {"commit": True}}, "items.commit: needs git: true"),
     ({"name": "p", "provision_mints_namespace": True}, "needs namespaces_per_ledger: 1"),
     ({"name": "p", "export": {"unwrap": "result"}}, "export.unwrap: must be a JSON pointer"),

@@ -36,7 +36,7 @@ an empty argv template is a ``ProfileError`` naming the member, one line.
     capabilities_extra_members_allowed: [/result/backend/some_member]  # JSON pointers
     publication_read_outcome_wrapped: true
     refuses_before_reading: false
-    known_deviations: [{id, anomaly, code?, match?, reason, reference?}]   # checkers/known.py
+    known_deviations: [{id, anomaly, code?, match?, within?, reason, reference?}]   # checkers/known.py
 """
 
 from __future__ import annotations
@@ -189,18 +189,23 @@ def _known(source, value) -> list[dict]:
     for i, dev in enumerate(value):
         w = f"known_deviations[{i}]"
         _want(source, w, dev, dict)
-        _keys(source, w, dev, ("id", "anomaly", "code", "match", "reason", "reference"))
+        _keys(source, w, dev, ("id", "anomaly", "code", "match", "within", "reason", "reference"))
         for k in ("id", "anomaly", "reason"):
             if k not in dev:
                 _fail(source, w, f"'{k}' is required")
             _want(source, f"{w}.{k}", dev[k], str)
-        for k in ("code", "reference"):
+        for k in ("code", "within", "reference"):
             _want(source, f"{w}.{k}", dev.get(k), str, null=True)
         _want(source, f"{w}.match", dev.get("match", {}), dict)
         out.append(dict(dev))
     ids = [d["id"] for d in out]
     if len(set(ids)) != len(ids):
         _fail(source, "known_deviations", "ids must be unique")
+    own = {d["id"] for d in out if not d.get("within")}
+    for i, dev in enumerate(out):   # a consequence names a finding's own deviation (one level: checkers/known.py)
+        if dev.get("within") and dev["within"] not in own:
+            _fail(source, f"known_deviations[{i}].within",
+                  f"{dev['within']!r} is not the id of a deviation without 'within'")
     return out
 
 

@@ -97,7 +97,8 @@ def _known(results: dict) -> list[str]:
     for d in results.get("known_deviations") or []:
         d = _dict(d)
         if d.get("matched"):
-            out.append(f"{d.get('id')} ({d.get('anomaly')}) x{d['matched']}: {_clip(d.get('reason', ''), 60)}")
+            within = f" within {d['within']}" if d.get("within") else ""
+            out.append(f"{d.get('id')} ({d.get('anomaly')}{within}) x{d['matched']}: {_clip(d.get('reason', ''), 60)}")
         else:
             out.append(f"{d.get('id')} matched nothing in this run (acknowledgement unused)")
     return out

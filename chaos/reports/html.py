@@ -236,7 +236,8 @@ def _known(run: RunData) -> str:
            '<th>reason</th><th>reference</th></tr>']
     for d in devs:
         matched = d.get("matched", 0)
-        out.append(f'<tr><td>{_e(d.get("id"))}</td><td>{_e(d.get("anomaly"))}</td>'
+        within = f' (within {_e(d["within"])})' if d.get("within") else ""
+        out.append(f'<tr><td>{_e(d.get("id"))}</td><td>{_e(d.get("anomaly"))}{within}</td>'
                    f'<td>{_e(matched) if matched else "0 (unused acknowledgement)"}</td>'
                    f'<td>{_e(d.get("reason"))}</td><td>{_e(d.get("reference") or "")}</td></tr>')
     out.append("</table>")

@@ -32,6 +32,7 @@ TOP_LEVEL = {
     "run_dir": (False, (str, type(None)), "absolute path of the run directory"),
     "notes": (False, (list,), "plain-language reasons for an unknown verdict, setup problems"),
     "known_deviations": (False, (list,), "the profile's acknowledged findings: id, anomaly, reason, reference, "
+                                          "within (what a known finding caused), "
                                           "matched (0: the acknowledgement matched nothing)"),
     "timing": (False, (dict, type(None)), "measured call latency and the lease/work/deadline scale chosen from it"),
 }
