@@ -631,10 +631,11 @@ class _Builder:
         self.intern = _Interner()
         self.keys = _Interner()
         from checkers.invariants.envelopes import envelope_problems
-        from checkers.invariants.requests import request_problems
+        from checkers.invariants.requests import CHECKED_OPS, request_problems
 
         self.shape = envelope_problems
         self.request_check = request_problems
+        self.request_ops = CHECKED_OPS
         self.raw_checks = True  # False: a helper process does them (``History.read``, ``attach``)
 
     def feed_all(self, records: Iterable[dict]) -> History:
@@ -777,8 +778,9 @@ class _Builder:
             problems = self.shape(f, exit_code, env, req)
             if problems:
                 self.h._envelope_problems.append((op, problems))
-            if f == "publish":
-                self.h._request_problems += [(op, kind, data) for kind, data in self.request_check(exit_code, env, req)]
+            if f in self.request_ops:
+                self.h._request_problems += [(op, kind, data)
+                                             for kind, data in self.request_check(exit_code, env, req, f)]
 
 
 

@@ -68,6 +68,9 @@ RULES: tuple[Rule, ...] = (
     Rule("complete-request", "§6", "every commit attempt, a retry after a lost reply included, carries the "
          "complete request; an operation id alone is invalid-request",
          {"requests": ("incomplete-request-accepted",)}),
+    Rule("canonical-request", "§5, §6 step 2", "a request with an unknown or missing member, a wrong type or a "
+         "noncanonical value (an owner_id outside the owner grammar, an epoch above 2^64 - 1) is invalid-request, "
+         "before any decision", {"requests": ("noncanonical-request-decided",)}),
     Rule("candidate-digest", "§6 step 2", "the candidate's SHA-256 equals candidate_sha256, before any decision",
          {"requests": ("candidate-digest-accepted",)}),
     Rule("candidate-valid", "§6 step 5", "the candidate is a schema-1 ledger item whose id is the request's "

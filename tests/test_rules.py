@@ -696,6 +696,28 @@ def test_a_publish_without_its_complete_request_is_refused():
     named(s, "requests", "incomplete-request-accepted", idx(p))
 
 
+@covers("canonical-request")
+def test_a_request_with_a_noncanonical_value_is_refused_before_any_decision():
+    # Wowbagger 0.1.0-alpha.7 checks a fence's owner_id only for a non-empty string, and its fence epoch
+    # pattern admits 2^64 .. 18446744699999999999: both are decided (claim-fence-rejected, stored)
+    s = Scenario()
+    req, p = published(s)
+    bad_owner = s.call(1, "publish", dict(req, operation_id="pub_a_2",
+                                          claim_fence=dict(req["claim_fence"], owner_id="agent a!")), 3_000)
+    wide = s.call(1, "publish", dict(req, operation_id="pub_a_3",
+                                     claim_fence=dict(req["claim_fence"], epoch="18446744073709551616")), 3_100)
+    assert {env(bad_owner)["error"]["code"], env(wide)["error"]["code"]} == {"invalid-request"}
+    all_valid(s)   # the reference refuses both before deciding anything
+    reply(wide, publication_error(Code.CLAIM_FENCE_REJECTED, {"reason": "epoch-mismatch"}, operation_id="pub_a_3"))
+    a = named(s, "requests", "noncanonical-request-decided", idx(wide))
+    assert a["data"]["pointer"] == "/claim_fence/epoch" and "18446744073709551616" in a["explanation"]
+    s2 = Scenario()
+    rec, _ = acquired(s2)
+    invoke_of(s2, rec)["value"]["owner_id"] = "agent a!"   # answered as if it were canonical
+    a = named(s2, "requests", "noncanonical-request-decided", idx(rec))
+    assert a["data"]["pointer"] == "/owner_id" and a["data"]["op"] == "acquire" and a["data"]["code"] is None
+
+
 @covers("candidate-digest")
 def test_a_candidate_whose_bytes_miss_its_digest_is_refused():
     s = Scenario()

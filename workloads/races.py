@@ -59,6 +59,10 @@ incomplete-retry           a's publish, then its operation id alone (§6: a
 invalid-candidate          a publish whose candidate is another item's bytes
 epoch-exhaustion           a takes the pair's exhausted item (seeded one short
                            of the high-water mark), b takes it over at E
+noncanonical-requests      (opt-in, ``OPT_IN_EPISODES``) a publishes with a fence
+                           owner outside the grammar, an epoch of 2^64, a
+                           129-character owner; then b acquires and a renews
+                           with such values (each must be invalid-request)
 =========================  ====================================================
 
 An op of a step may carry ``delay_ms`` (after the step starts) and a role's
@@ -119,6 +123,11 @@ EPISODES = (
        "frozen-publish", "killed-publish", "killed-renew",
        "legacy-writes", "bad-digest", "incomplete-retry", "invalid-candidate", "epoch-exhaustion")
 )
+
+#: episodes outside the default rotation (``ClaimsConfig.episodes``): a scenario names them
+#: (``workloads/scenarios/noncanonical-requests.yaml``)
+OPT_IN_EPISODES = ("noncanonical-requests",)
+ALL_EPISODES = EPISODES + OPT_IN_EPISODES
 
 #: what an episode needs of the backend beyond its public commands (``chaos.sut.abilities`` needs):
 #: a run whose backend lacks one leaves the episode out up front and says why (``chaos.runner``)
@@ -654,6 +663,34 @@ def _unbound():
     return (claim_ops, publish)
 
 
+#: values the contract's grammar refuses (§2): each must get exit 2 invalid-request before any decision
+#: (§5, §6 step 2). Wowbagger 0.1.0-alpha.7 decides the first two (docs/wowbagger-findings.md N1).
+NONCANONICAL_OWNER = "agent p!"          # a space and '!' are outside [A-Za-z0-9][A-Za-z0-9._:/-]{0,127}
+EPOCH_PAST_MAX = "18446744073709551616"  # 2^64: one past the largest epoch
+LONG_OWNER = "a" * 129                   # one past the owner grammar's 128 characters
+
+
+def _noncanonical():
+    """a's publishes with a fence whose owner or epoch breaks the grammar, then b's
+    acquire and a's renew with a noncanonical owner or epoch (what a careless
+    client sends: a display name as the owner, an epoch from a 128-bit counter)."""
+    def fence(label: str, **wrong):   # one step each: a step's publishes would share an operation id
+        def step(x):
+            return None if _own(x) is None else [("a", x.publish("a", label, fence=wrong))]
+        return step
+
+    def claims(x):
+        a = _own(x)
+        if a is None:
+            return None
+        acquire = x.acquire("b", {"last_epoch": a["epoch"], "active": a}, "acquire-owner-grammar")
+        renew = x.renew(a, "renew-epoch-past-max")
+        return [("b", dict(acquire, value=dict(acquire["value"], owner_id=NONCANONICAL_OWNER))),
+                ("a", dict(renew, value=dict(renew["value"], epoch=EPOCH_PAST_MAX)))]
+    return (fence("fence-owner-grammar", owner_id=NONCANONICAL_OWNER), fence("fence-epoch-past-max", epoch=EPOCH_PAST_MAX),
+            fence("fence-owner-too-long", owner_id=LONG_OWNER), claims)
+
+
 def _fault(x: Ctx, kind: str) -> dict:
     """The seeded point (and hold) of an in-call fault for this episode."""
     s = Stream(x.ctx.seed, ("in-call", x.pair.pair, x.pair.n) + x.pair.rerun_key)
@@ -791,5 +828,6 @@ STEPS: dict = {
     "incomplete-retry": _incomplete_retry(),
     "invalid-candidate": _invalid_candidate(),
     "epoch-exhaustion": _epoch_exhaustion(),
+    "noncanonical-requests": _noncanonical(),
 }
-assert set(STEPS) == set(EPISODES)
+assert set(STEPS) == set(ALL_EPISODES)

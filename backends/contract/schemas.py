@@ -154,6 +154,19 @@ def _check_value(value: object, rule, path: str) -> None:
         raise _Invalid(path)
 
 
+def first_invalid_pointer(op: str, doc: object) -> str | None:
+    """The JSON pointer of the first member of a parsed ``op`` request that
+    breaks its schema (unknown, missing, wrong type or noncanonical value: the
+    ``details.pointer`` of the exit 2 ``invalid-request`` it must get), or None
+    when the request is well formed. What a checker asks of a request the
+    history shows was sent (``checkers.invariants.requests``)."""
+    try:
+        _check_object(doc, SCHEMAS[op], "")
+    except _Invalid as bad:
+        return bad.pointer
+    return None
+
+
 # --------------------------------------------------------------------------- entry point
 
 

@@ -16,6 +16,14 @@ well-formed request with a valid candidate.
    publish whose candidate is not such an item (judged by the contract's own
    validator, ``backends.contract.ledger_invalid_details``).
 
+4. ``noncanonical-request-decided`` (§5: "Unknown members, wrong types,
+   noncanonical values, and unprovisioned namespaces are exit 2
+   invalid-request; no authoritative lease decision has then occurred"; §6
+   step 2): a publish, acquire, renew or release whose request breaks its
+   schema (``backends.contract.schemas.first_invalid_pointer``: a fence
+   ``owner_id`` outside the owner grammar, an epoch above 2^64 - 1, an
+   unknown member...) got any definite reply other than ``invalid-request``.
+
 "Accepted" in 2 and 3 includes a reply decided by a later step of §6's
 precedence ("the first failure wins"): a wrong digest answered with a
 namespace, idempotency, candidate, fence, revision or floor failure (steps
@@ -36,6 +44,8 @@ import copy
 import hashlib
 from typing import Any
 
+from backends.contract.schemas import first_invalid_pointer
+
 from ._common import Findings, prepare
 
 #: definite publish codes of steps after §6 step 2 (digest) and after step 5 (candidate validation)
@@ -43,6 +53,8 @@ AFTER_DIGEST = frozenset(("ledger-namespace-unbound", "idempotency-conflict", "l
                           "ledger-revision-conflict", "clock-floor-persistence-failed"))
 AFTER_CANDIDATE = frozenset(("claim-fence-rejected", "ledger-revision-conflict", "clock-floor-persistence-failed"))
 
+#: the ops whose raw requests are judged (``checkers.history`` calls ``request_problems`` for these)
+CHECKED_OPS = frozenset(("publish", "acquire", "renew", "release"))
 #: the members of a complete publish-claimed request (§6)
 PUBLISH_MEMBERS = frozenset(("operation_id", "ledger_namespace", "item_id", "expected_revision",
                              "candidate_source_base64", "candidate_sha256", "claim_fence"))
@@ -58,15 +70,20 @@ def _decoded(req: dict) -> bytes | None:
         return None
 
 
-def request_problems(exit_code, env, req) -> list[tuple[str, dict]]:
-    """``[(kind, data)]`` for one publish reply and its raw request."""
+def request_problems(exit_code, env, req, f: str = "publish") -> list[tuple[str, dict]]:
+    """``[(kind, data)]`` for one reply to op ``f`` and its raw request."""
     if not isinstance(req, dict) or not isinstance(env, dict):
         return []
     code = (env.get("error") or {}).get("code") if isinstance(env.get("error"), dict) else None
+    if f != "publish":
+        return _noncanonical(f, req, code)
     missing = sorted(PUBLISH_MEMBERS - set(req))
     if missing:
         return [] if code == "invalid-request" else [("incomplete-request-accepted", {"missing": missing,
                                                                                        "code": code})]
+    noncanonical = _noncanonical(f, req, code)
+    if noncanonical or first_invalid_pointer(f, req) is not None:
+        return noncanonical
     if exit_code != 0 and code not in AFTER_DIGEST:
         return []
     data = _decoded(req)
@@ -84,6 +101,29 @@ def request_problems(exit_code, env, req) -> list[tuple[str, dict]]:
         if issues is not None:
             return [("invalid-candidate-accepted", {"item_id": item, "issues": issues, "code": code})]
     return []
+
+
+def _noncanonical(f: str, req: dict, code) -> list[tuple[str, dict]]:
+    if code == "invalid-request":
+        return []
+    pointer = first_invalid_pointer(f, req)
+    if pointer is None:
+        return []
+    return [("noncanonical-request-decided", {"op": f, "pointer": pointer, "value": _at(req, pointer), "code": code})]
+
+
+def _at(doc, pointer: str) -> str:
+    """The value at ``pointer`` as a short JSON text (a missing member: ``absent``)."""
+    import json
+
+    node = doc
+    for token in pointer.split("/")[1:]:
+        token = token.replace("~1", "/").replace("~0", "~")
+        if not isinstance(node, dict) or token not in node:
+            return "absent"
+        node = node[token]
+    text = json.dumps(node, ensure_ascii=False)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 #: ``ledger_invalid_details`` of candidates already validated: a retry carries
@@ -124,6 +164,14 @@ def check(history, ctx: dict | None = None) -> dict:
                     f"although the request names candidate_sha256 {str(data['candidate_sha256'])[:19]}...; "
                     "the digest must match before anything is decided (contract §6 step 2, "
                     "candidate-digest-mismatch).", op.indices, operation_id=oid, **data)
+        elif kind == "noncanonical-request-decided":
+            what = f"operation {oid}: a publish" if data["op"] == "publish" else f"a {data['op']}"
+            out.add("noncanonical-request-decided",
+                    f"{what[0].upper()}{what[1:]} whose {data['pointer'] or 'request'} is {data['value']} got exit "
+                    f"{op.exit} {data['code'] or 'success'} instead of exit 2 invalid-request: a request with an "
+                    "unknown member, a wrong type or a noncanonical value is refused before any decision "
+                    "(contract §5; §6 step 2; §2 owner_id and epoch grammar).", op.indices,
+                    **({"operation_id": oid} if data["op"] == "publish" else {}), **data)
         else:
             out.add("invalid-candidate-accepted",
                     f"Operation {oid}: {_let_through(data['code'])} a candidate that is not a valid schema-1 ledger item with id "

@@ -1,0 +1,83 @@
+"""The canonical-request rule (contract §5, §6 step 2) end to end: the opt-in
+``noncanonical-requests`` episode sends fences, acquires and renews whose
+values break the grammar; a correct backend refuses each with invalid-request
+and stays valid, a backend that decides them (as Wowbagger 0.1.0-alpha.7 does
+with a publish fence) is named by ``noncanonical-request-decided``; and the
+default workload never sends such a request (the new check judges nothing in
+a default run)."""
+
+from __future__ import annotations
+
+import collections
+
+import pytest
+from claims_sim_support import code, pairs, simulate_claims
+
+from backends.contract.schemas import first_invalid_pointer
+from checkers import run_checkers
+from checkers.invariants.requests import CHECKED_OPS
+from workloads.claims import ClaimsConfig
+from workloads.coverage import coverage, missing, plan_for
+from workloads.races import OPT_IN_EPISODES
+
+NONCANONICAL = ClaimsConfig(race_pairs=1, episodes=("noncanonical-requests",))
+LABELS = {"fence-owner-grammar": "/claim_fence/owner_id", "fence-epoch-past-max": "/claim_fence/epoch",
+          "fence-owner-too-long": "/claim_fence/owner_id", "acquire-owner-grammar": "/owner_id",
+          "renew-epoch-past-max": "/epoch"}
+
+
+def _aimed(h) -> dict:
+    out = collections.defaultdict(list)
+    for inv, done in pairs(h):
+        episode, _, label = inv.get("intent", "").rpartition(":")
+        if episode == "noncanonical-requests" and label in LABELS and done is not None:
+            out[label].append((inv, done))
+    return out
+
+
+def test_each_aimed_value_breaks_exactly_the_member_the_episode_names(tmp_path):
+    h, _, _, _ = simulate_claims(tmp_path, NONCANONICAL, {"backend": "reference"}, 3, 4, 3)
+    aimed = _aimed(h)
+    assert set(aimed) == set(LABELS)
+    for label, ops in aimed.items():
+        assert all(first_invalid_pointer(inv["f"], inv["value"]) == LABELS[label] for inv, _ in ops), label
+
+
+def test_a_correct_backend_refuses_each_with_invalid_request_and_stays_valid(tmp_path):
+    h, ctx, _, _ = simulate_claims(tmp_path, NONCANONICAL, {"backend": "sqlite"}, 3, 4, 3)
+    aimed = _aimed(h)
+    assert set(aimed) == set(LABELS)
+    assert {code(done) for ops in aimed.values() for _, done in ops} == {"invalid-request"}
+    assert run_checkers(h, ctx)["valid"] is True
+    table = coverage(h, plan_for({"race_pairs": 1, "episodes": ("noncanonical-requests",)}, 4, ctx["capabilities"]))
+    for path in ("publish with a noncanonical fence refused", "claim request with a noncanonical value refused"):
+        assert table[path]["requested"] and table[path]["completed"] >= 1, (path, table[path])
+    assert not [p for p in missing(table) if p != "publication-read"]   # no final phase in a simulation
+
+
+def test_a_backend_that_decides_a_noncanonical_fence_is_named_by_its_rule(tmp_path):
+    spec = {"backend": "python", "factory": "fence_grammar_backend:open_backend"}
+    h, ctx, _, _ = simulate_claims(tmp_path, NONCANONICAL, spec, 3, 4, 3)
+    fences = [done for label, ops in _aimed(h).items() if label.startswith("fence-") for _, done in ops]
+    assert fences and {code(d) for d in fences} == {"claim-fence-rejected"}   # decided, as Wowbagger does
+    result = run_checkers(h, ctx)
+    found = result["checkers"]["requests"]["anomalies"]
+    assert result["valid"] is False and {a["type"] for a in found} == {"noncanonical-request-decided"}
+    assert {a["data"]["pointer"] for a in found} == {"/claim_fence/owner_id", "/claim_fence/epoch"}
+    assert all("§5" in a["explanation"] and a["data"]["code"] == "claim-fence-rejected" for a in found)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_the_default_workload_sends_only_canonical_requests(tmp_path, seed):
+    # every client behaviour on, every episode of the default rotation; only the incomplete retry
+    # leaves members out on purpose (its own rule: complete-request)
+    h, ctx, _, _ = simulate_claims(tmp_path, None, {"backend": "reference"}, seed, 10, 5)
+    judged = 0
+    for inv, _ in pairs(h):
+        if inv["f"] not in CHECKED_OPS or inv.get("intent") == "incomplete-retry:incomplete-retry":
+            continue
+        judged += 1
+        assert first_invalid_pointer(inv["f"], inv["value"]) is None, inv
+    assert judged > 200
+    assert not any(i.get("intent", "").startswith(OPT_IN_EPISODES) for i, _ in pairs(h))
+    assert not run_checkers(h, ctx)["checkers"]["requests"]["anomalies"]
