@@ -445,7 +445,9 @@ class History:
     should have been refused for ``(op, kind, data)`` (``checkers.invariants.requests``);
     ``problems`` what could not be read (torn tail, corrupt lines);
     ``protocol`` the raw ``protocol`` member of completions that carry an
-    ``error`` (by op number: the worker's evidence of a reply-protocol breach).
+    ``error`` (by op number: the worker's evidence of a reply-protocol breach);
+    ``pins`` the ``clock_ms`` of pinned invokes (by the op's ``ip``: the
+    instant the backend was made to decide at).
 
     ``derived`` is a per-history cache for what several checkers build from
     the same ops (``checkers.invariants.leases``)."""
@@ -466,6 +468,7 @@ class History:
         self.helper: dict | None = None  # that helper's resource use, once joined (``_RawHelper.usage``)
         self.problems: list[str] = []
         self.protocol: dict[int, Any] = {}  # op number -> the ``protocol`` member of its failed completion
+        self.pins: dict[int, int] = {}  # op ``ip`` -> the invoke's ``clock_ms`` (the instant it was decided at)
         self.length = 0
         self.source: Any = None  # the records list, or the path read
         self.derived: dict = {}
@@ -667,6 +670,9 @@ class _Builder:
                     self.intern(rec.get("f")))
             req = rec.get("value")
             self._request(op, req)
+            pin = rec.get("clock_ms")
+            if type(pin) is int:
+                h.pins[pos] = pin
             self.open[proc] = (op, req, len(h.ops))
             h.ops.append(op)
             t = rec.get("time")

@@ -71,6 +71,9 @@ RULES: tuple[Rule, ...] = (
     Rule("canonical-request", "§5, §6 step 2", "a request with an unknown or missing member, a wrong type or a "
          "noncanonical value (an owner_id outside the owner grammar, an epoch above 2^64 - 1) is invalid-request, "
          "before any decision", {"requests": ("noncanonical-request-decided",)}),
+    Rule("refusal-keeps-floor", "§6 steps 1-6", "a request refused before the floor step (namespace binding, "
+         "schema, idempotency, candidate digest or validation) changes nothing, the clock floor included "
+         "(vectors.md §5.1 rule 8)", {"floors": ("floor-moved-by-refusal",)}),
     Rule("candidate-digest", "§6 step 2", "the candidate's SHA-256 equals candidate_sha256, before any decision",
          {"requests": ("candidate-digest-accepted",)}),
     Rule("candidate-valid", "§6 step 5", "the candidate is a schema-1 ledger item whose id is the request's "

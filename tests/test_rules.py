@@ -718,6 +718,32 @@ def test_a_request_with_a_noncanonical_value_is_refused_before_any_decision():
     assert a["data"]["pointer"] == "/owner_id" and a["data"]["op"] == "acquire" and a["data"]["code"] is None
 
 
+@covers("refusal-keeps-floor")
+def test_a_refusal_before_the_floor_step_leaves_the_floor():
+    # Wowbagger 0.1.0-alpha.7 persists the floor before it validates the candidate: a ledger-invalid
+    # publish decided at a pinned instant a day ahead leaves the namespace's time there
+    s = Scenario()
+    acquired(s)
+    req = s.publish("pub_a_1", "agent-a", "1", s.seed_rev(), "a one")
+    day = 86_400_000
+    data = ledger_bytes(s.keys[0][1], "a one").replace(b"schema_version: 1", b"schema_version: 7")
+    bad = dict(req, candidate_source_base64=base64.b64encode(data).decode(),
+               candidate_sha256="sha256:" + hashlib.sha256(data).hexdigest())
+    refused = s.call(1, "publish", bad, day)
+    invoke_of(s, refused)["clock_ms"] = T0 + day    # what the worker records of a pinned call
+    assert env(refused)["error"]["code"] == "ledger-invalid"
+    after = s.call(1, "read", s.key(), 3_000)
+    all_valid(s)   # the reference refused it before the floor step: the read shows +3 s
+    env(after)["result"]["read_back"]["observed_at"] = at(day)
+    a = named(s, "floors", "floor-moved-by-refusal", idx(refused, after))
+    assert a["data"]["code"] == "ledger-invalid" and a["data"]["pinned"] == at(day)
+    # an op that may persist a floor decided at that instant explains it: no finding
+    other = s.call(2, "acquire", s.acquire("agent-b", FREE, k=0), 3_100)
+    invoke_of(s, other)["clock_ms"] = T0 + day
+    r = default_checkers()["floors"](s.history, s.ctx())
+    assert not [x for x in r["anomalies"] if x["type"] == "floor-moved-by-refusal"]
+
+
 @covers("candidate-digest")
 def test_a_candidate_whose_bytes_miss_its_digest_is_refused():
     s = Scenario()

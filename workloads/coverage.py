@@ -249,6 +249,11 @@ def _paths() -> tuple:
         Path("claim request with a noncanonical value refused",
              _intent("noncanonical-requests:acquire-owner-grammar", "noncanonical-requests:renew-epoch-past-max"),
              _code("invalid-request"), ("noncanonical-requests",)),
+        Path("publish refused before the floor step, decided days ahead",
+             _intent(*(f"refusals-keep-floor:{label}" for label in
+                       ("invalid-candidate-ahead", "bad-digest-ahead", "noncanonical-ahead"))),
+             lambda a: a.type == "fail" and a.code in ("ledger-invalid", "candidate-digest-mismatch", "invalid-request"),
+             ("refusals-keep-floor",), True),
     ]
     return tuple(out)
 

@@ -63,6 +63,9 @@ noncanonical-requests      (opt-in, ``OPT_IN_EPISODES``) a publishes with a fenc
                            owner outside the grammar, an epoch of 2^64, a
                            129-character owner; then b acquires and a renews
                            with such values (each must be invalid-request)
+refusals-keep-floor        (opt-in) a's publishes refused before the floor step
+                           (invalid candidate, wrong digest, noncanonical fence),
+                           each pinned days ahead and read right after
 =========================  ====================================================
 
 An op of a step may carry ``delay_ms`` (after the step starts) and a role's
@@ -125,8 +128,8 @@ EPISODES = (
 )
 
 #: episodes outside the default rotation (``ClaimsConfig.episodes``): a scenario names them
-#: (``workloads/scenarios/noncanonical-requests.yaml``)
-OPT_IN_EPISODES = ("noncanonical-requests",)
+#: (``workloads/scenarios/careless-requests.yaml``)
+OPT_IN_EPISODES = ("noncanonical-requests", "refusals-keep-floor")
 ALL_EPISODES = EPISODES + OPT_IN_EPISODES
 
 #: what an episode needs of the backend beyond its public commands (``chaos.sut.abilities`` needs):
@@ -691,6 +694,35 @@ def _noncanonical():
             fence("fence-owner-too-long", owner_id=LONG_OWNER), claims)
 
 
+#: how far ahead of a's expiry each refusal of ``refusals-keep-floor`` is pinned (k days for the k-th):
+#: beyond any clock fault the suite injects, so only a persisted floor can make a later reply show it
+REFUSAL_AHEAD_MS = 86_400_000
+
+
+def _refusals_keep_floor():
+    """a's publishes refused before the floor step (an invalid candidate, a wrong
+    digest, a noncanonical fence), each decided at an instant days ahead and each
+    followed at once by an unpinned read: the read must show real time, not the
+    pinned instant (§6 steps 1-5 stop before step 6; vectors.md §5.1 rule 8)."""
+    def refused(k: int, label: str):
+        def step(x):
+            a = _own(x)
+            if a is None:
+                return None
+            op = x.publish("a", label, clock_ms=x.expires(a) + k * REFUSAL_AHEAD_MS)
+            if label == "invalid-candidate-ahead":   # another item's bytes: ledger-invalid (§6 step 5)
+                data = candidate(x.side, x.owner("a"), "refused ahead")
+                op["value"] = dict(op["value"], candidate_source_base64=b64(data), candidate_sha256=revision_of(data))
+            elif label == "bad-digest-ahead":         # candidate-digest-mismatch (§6 step 2)
+                op["value"] = dict(op["value"], candidate_sha256=revision_of(b"not the candidate's bytes"))
+            else:                                     # invalid-request (§6 step 2)
+                op["value"] = dict(op["value"], claim_fence=dict(op["value"]["claim_fence"], owner_id=NONCANONICAL_OWNER))
+            return [("a", op), ("a", x.read(label="after-refusal"))]
+        return step
+    return tuple(refused(k, label) for k, label in
+                 enumerate(("invalid-candidate-ahead", "bad-digest-ahead", "noncanonical-ahead"), 1))
+
+
 def _fault(x: Ctx, kind: str) -> dict:
     """The seeded point (and hold) of an in-call fault for this episode."""
     s = Stream(x.ctx.seed, ("in-call", x.pair.pair, x.pair.n) + x.pair.rerun_key)
@@ -829,5 +861,6 @@ STEPS: dict = {
     "invalid-candidate": _invalid_candidate(),
     "epoch-exhaustion": _epoch_exhaustion(),
     "noncanonical-requests": _noncanonical(),
+    "refusals-keep-floor": _refusals_keep_floor(),
 }
 assert set(STEPS) == set(ALL_EPISODES)

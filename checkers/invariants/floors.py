@@ -19,6 +19,14 @@ from the decision time (vectors.md §5.1 rules 4 and 6).
 A floor pushed far ahead (one process with a forward-skewed clock in an
 in-process backend) is legal; it is reported in ``stats`` - the largest jump
 and the leases it expired early - never as an anomaly.
+
+And the converse: a request refused before the floor step (namespace binding,
+schema, idempotency, candidate digest or validation: ``PRE_FLOOR``) changes
+nothing, the floor included (contract §6 precedence, steps 1-5 before step 6;
+vectors.md §5.1 rule 8). When such a refusal was pinned at an instant
+(``History.pins``) and a later reply in its namespace shows exactly that
+instant, while no op that may persist a floor was pinned there, the refusal
+persisted it: ``floor-moved-by-refusal``.
 """
 
 from __future__ import annotations
@@ -26,6 +34,9 @@ from __future__ import annotations
 from ._common import BAD, Findings, History, Op, at, fmt_tuple, prepare, realtime_regressions
 
 DECISION_FS = frozenset(("acquire", "renew", "release", "legacy-create", "legacy-transition"))
+#: refusals that stop before the floor step (vectors.md §5.1 rule 8)
+PRE_FLOOR = frozenset(("invalid-request", "ledger-namespace-unbound", "idempotency-conflict",
+                       "candidate-digest-mismatch", "ledger-invalid"))
 DEFAULT_JUMP_MS = 10_000
 
 
@@ -135,8 +146,46 @@ def check(history, ctx: dict | None = None) -> dict:
             if latest is None or issued > latest[0]:
                 latest = (issued, op)
 
+    _refusals_that_moved_the_floor(h, out)
     stats = _jump_stats(h, fresh, int(ctx.get("floor_jump_threshold_ms", DEFAULT_JUMP_MS)))
     return out.result(stats)
+
+
+def _refusals_that_moved_the_floor(h: History, out: Findings) -> None:
+    refused: dict[str, dict[int, list[Op]]] = {}   # namespace -> pinned instant -> pre-floor refusals there
+    may_persist: dict[str, set[int]] = {}          # namespace -> instants other pinned ops were decided at
+    for op in h.ops:
+        pin = h.pins.get(op.ip)
+        if pin is None or not op.key:
+            continue
+        if op.definite and op.code in PRE_FLOOR:
+            refused.setdefault(op.key[0], {}).setdefault(pin, []).append(op)
+        else:
+            may_persist.setdefault(op.key[0], set()).add(pin)
+    if not refused:
+        return
+    reported: set[int] = set()
+    for op in h.ops:
+        t = op.t
+        if t is None or not op.definite or not op.key or h.pins.get(op.ip) == t:
+            continue
+        ns = op.key[0]
+        if t not in refused.get(ns, {}) or t in may_persist.get(ns, ()):
+            continue
+        for x in refused[ns][t]:
+            if x.ip in reported or not x.precedes(op):
+                continue
+            reported.add(x.ip)
+            out.add(
+                "floor-moved-by-refusal",
+                f"Namespace {ns}: {x.f} by process {x.process}, decided at the pinned instant {at(t)}, was "
+                f"refused with {x.code}, which stops before the floor step; yet {op.f} by process "
+                f"{op.process}, invoked after it, shows exactly {at(t)}, and no other op was decided at that "
+                "instant: the refusal persisted the clock floor. A namespace-binding, schema, idempotency, "
+                "digest or candidate-validation failure changes nothing, the floor included (contract §6 "
+                "precedence, steps 1-5 before step 6; vectors.md §5.1 rule 8).",
+                [*x.indices, *op.indices], namespace=ns, code=x.code, pinned=at(t), ops_f=[x.f, op.f],
+            )
 
 
 def _jump_stats(h: History, fresh: set[int], threshold: int) -> dict:

@@ -1,10 +1,18 @@
-"""The canonical-request rule (contract §5, §6 step 2) end to end: the opt-in
-``noncanonical-requests`` episode sends fences, acquires and renews whose
-values break the grammar; a correct backend refuses each with invalid-request
-and stays valid, a backend that decides them (as Wowbagger 0.1.0-alpha.7 does
-with a publish fence) is named by ``noncanonical-request-decided``; and the
-default workload never sends such a request (the new check judges nothing in
-a default run)."""
+"""The careless-requests scenario's two opt-in episodes end to end, in logical
+time against real engines (``claims_sim_support``).
+
+* canonical-request (contract §5, §6 step 2): ``noncanonical-requests`` sends
+  fences, acquires and renews whose values break the grammar; a correct
+  backend refuses each with invalid-request and stays valid, a backend that
+  decides them (as Wowbagger 0.1.0-alpha.7 does with a publish fence) is
+  named by ``noncanonical-request-decided``.
+* refusal-keeps-floor (vectors.md §5.1 rule 8): ``refusals-keep-floor`` pins
+  publishes refused before the floor step days ahead and reads right after; a
+  backend that persists the floor before it validates the candidate (as
+  Wowbagger does) is named by ``floor-moved-by-refusal``.
+
+And the default workload never sends such requests, so neither check judges
+anything in a default run."""
 
 from __future__ import annotations
 
@@ -67,6 +75,38 @@ def test_a_backend_that_decides_a_noncanonical_fence_is_named_by_its_rule(tmp_pa
     assert all("§5" in a["explanation"] and a["data"]["code"] == "claim-fence-rejected" for a in found)
 
 
+FLOOR = ClaimsConfig(race_pairs=1, episodes=("refusals-keep-floor",))
+AHEAD = {"invalid-candidate-ahead": "ledger-invalid", "bad-digest-ahead": "candidate-digest-mismatch",
+         "noncanonical-ahead": "invalid-request"}
+
+
+def test_refusals_decided_days_ahead_leave_a_correct_backends_floor(tmp_path):
+    h, ctx, _, _ = simulate_claims(tmp_path, FLOOR, {"backend": "sqlite"}, 3, 4, 3)
+    seen = collections.Counter()
+    for inv, done in pairs(h):
+        label = inv.get("intent", "").rpartition(":")[2]
+        if label in AHEAD and done is not None:
+            assert code(done) == AHEAD[label] and inv["clock_ms"] > 1_894_353_330_250 + 86_400_000
+            seen[label] += 1
+    assert set(seen) == set(AHEAD)
+    reads = [done for inv, done in pairs(h) if inv.get("intent") == "refusals-keep-floor:after-refusal" and done]
+    assert reads and all(code(d) is None for d in reads)
+    assert run_checkers(h, ctx)["valid"] is True
+    table = coverage(h, plan_for({"race_pairs": 1, "episodes": ("refusals-keep-floor",)}, 4, ctx["capabilities"]))
+    row = table["publish refused before the floor step, decided days ahead"]
+    assert row["requested"] and row["completed"] >= 3
+
+
+def test_a_backend_that_persists_the_floor_before_validating_is_named_by_its_rule(tmp_path):
+    spec = {"backend": "python", "factory": "floor_before_validation_backend:open_backend"}
+    h, ctx, _, _ = simulate_claims(tmp_path, FLOOR, spec, 3, 4, 3)
+    result = run_checkers(h, ctx)
+    found = [a for a in result["checkers"]["floors"]["anomalies"] if a["type"] == "floor-moved-by-refusal"]
+    assert result["valid"] is False and found
+    assert {a["data"]["code"] for a in found} == {"ledger-invalid"}     # only validation comes after its floor step
+    assert all("§5.1 rule 8" in a["explanation"] and len(a["ops"]) == 4 for a in found)
+
+
 @pytest.mark.parametrize("seed", [1, 2])
 def test_the_default_workload_sends_only_canonical_requests(tmp_path, seed):
     # every client behaviour on, every episode of the default rotation; only the incomplete retry
@@ -80,4 +120,7 @@ def test_the_default_workload_sends_only_canonical_requests(tmp_path, seed):
         assert first_invalid_pointer(inv["f"], inv["value"]) is None, inv
     assert judged > 200
     assert not any(i.get("intent", "").startswith(OPT_IN_EPISODES) for i, _ in pairs(h))
-    assert not run_checkers(h, ctx)["checkers"]["requests"]["anomalies"]
+    assert run_checkers(h, ctx)["valid"] is True   # nor does anything else find fault with a correct backend
+    assert not any(inv.get("clock_ms") for inv, done in pairs(h) if done and code(done) in
+                   ("invalid-request", "ledger-invalid", "candidate-digest-mismatch", "ledger-namespace-unbound",
+                    "idempotency-conflict"))   # no pinned pre-floor refusal: floor-moved-by-refusal judges none
