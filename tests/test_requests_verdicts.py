@@ -15,10 +15,15 @@ ITEM = "wb_01Q4843R2AN6VQ7XKD3MP8RT2W"
 OTHER = "wb_01Q4843R2AN6VQ7XKD3MP8RT2X"
 
 
+NS = "wbns_" + "a" * 32
+
+
 def publish_request(data: bytes, item: str) -> dict:
-    return {"operation_id": "op-1", "ledger_namespace": "ns", "item_id": item, "expected_revision": "sha256:" + "0" * 64,
+    """A well-formed request (a noncanonical one is judged before its candidate)."""
+    return {"operation_id": "op-1", "ledger_namespace": NS, "item_id": item, "expected_revision": "sha256:" + "0" * 64,
             "candidate_source_base64": base64.b64encode(data).decode(),
-            "candidate_sha256": "sha256:" + hashlib.sha256(data).hexdigest(), "claim_fence": {}}
+            "candidate_sha256": "sha256:" + hashlib.sha256(data).hexdigest(),
+            "claim_fence": {"ledger_namespace": NS, "item_id": item, "owner_id": "agent-1", "epoch": "1"}}
 
 
 def candidate(item: str, status: str = "in-progress") -> bytes:

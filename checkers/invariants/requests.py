@@ -42,6 +42,7 @@ import base64
 import binascii
 import copy
 import hashlib
+import json
 from typing import Any
 
 from backends.contract.schemas import first_invalid_pointer
@@ -114,8 +115,6 @@ def _noncanonical(f: str, req: dict, code) -> list[tuple[str, dict]]:
 
 def _at(doc, pointer: str) -> str:
     """The value at ``pointer`` as a short JSON text (a missing member: ``absent``)."""
-    import json
-
     node = doc
     for token in pointer.split("/")[1:]:
         token = token.replace("~1", "/").replace("~0", "~")
