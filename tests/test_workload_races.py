@@ -360,12 +360,17 @@ def test_an_episode_a_step_of_which_the_store_could_not_decide_reruns_up_to_its_
     assert (once.n, once.tries) == (0, 1) and answered(once, held).n == 1
     own = _replace(RacePair(0, (0, 1)), step=2, started=True, inflight=(("a", dict(hold, f="legacy-create")),))
     assert own.update(ctx, W, dict(unavailable, process=0)).tries == 1   # an episode's own step, undecided
-    # a reply a fault took (fence-outside-commit, CLI seed 2: an fsync error took the first frozen
-    # publish's rival's reply, the kill nemesis the rerun's frozen publish): bounded like undecided ones
-    lost = RacePair(0, (0, 1))
+    # a prologue's reply a fault took (the store is failing: the next episode waits as well): one rerun
+    lost = answered(RacePair(0, (0, 1)), {"type": "info"})
+    assert (lost.n, lost.tries) == (0, 1) and answered(lost, {"type": "info"}).n == 1
+    assert answered(lost, unavailable).tries == 2
+    # an aimed step's reply a fault took (fence-outside-commit, CLI seed 2: an fsync error took the first
+    # frozen publish's rival's reply, the kill nemesis the rerun's frozen publish): bounded like undecided ones
+    aimed = RacePair(0, (0, 1))
     for tries in range(1, UNDECIDED_RERUNS + 1):
-        lost = answered(lost, {"type": "info"})
-        assert (lost.n, lost.tries) == (0, tries)
-    assert answered(lost, {"type": "info"}).n == 1
-    assert answered(answered(RacePair(0, (0, 1)), {"type": "info"}), unavailable).tries == 2
+        aimed = _replace(aimed, step=2, started=True, inflight=(("a", dict(hold, f="publish")),)).update(
+            ctx, W, {"type": "info", "process": 0})
+        assert (aimed.n, aimed.tries) == (0, tries)
+    last = _replace(aimed, step=2, started=True, inflight=(("a", dict(hold, f="publish")),))
+    assert last.update(ctx, W, {"type": "info", "process": 0}).n == 1
     assert answered(answered(RacePair(0, (0, 1)), {"type": "info"}), held).n == 1   # then decided: goes on

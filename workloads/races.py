@@ -89,9 +89,9 @@ gate reads. The rotation is a seeded permutation of ``cfg.episodes`` per block
 of episodes (``Stream(seed, ("race", block))``), the pairs taking turns
 through it, so every kind runs once per block (an episode an abort cut short
 runs once more at once, unless its own in-call kill did; up to
-``UNDECIDED_RERUNS`` times, after a growing pause, while a fault takes one of
-its replies or the store answers a step that it could not decide) and the
-order is a pure function of the seed.
+``UNDECIDED_RERUNS`` times, after a growing pause, while a fault takes a reply
+of its own steps or the store answers a step that it could not decide) and
+the order is a pure function of the seed.
 """
 
 from __future__ import annotations
@@ -183,7 +183,7 @@ class Facts:
     released: bool = False         # a release of the race item succeeded in this episode
     aborted: bool = False
     undecided: bool = False        # the abort was a reply that decided nothing (the store or its floor unavailable)
-    faulted: bool = False          # the abort was an info: a fault (a kill, a lost reply, an fsync error) took a reply
+    faulted: bool = False          # a fault (a kill, a lost reply, an fsync error) took a reply of the episode's own steps
     killed: bool = False           # the episode's own in-call kill took a reply: cut short by design
 
     def claim(self, role: str) -> dict | None:
@@ -269,18 +269,21 @@ class RacePair:
             # restart) would otherwise void the rotation's only run of that kind in a short run of a
             # slow program (the red team's CLI path: the one takeover probe, the one stale-expiry renew)
             # A step the store could not decide (unavailable during an fsync fault or a restart), or
-            # one whose reply a fault took, says nothing of the episode, so it may run up to
+            # an aimed step whose reply a fault took, says nothing of the episode, so it may run up to
             # UNDECIDED_RERUNS times (epoch-wraps, CLI seed 1: both runs of the one epoch-exhaustion
             # episode met claim-store-unavailable; fence-outside-commit, CLI seed 2: an fsync error took
             # the first frozen publish's rival's reply, the kill nemesis the rerun's frozen publish).
-            # A decided refusal (a lost prologue race) reruns once; the episode's own kill never does.
+            # A fault that took a prologue's reply, or a decided refusal (a lost prologue race), reruns
+            # it once: the store is failing, and the next episode waits as well as a rerun would (every
+            # reply taken by a 7-s fsync window spent four runs of one kind: incomplete-retry-replayed,
+            # CLI seed 2, never reached its episode); the episode's own kill never reruns it.
             backoff, _ = Stream(ctx.seed, ("race-backoff", self.pair, self.n) + self.rerun_key).randint(*w.cfg.backoff_ms)
-            if facts.undecided:   # an fsync window or a restart lasts seconds: wait some of it out
-                backoff += UNDECIDED_PAUSE_MS * (self.tries + 1)
-            elif facts.faulted:   # the first rerun at once (a kill's new process), later ones as above
-                backoff += UNDECIDED_PAUSE_MS * self.tries
             cut = facts.undecided or facts.faulted
             again = not facts.killed and (self.tries < 1 or (cut and self.tries < UNDECIDED_RERUNS))
+            if facts.undecided:   # an fsync window or a restart lasts seconds: wait some of it out
+                backoff += UNDECIDED_PAUSE_MS * (self.tries + 1)
+            elif facts.faulted and again:   # the first rerun at once (a kill's new process), later ones as above
+                backoff += UNDECIDED_PAUSE_MS * self.tries
             return replace(pair, n=pair.n if again else pair.n + 1, tries=self.tries + 1 if again else 0, step=0,
                            started=False, facts=facts.next_episode(), at=ctx.time + backoff * MS)
         return replace(pair, step=pair.step + 1, started=False, at=ctx.time)
@@ -330,7 +333,9 @@ def _learn(pair: RacePair, w, role: str, sent: dict, ev: dict) -> Facts:
         # aimed publish would meet a revision conflict instead of its path)
         lost = req if name == "publish" and on_item else f.lost
         killed = f.killed or (sent.get("fault") or {}).get("kind") == "kill"
-        return replace(f.holding(role, None), record=None, aborted=True, lost=lost, killed=killed, faulted=True)
+        # a fault that took a reply of the episode's own steps (not the prologue's) voided its aim
+        return replace(f.holding(role, None), record=None, aborted=True, lost=lost, killed=killed,
+                       faulted=f.faulted or pair.step >= 2)
     if typ == "fail" and err.get("code") in NO_DECISION:
         # the store decided nothing (its floor or itself unavailable: an fsync fault, a restart): the
         # episode's aim was not exercised, whichever step met it (legacy-create-unguarded, CLI seed 1:
