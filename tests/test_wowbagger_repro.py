@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import subprocess
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,10 @@ def _run(script: str, **env: str) -> tuple[str, list[dict]]:
     replies = []
     for line in p.stdout.splitlines():
         if line.startswith("{"):
-            replies.append(json.loads(line))
+            try:
+                replies.append(json.loads(line))
+            except ValueError:   # a reply the script cut short for display
+                continue
     return p.stdout + p.stderr, replies
 
 
@@ -92,3 +96,21 @@ def test_f7_an_unknown_publish_is_completed_after_its_lease_expired():
     assert retry["ok"] is True and retry["state"] == "committed"
     active = retry["claim_read_back.active"]
     assert retry["claim_read_back.observed_at"] > active["expires_at"]   # same format, UTC: ordered as text
+
+
+def test_f8_a_noncanonical_fence_is_decided_and_one_fills_the_journal():
+    out, replies = _run("f8-noncanonical-fence-decided.sh")
+    owner, read, epoch, acquire, renew, other = replies[:6]
+    assert _code(owner) == _code(epoch) == "claim-fence-rejected", out
+    assert read["state"] == "committed" and read["result"]["outcome"]["exit"] == 4   # the refusal was stored
+    assert _code(acquire) == "invalid-request"            # the claim commands know the owner grammar
+    assert _code(renew) == _code(other) == "clock-floor-persistence-failed"
+
+
+def test_f9_a_publish_refused_as_ledger_invalid_moves_the_floor():
+    out, _ = _run("f9-refusal-moves-floor.sh")
+    seen = [datetime.fromisoformat(t.replace("Z", "+00:00")) for t in re.findall(r"^observed_at (\S+)$", out, re.M)]
+    assert len(seen) == 3 and '"code":"ledger-invalid"' in out, out
+    now, after_invalid, after_digest = seen
+    assert after_invalid - now > timedelta(hours=23), out   # the day-ahead refusal's instant became the floor
+    assert after_digest == after_invalid, out               # a wrong digest, refused before the floor, did not
