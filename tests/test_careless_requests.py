@@ -24,6 +24,7 @@ from claims_sim_support import code, pairs, simulate_claims
 from backends.contract.schemas import first_invalid_pointer
 from checkers import run_checkers
 from checkers.invariants.requests import CHECKED_OPS
+from chaos.testing.mutants import RED_TEAM
 from workloads.claims import ClaimsConfig
 from workloads.coverage import coverage, missing, plan_for
 from workloads.races import OPT_IN_EPISODES
@@ -64,7 +65,7 @@ def test_a_correct_backend_refuses_each_with_invalid_request_and_stays_valid(tmp
 
 
 def test_a_backend_that_decides_a_noncanonical_fence_is_named_by_its_rule(tmp_path):
-    spec = {"backend": "python", "factory": "fence_grammar_backend:open_backend"}
+    spec = {"backend": "python", "factory": RED_TEAM["fence-grammar-unchecked"].factory}
     h, ctx, _, _ = simulate_claims(tmp_path, NONCANONICAL, spec, 3, 4, 3)
     fences = [done for label, ops in _aimed(h).items() if label.startswith("fence-") for _, done in ops]
     assert fences and {code(d) for d in fences} == {"claim-fence-rejected"}   # decided, as Wowbagger does
@@ -98,7 +99,7 @@ def test_refusals_decided_days_ahead_leave_a_correct_backends_floor(tmp_path):
 
 
 def test_a_backend_that_persists_the_floor_before_validating_is_named_by_its_rule(tmp_path):
-    spec = {"backend": "python", "factory": "floor_before_validation_backend:open_backend"}
+    spec = {"backend": "python", "factory": RED_TEAM["floor-before-validation"].factory}
     h, ctx, _, _ = simulate_claims(tmp_path, FLOOR, spec, 3, 4, 3)
     result = run_checkers(h, ctx)
     found = [a for a in result["checkers"]["floors"]["anomalies"] if a["type"] == "floor-moved-by-refusal"]

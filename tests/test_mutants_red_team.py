@@ -33,13 +33,23 @@ def test_every_bug_breaks_a_tabled_rule_and_is_named_by_tabled_anomaly_types():
         own = {t for types in rules[bug.rule].checks.values() for t in types}
         assert set(bug.names) <= every_type, (bug.name, set(bug.names) - every_type)
         assert own & set(bug.names), (bug.name, "none of its names is its own rule's")
-    # the §3-§8 MUSTs the checkers judge, each with at least one planted bug; canonical-request's and
-    # refusal-keeps-floor's requests are sent only by opt-in episodes (workloads.races.OPT_IN_EPISODES),
-    # so the matrix of the DEFAULT run cannot hold their planted bugs (tests/test_careless_requests.py has them)
+    # the §3-§8 MUSTs the checkers judge, each with at least one planted bug
     covered = {b.rule for b in RED_TEAM.values()}
-    assert covered >= {r.id for r in RULES} - {"read-back-exact", "indeterminate-exact", "canonical-request",
-                                              "refusal-keeps-floor"}, \
+    assert covered >= {r.id for r in RULES} - {"read-back-exact", "indeterminate-exact"}, \
         {r.id for r in RULES} - covered
+
+
+def test_a_bug_the_default_run_cannot_reach_names_the_scenario_that_does():
+    """canonical-request's and refusal-keeps-floor's requests come only from
+    opt-in episodes: their planted bugs name the scenario that runs them."""
+    from workloads import scenario
+    from workloads.races import OPT_IN_EPISODES
+
+    for bug in RED_TEAM.values():
+        if bug.scenario is not None:
+            episodes = set(scenario.load(bug.scenario)["claims"]["episodes"])
+            assert episodes and episodes <= set(OPT_IN_EPISODES), bug.name
+    assert {b.rule for b in RED_TEAM.values() if b.scenario} == {"canonical-request", "refusal-keeps-floor"}
 
 
 @pytest.mark.parametrize("name", sorted(RED_TEAM))

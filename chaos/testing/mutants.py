@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from backends.api import EPOCH_MAX, Active, ClaimRecord, Clock, Hooks, Reply
 from backends.contract import Code, claim_error, claim_success, decode_canonical_base64, empty_record, read_back
 from backends.contract.capabilities import REQUIRED_WRITE_PATHS
+from backends.contract.values import is_epoch, is_owner_id
 from backends.engine import fence_rejection
 from backends.sqlite import SqliteBackend
 from chaos.testing.mutants_base import StoreView, TxnView
@@ -638,6 +639,45 @@ def _json_object(request) -> dict | None:
     return doc if isinstance(doc, dict) else None
 
 
+class FenceGrammarUnchecked(SqliteBackend):
+    """``fence-grammar-unchecked``: a publish's claim fence is checked for its
+    type only, the way Wowbagger 0.1.0-alpha.7 does (F8: a non-empty owner
+    string; an epoch pattern that admits 2^64 .. 18446744699999999999), so a
+    noncanonical fence reaches the fence check and is decided there
+    (claim-fence-rejected) instead of exit 2 invalid-request."""
+
+    def call(self, op, request):
+        doc = _json_object(request) if op == "publish" else None
+        fence = doc.get("claim_fence") if doc is not None else None
+        if isinstance(fence, dict):
+            owner, epoch = fence.get("owner_id"), fence.get("epoch")
+            if isinstance(owner, str) and owner and not is_owner_id(owner):
+                fence = dict(fence, owner_id="owner-as-sent")    # compared, so it mismatches
+            if isinstance(epoch, str) and epoch.isdigit() and not is_epoch(epoch, active=True):
+                fence = dict(fence, epoch=str(EPOCH_MAX))         # compared, so it mismatches
+            request = dict(doc, claim_fence=fence)
+        return super().call(op, request)
+
+
+class FloorBeforeValidation(SqliteBackend):
+    """``floor-before-validation``: a publish persists the namespace's clock
+    floor before it validates the candidate, the order Wowbagger
+    0.1.0-alpha.7 takes (F9: ``reconcileClaimJournal`` appends its clock entry
+    before ``validateCandidateLedger``), so a ledger-invalid publish moves the
+    floor."""
+
+    _namespace = None
+
+    def _publish(self, op, req):
+        self._namespace = req.ledger_namespace
+        return super()._publish(op, req)
+
+    def _candidate_issues(self, candidate, item, current):
+        with self.store.transaction(write=True) as txn:
+            self._persist_floor(txn, self._namespace)
+        return super()._candidate_issues(candidate, item, current)
+
+
 # --------------------------------------------------------------------------- catalogue
 
 
@@ -728,7 +768,10 @@ class PlantedBug:
     backend class. ``factory`` (``chaos.testing.mutants:open_<name>``) opens it
     as a Python class (``chaos run --backend python --factory ...``) and
     behind a contract CLI (``chaos backend python --factory ...``, driven by
-    ``chaos run --backend external``)."""
+    ``chaos run --backend external``). ``scenario``: None where the default
+    run reaches the rule; else the scenario whose opt-in episodes send the
+    requests the rule is about (``workloads.races.OPT_IN_EPISODES``: no
+    careful client sends them, so the default run cannot catch the bug)."""
 
     name: str
     rule: str
@@ -736,14 +779,15 @@ class PlantedBug:
     must: str
     cls: type
     names: tuple
+    scenario: str | None = None
 
     @property
     def factory(self) -> str:
         return f"chaos.testing.mutants:open_{self.name.replace('-', '_')}"
 
 
-def _p(name, rule, section, must, cls, *names) -> PlantedBug:
-    return PlantedBug(name, rule, section, must, cls, names)
+def _p(name, rule, section, must, cls, *names, scenario=None) -> PlantedBug:
+    return PlantedBug(name, rule, section, must, cls, names, scenario)
 
 
 RED_TEAM: dict[str, PlantedBug] = {b.name: b for b in (
@@ -847,6 +891,13 @@ RED_TEAM: dict[str, PlantedBug] = {b.name: b for b in (
     _p("free-form-messages", "envelope-exact", "§8",
        "stable messages are part of version 1; no free-form prose for the specified codes", FreeFormMessages,
        "malformed-envelope"),
+    _p("fence-grammar-unchecked", "canonical-request", "§5, §6 step 2",
+       "a request with a noncanonical value (a fence owner outside the grammar, an epoch of 2^64) is exit 2 "
+       "invalid-request before any decision", FenceGrammarUnchecked, "noncanonical-request-decided",
+       scenario="careless-requests"),
+    _p("floor-before-validation", "refusal-keeps-floor", "§6 steps 5-6",
+       "a refusal that stops before the floor step (binding, schema, idempotency, digest, validation) changes "
+       "no floor (vectors.md §5.1 rule 8)", FloorBeforeValidation, "floor-moved-by-refusal", scenario="careless-requests"),
 )}
 
 
@@ -862,8 +913,10 @@ for _bug in RED_TEAM.values():   # open_<name>: one factory per planted bug (cha
 
 def red_team_table() -> str:
     """``RED_TEAM`` as the table docs/mutants.md prints (a test keeps them equal)."""
-    rows = ["| planted bug (`open_<name>`) | rule | contract | the MUST it breaks | anomaly types that name it |",
-            "|---|---|---|---|---|"]
+    rows = ["| planted bug (`open_<name>`) | rule | contract | the MUST it breaks | anomaly types that name it "
+            "| caught by |", "|---|---|---|---|---|---|"]
     for b in RED_TEAM.values():
-        rows.append(f"| `{b.name}` | `{b.rule}` | {b.section} | {b.must} | {', '.join(f'`{n}`' for n in b.names)} |")
+        run = f"`--scenario {b.scenario}`" if b.scenario else "the default run"
+        rows.append(f"| `{b.name}` | `{b.rule}` | {b.section} | {b.must} | {', '.join(f'`{n}`' for n in b.names)} "
+                    f"| {run} |")
     return "\n".join(rows)
