@@ -133,6 +133,7 @@ def episodes_reached(run_dir: str | None, kinds: set) -> int | None:
 def cell(bug: str | None, path: str, seed: int, store: str, budget: float) -> dict:
     spec = RED_TEAM.get(bug) if bug else None
     scenario = spec.scenario if spec else None
+    kinds = episode_kinds(scenario)
     t = time.monotonic()
     out = run_one(request(path, spec.factory if spec else None, seed, store, f"{bug or 'control'}-{path}-{seed}",
                           scenario))
@@ -148,8 +149,8 @@ def cell(bug: str | None, path: str, seed: int, store: str, budget: float) -> di
             "section": spec.section if spec else "-", "path": path, "seed": seed, "verdict": verdict,
             "named_by": names, "invalid_checkers": bad, "seconds": round(wall, 1), "ok": ok,
             "notes": (r.get("notes") or [])[:2], "run_dir": out.run_dir,
-            "scenario": scenario, "episodes": episodes_reached(out.run_dir, episode_kinds(scenario)),
-            "kinds": len(episode_kinds(scenario)), "load": round(os.getloadavg()[0], 1),
+            "scenario": scenario, "episodes": episodes_reached(out.run_dir, kinds),
+            "kinds": len(kinds), "load": round(os.getloadavg()[0], 1),
             "timing": {k: (r.get("timing") or {}).get(k) for k in ("scale", "workers", "time_limit")}}
 
 
