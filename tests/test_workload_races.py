@@ -374,3 +374,43 @@ def test_an_episode_a_step_of_which_the_store_could_not_decide_reruns_up_to_its_
     last = _replace(aimed, step=2, started=True, inflight=(("a", dict(hold, f="publish")),))
     assert last.update(ctx, W, {"type": "info", "process": 0}).n == 1
     assert answered(answered(RacePair(0, (0, 1)), {"type": "info"}), held).n == 1   # then decided: goes on
+
+
+def test_the_aimed_and_the_prologue_allowances_are_counted_apart():
+    # signed-epochs, CLI seed 2: the kill nemesis took take-last-epoch's reply (an aimed step: a rerun),
+    # an fsync error the rerun's hold-takeover (a prologue: one rerun), and with one count between them
+    # the episode never ran a third time and the planted bug was never met (valid)
+    from dataclasses import replace as _replace
+
+    from workloads.generator import Context
+    from workloads.races import UNDECIDED_RERUNS, RacePair
+
+    tup = ("wbns_" + "a" * 32, "wb_01Q4837BM01W70T30B184GG1R6")
+
+    class W:
+        class world:
+            race_tuples = ((tup, None),)
+
+        class cfg:
+            backoff_ms = (10, 20)
+
+    ctx = Context(time=0, threads=(0, 1), free=frozenset(), process_of={0: 0, 1: 1}, seed=3)
+    sent = {"f": "acquire", "process": 0, "value": {"ledger_namespace": tup[0], "item_id": tup[1]}}
+
+    def lost_at(pair, step):
+        return _replace(pair, step=step, started=True, inflight=(("a", sent),)).update(
+            ctx, W, {"type": "info", "process": 0})
+
+    aimed_then_prologue = lost_at(lost_at(RacePair(0, (0, 1)), 2), 1)
+    assert (aimed_then_prologue.n, aimed_then_prologue.tries) == (0, 2)
+    assert lost_at(aimed_then_prologue, 1).n == 1              # the prologue's one rerun is spent
+    pair = RacePair(0, (0, 1))
+    for tries in range(1, UNDECIDED_RERUNS + 1):                # every aimed rerun spent, then a prologue's
+        pair = lost_at(pair, 2)
+    pair = lost_at(pair, 1)
+    assert (pair.n, pair.tries) == (0, UNDECIDED_RERUNS + 1)
+    prologue_first = lost_at(RacePair(0, (0, 1)), 1)            # and the other way round
+    for tries in range(2, UNDECIDED_RERUNS + 2):
+        prologue_first = lost_at(prologue_first, 2)
+        assert (prologue_first.n, prologue_first.tries) == (0, tries)
+    assert lost_at(prologue_first, 2).n == 1

@@ -90,8 +90,8 @@ of episodes (``Stream(seed, ("race", block))``), the pairs taking turns
 through it, so every kind runs once per block (an episode an abort cut short
 runs once more at once, unless its own in-call kill did; up to
 ``UNDECIDED_RERUNS`` times, after a growing pause, while a fault takes a reply
-of its own steps or the store answers a step that it could not decide) and
-the order is a pure function of the seed.
+of its own steps or the store answers a step that it could not decide; the
+two allowances are counted apart) and the order is a pure function of the seed.
 """
 
 from __future__ import annotations
@@ -213,6 +213,7 @@ class RacePair:
     of: int = 1                    # how many pairs take turns through the episode sequence
     n: int = 0                     # episode number
     tries: int = 0                 # reruns of episode n so far: aborts cut its earlier runs short
+    plain_reruns: int = 0          # those of them a prologue's fault or a decided refusal earned (one at most)
     step: int = 0                  # 0 read (when the record is unknown), 1 hold, 2.. the episode's steps
     todo: tuple = ()               # ((role, op), ...) of the current step, not yet dispatched
     inflight: tuple = ()           # ((role, op), ...) dispatched, not yet completed
@@ -277,15 +278,20 @@ class RacePair:
             # it once: the store is failing, and the next episode waits as well as a rerun would (every
             # reply taken by a 7-s fsync window spent four runs of one kind: incomplete-retry-replayed,
             # CLI seed 2, never reached its episode); the episode's own kill never reruns it.
+            # The two allowances are counted apart: one spent does not spend the other (signed-epochs,
+            # CLI seed 2: the kill nemesis took take-last-epoch's reply, an fsync error the rerun's
+            # hold-takeover, and with one count between them there was no third run).
             backoff, _ = Stream(ctx.seed, ("race-backoff", self.pair, self.n) + self.rerun_key).randint(*w.cfg.backoff_ms)
             cut = facts.undecided or facts.faulted
-            again = not facts.killed and (self.tries < 1 or (cut and self.tries < UNDECIDED_RERUNS))
+            plain = self.plain_reruns + (not cut)
+            again = not facts.killed and (self.tries - self.plain_reruns < UNDECIDED_RERUNS if cut else plain <= 1)
             if facts.undecided:   # an fsync window or a restart lasts seconds: wait some of it out
                 backoff += UNDECIDED_PAUSE_MS * (self.tries + 1)
             elif facts.faulted and again:   # the first rerun at once (a kill's new process), later ones as above
                 backoff += UNDECIDED_PAUSE_MS * self.tries
-            return replace(pair, n=pair.n if again else pair.n + 1, tries=self.tries + 1 if again else 0, step=0,
-                           started=False, facts=facts.next_episode(), at=ctx.time + backoff * MS)
+            return replace(pair, n=pair.n if again else pair.n + 1, tries=self.tries + 1 if again else 0,
+                           plain_reruns=plain if again else 0, step=0, started=False, facts=facts.next_episode(),
+                           at=ctx.time + backoff * MS)
         return replace(pair, step=pair.step + 1, started=False, at=ctx.time)
 
     def _build(self, ctx: Context, w) -> "RacePair":
@@ -295,7 +301,7 @@ class RacePair:
             kind = pair.kind(ctx.seed, w.cfg)
             body = STEPS[kind]
             if pair.step >= 2 + len(body):  # the episode is over; what the pair knows carries over
-                pair = replace(pair, n=pair.n + 1, tries=0, step=0, facts=pair.facts.next_episode())
+                pair = replace(pair, n=pair.n + 1, tries=0, plain_reruns=0, step=0, facts=pair.facts.next_episode())
                 continue
             x = Ctx(ctx, w, pair)
             if pair.step == 0:
@@ -307,7 +313,7 @@ class RacePair:
             else:
                 ops = body[pair.step - 2](x)
             if ops is None:  # what the step needs is missing (an earlier step went otherwise): next episode
-                pair = replace(pair, n=pair.n + 1, tries=0, step=0, facts=pair.facts.next_episode())
+                pair = replace(pair, n=pair.n + 1, tries=0, plain_reruns=0, step=0, facts=pair.facts.next_episode())
                 continue
             if ops:
                 todo = tuple((role, dict(op, intent=f"{kind}:{op.pop('label')}")) for role, op in ops)
