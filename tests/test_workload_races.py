@@ -43,6 +43,29 @@ def observed(done):
     return parse_instant(rb["observed_at"])
 
 
+RACE_TUPLE = ("wbns_" + "a" * 32, "wb_01Q4837BM01W70T30B184GG1R6")
+
+
+class OnePairWorkload:
+    """What ``RacePair.update`` reads of the workload: the pair's race tuple and the backoff range."""
+
+    class world:
+        race_tuples = ((RACE_TUPLE, None),)
+
+    class cfg:
+        backoff_ms = (10, 20)
+
+
+def answer(pair, step, sent, event):
+    """``pair`` at ``step`` with ``sent`` in flight (role a), given ``event`` as its completion."""
+    from dataclasses import replace as _replace
+
+    from workloads.generator import Context
+    ctx = Context(time=0, threads=(0, 1), free=frozenset(), process_of={0: 0, 1: 1}, seed=3)
+    return _replace(pair, step=step, started=True, inflight=(("a", sent),)).update(
+        ctx, OnePairWorkload, dict(event, process=0))
+
+
 # --------------------------------------------------------------------------- the plan
 
 
@@ -314,14 +337,10 @@ def test_a_killed_call_episode_is_not_run_again():
 
     from workloads.races import Facts, RacePair, _learn
 
-    class W:  # what _learn reads of the workload: the pair's race tuple
-        class world:
-            race_tuples = ((("wbns_" + "a" * 32, "wb_01Q4837BM01W70T30B184GG1R6"), None),)
-
     pair = RacePair(0, (0, 1))
-    sent = {"f": "renew", "value": {"ledger_namespace": "wbns_" + "a" * 32, "item_id": "wb_01Q4837BM01W70T30B184GG1R6"}}
-    cut = _learn(pair, W, "a", sent, {"type": "info"})
-    killed = _learn(pair, W, "a", dict(sent, fault={"kind": "kill", "at": 0.5}), {"type": "info"})
+    sent = {"f": "renew", "value": {"ledger_namespace": RACE_TUPLE[0], "item_id": RACE_TUPLE[1]}}
+    cut = _learn(pair, OnePairWorkload, "a", sent, {"type": "info"})
+    killed = _learn(pair, OnePairWorkload, "a", dict(sent, fault={"kind": "kill", "at": 0.5}), {"type": "info"})
     assert cut.aborted and not cut.killed and killed.aborted and killed.killed
     assert _replace(Facts(), killed=True).next_episode().killed is False
 
@@ -329,25 +348,12 @@ def test_a_killed_call_episode_is_not_run_again():
 def test_an_episode_a_step_of_which_the_store_could_not_decide_reruns_up_to_its_bound():
     # the red team's CLI path, seed 1: both runs of the one epoch-exhaustion episode had their hold
     # answered claim-store-unavailable (an fsync fault), the rotation moved on, epoch-wraps stayed valid
-    from dataclasses import replace as _replace
-
-    from workloads.generator import Context
     from workloads.races import UNDECIDED_RERUNS, RacePair
 
-    tup = ("wbns_" + "a" * 32, "wb_01Q4837BM01W70T30B184GG1R6")
-
-    class W:
-        class world:
-            race_tuples = ((tup, None),)
-
-        class cfg:
-            backoff_ms = (10, 20)
-
-    ctx = Context(time=0, threads=(0, 1), free=frozenset(), process_of={0: 0, 1: 1}, seed=3)
-    hold = {"f": "acquire", "process": 0, "value": {"ledger_namespace": tup[0], "item_id": tup[1]}}
+    hold = {"f": "acquire", "process": 0, "value": {"ledger_namespace": RACE_TUPLE[0], "item_id": RACE_TUPLE[1]}}
 
     def answered(pair, event):
-        return _replace(pair, step=1, started=True, inflight=(("a", hold),)).update(ctx, W, dict(event, process=0))
+        return answer(pair, 1, hold, event)
 
     unavailable = {"type": "fail", "value": {"envelope": {"error": {"code": "claim-store-unavailable"}}}}
     held = {"type": "fail", "value": {"envelope": {"error": {"code": "claim-held"}}}}
@@ -358,8 +364,7 @@ def test_an_episode_a_step_of_which_the_store_could_not_decide_reruns_up_to_its_
     assert answered(pair, unavailable).n == 1                  # bounded: then the rotation goes on
     once = answered(RacePair(0, (0, 1)), held)                  # a decided refusal: one rerun only
     assert (once.n, once.tries) == (0, 1) and answered(once, held).n == 1
-    own = _replace(RacePair(0, (0, 1)), step=2, started=True, inflight=(("a", dict(hold, f="legacy-create")),))
-    assert own.update(ctx, W, dict(unavailable, process=0)).tries == 1   # an episode's own step, undecided
+    assert answer(RacePair(0, (0, 1)), 2, dict(hold, f="legacy-create"), unavailable).tries == 1   # an own step
     # a prologue's reply a fault took (the store is failing: the next episode waits as well): one rerun
     lost = answered(RacePair(0, (0, 1)), {"type": "info"})
     assert (lost.n, lost.tries) == (0, 1) and answered(lost, {"type": "info"}).n == 1
@@ -368,11 +373,9 @@ def test_an_episode_a_step_of_which_the_store_could_not_decide_reruns_up_to_its_
     # frozen publish's rival's reply, the kill nemesis the rerun's frozen publish): bounded like undecided ones
     aimed = RacePair(0, (0, 1))
     for tries in range(1, UNDECIDED_RERUNS + 1):
-        aimed = _replace(aimed, step=2, started=True, inflight=(("a", dict(hold, f="publish")),)).update(
-            ctx, W, {"type": "info", "process": 0})
+        aimed = answer(aimed, 2, dict(hold, f="publish"), {"type": "info"})
         assert (aimed.n, aimed.tries) == (0, tries)
-    last = _replace(aimed, step=2, started=True, inflight=(("a", dict(hold, f="publish")),))
-    assert last.update(ctx, W, {"type": "info", "process": 0}).n == 1
+    assert answer(aimed, 2, dict(hold, f="publish"), {"type": "info"}).n == 1
     assert answered(answered(RacePair(0, (0, 1)), {"type": "info"}), held).n == 1   # then decided: goes on
 
 
@@ -380,32 +383,18 @@ def test_the_aimed_and_the_prologue_allowances_are_counted_apart():
     # signed-epochs, CLI seed 2: the kill nemesis took take-last-epoch's reply (an aimed step: a rerun),
     # an fsync error the rerun's hold-takeover (a prologue: one rerun), and with one count between them
     # the episode never ran a third time and the planted bug was never met (valid)
-    from dataclasses import replace as _replace
-
-    from workloads.generator import Context
     from workloads.races import UNDECIDED_RERUNS, RacePair
 
-    tup = ("wbns_" + "a" * 32, "wb_01Q4837BM01W70T30B184GG1R6")
-
-    class W:
-        class world:
-            race_tuples = ((tup, None),)
-
-        class cfg:
-            backoff_ms = (10, 20)
-
-    ctx = Context(time=0, threads=(0, 1), free=frozenset(), process_of={0: 0, 1: 1}, seed=3)
-    sent = {"f": "acquire", "process": 0, "value": {"ledger_namespace": tup[0], "item_id": tup[1]}}
+    sent = {"f": "acquire", "process": 0, "value": {"ledger_namespace": RACE_TUPLE[0], "item_id": RACE_TUPLE[1]}}
 
     def lost_at(pair, step):
-        return _replace(pair, step=step, started=True, inflight=(("a", sent),)).update(
-            ctx, W, {"type": "info", "process": 0})
+        return answer(pair, step, sent, {"type": "info"})
 
     aimed_then_prologue = lost_at(lost_at(RacePair(0, (0, 1)), 2), 1)
     assert (aimed_then_prologue.n, aimed_then_prologue.tries) == (0, 2)
     assert lost_at(aimed_then_prologue, 1).n == 1              # the prologue's one rerun is spent
     pair = RacePair(0, (0, 1))
-    for tries in range(1, UNDECIDED_RERUNS + 1):                # every aimed rerun spent, then a prologue's
+    for _ in range(UNDECIDED_RERUNS):                           # every aimed rerun spent, then a prologue's
         pair = lost_at(pair, 2)
     pair = lost_at(pair, 1)
     assert (pair.n, pair.tries) == (0, UNDECIDED_RERUNS + 1)
