@@ -17,12 +17,6 @@ suite's sources are compiled to bytecode once before the first run
 shared machine, no process would ever write its bytecode, and every call
 would compile every module it imports afresh (about a third of its CPU).
 
-Two planted bugs are about requests no careful client sends
-(``PlantedBug.scenario``: a noncanonical fence, a refusal decided days ahead);
-only the opt-in episodes of their scenario send them, so their cells run
-``chaos run --scenario careless-requests`` (its workers, time limit and
-nemeses: none) instead of the default run, and their lines say so.
-
 "Default" means no scenario and no flags but the backend, the seed and the
 time limit: every nemesis the backend supports here, the run's own worker
 count (10; for a process-per-call program ``chaos.timing`` chooses fewer
@@ -54,7 +48,6 @@ sys.path.insert(0, ROOT)
 from chaos.commands.test_all import RunRequest, run_one, seeds_of  # noqa: E402
 from chaos.nemesis import sut_options, supported  # noqa: E402,F401
 from chaos.testing.mutants import RED_TEAM  # noqa: E402
-from workloads import scenario as scenarios  # noqa: E402
 from workloads.races import EPISODES  # noqa: E402
 
 PY = sys.executable
@@ -62,11 +55,9 @@ PACKAGES = ("backends", "chaos", "checkers", "workloads")
 CONTROL = {"python": "backends.sqlite:open_backend", "external": "chaos backend sqlite"}
 
 
-def request(path: str, factory: str | None, seed: int, store: str, name: str,
-            scenario: str | None = None) -> RunRequest:
+def request(path: str, factory: str | None, seed: int, store: str, name: str) -> RunRequest:
     """The default ``chaos run`` of one planted bug on one path (``factory``
-    None: the correct SQLite backend, the control), or the run of
-    ``scenario`` with that scenario's own settings."""
+    None: the correct SQLite backend, the control)."""
     if path == "python":
         backend = "python"
         opts = {"factory": factory or CONTROL["python"]}
@@ -77,10 +68,6 @@ def request(path: str, factory: str | None, seed: int, store: str, name: str,
                    else f"{PY} -m chaos.cli backend sqlite")
         opts = {"command": command}
         extra = ["--command", command]
-    if scenario is not None:
-        test = scenarios.load(scenario)
-        return RunRequest(backend=backend, nemesis=list(test["nemesis"]), seed=seed, time_limit=float(test["time_limit"]),
-                          workers=test["workers"], store=store, name=name, extra_args=extra + ["--scenario", scenario])
     nemesis = supported(backend, {**opts, "backend": backend})
     return RunRequest(backend=backend, nemesis=list(nemesis), seed=seed, time_limit=30.0, workers=None,
                       store=store, name=name, extra_args=extra)
@@ -108,12 +95,6 @@ def named_by(results: dict, names: tuple) -> tuple[list[str], list[str]]:
     return sorted(t for t in types if t in names), sorted(bad)
 
 
-def episode_kinds(scenario: str | None) -> set:
-    """The racers' episode kinds a cell's run rotates through: the default
-    ones (``workloads.races.EPISODES``), or its scenario's."""
-    return set(scenarios.load(scenario)["claims"]["episodes"]) if scenario else set(EPISODES)
-
-
 def episodes_reached(run_dir: str | None, kinds: set) -> int | None:
     """How many of ``kinds`` the run started: a planted bug whose episode
     never ran cannot be caught by it (the diagnosis of a ``valid`` cell)."""
@@ -132,11 +113,9 @@ def episodes_reached(run_dir: str | None, kinds: set) -> int | None:
 
 def cell(bug: str | None, path: str, seed: int, store: str, budget: float) -> dict:
     spec = RED_TEAM.get(bug) if bug else None
-    scenario = spec.scenario if spec else None
-    kinds = episode_kinds(scenario)
+    kinds = set(EPISODES)
     t = time.monotonic()
-    out = run_one(request(path, spec.factory if spec else None, seed, store, f"{bug or 'control'}-{path}-{seed}",
-                          scenario))
+    out = run_one(request(path, spec.factory if spec else None, seed, store, f"{bug or 'control'}-{path}-{seed}"))
     wall = time.monotonic() - t
     r = out.results
     verdict = r.get("verdict") or f"no result (exit {out.exit_code})"
@@ -149,7 +128,7 @@ def cell(bug: str | None, path: str, seed: int, store: str, budget: float) -> di
             "section": spec.section if spec else "-", "path": path, "seed": seed, "verdict": verdict,
             "named_by": names, "invalid_checkers": bad, "seconds": round(wall, 1), "ok": ok,
             "notes": (r.get("notes") or [])[:2], "run_dir": out.run_dir,
-            "scenario": scenario, "episodes": episodes_reached(out.run_dir, kinds),
+            "episodes": episodes_reached(out.run_dir, kinds),
             "kinds": len(kinds), "load": round(os.getloadavg()[0], 1),
             "timing": {k: (r.get("timing") or {}).get(k) for k in ("scale", "workers", "time_limit")}}
 
@@ -186,10 +165,9 @@ def main(argv=None) -> int:
             rule = f"{c['rule']} ({c['section']})"
             mark = "" if c["ok"] else "   <- FAILS" + (f": {'; '.join(c['notes'])[:120]}" if c["notes"] else "")
             kinds = "-" if c["episodes"] is None else f"{c['episodes']}/{c['kinds']}"
-            run = f"   (--scenario {c['scenario']})" if c["scenario"] else ""
             print(f"{c['bug']:<30} {rule:<44} {c['path']:<9} {c['seed']:>4} {c['seconds']:>5.0f} {c['load']:>5.1f} "
                   f"{kinds:>5}  "
-                  f"{c['verdict']:<8} {','.join(c['named_by']) or '-'}{run}{mark}", flush=True)
+                  f"{c['verdict']:<8} {','.join(c['named_by']) or '-'}{mark}", flush=True)
             if c["ok"] and not args.keep and c["run_dir"]:
                 shutil.rmtree(c["run_dir"], ignore_errors=True)
     failed = [c for c in cells if not c["ok"]]

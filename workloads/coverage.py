@@ -241,7 +241,6 @@ def _paths() -> tuple:
              _code("ledger-invalid"), ("invalid-candidate",), True),
         Path("acquire at the exhausted epoch high-water mark", _intent("epoch-exhaustion:acquire-exhausted"),
              _code("epoch-exhausted"), ("epoch-exhaustion",)),
-        # the opt-in noncanonical-requests episode (workloads.races.OPT_IN_EPISODES): a scenario asks for it
         Path("publish with a noncanonical fence refused",
              _intent(*(f"noncanonical-requests:{label}" for label in
                        ("fence-owner-grammar", "fence-epoch-past-max", "fence-owner-too-long"))),

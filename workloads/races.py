@@ -59,11 +59,11 @@ incomplete-retry           a's publish, then its operation id alone (§6: a
 invalid-candidate          a publish whose candidate is another item's bytes
 epoch-exhaustion           a takes the pair's exhausted item (seeded one short
                            of the high-water mark), b takes it over at E
-noncanonical-requests      (opt-in, ``OPT_IN_EPISODES``) a publishes with a fence
-                           owner outside the grammar, an epoch of 2^64, a
-                           129-character owner; then b acquires and a renews
-                           with such values (each must be invalid-request)
-refusals-keep-floor        (opt-in) a's publishes refused before the floor step
+noncanonical-requests      a publishes with a fence owner outside the grammar,
+                           an epoch of 2^64, a 129-character owner; then b
+                           acquires and a renews with such values (each must
+                           be invalid-request)
+refusals-keep-floor        a's publishes refused before the floor step
                            (invalid candidate, wrong digest, noncanonical fence),
                            each pinned days ahead and read right after
 =========================  ====================================================
@@ -124,13 +124,9 @@ EPISODES = (
        "replay-after-ok", "replay-after-fail", "reuse-bytes", "reuse-revision", "reuse-item",
        "stale-witness", "stale-expiry", "stale-revision", "unbound-namespace",
        "frozen-publish", "killed-publish", "killed-renew",
-       "legacy-writes", "bad-digest", "incomplete-retry", "invalid-candidate", "epoch-exhaustion")
+       "legacy-writes", "bad-digest", "incomplete-retry", "invalid-candidate", "epoch-exhaustion",
+       "noncanonical-requests", "refusals-keep-floor")
 )
-
-#: episodes outside the default rotation (``ClaimsConfig.episodes``): a scenario names them
-#: (``workloads/scenarios/careless-requests.yaml``)
-OPT_IN_EPISODES = ("noncanonical-requests", "refusals-keep-floor")
-ALL_EPISODES = EPISODES + OPT_IN_EPISODES
 
 #: what an episode needs of the backend beyond its public commands (``chaos.sut.abilities`` needs):
 #: a run whose backend lacks one leaves the episode out up front and says why (``chaos.runner``)
@@ -874,4 +870,4 @@ STEPS: dict = {
     "noncanonical-requests": _noncanonical(),
     "refusals-keep-floor": _refusals_keep_floor(),
 }
-assert set(STEPS) == set(ALL_EPISODES)
+assert set(STEPS) == set(EPISODES)

@@ -7,7 +7,7 @@ names), ``claims`` (ClaimsConfig overrides: ``namespaces``, ``items``,
 ``publishes`` [lo, hi], the rates ``blind_retry_rate``, ``stale_fence_rate``,
 ``replay_after_info_rate``, ``stale_after_loss_rate`` in [0, 1],
 ``shared_item_ids``, ``race_pairs``, ``race_lease_ms``, ``episodes`` (a list
-of ``workloads.races.ALL_EPISODES``)) and
+of ``workloads.races.EPISODES``)) and
 ``nemesis_opts`` (fault timing ranges in ms, e.g. ``pause_ms: [3000, 4000]``;
 ``pause_at: publish``; ``power_loss_mode: drop | torn | mixed``;
 ``partition_mode: blackhole | refuse | mixed``; ``partition_after: commit | requests | renew``).
@@ -21,7 +21,7 @@ import os
 
 from backends import safeload
 from workloads.claims import ClaimsConfig
-from workloads.races import ALL_EPISODES
+from workloads.races import EPISODES
 
 KEYS = {"name", "description", "workers", "time_limit", "nemesis", "claims", "nemesis_opts"}
 SCENARIO_DIR = os.path.join(os.path.dirname(__file__), "scenarios")
@@ -87,9 +87,9 @@ def check_claims(claims, where: str = "") -> dict:
     for key, value in out.items():
         if key == "episodes":   # the racers' rotation: names, not a range
             if not (isinstance(value, tuple) and value and all(isinstance(e, str) for e in value)) \
-                    or set(value) - set(ALL_EPISODES):
-                bad = sorted(set(value) - set(ALL_EPISODES)) if isinstance(value, tuple) else value
-                raise ValueError(f"{where}'claims.episodes' must be a non-empty list of workloads.races.ALL_EPISODES "
+                    or set(value) - set(EPISODES):
+                bad = sorted(set(value) - set(EPISODES)) if isinstance(value, tuple) else value
+                raise ValueError(f"{where}'claims.episodes' must be a non-empty list of workloads.races.EPISODES "
                                  f"(unknown: {bad})")
             continue
         default = fields[key].default

@@ -768,10 +768,7 @@ class PlantedBug:
     backend class. ``factory`` (``chaos.testing.mutants:open_<name>``) opens it
     as a Python class (``chaos run --backend python --factory ...``) and
     behind a contract CLI (``chaos backend python --factory ...``, driven by
-    ``chaos run --backend external``). ``scenario``: None where the default
-    run reaches the rule; else the scenario whose opt-in episodes send the
-    requests the rule is about (``workloads.races.OPT_IN_EPISODES``: no
-    careful client sends them, so the default run cannot catch the bug)."""
+    ``chaos run --backend external``)."""
 
     name: str
     rule: str
@@ -779,15 +776,14 @@ class PlantedBug:
     must: str
     cls: type
     names: tuple
-    scenario: str | None = None
 
     @property
     def factory(self) -> str:
         return f"chaos.testing.mutants:open_{self.name.replace('-', '_')}"
 
 
-def _p(name, rule, section, must, cls, *names, scenario=None) -> PlantedBug:
-    return PlantedBug(name, rule, section, must, cls, names, scenario)
+def _p(name, rule, section, must, cls, *names) -> PlantedBug:
+    return PlantedBug(name, rule, section, must, cls, names)
 
 
 RED_TEAM: dict[str, PlantedBug] = {b.name: b for b in (
@@ -893,11 +889,10 @@ RED_TEAM: dict[str, PlantedBug] = {b.name: b for b in (
        "malformed-envelope"),
     _p("fence-grammar-unchecked", "canonical-request", "§5, §6 step 2",
        "a request with a noncanonical value (a fence owner outside the grammar, an epoch of 2^64) is exit 2 "
-       "invalid-request before any decision", FenceGrammarUnchecked, "noncanonical-request-decided",
-       scenario="careless-requests"),
+       "invalid-request before any decision", FenceGrammarUnchecked, "noncanonical-request-decided"),
     _p("floor-before-validation", "refusal-keeps-floor", "§6 steps 5-6",
        "a refusal that stops before the floor step (binding, schema, idempotency, digest, validation) changes "
-       "no floor (vectors.md §5.1 rule 8)", FloorBeforeValidation, "floor-moved-by-refusal", scenario="careless-requests"),
+       "no floor (vectors.md §5.1 rule 8)", FloorBeforeValidation, "floor-moved-by-refusal"),
 )}
 
 
@@ -913,10 +908,8 @@ for _bug in RED_TEAM.values():   # open_<name>: one factory per planted bug (cha
 
 def red_team_table() -> str:
     """``RED_TEAM`` as the table docs/mutants.md prints (a test keeps them equal)."""
-    rows = ["| planted bug (`open_<name>`) | rule | contract | the MUST it breaks | anomaly types that name it "
-            "| caught by |", "|---|---|---|---|---|---|"]
+    rows = ["| planted bug (`open_<name>`) | rule | contract | the MUST it breaks | anomaly types that name it |",
+            "|---|---|---|---|---|"]
     for b in RED_TEAM.values():
-        run = f"`--scenario {b.scenario}`" if b.scenario else "the default run"
-        rows.append(f"| `{b.name}` | `{b.rule}` | {b.section} | {b.must} | {', '.join(f'`{n}`' for n in b.names)} "
-                    f"| {run} |")
+        rows.append(f"| `{b.name}` | `{b.rule}` | {b.section} | {b.must} | {', '.join(f'`{n}`' for n in b.names)} |")
     return "\n".join(rows)
