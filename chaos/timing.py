@@ -26,17 +26,23 @@ process per call (median read above ``PROCESS_MS``):
 * the op deadline is at least ``DEADLINE_COVERS`` decisions;
 * when a read costs more than ``PROCESS_MS`` (the median: a process per call;
   in-process backends answer in a few ms even on a loaded machine), the
-  default worker count drops to ``2 * cpu_count`` agents (at least 3, and with
-  the racers no more than the default worker count): more
-  CPU-bound processes than that only queue behind each other; plus two racer
-  pairs (``RACER_THREADS``, ``race_pairs: 2``, as in a fast run;
+  default worker count drops to one agent per core (at least 2, and with the
+  racers no more than the default worker count): more CPU-bound processes
+  than that only queue behind each other; plus two racer pairs
+  (``RACER_THREADS``, ``race_pairs: 2``, as in a fast run;
   ``workloads.races``) on top, so the racers' episodes do not take agents
   that publish. Two pairs, not one: a pair has about one call in flight (most
   of an episode's steps are one role's op), so with one pair a loaded
   machine's 30-s run of a process-per-call program reached only 11-26 of the
   37 episode kinds (the planted bugs' own episodes among those missed,
   ``docs/mutants.md``); the pairs take turns through one rotation, so two
-  reach about twice the kinds;
+  reach about twice the kinds. One agent per core, not two: an agent calls
+  whenever its work is done while a pair waits for each reply, so on a 2-core
+  machine whose CPU-second is about 2.5 times dearer than the one above
+  (``benchmarks/cli_call_cost.py``: a compiled CLI read 223 ms of CPU, not
+  79) four agents made 151 of a run's 215 calls and the pairs reached 15-23
+  of the 39 kinds in 30 s, 31-39 in 60 s; two agents let them reach 39 of 39
+  in 45 s (control, seeds 1-3, ``docs/mutants.md`` session 8);
 * a forward clock skew moves the durable floor ahead of real time by its
   offset, and until real time catches up every unskewed worker's "now" is the
   floor, frozen: a lease whose holder died (a kill, a lost reply) never expires
@@ -133,7 +139,7 @@ def choose(measured: dict | None, scale: float | None, *, lease_ms: int, workers
     slow = read > PROCESS_MS or (scale is not None and scale > 1.0)
     if scale is None:  # only a process-per-call backend is scaled: an in-process one stays put under load too
         scale = max(1.0, round((lease_ms + LEASE_MARGIN * decision) / lease_ms, 2)) if slow else 1.0
-    agents = max(3, min(workers_default - RACER_THREADS, 2 * (os.cpu_count() or 1)))
+    agents = max(2, min(workers_default - RACER_THREADS, os.cpu_count() or 1))
     workers = agents + RACER_THREADS if slow else workers_default
     time_limit = MAX_TIME_LIMIT_S if slow and measured and decision else time_limit_default
     return {"scale": scale, "workers": workers, "time_limit": float(time_limit), "slow": slow,

@@ -4,6 +4,8 @@ anything else), and the latency scaling of slow programs."""
 
 from __future__ import annotations
 
+import pytest
+
 import checkers
 from checkers import known
 from checkers.invariants import git_finalization, reply_protocol
@@ -182,13 +184,22 @@ def test_a_fast_backend_is_never_scaled_and_a_slow_one_is():
     slow = timing.choose({"read_ms": 300.0, "decision_ms": 600.0}, None, lease_ms=1500, workers_default=10,
                          time_limit_default=30.0)
     assert slow["scale"] == round((1500 + timing.LEASE_MARGIN * 600) / 1500, 2)
-    assert 3 <= slow["workers"] <= 10 and slow["time_limit"] == timing.MAX_TIME_LIMIT_S
+    assert 6 <= slow["workers"] <= 10 and slow["time_limit"] == timing.MAX_TIME_LIMIT_S
     claims = timing.scaled_claims({}, slow["scale"], ClaimsConfig())
     margin = claims["lease_ms"] - 1500
     assert margin == timing.LEASE_MARGIN * 600 and claims["work_ms"] == (100, 2000 + margin - 600)   # less the renew
     assert timing.scaled_claims({"lease_ms": 900}, 2.0, ClaimsConfig())["lease_ms"] == 900   # the user's value stays
     given = timing.choose(None, 2.5, lease_ms=1500, workers_default=10, time_limit_default=30.0)
     assert given["scale"] == 2.5
+
+
+@pytest.mark.parametrize("cores, workers", [(1, 6), (2, 6), (4, 8), (16, 10)])
+def test_a_slow_run_has_one_agent_per_core_besides_its_two_racer_pairs(monkeypatch, cores, workers):
+    # four agents on two cores made 151 of a CLI run's 215 calls, and the pairs reached 15-23 of 39 kinds
+    monkeypatch.setattr(timing.os, "cpu_count", lambda: cores)
+    slow = timing.choose({"read_ms": 300.0, "decision_ms": 600.0}, None, lease_ms=1500, workers_default=10,
+                         time_limit_default=30.0)
+    assert slow["workers"] == workers and timing.RACER_THREADS == 4
 
 
 def test_known_findings_are_shown_in_report_html_and_junit(tmp_path):
