@@ -38,11 +38,12 @@ process per call (median read above ``PROCESS_MS``):
   ``docs/mutants.md``); the pairs take turns through one rotation, so two
   reach about twice the kinds. One agent per core, not two: an agent calls
   whenever its work is done while a pair waits for each reply, so on a 2-core
-  machine whose CPU-second is about 2.5 times dearer than the one above
-  (``benchmarks/cli_call_cost.py``: a compiled CLI read 223 ms of CPU, not
-  79) four agents made 151 of a run's 215 calls and the pairs reached 15-23
-  of the 39 kinds in 30 s, 31-39 in 60 s; two agents let them reach 39 of 39
-  in 45 s (control, seeds 1-3, ``docs/mutants.md`` session 8);
+  machine whose CLI call costs more CPU than on the one above
+  (``benchmarks/cli_call_cost.py``: a compiled CLI read 223 ms of CPU there,
+  79 on the other machine) four agents made 151 of a run's 215 calls and the
+  pairs reached 15-23 of the 39 kinds in 30 s, 31-39 in 60 s; two agents let
+  them reach 39 of 39 in 45 s (control, seeds 1-3, run one after another,
+  ``docs/mutants.md`` session 8);
 * a forward clock skew moves the durable floor ahead of real time by its
   offset, and until real time catches up every unskewed worker's "now" is the
   floor, frozen: a lease whose holder died (a kill, a lost reply) never expires
