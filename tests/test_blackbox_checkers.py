@@ -193,15 +193,6 @@ def test_a_fast_backend_is_never_scaled_and_a_slow_one_is():
     assert given["scale"] == 2.5
 
 
-@pytest.mark.parametrize("cores, workers", [(1, 6), (2, 6), (4, 8), (16, 10)])
-def test_a_slow_run_has_one_agent_per_core_besides_its_two_racer_pairs(monkeypatch, cores, workers):
-    # four agents on two cores made 151 of a CLI run's 215 calls, and the pairs reached 15-23 of 39 kinds
-    monkeypatch.setattr(timing.os, "cpu_count", lambda: cores)
-    slow = timing.choose({"read_ms": 300.0, "decision_ms": 600.0}, None, lease_ms=1500, workers_default=10,
-                         time_limit_default=30.0)
-    assert slow["workers"] == workers and timing.RACER_THREADS == 4
-
-
 def test_known_findings_are_shown_in_report_html_and_junit(tmp_path):
     import json as _json
 
