@@ -403,3 +403,20 @@ def test_the_aimed_and_the_prologue_allowances_are_counted_apart():
         prologue_first = lost_at(prologue_first, 2)
         assert (prologue_first.n, prologue_first.tries) == (0, tries)
     assert lost_at(prologue_first, 2).n == 1
+
+
+def test_a_prologue_a_fault_cut_short_waits_before_its_rerun_like_an_undecided_step():
+    # candidate-unvalidated, CLI seed 3: an fsync window took the reply of the one invalid-candidate
+    # episode's hold-takeover, the rerun came 10-20 ms later, met the same window, and the planted bug
+    # was never met (valid)
+    from workloads.generator import MS
+    from workloads.races import UNDECIDED_PAUSE_MS, RacePair
+
+    hold = {"f": "acquire", "process": 0, "value": {"ledger_namespace": RACE_TUPLE[0], "item_id": RACE_TUPLE[1]}}
+    lost = answer(RacePair(0, (0, 1)), 1, hold, {"type": "info"})
+    assert (lost.n, lost.tries) == (0, 1) and lost.at >= UNDECIDED_PAUSE_MS * MS
+    held = {"type": "fail", "value": {"envelope": {"error": {"code": "claim-held"}}}}
+    refused = answer(RacePair(0, (0, 1)), 1, hold, held)         # a decided refusal: no fault to wait out
+    assert refused.tries == 1 and refused.at < UNDECIDED_PAUSE_MS * MS
+    aimed = answer(RacePair(0, (0, 1)), 2, dict(hold, f="publish"), {"type": "info"})
+    assert aimed.tries == 1 and aimed.at < UNDECIDED_PAUSE_MS * MS   # a kill's new process: at once

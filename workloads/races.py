@@ -180,6 +180,7 @@ class Facts:
     aborted: bool = False
     undecided: bool = False        # the abort was a reply that decided nothing (the store or its floor unavailable)
     faulted: bool = False          # a fault (a kill, a lost reply, an fsync error) took a reply of the episode's own steps
+    taken: bool = False            # a fault took a reply of any step (the prologue's too)
     killed: bool = False           # the episode's own in-call kill took a reply: cut short by design
 
     def claim(self, role: str) -> dict | None:
@@ -285,6 +286,12 @@ class RacePair:
                 backoff += UNDECIDED_PAUSE_MS * (self.tries + 1)
             elif facts.faulted and again:   # the first rerun at once (a kill's new process), later ones as above
                 backoff += UNDECIDED_PAUSE_MS * self.tries
+            elif facts.taken and again:
+                # a prologue's one rerun waits like an undecided step: at once, it met the same fsync
+                # window (0.6-1.8 s at a CLI run's scale) that took the first run's reply (candidate-
+                # unvalidated, CLI seed 3: both hold-takeovers of the one invalid-candidate episode
+                # ended exit 1 under EIO, and the planted bug was never met)
+                backoff += UNDECIDED_PAUSE_MS * (self.tries + 1)
             return replace(pair, n=pair.n if again else pair.n + 1, tries=self.tries + 1 if again else 0,
                            plain_reruns=plain if again else 0, step=0, started=False, facts=facts.next_episode(),
                            at=ctx.time + backoff * MS)
@@ -337,7 +344,7 @@ def _learn(pair: RacePair, w, role: str, sent: dict, ev: dict) -> Facts:
         killed = f.killed or (sent.get("fault") or {}).get("kind") == "kill"
         # a fault that took a reply of the episode's own steps (not the prologue's) voided its aim
         return replace(f.holding(role, None), record=None, aborted=True, lost=lost, killed=killed,
-                       faulted=f.faulted or pair.step >= 2)
+                       faulted=f.faulted or pair.step >= 2, taken=True)
     if typ == "fail" and err.get("code") in NO_DECISION:
         # the store decided nothing (its floor or itself unavailable: an fsync fault, a restart): the
         # episode's aim was not exercised, whichever step met it (legacy-create-unguarded, CLI seed 1:
