@@ -60,7 +60,7 @@ from chaos.faults.incall import Rendezvous
 from chaos.worker import ReleaseTally, Slot
 from chaos.workload_kinds import workload_kind
 from checkers.history import final_state_records
-from workloads.generator import (NEMESIS, PENDING, SEC, Gen, any_of, clients, deadline, lift, nemesis as on_nemesis,
+from workloads.generator import (NEMESIS, PENDING, SEC, Gen, any_of, clients, lift, nemesis as on_nemesis,
                                  op_of, update_of)
 from workloads.interpreter import interpret, simulate
 
@@ -157,13 +157,17 @@ def backend_options(cfg: RunConfig) -> dict:
 
 def nemesis_plan(cfg: RunConfig):
     """(nemesis generator, executor table, packages) of a run: the packages of
-    ``cfg.nemesis``, generating their seeded schedule, or exactly ``cfg.faults``."""
-    gen, table, pkgs = compose_packages(cfg.nemesis, nemesis_opts(cfg))
+    ``cfg.nemesis``, generating their seeded schedule, or exactly ``cfg.faults``;
+    no fault starts at or after the time limit, and every one that started is healed."""
+    limit = int(cfg.time_limit * SEC)
+    gen, table, pkgs = compose_packages(cfg.nemesis, nemesis_opts(cfg), until=limit)
     if cfg.faults is not None:
         unknown = sorted({o["f"] for o in cfg.faults} - set(table))
         if unknown:
             raise UsageError(f"faults: {', '.join(unknown)} not among the nemeses {cfg.nemesis}")
-        ops = [{"f": o["f"], "value": o["value"], "time": int(o["time"])} for o in cfg.faults]
+        heal = {f for f, p in table.items() if p.name != f}
+        ops = [{"f": o["f"], "value": o["value"], "time": min(int(o["time"]), limit) if o["f"] in heal else int(o["time"])}
+               for o in cfg.faults if int(o["time"]) < limit or o["f"] in heal]
         gen = on_nemesis(lift(ops)) if ops else None
     return gen, table, pkgs
 
@@ -174,7 +178,7 @@ def plan_schedule(cfg: RunConfig, cycles_per_worker: int = 40) -> list[dict]:
     rows = []
     gen, _, _ = nemesis_plan(cfg)
     if gen is not None:
-        for op in simulate(gen, seed=cfg.seed, workers=cfg.workers, time_limit=int(cfg.time_limit * SEC)):
+        for op in simulate(gen, seed=cfg.seed, workers=cfg.workers):   # the plan ends at the time limit itself
             if op["type"] == "invoke":
                 rows.append({"kind": "nemesis", "time": op["time"], "f": op["f"], "value": op["value"]})
     kind = workload_kind(cfg)
@@ -366,7 +370,7 @@ class Run:
                 return [p.name for p in waiting if p.name in missing and p.waiting(env)]
             gen = clients(UntilProven(client_gen, limit, grace_ns(cfg), unproven))
             if nem_gen is not None:
-                gen = any_of(gen, on_nemesis(deadline(limit, nem_gen)))
+                gen = any_of(gen, nem_gen)
             threads = list(range(cfg.workers)) + [NEMESIS]
             progress = Progress(driver, coverage, cfg.time_limit, self.stop)
             try:

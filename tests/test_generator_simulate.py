@@ -101,3 +101,12 @@ def test_streams_are_independent_and_reproducible():
     assert s.random()[0] == x and s2.random()[0] != x
     assert Stream(1, ("w", 1)).random()[0] != x
     assert time_limit(10, repeat({"f": "a"})).op(Context(0, (0,), frozenset({0}), {0: 0}))[0]["f"] == "a"
+
+
+def test_a_deadline_lets_kept_ops_pass_until_the_first_it_does_not_keep():
+    from workloads.generator import deadline, lift, nemesis
+
+    ops = [{"f": f, "value": None, "time": t} for f, t in (("a", 1), ("heal", 7), ("b", 8), ("heal", 9))]
+    h = simulate(nemesis(deadline(5, lift(ops), keep=lambda op: op["f"] == "heal")), workers=1, latency=1)
+    assert [(o["f"], o["time"]) for o in h if o["type"] == "invoke"] == [("a", 1), ("heal", 7)]
+    assert [o["f"] for o in simulate(nemesis(deadline(5, lift(ops))), workers=1) if o["type"] == "invoke"] == ["a"]

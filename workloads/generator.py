@@ -289,30 +289,34 @@ class Limit(Gen):
 class TimeLimit(Gen):
     """Emits ops whose time is before ``cutoff``. ``time_limit(dt)`` anchors the
     cutoff at the *time of its first op* plus ``dt`` (a value the generator
-    itself decides, so re-asking never moves it); ``deadline(t)`` is absolute."""
+    itself decides, so re-asking never moves it); ``deadline(t)`` is absolute.
+    Past the cutoff, ops ``keep(op)`` accepts still pass, up to the first it
+    does not (a fault's heal: what fired before the cutoff is healed after it)."""
 
     dt: int
     gen: Any
     cutoff: int | None = None
+    keep: Callable | None = None
 
     def op(self, ctx):
-        if self.cutoff is not None and ctx.time >= self.cutoff:
+        if self.cutoff is not None and ctx.time >= self.cutoff and self.keep is None:
             return None
         res = op_of(self.gen, ctx)
         if res is None or res is PENDING:
             return res
         cutoff = res[0]["time"] + self.dt if self.cutoff is None else self.cutoff
-        if res[0]["time"] >= cutoff:
+        if res[0]["time"] >= cutoff and not (self.keep is not None and self.keep(res[0])):
             return None
-        return res[0], TimeLimit(self.dt, res[1], cutoff)
+        return res[0], replace(self, gen=res[1], cutoff=cutoff)
 
     def update(self, ctx, event):
         return replace(self, gen=update_of(self.gen, ctx, event))
 
 
-def deadline(t_ns: int, gen) -> Gen:
-    """Ops strictly before logical time ``t_ns`` (absolute, from the run's start)."""
-    return TimeLimit(0, lift(gen), int(t_ns))
+def deadline(t_ns: int, gen, keep: Callable | None = None) -> Gen:
+    """Ops strictly before logical time ``t_ns`` (absolute, from the run's
+    start), and past it those ``keep`` accepts, until the first it does not."""
+    return TimeLimit(0, lift(gen), int(t_ns), keep)
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ import threading
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-from workloads.generator import Gen, any_of, fill_op, nemesis as on_nemesis, PENDING, MS
+from workloads.generator import Gen, any_of, deadline, fill_op, nemesis as on_nemesis, PENDING, MS
 from workloads.random import Stream
 
 DEFAULT_ORDER = ("kill", "pause", "clock", "fsync", "lost-reply", "restart")
@@ -306,8 +306,13 @@ def _scaled(pkg: Package, scale: float) -> Package:
     return replace(pkg, generator=replace(gen, gap_ms=gap))
 
 
-def compose_packages(names, opts: dict) -> tuple[Gen | None, dict, list[Package]]:
-    """Union of the named packages: (nemesis generator, {f: (package, execute)}, packages)."""
+def compose_packages(names, opts: dict, until: int | None = None) -> tuple[Gen | None, dict, list[Package]]:
+    """Union of the named packages: (nemesis generator, {f: (package, execute)}, packages).
+
+    ``until`` (ns from the run's start): no fault starts then or later, but a
+    fault that started before is still healed on its schedule, however late the
+    nemesis thread comes to it (a 10-s stuck restart once held an fsync window
+    open through a whole run's extension, and no armed lost reply could commit)."""
     pkgs = []
     for name in names:
         if name not in NEMESES.keys():
@@ -318,5 +323,11 @@ def compose_packages(names, opts: dict) -> tuple[Gen | None, dict, list[Package]
         table[p.name] = p
         for h in p.heals:
             table[h] = p
-    gen = on_nemesis(any_of(*[p.generator for p in pkgs])) if pkgs else None
+    gens = [p.generator if until is None else deadline(until, p.generator, keep=_heal_of(p)) for p in pkgs]
+    gen = on_nemesis(any_of(*gens)) if pkgs else None
     return gen, table, pkgs
+
+
+def _heal_of(pkg: Package) -> Callable:
+    heals = frozenset(pkg.heals)
+    return lambda op: op["f"] in heals
