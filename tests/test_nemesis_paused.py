@@ -91,3 +91,16 @@ def test_a_stuck_step_is_abandoned_after_its_bound_and_the_next_step_runs(env):
     finally:
         release.set()
         ex.stop()
+
+
+def test_a_restart_of_slots_without_a_live_worker_gives_up_at_once_within_the_step_bound(env):
+    # expiry-inclusive, CLI seed 3: a restart of two slots that had no live worker waited 3 x 2 s for each
+    # and outlasted the 10-s step bound twice (the schedule behind it, an fsync heal among it, waited)
+    _, table, _ = compose_packages(["restart"], {"workers": 2, "backend": "sqlite"})
+    ex = NemesisExecutor(table, env, queue.Queue())
+    t0 = time.monotonic()
+    restart = ex.run_op({"f": "restart", "value": {"targets": [0, 1]}})
+    assert restart["type"] == "ok" and restart["value"] == {"restarted": [
+        {"slot": 0, "restarted": False, "errors": ["no live worker"]},
+        {"slot": 1, "restarted": False, "errors": ["no live worker"]}], "took_effect": False}
+    assert time.monotonic() - t0 < 6.0   # one 2-s wait for a successor each, not three

@@ -205,9 +205,9 @@ def _restart_one(slot, t: int, attempts: int = 3) -> dict:
         while slot.client is None and time.monotonic() < deadline:
             time.sleep(0.05)
         client = slot.client
-        if client is None:
-            errors.append("no live worker")
-            continue
+        if client is None:   # the slot has no op to start one for: asking again only holds the nemesis
+            errors.append("no live worker")   # thread (two such targets once outlasted the 10-s step bound)
+            break
         restart = getattr(client, "restart", None)
         if restart is None:  # an old host: a fresh process is the restart
             return {"slot": t, "pid": slot.kill(), "restarted": True, "via": "kill (no restart command)"}
