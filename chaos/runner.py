@@ -74,26 +74,86 @@ def grace_ns(cfg) -> int:
     return int(min(max(cfg.time_limit, 3 * cfg.op_timeout, 5.0), 60.0) * SEC)
 
 
+def rotation_ns(cfg) -> int:
+    """How long past its time limit a run may go on for the racers to end
+    their first pass through the rotation (``UntilProven``): as long again as
+    the run, within the grace, so a machine running at half its calibrated
+    speed still starts every kind. Not for a run shorter than the default
+    time limit: one that short (a CI gate, a test) was made short on purpose,
+    and keeps its length."""
+    return min(int(cfg.time_limit * SEC), grace_ns(cfg)) if cfg.time_limit >= RunConfig.time_limit else 0
+
+
+def extended_for(why: dict, cfg) -> str:
+    """The note's reason for a run that went on past its time limit."""
+    parts = []
+    if "faults" in why:
+        parts.append(f"armed faults could take effect (at most {grace_ns(cfg) / SEC:.0f} s)")
+    if "rotation" in why:
+        parts.append(f"the racers could end their first pass through the episode rotation "
+                     f"(at most {rotation_ns(cfg) / SEC:.0f} s, with no agent starting a call)")
+    return "so that " + " and ".join(parts or [f"armed faults could take effect (at most {grace_ns(cfg) / SEC:.0f} s)"])
+
+
+def first_pass_missed(ops: list, kind, cfg) -> str | None:
+    """A note naming the racer episode kinds the run never started (a bug
+    only such an episode meets went untested: say so), or None."""
+    if kind.name != "claims":
+        return None
+    from workloads.claims import ClaimsConfig
+
+    rotation = ClaimsConfig(**cfg.claims).episodes
+    started = {o["intent"].rsplit(":", 1)[0] for o in ops
+               if o.get("type") == "invoke" and ":" in (o.get("intent") or "")}
+    missed = [k for k in rotation if k not in started]
+    if not missed or len(missed) == len(rotation):  # no racers at all: nothing was asked of them
+        return None
+    return (f"the racers started {len(rotation) - len(missed)} of the {len(rotation)} episode kinds "
+            f"(never: {', '.join(missed)})")
+
+
 @dataclass(frozen=True)
 class UntilProven(Gen):
     """The client ops of ``gen`` before ``limit``; past it, only while
     ``unproven()`` names a requested fault that fired, is armed and has not
     taken effect yet (a lost reply waits for the armed worker's next commit),
     and never past ``limit + grace``. The nemesis stops at ``limit``: no new
-    fault starts in the extension, so it only lets what fired happen."""
+    fault starts in the extension, so it only lets what fired happen.
+
+    With ``rotation`` (ns), also while the racers' first pass through the
+    episode rotation has not ended (``gen.rotation_left``), for at most
+    ``rotation`` past the limit, with only the racers going on
+    (``gen.finish_rotation``): on a shared machine a process-per-call
+    program's calls can take twice their calibrated time for minutes, and a
+    run whose time limit ended the first pass reached 16-30 of the 39 kinds
+    and missed the planted bug whose episode never started (epoch-wraps,
+    signed-epochs, CLI, docs/mutants.md session 9). A slow stretch now costs
+    time, not coverage. ``why`` records what each extension was for."""
 
     gen: Any
     limit: int
     grace: int
     unproven: Callable
+    rotation: int = 0
+    why: dict = field(default_factory=dict, compare=False)   # reason -> the time it last extended the run
 
     def op(self, ctx):
-        if ctx.time >= self.limit + self.grace or (ctx.time >= self.limit and not self.unproven()):
-            return None
-        res = op_of(self.gen, ctx)
+        gen, end = self.gen, self.limit + self.grace
+        if ctx.time >= self.limit:
+            if ctx.time >= end:
+                return None
+            if self.unproven():
+                self.why["faults"] = ctx.time
+            elif (self.rotation and ctx.time < self.limit + self.rotation
+                  and getattr(gen, "rotation_left", None) and gen.rotation_left(ctx)):
+                gen, end = gen.finish_rotation(), min(end, self.limit + self.rotation)
+                self.why["rotation"] = ctx.time
+            else:
+                return None
+        res = op_of(gen, ctx)
         if res is None or res is PENDING:
             return res
-        if res[0]["time"] >= self.limit + self.grace:
+        if res[0]["time"] >= end:
             return None
         return res[0], replace(self, gen=res[1])
 
@@ -368,7 +428,8 @@ class Run:
             def unproven() -> list[str]:  # faults armed whose evidence is still to come
                 missing = coverage.missing()
                 return [p.name for p in waiting if p.name in missing and p.waiting(env)]
-            gen = clients(UntilProven(client_gen, limit, grace_ns(cfg), unproven))
+            until = UntilProven(client_gen, limit, grace_ns(cfg), unproven, rotation_ns(cfg))
+            gen = clients(until)
             if nem_gen is not None:
                 gen = any_of(gen, nem_gen)
             threads = list(range(cfg.workers)) + [NEMESIS]
@@ -379,7 +440,10 @@ class Run:
                            default=0)
                 if last > limit and not self.interrupted:
                     notes.append(f"the workload started ops until {(last - limit) / SEC:.1f} s past its time limit "
-                                 f"so that armed faults could take effect (at most {grace_ns(cfg) / SEC:.0f} s)")
+                                 + extended_for(until.why, cfg))
+                left = first_pass_missed(history.snapshot(), kind, cfg)
+                if left and not self.interrupted:
+                    notes.append(left)
                 if not self.interrupted:
                     self._final_phase(driver, env, pkgs, history, world, kind, threads, process_of)
             finally:

@@ -16,9 +16,10 @@ BASE_MS = 1_894_353_330_250
 
 
 def simulate_claims(tmp_path, cfg: ClaimsConfig | None, spec: dict, seed: int, workers: int, seconds: float,
-                    lose=lambda op: False, latency_ns: int = 1_000_000):
+                    lose=lambda op: False, latency_ns: int = 1_000_000, until=None):
     """``(history, ctx, world, final durable state)`` of one simulated run;
-    ``spec`` picks the backend (``{"backend": "sqlite"}``, or ``python`` with a factory)."""
+    ``spec`` picks the backend (``{"backend": "sqlite"}``, or ``python`` with a factory);
+    ``until(gen)``: what bounds the run instead of ``seconds`` (``chaos.runner.UntilProven``)."""
     gen, world = claims_workload(seed, cfg or ClaimsConfig())
     clock = FixedClock(BASE_MS)
     backend = open_backend(dict(spec, path=str(tmp_path / "c.db"), namespaces=list(world.namespaces)), clock)
@@ -35,7 +36,8 @@ def simulate_claims(tmp_path, cfg: ClaimsConfig | None, spec: dict, seed: int, w
         return done
 
     try:
-        h = simulate(clients(gen), seed=seed, workers=workers, complete=complete, time_limit=secs(seconds))
+        h = simulate(clients(until(gen) if until else gen), seed=seed, workers=workers, complete=complete,
+                     time_limit=None if until else secs(seconds))
         caps = backend.call("capabilities", {}).envelope
         final = backend.store.export_durable()
     finally:

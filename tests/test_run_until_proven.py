@@ -73,3 +73,64 @@ def test_explicit_faults_start_before_the_limit_and_heal_at_it_at_the_latest():
         {"f": "fsync-heal", "value": {}, "time": 20 * SEC},
         {"f": "fsync", "value": {"targets": "all"}, "time": 6 * SEC}])
     assert [(o["f"], o["time"]) for o in _nemesis_ops(cfg)] == [("fsync", 1 * SEC), ("fsync-heal", 11 * SEC)]
+
+
+def _racer_run(tmp_path, latency_s: float, rotation_s: float):
+    import sys
+    import os
+
+    sys.path.insert(0, os.path.dirname(__file__))
+    from claims_sim_support import simulate_claims
+    from workloads.claims import ClaimsConfig
+
+    h, *_ = simulate_claims(tmp_path, ClaimsConfig(), {"backend": "sqlite"}, 1, 6, None,
+                            latency_ns=int(latency_s * SEC),
+                            until=lambda g: UntilProven(g, 30 * SEC, 30 * SEC, lambda: [], rotation=int(rotation_s * SEC)))
+    return [o for o in h if o["type"] == "invoke" and o["process"] != "nemesis"]
+
+
+def _kinds(invokes) -> set:
+    from workloads.races import EPISODES
+
+    return {o["intent"].rsplit(":", 1)[0] for o in invokes if ":" in (o.get("intent") or "")} & set(EPISODES)
+
+
+def test_a_slow_stretch_costs_time_not_coverage_the_racers_end_their_first_pass(tmp_path):
+    # calls at 0.9 s (twice a calibrated CLI call): at the 30-s limit the first pass has started only
+    # part of the rotation (epoch-wraps, signed-epochs, CLI: 16-30 of 39 kinds, the planted bug's own
+    # episode never started); with the extension every kind starts, agents start nothing past the
+    # limit, and the run ends on its own once the pass has ended, well before the bound
+    from workloads.races import EPISODES
+
+    cut = _racer_run(tmp_path / "cut", 0.9, 0)
+    assert len(_kinds(cut)) < len(EPISODES) and max(o["time"] for o in cut) < 30 * SEC
+    ops = _racer_run(tmp_path / "ext", 0.9, 30)
+    assert _kinds(ops) == set(EPISODES)
+    past = [o for o in ops if o["time"] >= 30 * SEC]
+    assert past and not [o for o in past if o["intent"].startswith("agent")]
+    assert max(o["time"] for o in ops) < 55 * SEC
+
+
+def test_the_rotation_extension_is_bounded_and_only_for_runs_of_the_default_length_or_more(tmp_path):
+    from chaos.runner import rotation_ns
+
+    ops = _racer_run(tmp_path, 1.5, 10)   # far too slow to end the pass in 40 s: it stops at the bound
+    assert max(o["time"] for o in ops) < 40 * SEC and max(o["time"] for o in ops) >= 38 * SEC
+    assert rotation_ns(RunConfig(time_limit=45)) == 45 * SEC      # as long again as the run
+    assert rotation_ns(RunConfig(time_limit=140)) == 60 * SEC     # within the grace
+    assert rotation_ns(RunConfig(time_limit=10)) == 0             # a short run keeps its length
+
+
+def test_a_run_names_the_racer_episode_kinds_it_never_started():
+    from chaos.runner import first_pass_missed
+    from chaos.workload_kinds import workload_kind
+    from workloads.races import EPISODES
+
+    cfg = RunConfig()
+    kind = workload_kind(cfg)
+    ops = [{"type": "invoke", "intent": f"{k}:x"} for k in EPISODES[:-2]] + [{"type": "invoke", "intent": "agent:read"}]
+    note = first_pass_missed(ops, kind, cfg)
+    assert note == (f"the racers started {len(EPISODES) - 2} of the {len(EPISODES)} episode kinds "
+                    f"(never: {EPISODES[-2]}, {EPISODES[-1]})")
+    assert first_pass_missed(ops + [{"type": "invoke", "intent": f"{k}:y"} for k in EPISODES[-2:]], kind, cfg) is None
+    assert first_pass_missed([{"type": "invoke", "intent": "agent:read"}], kind, cfg) is None   # no racers

@@ -251,6 +251,7 @@ class ClaimsWorkload(Gen):
     agents: tuple = ()        # ((thread, Agent), ...)
     revisions: tuple = ()     # (((ns, item), revision), ...)
     pairs: tuple = ()         # RacePair per racing pair (built on first use)
+    first_pass_only: bool = False   # past the time limit: only the racers' first pass (finish_rotation)
 
     # ------------------------------------------------------------------ helpers
 
@@ -338,6 +339,20 @@ class ClaimsWorkload(Gen):
             return "stale-after-loss"
         return f"agent:{a.step}"
 
+    # ------------------------------------------------------------------ extension
+
+    def rotation_left(self, ctx: Context) -> tuple:
+        """The episode kinds of the racers' first pass through the rotation
+        (its first block: every kind once) that have not ended."""
+        return tuple(k for pair in self._pairs(ctx) for k in pair.first_pass_left(ctx, self))
+
+    def finish_rotation(self) -> "ClaimsWorkload":
+        """This workload with only what ends the racers' first pass: agents
+        start nothing new (their calls took the CPU a racer's call waits for),
+        nor does a pair whose share of the first pass has ended
+        (``chaos.runner.UntilProven``)."""
+        return replace(self, first_pass_only=True)
+
     # ------------------------------------------------------------------ generator
 
     def op(self, ctx: Context):
@@ -345,7 +360,7 @@ class ClaimsWorkload(Gen):
         cands = []
         for i, t in enumerate(ctx.threads):
             a = table.get(t)
-            if a is None or a.inflight or t not in ctx.free:
+            if a is None or a.inflight or t not in ctx.free or self.first_pass_only:
                 continue
             owner = f"{self.cfg.owner_prefix}-p{ctx.process_of[t]}"
             if a.owner != owner:  # a new process: what the old owner held is not ours
@@ -357,7 +372,7 @@ class ClaimsWorkload(Gen):
         pairs = self._pairs(ctx)
         for j, pair in enumerate(pairs):
             res = pair.op(ctx, self)
-            if res is not PENDING:
+            if res is not PENDING and not (self.first_pass_only and not res[1].in_first_pass(self.cfg)):
                 cands.append((len(ctx.threads) + j, (res[0], ("pair", j, res[1]))))
         if not cands:
             return PENDING

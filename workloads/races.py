@@ -223,8 +223,20 @@ class RacePair:
         """The seed streams' key of this run of the episode (a first rerun keeps its old key)."""
         return () if not self.tries else ("again",) if self.tries == 1 else ("again", self.tries)
 
-    def kind(self, seed: int, cfg) -> str:
-        return episode_of(seed, self.pair, self.n, cfg.episodes, self.of)
+    def kind(self, seed: int, cfg, n: int | None = None) -> str:
+        return episode_of(seed, self.pair, self.n if n is None else n, cfg.episodes, self.of)
+
+    def first_pass_left(self, ctx: Context, w) -> tuple:
+        """The kinds of the pair's share of the rotation's first block that
+        have not ended: the current episode on, or, between episodes, the one
+        its next op would start on (an ended episode counts once the pair has
+        moved past it, which ``_build`` does lazily)."""
+        n = self.n if self.started or self.inflight else self._build(ctx, w).n
+        return tuple(self.kind(ctx.seed, w.cfg, m) for m in range(n, len(w.cfg.episodes))
+                     if m * self.of + self.pair < len(w.cfg.episodes))
+
+    def in_first_pass(self, cfg) -> bool:
+        return self.n * self.of + self.pair < len(cfg.episodes)
 
     def role_of(self, thread) -> str | None:
         return dict(zip(self.threads, ROLES)).get(thread)
