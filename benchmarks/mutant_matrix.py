@@ -25,8 +25,10 @@ can run only queue behind each other), ``WORKLOAD_S`` of workload (a slow
 program's default run would grow it to 140 s, past the 90-s budget: 30 s for
 the Python class, which starts every episode kind in that time, 45 s for the
 CLI, whose racers reached 15-23 of the 39 kinds in 30 s on a 2-core machine
-whose CPU-second is dear, and all 39 in 45 s), every client behaviour of
-the claims workload on. A cell passes when the run is
+whose CPU-second is dear, and all 39 in 45 s; where the machine slows
+down mid-run, the run goes on past its limit until the racers' first pass
+has ended, ``chaos.runner.rotation_ns``: a slow stretch costs the cell time,
+not its coverage), every client behaviour of the claims workload on. A cell passes when the run is
 ``invalid``, one of the bug's ``names`` is among the anomalies, and the run
 took at most ``--budget`` seconds (default 90). Exit 1 when any cell fails.
 Each line also shows the 1-minute load average when the cell ended and how
