@@ -342,16 +342,34 @@ class ClaimsWorkload(Gen):
     # ------------------------------------------------------------------ extension
 
     def rotation_left(self, ctx: Context) -> tuple:
-        """The episode kinds of the racers' first pass through the rotation
-        (its first block: every kind once) that have not ended."""
-        return tuple(k for pair in self._pairs(ctx) for k in pair.first_pass_left(ctx, self))
+        """The episode kinds of the racers' rotation no episode has exercised
+        yet: not ended, or ended before its own steps (a fault took each run
+        of its prologue: incomplete-retry-replayed, CLI seed 1, the one
+        episode's hold-takeover met an fsync error, its rerun a lost reply)."""
+        done = {k for pair in self._pairs(ctx) for k in pair.settled(ctx, self).exercised}
+        return tuple(k for k in self.cfg.episodes if k not in done)
 
     def finish_rotation(self) -> "ClaimsWorkload":
-        """This workload with only what ends the racers' first pass: agents
-        start nothing new (their calls took the CPU a racer's call waits for),
-        nor does a pair whose share of the first pass has ended
+        """This workload with only what the rotation still lacks: agents start
+        nothing new (their calls took the CPU a racer's call waits for); a
+        pair goes on with its first pass, then runs, out of the rotation's
+        order, a kind no episode has exercised yet and no other pair is on
         (``chaos.runner.UntilProven``)."""
         return replace(self, first_pass_only=True)
+
+    def _finishing(self, ctx: Context, j: int, pair):
+        """``pair`` (the ``j``-th) as it goes on past the time limit, or None: nothing left for it."""
+        if not pair.idle:
+            return pair
+        nxt = pair.settled(ctx, self)
+        if nxt.n == pair.n and (pair.step or pair.tries):   # between two steps of an episode, or before its rerun
+            return pair
+        left = self.rotation_left(ctx)
+        if nxt.in_first_pass(self.cfg) and nxt.kind(ctx.seed, self.cfg) in left:
+            return pair
+        busy = {p.kind(ctx.seed, self.cfg) for i, p in enumerate(self._pairs(ctx)) if i != j and not p.idle}
+        todo = [k for k in left if k not in busy]
+        return pair.again(ctx, self, todo[0]) if todo else None
 
     # ------------------------------------------------------------------ generator
 
@@ -371,8 +389,10 @@ class ClaimsWorkload(Gen):
             cands.append((i, (op, (t, replace(a2, inflight=True, owner=owner), None))))
         pairs = self._pairs(ctx)
         for j, pair in enumerate(pairs):
+            if self.first_pass_only and (pair := self._finishing(ctx, j, pair)) is None:
+                continue
             res = pair.op(ctx, self)
-            if res is not PENDING and not (self.first_pass_only and not res[1].in_first_pass(self.cfg)):
+            if res is not PENDING:
                 cands.append((len(ctx.threads) + j, (res[0], ("pair", j, res[1]))))
         if not cands:
             return PENDING

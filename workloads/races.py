@@ -217,26 +217,38 @@ class RacePair:
     started: bool = False          # the current step's ops were built
     facts: Facts = Facts()
     at: int = 0                    # the current step is due at this time
+    exercised: tuple = ()          # kinds whose episode ended after reaching its own steps (past the prologue)
+    redo: str | None = None        # past the time limit: a kind the pair runs again, out of the rotation's order
 
     @property
     def rerun_key(self) -> tuple:
         """The seed streams' key of this run of the episode (a first rerun keeps its old key)."""
         return () if not self.tries else ("again",) if self.tries == 1 else ("again", self.tries)
 
-    def kind(self, seed: int, cfg, n: int | None = None) -> str:
-        return episode_of(seed, self.pair, self.n if n is None else n, cfg.episodes, self.of)
+    def kind(self, seed: int, cfg) -> str:
+        return self.redo or episode_of(seed, self.pair, self.n, cfg.episodes, self.of)
 
-    def first_pass_left(self, ctx: Context, w) -> tuple:
-        """The kinds of the pair's share of the rotation's first block that
-        have not ended: the current episode on, or, between episodes, the one
-        its next op would start on (an ended episode counts once the pair has
-        moved past it, which ``_build`` does lazily)."""
-        n = self.n if self.started or self.inflight else self._build(ctx, w).n
-        return tuple(self.kind(ctx.seed, w.cfg, m) for m in range(n, len(w.cfg.episodes))
-                     if m * self.of + self.pair < len(w.cfg.episodes))
+    @property
+    def idle(self) -> bool:
+        return not (self.started or self.inflight)
+
+    def settled(self, ctx: Context, w) -> "RacePair":
+        """The pair as its next op would find it: between episodes, an ended
+        episode counts once the pair has moved past it, which ``_build`` does
+        lazily (so ``n`` and ``exercised`` are current)."""
+        return self._build(ctx, w) if self.idle else self
 
     def in_first_pass(self, cfg) -> bool:
-        return self.n * self.of + self.pair < len(cfg.episodes)
+        return not self.redo and self.n * self.of + self.pair < len(cfg.episodes)
+
+    def again(self, ctx: Context, w, kind: str) -> "RacePair":
+        """This idle pair running ``kind`` next, out of the rotation's order."""
+        return replace(self.settled(ctx, w), redo=kind, started=False, todo=(), step=0)
+
+    def _ended(self, kind: str, reached: bool, **changes) -> "RacePair":
+        done = self.exercised + ((kind,) if reached and kind not in self.exercised else ())
+        changes.setdefault("facts", self.facts.next_episode())
+        return replace(self, n=self.n + 1, tries=0, plain_reruns=0, step=0, exercised=done, redo=None, **changes)
 
     def role_of(self, thread) -> str | None:
         return dict(zip(self.threads, ROLES)).get(thread)
@@ -304,9 +316,11 @@ class RacePair:
                 # unvalidated, CLI seed 3: both hold-takeovers of the one invalid-candidate episode
                 # ended exit 1 under EIO, and the planted bug was never met)
                 backoff += UNDECIDED_PAUSE_MS * (self.tries + 1)
-            return replace(pair, n=pair.n if again else pair.n + 1, tries=self.tries + 1 if again else 0,
-                           plain_reruns=plain if again else 0, step=0, started=False, facts=facts.next_episode(),
-                           at=ctx.time + backoff * MS)
+            if not again:
+                return pair._ended(self.kind(ctx.seed, w.cfg), self.step >= 2, started=False,
+                                   at=ctx.time + backoff * MS)
+            return replace(pair, tries=self.tries + 1, plain_reruns=plain, step=0, started=False,
+                           facts=facts.next_episode(), at=ctx.time + backoff * MS)
         return replace(pair, step=pair.step + 1, started=False, at=ctx.time)
 
     def _build(self, ctx: Context, w) -> "RacePair":
@@ -316,7 +330,7 @@ class RacePair:
             kind = pair.kind(ctx.seed, w.cfg)
             body = STEPS[kind]
             if pair.step >= 2 + len(body):  # the episode is over; what the pair knows carries over
-                pair = replace(pair, n=pair.n + 1, tries=0, plain_reruns=0, step=0, facts=pair.facts.next_episode())
+                pair = pair._ended(kind, True)
                 continue
             x = Ctx(ctx, w, pair)
             if pair.step == 0:
@@ -328,7 +342,7 @@ class RacePair:
             else:
                 ops = body[pair.step - 2](x)
             if ops is None:  # what the step needs is missing (an earlier step went otherwise): next episode
-                pair = replace(pair, n=pair.n + 1, tries=0, plain_reruns=0, step=0, facts=pair.facts.next_episode())
+                pair = pair._ended(kind, pair.step > 2)
                 continue
             if ops:
                 todo = tuple((role, dict(op, intent=f"{kind}:{op.pop('label')}")) for role, op in ops)
