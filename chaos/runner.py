@@ -75,8 +75,8 @@ def grace_ns(cfg) -> int:
 
 
 def rotation_ns(cfg) -> int:
-    """How long past its time limit a run may go on for the racers to end
-    their first pass through the rotation (``UntilProven``): as long again as
+    """How long past its time limit a run may go on for the racers to
+    exercise every episode kind (``UntilProven``): as long again as
     the run, within the grace, so a machine running at half its calibrated
     speed still starts every kind. Not for a run shorter than the default
     time limit: one that short (a CI gate, a test) was made short on purpose,
@@ -90,7 +90,7 @@ def extended_for(why: dict, cfg) -> str:
     if "faults" in why:
         parts.append(f"armed faults could take effect (at most {grace_ns(cfg) / SEC:.0f} s)")
     if "rotation" in why:
-        parts.append(f"the racers could end their first pass through the episode rotation "
+        parts.append(f"the racers could exercise every episode kind "
                      f"(at most {rotation_ns(cfg) / SEC:.0f} s, with no agent starting a call)")
     return "so that " + " and ".join(parts or [f"armed faults could take effect (at most {grace_ns(cfg) / SEC:.0f} s)"])
 
@@ -120,15 +120,16 @@ class UntilProven(Gen):
     and never past ``limit + grace``. The nemesis stops at ``limit``: no new
     fault starts in the extension, so it only lets what fired happen.
 
-    With ``rotation`` (ns), also while the racers' first pass through the
-    episode rotation has not ended (``gen.rotation_left``), for at most
-    ``rotation`` past the limit, with only the racers going on
-    (``gen.finish_rotation``): on a shared machine a process-per-call
-    program's calls can take twice their calibrated time for minutes, and a
-    run whose time limit ended the first pass reached 16-30 of the 39 kinds
-    and missed the planted bug whose episode never started (epoch-wraps,
-    signed-epochs, CLI, docs/mutants.md session 9). A slow stretch now costs
-    time, not coverage. ``why`` records what each extension was for."""
+    With ``rotation`` (ns), also while an episode kind of the racers'
+    rotation has not been exercised (``gen.rotation_left``: not ended, or
+    ended before its own steps), for at most ``rotation`` past the limit,
+    with only the racers going on (``gen.finish_rotation``): on a shared
+    machine a process-per-call program's calls can take twice their
+    calibrated time for minutes, and a run whose time limit ended the first
+    pass reached 16-30 of the 39 kinds and missed the planted bug whose
+    episode never started (epoch-wraps, signed-epochs, CLI, docs/mutants.md
+    session 9); a slow stretch now costs time, not coverage. ``why``
+    records what each extension was for."""
 
     gen: Any
     limit: int

@@ -47,13 +47,15 @@ RACE_TUPLE = ("wbns_" + "a" * 32, "wb_01Q4837BM01W70T30B184GG1R6")
 
 
 class OnePairWorkload:
-    """What ``RacePair.update`` reads of the workload: the pair's race tuple and the backoff range."""
+    """What ``RacePair.update`` reads of the workload: the pair's race tuple, the backoff range and
+    the rotation (to name the kind an ending episode exercised)."""
 
     class world:
         race_tuples = ((RACE_TUPLE, None),)
 
     class cfg:
         backoff_ms = (10, 20)
+        episodes = EPISODES
 
 
 def answer(pair, step, sent, event):
@@ -393,6 +395,7 @@ def test_the_aimed_and_the_prologue_allowances_are_counted_apart():
     aimed_then_prologue = lost_at(lost_at(RacePair(0, (0, 1)), 2), 1)
     assert (aimed_then_prologue.n, aimed_then_prologue.tries) == (0, 2)
     assert lost_at(aimed_then_prologue, 1).n == 1              # the prologue's one rerun is spent
+    assert lost_at(aimed_then_prologue, 1).exercised == ()     # it ended in its prologue: it tested nothing
     pair = RacePair(0, (0, 1))
     for _ in range(UNDECIDED_RERUNS):                           # every aimed rerun spent, then a prologue's
         pair = lost_at(pair, 2)
@@ -403,6 +406,7 @@ def test_the_aimed_and_the_prologue_allowances_are_counted_apart():
         prologue_first = lost_at(prologue_first, 2)
         assert (prologue_first.n, prologue_first.tries) == (0, tries)
     assert lost_at(prologue_first, 2).n == 1
+    assert lost_at(prologue_first, 2).exercised == (RacePair(0, (0, 1)).kind(3, OnePairWorkload.cfg),)   # past it
 
 
 def test_a_prologue_a_fault_cut_short_waits_before_its_rerun_like_an_undecided_step():
