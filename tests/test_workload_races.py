@@ -366,6 +366,9 @@ def test_an_episode_a_step_of_which_the_store_could_not_decide_reruns_up_to_its_
     assert answered(pair, unavailable).n == 1                  # bounded: then the rotation goes on
     once = answered(RacePair(0, (0, 1)), held)                  # a decided refusal: one rerun only
     assert (once.n, once.tries) == (0, 1) and answered(once, held).n == 1
+    # a decided refusal is the backend's answer: the kind was tested, and is not run again past the limit
+    # (expiry-inclusive, CLI seed 2: every hold-takeover pinned at E refused claim-held, redone for 45 s)
+    assert answered(once, held).exercised == (RacePair(0, (0, 1)).kind(3, OnePairWorkload.cfg),)
     assert answer(RacePair(0, (0, 1)), 2, dict(hold, f="legacy-create"), unavailable).tries == 1   # an own step
     # a prologue's reply a fault took (the store is failing: the next episode waits as well): one rerun
     lost = answered(RacePair(0, (0, 1)), {"type": "info"})
