@@ -26,9 +26,10 @@ program's default run would grow it to 140 s, past the 90-s budget: 30 s for
 the Python class, which starts every episode kind in that time, 45 s for the
 CLI, whose racers reached 15-23 of the 39 kinds in 30 s on a 2-core machine
 whose CPU-second is dear, and all 39 in 45 s; where the machine slows
-down mid-run, the run goes on past its limit until the racers' first pass
-has ended, ``chaos.runner.rotation_ns``: a slow stretch costs the cell time,
-not its coverage), every client behaviour of the claims workload on. A cell passes when the run is
+down mid-run, the run goes on past its limit until the racers have
+exercised every kind, ``chaos.runner.rotation_ns``: a slow stretch costs the
+cell time, not its coverage), every client behaviour of the claims workload
+on. A cell passes when the run is
 ``invalid``, one of the bug's ``names`` is among the anomalies, and the run
 took at most ``--budget`` seconds (default 90). Exit 1 when any cell fails.
 Each line also shows the 1-minute load average when the cell ended and how
@@ -53,6 +54,7 @@ sys.path.insert(0, ROOT)
 from chaos.commands.test_all import RunRequest, run_one, seeds_of  # noqa: E402
 from chaos.nemesis import sut_options, supported  # noqa: E402,F401
 from chaos.testing.mutants import RED_TEAM  # noqa: E402
+from workloads.coverage import intent_episode  # noqa: E402
 from workloads.races import EPISODES  # noqa: E402
 
 PY = sys.executable
@@ -113,7 +115,7 @@ def episodes_reached(run_dir: str | None, kinds: set) -> int | None:
             op = json.loads(line)
             intent = op.get("intent") if op.get("type") == "invoke" else None
             if intent:
-                seen.add(intent.rsplit(":", 1)[0] if ":" in intent else intent)
+                seen.add(intent_episode(intent))
     return len(seen & kinds)
 
 

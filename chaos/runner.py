@@ -84,15 +84,15 @@ def rotation_ns(cfg) -> int:
     return min(int(cfg.time_limit * SEC), grace_ns(cfg)) if cfg.time_limit >= RunConfig.time_limit else 0
 
 
-def extended_for(why: dict, cfg) -> str:
+def extended_for(why: set, cfg) -> str:
     """The note's reason for a run that went on past its time limit."""
     parts = []
-    if "faults" in why:
+    if "faults" in why or "rotation" not in why:   # (an op due past the limit was planned before it)
         parts.append(f"armed faults could take effect (at most {grace_ns(cfg) / SEC:.0f} s)")
     if "rotation" in why:
         parts.append(f"the racers could exercise every episode kind "
                      f"(at most {rotation_ns(cfg) / SEC:.0f} s, with no agent starting a call)")
-    return "so that " + " and ".join(parts or [f"armed faults could take effect (at most {grace_ns(cfg) / SEC:.0f} s)"])
+    return "so that " + " and ".join(parts)
 
 
 def first_pass_missed(ops: list, kind, cfg) -> str | None:
@@ -101,10 +101,10 @@ def first_pass_missed(ops: list, kind, cfg) -> str | None:
     if kind.name != "claims":
         return None
     from workloads.claims import ClaimsConfig
+    from workloads.coverage import intent_episode
 
     rotation = ClaimsConfig(**cfg.claims).episodes
-    started = {o["intent"].rsplit(":", 1)[0] for o in ops
-               if o.get("type") == "invoke" and ":" in (o.get("intent") or "")}
+    started = {intent_episode(o["intent"]) for o in ops if o.get("type") == "invoke" and o.get("intent")}
     missed = [k for k in rotation if k not in started]
     if not missed or len(missed) == len(rotation):  # no racers at all: nothing was asked of them
         return None
@@ -122,21 +122,21 @@ class UntilProven(Gen):
 
     With ``rotation`` (ns), also while an episode kind of the racers'
     rotation has not been exercised (``gen.rotation_left``: not ended, or
-    ended before its own steps), for at most ``rotation`` past the limit,
+    ended only by faults taking its prologue), for at most ``rotation`` past the limit,
     with only the racers going on (``gen.finish_rotation``): on a shared
     machine a process-per-call program's calls can take twice their
     calibrated time for minutes, and a run whose time limit ended the first
     pass reached 16-30 of the 39 kinds and missed the planted bug whose
     episode never started (epoch-wraps, signed-epochs, CLI, docs/mutants.md
     session 9); a slow stretch now costs time, not coverage. ``why``
-    records what each extension was for."""
+    collects what the extensions were for ("faults", "rotation")."""
 
     gen: Any
     limit: int
     grace: int
     unproven: Callable
     rotation: int = 0
-    why: dict = field(default_factory=dict, compare=False)   # reason -> the time it last extended the run
+    why: set = field(default_factory=set, compare=False)   # what the run went on past its limit for
 
     def op(self, ctx):
         gen, end = self.gen, self.limit + self.grace
@@ -144,11 +144,11 @@ class UntilProven(Gen):
             if ctx.time >= end:
                 return None
             if self.unproven():
-                self.why["faults"] = ctx.time
+                self.why.add("faults")
             elif (self.rotation and ctx.time < self.limit + self.rotation
                   and getattr(gen, "rotation_left", None) and gen.rotation_left(ctx)):
                 gen, end = gen.finish_rotation(), min(end, self.limit + self.rotation)
-                self.why["rotation"] = ctx.time
+                self.why.add("rotation")
             else:
                 return None
         res = op_of(gen, ctx)
@@ -437,12 +437,13 @@ class Run:
             progress = Progress(driver, coverage, cfg.time_limit, self.stop)
             try:
                 process_of = interpret(gen, threads, driver, cfg.seed)
-                last = max((o["time"] for o in history.snapshot() if o["type"] == "invoke" and o["process"] != NEMESIS),
+                workload_ops = history.snapshot()
+                last = max((o["time"] for o in workload_ops if o["type"] == "invoke" and o["process"] != NEMESIS),
                            default=0)
                 if last > limit and not self.interrupted:
                     notes.append(f"the workload started ops until {(last - limit) / SEC:.1f} s past its time limit "
                                  + extended_for(until.why, cfg))
-                left = first_pass_missed(history.snapshot(), kind, cfg)
+                left = first_pass_missed(workload_ops, kind, cfg)
                 if left and not self.interrupted:
                     notes.append(left)
                 if not self.interrupted:

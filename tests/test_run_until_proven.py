@@ -4,6 +4,8 @@ a loaded machine gets the time a fault needs, bounded."""
 
 from __future__ import annotations
 
+from claims_sim_support import simulate_claims
+
 from chaos.runner import RunConfig, UntilProven, grace_ns
 from workloads.generator import SEC, clients, repeat
 from workloads.interpreter import simulate
@@ -76,11 +78,6 @@ def test_explicit_faults_start_before_the_limit_and_heal_at_it_at_the_latest():
 
 
 def _racer_run(tmp_path, latency_s: float, rotation_s: float, lose=lambda op: False):
-    import sys
-    import os
-
-    sys.path.insert(0, os.path.dirname(__file__))
-    from claims_sim_support import simulate_claims
     from workloads.claims import ClaimsConfig
 
     h, *_ = simulate_claims(tmp_path, ClaimsConfig(), {"backend": "sqlite"}, 1, 6, None,
@@ -90,9 +87,10 @@ def _racer_run(tmp_path, latency_s: float, rotation_s: float, lose=lambda op: Fa
 
 
 def _kinds(invokes) -> set:
+    from workloads.coverage import intent_episode
     from workloads.races import EPISODES
 
-    return {o["intent"].rsplit(":", 1)[0] for o in invokes if ":" in (o.get("intent") or "")} & set(EPISODES)
+    return {intent_episode(o["intent"]) for o in invokes if o.get("intent")} & set(EPISODES)
 
 
 def test_a_slow_stretch_costs_time_not_coverage_the_racers_end_their_first_pass(tmp_path):
@@ -151,8 +149,10 @@ def test_a_kind_whose_prologue_faults_took_every_run_is_run_again_before_the_run
     taken_cut, taken = [], []
     cut = _racer_run(tmp_path / "cut", 0.5, 0, losing(taken_cut))
     ops = _racer_run(tmp_path / "ext", 0.5, 30, losing(taken))
-    own = lambda ops, kind: [o for o in ops if o["intent"].startswith(kind + ":") and not o["intent"].endswith(
-        (":read", ":hold", ":hold-takeover", ":publication-read"))]
+    from workloads.coverage import PROLOGUE
+
+    own = lambda ops, kind: [o for o in ops if o["intent"].startswith(kind + ":")
+                             and o["intent"].rsplit(":", 1)[-1] not in PROLOGUE]
     assert len(taken_cut) == len(taken) == 4
     for kind in ("incomplete-retry", "refusals-keep-floor"):
         assert not own(cut, kind)    # without the extension the kind's own steps never ran

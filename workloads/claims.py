@@ -251,7 +251,7 @@ class ClaimsWorkload(Gen):
     agents: tuple = ()        # ((thread, Agent), ...)
     revisions: tuple = ()     # (((ns, item), revision), ...)
     pairs: tuple = ()         # RacePair per racing pair (built on first use)
-    first_pass_only: bool = False   # past the time limit: only the racers' first pass (finish_rotation)
+    first_pass_only: bool = False   # past the time limit: only racers, until every kind is exercised (finish_rotation)
 
     # ------------------------------------------------------------------ helpers
 
@@ -343,9 +343,9 @@ class ClaimsWorkload(Gen):
 
     def rotation_left(self, ctx: Context) -> tuple:
         """The episode kinds of the racers' rotation no episode has exercised
-        yet: not ended, or ended before its own steps (a fault took each run
-        of its prologue: incomplete-retry-replayed, CLI seed 1, the one
-        episode's hold-takeover met an fsync error, its rerun a lost reply)."""
+        yet: not ended, or ended only by faults taking its prologue
+        (incomplete-retry-replayed, CLI seed 1: the one episode's
+        hold-takeover met an fsync error, its rerun a lost reply)."""
         done = {k for pair in self._pairs(ctx) for k in pair.settled(ctx, self).exercised}
         return tuple(k for k in self.cfg.episodes if k not in done)
 

@@ -50,6 +50,12 @@ PUBLISHED = "published"  # a path every run that sent a publish takes (the final
 PROLOGUE = frozenset(("read", "hold", "hold-takeover"))
 
 
+def intent_episode(intent: str) -> str:
+    """The racer episode (or agent step family) an op's ``intent`` names:
+    ``"<kind>:<label>"`` less its label."""
+    return intent.rsplit(":", 1)[0] if ":" in intent else intent
+
+
 @dataclass(frozen=True)
 class Attempt:
     """One invoke and its completion, as the predicates see them."""
@@ -67,7 +73,7 @@ class Attempt:
 
     @property
     def episode(self) -> str:
-        return self.intent.rsplit(":", 1)[0] if ":" in self.intent else self.intent
+        return intent_episode(self.intent)
 
     @property
     def label(self) -> str:
