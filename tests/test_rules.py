@@ -822,6 +822,25 @@ def test_a_retry_the_store_could_not_decide_is_not_a_missing_replay():
     all_valid(s)
 
 
+def test_a_noncanonical_or_incomplete_request_the_store_could_not_decide_is_no_decision():
+    # found by the default soak (postgres seed 17, 94b0433): an acquire whose owner_id was "agent p!" met
+    # a server restart and got exit 6 claim-store-unavailable, "not a statement about the request" (§8)
+    s = Scenario()
+    req, p = published(s)
+    rec = s.call(2, "acquire", s.acquire("agent-b", FREE), 2_500)
+    decided = copy.deepcopy(rec)          # the reference: claim-conflict (its witness is stale)
+    invoke_of(s, rec)["value"]["owner_id"] = "agent b!"
+    reply(rec, surface_error("acquire", Code.CLAIM_STORE_UNAVAILABLE, {"reason": "coordinator-unreachable"}))
+    bare = s.call(2, "publish", {"operation_id": "pub_a_1"}, 3_000)
+    reply(bare, publication_error(Code.CLAIM_STORE_UNAVAILABLE, {"reason": "coordinator-unreachable"},
+                                  operation_id="pub_a_1"))
+    assert rec["type"] == bare["type"] == "fail"
+    all_valid(s)
+    rec.update(decided)                   # answered as if the owner were canonical: a decision
+    assert env(rec)["error"]["code"] == "claim-conflict"
+    named(s, "requests", "noncanonical-request-decided", idx(rec))
+
+
 @covers("idempotency")
 def test_different_request_under_a_stored_operation_id():
     s = Scenario()

@@ -24,6 +24,10 @@ well-formed request with a valid candidate.
    ``owner_id`` outside the owner grammar, an epoch above 2^64 - 1, an
    unknown member...) got any definite reply other than ``invalid-request``.
 
+In 1 and 4, ``claim-store-unavailable`` is no decision either: the backend
+could not reach its store, and the contract lets it say so before it has
+read the request (§8).
+
 "Accepted" in 2 and 3 includes a reply decided by a later step of §6's
 precedence ("the first failure wins"): a wrong digest answered with a
 namespace, idempotency, candidate, fence, revision or floor failure (steps
@@ -54,6 +58,12 @@ AFTER_DIGEST = frozenset(("ledger-namespace-unbound", "idempotency-conflict", "l
                           "ledger-revision-conflict", "clock-floor-persistence-failed"))
 AFTER_CANDIDATE = frozenset(("claim-fence-rejected", "ledger-revision-conflict", "clock-floor-persistence-failed"))
 
+#: replies that judge no request: the store could not be reached, nothing was decided, "it is not a
+#: statement about the request, which may be perfectly valid" (contract §8); a backend may meet its
+#: unreachable store before it reads the request (seen: PostgreSQL, a noncanonical owner_id met during
+#: a server restart)
+NOT_A_JUDGEMENT = frozenset(("invalid-request", "claim-store-unavailable"))
+
 #: the ops whose raw requests are judged (``checkers.history`` calls ``request_problems`` for these)
 CHECKED_OPS = frozenset(("publish", "acquire", "renew", "release"))
 #: the members of a complete publish-claimed request (§6)
@@ -80,7 +90,7 @@ def request_problems(exit_code, env, req, f: str = "publish") -> list[tuple[str,
         return _noncanonical(f, req, code)
     missing = sorted(PUBLISH_MEMBERS - set(req))
     if missing:
-        return [] if code == "invalid-request" else [("incomplete-request-accepted", {"missing": missing,
+        return [] if code in NOT_A_JUDGEMENT else [("incomplete-request-accepted", {"missing": missing,
                                                                                        "code": code})]
     noncanonical = _noncanonical(f, req, code)
     if noncanonical or first_invalid_pointer(f, req) is not None:
@@ -105,7 +115,7 @@ def request_problems(exit_code, env, req, f: str = "publish") -> list[tuple[str,
 
 
 def _noncanonical(f: str, req: dict, code) -> list[tuple[str, dict]]:
-    if code == "invalid-request":
+    if code in NOT_A_JUDGEMENT:
         return []
     pointer = first_invalid_pointer(f, req)
     if pointer is None:
