@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import io
 
-from matplotlib import transforms
+from matplotlib import rcParams, transforms
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
@@ -34,7 +34,6 @@ FAULT_COLORS = {
     "lost-reply": "#17becf", "restart": "#bcbd22",
 }
 DPI = 100
-PAD_IN = 0.1  # matplotlib's savefig.pad_inches
 
 
 def _png(fig: Figure) -> bytes:
@@ -42,14 +41,14 @@ def _png(fig: Figure) -> bytes:
     # would first draw the whole figure once without output just to find it
     # (the same pixels, a third slower; the report's figures are most of its time).
     canvas = FigureCanvasAgg(fig)
-    box = fig.get_tightbbox(canvas.get_renderer()).padded(PAD_IN)
+    box = fig.get_tightbbox(canvas.get_renderer()).padded(rcParams["savefig.pad_inches"])
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI, bbox_inches=box)
     return buf.getvalue()
 
 
 def _plain_ticks(axis) -> None:
-    """Decade ticks as plain numbers (0.01, 1, 100): the log scales' default
+    """Ticks as plain numbers (0.01, 1, 200): the log scales' default
     labels are mathtext, whose parser cost the report more than a second."""
     axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
     axis.set_minor_formatter(NullFormatter())

@@ -49,6 +49,7 @@ import hashlib
 import json
 from typing import Any
 
+from backends.contract import Code
 from backends.contract.schemas import first_invalid_pointer
 
 from ._common import Findings, prepare
@@ -62,7 +63,7 @@ AFTER_CANDIDATE = frozenset(("claim-fence-rejected", "ledger-revision-conflict",
 #: statement about the request, which may be perfectly valid" (contract §8); a backend may meet its
 #: unreachable store before it reads the request (seen: PostgreSQL, a noncanonical owner_id met during
 #: a server restart)
-NOT_A_JUDGEMENT = frozenset(("invalid-request", "claim-store-unavailable"))
+NOT_A_JUDGEMENT = frozenset((Code.INVALID_REQUEST, Code.CLAIM_STORE_UNAVAILABLE))
 
 #: the ops whose raw requests are judged (``checkers.history`` calls ``request_problems`` for these)
 CHECKED_OPS = frozenset(("publish", "acquire", "renew", "release"))
