@@ -64,7 +64,8 @@ RULES: tuple[Rule, ...] = (
          {"epochs": ("epoch-not-next",)}),
     Rule("renew-release-cas", "§5 Renew, Release", "owner, epoch and expected expiry are one CAS tuple: a "
          "mismatch is claim-conflict, a matching expired tuple claim-expired, never a success",
-         {"decisions": ("false-claim-conflict", "false-claim-expired", "renew-after-expiry")}),
+         {"decisions": ("false-claim-conflict", "false-claim-expired", "renew-after-expiry",
+                        "stale-expiry-accepted")}),
     Rule("complete-request", "§6", "every commit attempt, a retry after a lost reply included, carries the "
          "complete request; an operation id alone is invalid-request",
          {"requests": ("incomplete-request-accepted",)}),

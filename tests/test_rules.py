@@ -262,6 +262,48 @@ def test_false_claim_conflict_on_renew():
     named(s, "decisions", "false-claim-conflict", idx(r))
 
 
+def _answer_stale_expiry_ok(s: Scenario, rec: dict, f: str, claim: dict, at_ms: int) -> None:
+    """Answer ``rec`` (refused claim-conflict by the reference) the way a
+    backend that ignores the expected expiry does: ok."""
+    renewed = dict(claim, expires_at=at(at_ms + 10_000)) if f == "renew" else None
+    result = {"read_back": {**s.key(), "observed_at": at(at_ms), "last_epoch": "1", "active": renewed}}
+    if renewed is not None:
+        result["claim"] = renewed
+    rec["type"], rec["value"] = "ok", {"exit": 0, "envelope": {
+        "ok": True, "namespace": "work-claim", "command": f, "contract_version": 1, "state": "committed",
+        "result": result}}
+
+
+@covers("renew-release-cas")
+@pytest.mark.parametrize("f", ["renew", "release"])
+def test_a_stale_expiry_accepted_after_a_renew_replaced_it(f):
+    """The stale-expiry race: a renews (its expiry moves), then sends its
+    old expiry again. Each reply alone looks fine; only the pair shows that
+    the CAS ignored the expected expiry (§5 Renew, Release)."""
+    s = Scenario()
+    a, claim = acquired(s, lease=10_000)
+    r = s.call(1, "renew", s.renew("agent-a", claim, 10_000), 2_000)
+    stale = s.call(1, f, s.renew("agent-a", claim, 10_000) if f == "renew" else s.release("agent-a", claim), 3_000)
+    assert env(stale)["error"]["code"] == "claim-conflict"
+    all_valid(s)
+    _answer_stale_expiry_ok(s, stale, f, claim_of(r), 3_000)
+    found = named(s, "decisions", "stale-expiry-accepted", idx(r, stale))
+    assert found["data"]["expected_expires_at"] == claim["expires_at"]
+
+
+def test_a_stale_expiry_is_not_judged_when_a_renew_of_unknown_outcome_may_have_set_it_again():
+    """A renew that ended info between the two could have set any expiry,
+    the stale one included (a lease length chosen to land on it): no proof."""
+    s = Scenario()
+    a, claim = acquired(s, lease=10_000)
+    r = s.call(1, "renew", s.renew("agent-a", claim, 10_000), 2_000)
+    s.call(1, "renew", s.renew("agent-a", claim_of(r), 10_000), 2_500, lost=True)
+    stale = s.call(1, "renew", s.renew("agent-a", claim, 10_000), 3_000)
+    _answer_stale_expiry_ok(s, stale, "renew", claim_of(r), 3_000)
+    result = default_checkers()["decisions"](s.history, s.ctx())
+    assert "stale-expiry-accepted" not in {a["type"] for a in result["anomalies"]}, result["anomalies"]
+
+
 # --------------------------------------------------------------------------- §4, §8 unchanged means unchanged
 
 

@@ -843,7 +843,7 @@ RED_TEAM: dict[str, PlantedBug] = {b.name: b for b in (
        "epoch-reallocated", "epoch-decreased", "epoch-reused", "epoch-high-water-lost", "final-epoch-lost"),
     _p("renew-ignores-expiry", "renew-release-cas", "§5 Renew, Release",
        "owner, epoch and expected expiry are one CAS tuple: a mismatch is claim-conflict", RenewIgnoresExpiry,
-       "false-claim-conflict", "renew-after-expiry", "false-claim-expired", "nonlinearizable"),
+       "false-claim-conflict", "renew-after-expiry", "false-claim-expired", "stale-expiry-accepted"),
     _p("renew-rewrites-issued", "epoch-one-owner", "§2, §4, §5 Renew",
        "renew retains issued_at and epoch: an epoch is one owner generation", RenewRewritesIssued,
        "two-owners-one-epoch", "epoch-reused"),

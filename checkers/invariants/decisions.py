@@ -16,6 +16,9 @@ at a time, exactly, without guessing an order:
   CAS tuple unexpired at the decision time, or does not show the tuple (§4, §5 Renew);
 * ``renew-after-expiry``: a renew/release accepted at or after the expiry it
   names (equality is expired) (§4, §5 Renew);
+* ``stale-expiry-accepted``: a renew/release accepted with an expected expiry
+  that an earlier renew of the same generation had provably replaced (a
+  judgement across replies, in real-time order) (§5 Renew, Release);
 * ``false-epoch-exhausted``: ``epoch-exhausted`` below the maximum, or before
   the witness and held checks that precede it (§4, §5 Acquire 3);
 * ``false-fence-rejection``: fence details that are not the request's fence,
@@ -53,6 +56,7 @@ def check(history, ctx: dict | None = None) -> dict:
             judged += _publish(out, op)
         elif f == "legacy-create" or f == "legacy-transition":
             judged += _legacy(out, op)
+    judged += _stale_expiries_accepted(out, h)
     judged += _stored_conflicts(out, h)
     judged += _conflicts_against_known_revision(out, h, initial_revisions(ctx or {}) or {})
     return out.result({"decisions_judged": judged})
@@ -129,6 +133,55 @@ def _claim(out: Findings, op: Op) -> int:
                 "(contract §4, §5 Renew).", op.indices, tuple=list(key), decided_at=at(t),
                 expected_expires_at=at(op.exp_expires))
     return 1
+
+
+def _stale_expiries_accepted(out: Findings, h: History) -> int:
+    """A renew or release R accepted with (owner, epoch, X) although a renew S
+    of that generation, with the same expected expiry X, had completed before
+    R was invoked and moved the expiry to Y != X. Only a renew of that epoch
+    sets its expiry (an acquire allocates a new epoch, a release clears it),
+    so R is provably wrong unless some renew of the epoch that could have taken
+    effect between S and R may have set X again: one whose outcome is unknown,
+    or one that shows X. Where one may, it says nothing."""
+    lanes: dict[tuple, list[Op]] = {}
+    for op in h.ops:
+        if op.f == "renew" and op.key is not None and op.epoch is not None:
+            lanes.setdefault((op.key, op.epoch), []).append(op)
+    n = 0
+    for r in h.ops:
+        if ((r.f != "renew" and r.f != "release") or r.type != "ok" or not r.definite or r.key is None
+                or r.epoch is None or r.exp_expires is None):
+            continue
+        lane = lanes.get((r.key, r.epoch), ())
+        x = r.exp_expires
+        for s in lane:
+            y = _shown_expiry(s)
+            if (s is r or s.type != "ok" or not s.definite or s.owner != r.owner or s.exp_expires != x
+                    or y is None or y == x or not s.precedes(r)):
+                continue
+            between = [q for q in lane if q is not s and q is not r and q.ip < r.cp
+                       and (q.cp is None or q.cp > s.ip)]
+            if any(not (q.definite and (q.type == "fail" or _shown_expiry(q) not in (None, x))) for q in between):
+                continue
+            n += 1
+            out.add("stale-expiry-accepted",
+                    f"Tuple {fmt_tuple(r.key)}: {r.f} by {r.owner!r} was accepted at {at(r.t)} for "
+                    f"{_cas_tuple(r)}, but renew {s.i} of the same generation, with the same expected expiry, had "
+                    f"already moved it to {at(y)} before this {r.f} began, and no renew of that epoch could have "
+                    "set it back. Owner, epoch and expected expiry are one CAS tuple; a stale expiry is "
+                    "claim-conflict (contract §5 Renew, Release).",
+                    [*s.indices, *r.indices], tuple=list(r.key), epoch=str(r.epoch),
+                    expected_expires_at=at(x), expires_at=at(y))
+            break
+    return n
+
+
+def _shown_expiry(op: Op) -> int | None:
+    """The expiry a renew's reply shows for its own generation, if any."""
+    rec = _shown(op)
+    if rec is None or rec[1] is None or rec[1][1] != op.epoch:
+        return None
+    return rec[1][3]
 
 
 _FENCE_REASONS = ("ledger-namespace-mismatch", "item-id-mismatch", "no-active-claim", "owner-mismatch",
