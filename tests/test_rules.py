@@ -19,7 +19,7 @@ import pytest
 from test_invariants_support import T0, Scenario, claim_of, ledger_bytes
 
 from backends.contract import (
-    Code, format_instant, legacy_success, publication_error, publication_success, surface_error,
+    Code, claim_success, format_instant, legacy_success, publication_error, publication_success, surface_error,
 )
 from checkers import default_checkers, run_checkers
 from checkers.history import classify
@@ -244,10 +244,8 @@ def test_false_claim_expired_and_renew_after_expiry():
     s.rec.history = early
     late, r = s.history[late["index"]], s.history[r["index"]]
     renewed = dict(claim_of(r), expires_at=at(30_000))
-    late["type"], late["value"] = "ok", {"exit": 0, "envelope": {
-        "ok": True, "namespace": "work-claim", "command": "renew", "contract_version": 1, "state": "committed",
-        "result": {"claim": renewed, "read_back": {**s.key(), "observed_at": at(20_000), "last_epoch": "1",
-                                                    "active": renewed}}}}
+    reply(late, claim_success("renew", {"claim": renewed, "read_back": {
+        **s.key(), "observed_at": at(20_000), "last_epoch": "1", "active": renewed}}))
     named(s, "decisions", "renew-after-expiry", idx(late))
 
 
@@ -269,9 +267,7 @@ def _answer_stale_expiry_ok(s: Scenario, rec: dict, f: str, claim: dict, at_ms: 
     result = {"read_back": {**s.key(), "observed_at": at(at_ms), "last_epoch": "1", "active": renewed}}
     if renewed is not None:
         result["claim"] = renewed
-    rec["type"], rec["value"] = "ok", {"exit": 0, "envelope": {
-        "ok": True, "namespace": "work-claim", "command": f, "contract_version": 1, "state": "committed",
-        "result": result}}
+    reply(rec, claim_success(f, result))
 
 
 @covers("renew-release-cas")
