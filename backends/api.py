@@ -1,9 +1,10 @@
-"""The small protocols every backend speaks, and the value types they exchange.
+"""The small protocols every backend speaks.
 
 Read this file first. It is the seam between the parts of the suite:
 
-* ``Reply`` is what every public operation returns: the contract's exit code
-  and the parsed JSON envelope (what a CLI would print on stdout).
+* ``Reply`` (``backends.contract.records``, the contract's own value type) is
+  what every public operation returns: the contract's exit code and the parsed
+  JSON envelope (what a CLI would print on stdout).
 * ``Backend`` is the client-facing protocol (Jepsen's Client): one method per
   public operation, each taking the *raw request bytes* or a dict, so strict
   parsing (duplicate members, NaN, UTF-8) is always exercised.
@@ -27,8 +28,16 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterator, Protocol, runtime_checkable
+
+from backends.contract.records import Active, BackendConfig, ClaimRecord, Reply
+from backends.contract.values import EPOCH_MAX
+
+__all__ = ["EPOCH_MAX", "OPERATIONS", "Active", "Backend", "BackendConfig", "ClaimRecord", "Clock",
+           "CommitOutcomeUnknown", "ContextManagerTxn", "FileClock", "FixedClock", "FloorPersistFailed", "Hooks",
+           "ReplyLost", "Reply", "Restartable", "Store", "StoreError", "StoreUnavailable", "StoredOutcome",
+           "SystemClock", "Txn", "iter_ops"]
 
 #: The operations of the public surface, by the names the history uses (``f``).
 OPERATIONS = (
@@ -44,37 +53,10 @@ OPERATIONS = (
     "legacy-transition",  # legacy-transition-v1.commit stand-in
 )
 
-EPOCH_MAX = 2**64 - 1
-
-
-@dataclass(frozen=True)
-class Reply:
-    """One public reply: process exit code plus the one JSON object of stdout."""
-
-    exit: int
-    envelope: dict
-
-    def to_json(self) -> dict:
-        return {"exit": self.exit, "envelope": self.envelope}
-
-
 # --------------------------------------------------------------------------- state records
-
-
-@dataclass(frozen=True)
-class Active:
-    owner_id: str
-    epoch: int
-    issued_at: int   # ms since epoch
-    expires_at: int  # ms since epoch
-
-
-@dataclass(frozen=True)
-class ClaimRecord:
-    ledger_namespace: str
-    item_id: str
-    last_epoch: int
-    active: Active | None
+# Reply, Active, ClaimRecord, BackendConfig and EPOCH_MAX are the contract's own
+# (``backends.contract.records``, ``backends.contract.values``); named here too, so
+# ``from backends.api import Reply`` keeps working.
 
 
 @dataclass(frozen=True)
@@ -88,26 +70,6 @@ class StoredOutcome:
     exit: int
     envelope: dict
     request: dict | None = None  # stored when the backend keeps it
-
-
-@dataclass
-class BackendConfig:
-    """What a backend is configured to be. Capabilities are derived from it by
-    ``backends.contract.capabilities`` and never written by hand."""
-
-    name: str
-    namespaces: list[str]
-    coordination_scope: str = "shared-transactional-coordinator"
-    durability: str = "durable-coordinator"
-    write_paths: dict[str, str] = field(
-        default_factory=lambda: {
-            "alternate": "none",
-            "claimed_publication_v1": "atomic-fence",
-            "legacy_create_v1": "reject-claimed-id",
-            "legacy_transition_v1": "reject-active-claim",
-        }
-    )
-    profile: str = "fenced"  # "fenced" | "merge-coordinated" | "advisory"
 
 
 # --------------------------------------------------------------------------- errors a store raises

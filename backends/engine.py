@@ -62,9 +62,10 @@ import json
 from typing import Callable
 
 from backends.api import (
-    EPOCH_MAX, Active, BackendConfig, ClaimRecord, Clock, CommitOutcomeUnknown, FloorPersistFailed,
-    Hooks, Reply, Store, StoredOutcome, StoreUnavailable, Txn,
+    Clock, CommitOutcomeUnknown, FloorPersistFailed, Hooks, Store, StoredOutcome, StoreUnavailable, Txn,
 )
+from backends.contract.records import Active, BackendConfig, ClaimRecord, Reply
+from backends.contract.values import EPOCH_MAX
 from backends.contract import (
     AcquireRequest, Code, PublicationReadRequest, PublishRequest, RenewRequest, TupleRequest,
     capabilities_reply, check_candidate, claim_error, claim_json, claim_success, compact_json, empty_record,

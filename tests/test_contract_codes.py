@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from backends.api import Active, BackendConfig, ClaimRecord
+from backends.contract.records import Active, BackendConfig, ClaimRecord
 from backends.contract import (
     EXIT, MESSAGE, Code, capabilities_reply, claim_error, claim_json, exit_for, is_fenced,
     is_merge_coordinated, message_for, operation_digest, publication_capable, publication_error,

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from backends.api import Reply
+from backends.contract.records import Reply
 from backends.contract import (
     AcquireRequest, PublishRequest, RenewRequest, check_candidate, compact_json, parse_request,
 )

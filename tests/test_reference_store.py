@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from backends.api import (
-    Active, ClaimRecord, CommitOutcomeUnknown, FloorPersistFailed, StoredOutcome,
-)
+from backends.api import CommitOutcomeUnknown, FloorPersistFailed, StoredOutcome
+from backends.contract.records import Active, ClaimRecord
 from backends.reference import MemoryStore, open_backend
 from backends.reference.replay import strict_equal
 

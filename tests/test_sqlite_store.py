@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from backends.api import (
-    EPOCH_MAX, Active, ClaimRecord, FixedClock, FloorPersistFailed, Hooks, StoredOutcome, StoreUnavailable,
-)
+from backends.api import FixedClock, FloorPersistFailed, Hooks, StoredOutcome, StoreUnavailable
+from backends.contract.records import Active, ClaimRecord
+from backends.contract.values import EPOCH_MAX
 from backends.sqlite import SqliteBackend, admin
 from backends.sqlite.projection import ProjectionMismatch
 from backends.sqlite.store import SqliteStore

@@ -79,10 +79,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from backends.contract.values import parse_instant
+from backends.contract.values import EPOCH_MAX, parse_instant
 from workloads.generator import MS, NEMESIS, PENDING, Context, Gen, soonest
-
-EPOCH_MAX = 2**64 - 1
 from workloads.items import (b64, item_fields, mint_item_id, mint_namespace, publish_request, render, revision_of,
                              stored_revision)
 from workloads.races import EPISODES, RacePair

@@ -16,7 +16,7 @@ Profiles:
 
 from __future__ import annotations
 
-from backends.api import BackendConfig, Reply
+from backends.contract.records import BackendConfig, Reply
 from backends.contract.envelopes import capabilities_envelope
 
 FENCED_SCOPE = "shared-transactional-coordinator"

@@ -7,7 +7,7 @@ result|error``) so CLI output reads naturally; comparisons are structural.
 
 from __future__ import annotations
 
-from backends.api import Active, ClaimRecord, Reply
+from backends.contract.records import Active, ClaimRecord, Reply
 from backends.contract.codes import exit_for, message_for, state_for
 from backends.contract.values import format_epoch, format_instant
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from backends.api import Active, Reply
+from backends.contract.records import Active, Reply
 from backends.contract import values as v
 from backends.contract.codes import (
     MSG_NOT_CANONICAL_BASE64, MSG_NOT_STRICT_JSON, MSG_RETRY_INCOMPLETE, Code, schema_message,

@@ -13,7 +13,7 @@ import binascii
 import calendar
 import re
 
-from backends.api import EPOCH_MAX
+EPOCH_MAX = 2**64 - 1   # the largest epoch: a canonical unsigned 64-bit decimal on the wire
 
 NAMESPACE_RE = re.compile(r"wbns_[a-f0-9]{32}")
 ITEM_ID_RE = re.compile(r"wb_[0-7][0-9A-HJKMNP-TV-Z]{25}")

@@ -24,7 +24,8 @@ router (``endpoints.py``: the NS2 conformance cases run as two endpoints).
 
 from __future__ import annotations
 
-from backends.api import BackendConfig, Backend, Clock, Hooks, Reply, StoreUnavailable
+from backends.api import Backend, Clock, Hooks, StoreUnavailable
+from backends.contract.records import BackendConfig, Reply
 from backends.contract import (
     MERGE_SCOPE, MERGE_WRITE_PATHS, Code, publication_error, publication_read_error, surface_error,
 )

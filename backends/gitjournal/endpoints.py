@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 
-from backends.api import Reply
+from backends.contract.records import Reply
 from backends.gitjournal.projection import merge
 
 

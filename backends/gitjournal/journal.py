@@ -29,7 +29,8 @@ import json
 import os
 from dataclasses import dataclass, field
 
-from backends.api import Active, ClaimRecord, StoredOutcome, StoreUnavailable
+from backends.api import StoredOutcome, StoreUnavailable
+from backends.contract.records import Active, ClaimRecord
 from backends.contract import compact_json, format_epoch, parse_epoch
 from backends.gitjournal.fsio import fsync_dir, makedirs_durable, write_all
 

@@ -38,9 +38,8 @@ import os
 import signal
 import threading
 
-from backends.api import (
-    ClaimRecord, CommitOutcomeUnknown, FloorPersistFailed, StoredOutcome, StoreUnavailable,
-)
+from backends.api import CommitOutcomeUnknown, FloorPersistFailed, StoredOutcome, StoreUnavailable
+from backends.contract.records import ClaimRecord
 from backends.contract import revision
 from backends.gitjournal import journal as jr
 from backends.gitjournal.fsio import fsync_dir, read_or_none, remove_stale_tmp, write_tmp

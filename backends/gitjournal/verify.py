@@ -18,7 +18,8 @@ from __future__ import annotations
 import json
 import os
 
-from backends.api import Clock, CommitOutcomeUnknown, FloorPersistFailed, Reply, StoreUnavailable
+from backends.api import Clock, CommitOutcomeUnknown, FloorPersistFailed, StoreUnavailable
+from backends.contract.records import Reply
 from backends.contract import Code, error, format_instant, revision, success
 from backends.gitjournal import gitrepo
 from backends.contract import verify as vs

@@ -31,7 +31,8 @@ the store itself has ``seed(durable)``, ``export_durable()``, ``reopen()``,
 
 from __future__ import annotations
 
-from backends.api import CommitOutcomeUnknown, Hooks, Reply, StoreUnavailable
+from backends.api import CommitOutcomeUnknown, Hooks, StoreUnavailable
+from backends.contract.records import Reply
 from backends.contract.jsonstrict import compact_json
 from backends.contract.values import format_instant
 from backends.issuelock.contract import builder as B

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import yaml
 
-from backends.api import Reply
+from backends.contract.records import Reply
 from backends.contract.jsonstrict import compact_json
 from backends.external.process import Indeterminate, run_cli
 from backends.external.profile import Busy

@@ -31,7 +31,8 @@ from __future__ import annotations
 
 import psycopg
 
-from backends.api import Backend, BackendConfig, Clock, Hooks, StoreUnavailable
+from backends.api import Backend, Clock, Hooks, StoreUnavailable
+from backends.contract.records import BackendConfig
 from backends.engine import Engine
 from backends.postgres import admin, errors
 from backends.postgres.store import PostgresStore

@@ -33,7 +33,7 @@ from typing import Iterator, Sequence
 import psycopg
 from psycopg import sql
 
-from backends.api import BackendConfig
+from backends.contract.records import BackendConfig
 from backends.contract.capabilities import REQUIRED_WRITE_PATHS
 from backends.contract.digests import revision
 

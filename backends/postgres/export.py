@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 
-from backends.api import Active, ClaimRecord, StoredOutcome
+from backends.api import StoredOutcome
+from backends.contract.records import Active, ClaimRecord
 from backends.contract.digests import revision
 from backends.contract.values import (decode_canonical_base64, encode_base64, format_epoch,
                                       format_instant, parse_epoch, parse_instant)

@@ -35,8 +35,8 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from backends.api import (Active, ClaimRecord, CommitOutcomeUnknown, FloorPersistFailed,
-                          StoredOutcome, StoreUnavailable)
+from backends.api import CommitOutcomeUnknown, FloorPersistFailed, StoredOutcome, StoreUnavailable
+from backends.contract.records import Active, ClaimRecord
 from backends.postgres import errors, schema
 from backends.postgres.deadline import Watchdog, cut_socket
 from backends.postgres.export import export_durable, revision_of, seed_durable

@@ -10,7 +10,8 @@ state to seed).
 
 from __future__ import annotations
 
-from backends.api import BackendConfig, Clock, Hooks, SystemClock
+from backends.api import Clock, Hooks, SystemClock
+from backends.contract.records import BackendConfig
 from backends.engine import Engine
 from backends.reference.memory_store import MemoryStore, MemoryTxn
 

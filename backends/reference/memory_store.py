@@ -25,9 +25,8 @@ from __future__ import annotations
 import copy
 import threading
 
-from backends.api import (
-    Active, ClaimRecord, CommitOutcomeUnknown, FloorPersistFailed, StoredOutcome,
-)
+from backends.api import CommitOutcomeUnknown, FloorPersistFailed, StoredOutcome
+from backends.contract.records import Active, ClaimRecord
 from backends.contract import (
     claim_record_json, decode_canonical_base64, encode_base64, format_instant, parse_epoch,
     parse_instant, revision,

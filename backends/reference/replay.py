@@ -22,7 +22,8 @@ import threading
 from pathlib import Path
 from typing import Callable
 
-from backends.api import FixedClock, Hooks, Reply, ReplyLost
+from backends.api import FixedClock, Hooks, ReplyLost
+from backends.contract.records import Reply
 from backends.contract import loads_strict, operation_digest, parse_instant
 from backends.safeload import MANIFEST
 

@@ -19,7 +19,8 @@ from __future__ import annotations
 import logging
 import sqlite3
 
-from backends.api import Backend, BackendConfig, Clock, Hooks, StoreUnavailable
+from backends.api import Backend, Clock, Hooks, StoreUnavailable
+from backends.contract.records import BackendConfig
 from backends.engine import Engine
 from backends.sqlite import admin, schema
 from backends.sqlite.store import SqliteStore, unavailable

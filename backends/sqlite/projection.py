@@ -16,7 +16,8 @@ import base64
 import json
 import sqlite3
 
-from backends.api import Active, ClaimRecord, StoredOutcome
+from backends.api import StoredOutcome
+from backends.contract.records import Active, ClaimRecord
 from backends.contract.digests import revision
 from backends.contract.envelopes import claim_record_json
 from backends.contract.values import encode_base64, format_instant, parse_epoch, parse_instant

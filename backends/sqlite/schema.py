@@ -24,7 +24,7 @@ import json
 import sqlite3
 from typing import Any
 
-from backends.api import BackendConfig
+from backends.contract.records import BackendConfig
 from backends.contract.capabilities import REQUIRED_WRITE_PATHS
 
 SCHEMA_VERSION = "1"

@@ -12,13 +12,8 @@ from __future__ import annotations
 import json
 import sqlite3
 
-from backends.api import (
-    Active,
-    ClaimRecord,
-    FloorPersistFailed,
-    StoredOutcome,
-    StoreUnavailable,
-)
+from backends.api import FloorPersistFailed, StoredOutcome, StoreUnavailable
+from backends.contract.records import Active, ClaimRecord
 from backends.contract.digests import revision as revision_of
 
 

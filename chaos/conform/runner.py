@@ -20,7 +20,8 @@ import copy
 import time
 from dataclasses import dataclass, field
 
-from backends.api import Reply, ReplyLost
+from backends.api import ReplyLost
+from backends.contract.records import Reply
 from backends.contract.digests import operation_digest
 from backends.contract.values import parse_instant
 from chaos.conform.adapters.base import Adapter, Parked

@@ -20,7 +20,7 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from backends.api import Reply
+from backends.contract.records import Reply
 
 log = logging.getLogger("chaos.host.client")
 

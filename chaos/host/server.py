@@ -29,7 +29,8 @@ import threading
 import time
 from typing import IO, Any
 
-from backends.api import FileClock, FixedClock, Hooks, ReplyLost, Reply, Restartable
+from backends.api import FileClock, FixedClock, Hooks, ReplyLost, Restartable
+from backends.contract.records import Reply
 
 log = logging.getLogger("chaos.host")
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import bisect
 
-from backends.api import EPOCH_MAX
+from backends.contract.values import EPOCH_MAX
 
 from ._common import BAD, Findings, History, Op, active_text, at, fmt_tuple, initial_revisions, prepare
 from .floors import fresh_publishes

@@ -15,7 +15,7 @@ anything else -> info.
 
 from __future__ import annotations
 
-from backends.api import Reply
+from backends.contract.records import Reply
 from backends.contract.values import format_instant
 from backends.issuelock.contract import codes as C
 

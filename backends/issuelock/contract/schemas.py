@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from backends.api import Reply
+from backends.contract.records import Reply
 from backends.contract.jsonstrict import StrictJSONError, loads_strict
 from backends.issuelock.contract import codes as C
 from backends.issuelock.contract import envelopes as E

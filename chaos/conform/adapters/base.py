@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from backends.api import Reply
+from backends.contract.records import Reply
 from backends.contract.jsonstrict import loads_reply_line
 
 

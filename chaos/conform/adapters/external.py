@@ -36,7 +36,8 @@ import tempfile
 import threading
 import time
 
-from backends.api import Reply, ReplyLost
+from backends.api import ReplyLost
+from backends.contract.records import Reply
 from backends.contract import compact_json
 from backends.external import ExternalBackend, Indeterminate, load_profile
 from chaos.conform.adapters.base import AdapterError, Parked, Profile

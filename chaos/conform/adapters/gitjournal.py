@@ -56,7 +56,7 @@ def _has_fault(case, name: str) -> bool:
 
 def merge_capability_result(namespace: str) -> dict:
     """The capability result this profile really reports for one endpoint."""
-    from backends.api import BackendConfig
+    from backends.contract.records import BackendConfig
 
     cfg = BackendConfig(name=DEFAULT_NAME, namespaces=[namespace], coordination_scope="",
                         write_paths=dict(MERGE_WRITE_PATHS), profile="merge-coordinated")

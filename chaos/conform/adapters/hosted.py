@@ -25,7 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from backends.api import FileClock, Reply, ReplyLost
+from backends.api import FileClock, ReplyLost
+from backends.contract.records import Reply
 from chaos.conform.adapters.base import AdapterError, Parked, Profile
 from chaos.errors import Indeterminate, ReplyLostIndeterminate
 from chaos.host import EXIT_AFTER_COMMIT_STATUS, HostClient

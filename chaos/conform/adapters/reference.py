@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import copy
 
-from backends.api import FixedClock, Reply
+from backends.api import FixedClock
+from backends.contract.records import Reply
 from backends.reference import open_backend
 from chaos.conform.adapters.base import Parked, Profile
 from chaos.conform.adapters.threaded import ConformHooks, abandon_all, finish_parked, start_parked

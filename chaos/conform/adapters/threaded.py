@@ -12,7 +12,8 @@ from __future__ import annotations
 import threading
 from typing import Callable
 
-from backends.api import Hooks, Reply, ReplyLost
+from backends.api import Hooks, ReplyLost
+from backends.contract.records import Reply
 from chaos.conform.adapters.base import AdapterError, Parked
 
 WAIT_S = 20.0
