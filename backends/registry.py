@@ -11,7 +11,8 @@ backend needs no edit here.
 
 An outside backend written as a Python class plugs in with
 ``{"backend": "python", "factory": "package.module:open_backend", ...}``: the
-factory has the same signature.
+factory has the same signature (``backends.factory`` loads it, for both
+protocols).
 """
 
 from __future__ import annotations
@@ -20,6 +21,10 @@ import importlib
 import pkgutil
 
 from backends.api import Backend, Clock, FileClock, Hooks, SystemClock
+from backends.factory import UnknownBackend, load_factory
+
+__all__ = ["UnknownBackend", "clock_for", "known", "open_backend"]
+
 
 def _packages() -> list[str]:
     import backends
@@ -30,10 +35,6 @@ def _packages() -> list[str]:
 def known() -> list[str]:
     """The packages of ``backends/`` that open a backend (plus ``python``)."""
     return [n for n in _packages() if hasattr(importlib.import_module(f"backends.{n}"), "open_backend")] + ["python"]
-
-
-class UnknownBackend(ValueError):
-    pass
 
 
 def clock_for(spec: dict) -> Clock:
@@ -49,20 +50,10 @@ def open_backend(spec: dict, clock: Clock | None = None, hooks: Hooks | None = N
         return issuelock.open_store(spec, clock or clock_for(spec), hooks or Hooks())
     name = spec.get("backend")
     if name == "python":
-        factory = _load_factory(spec.get("factory"))
+        factory = load_factory(spec.get("factory"))
     else:
         module = importlib.import_module(f"backends.{name}") if name in _packages() else None
         factory = getattr(module, "open_backend", None)
         if factory is None:
             raise UnknownBackend(f"unknown backend {name!r} (known: {', '.join(known())})")
     return factory(spec, clock or clock_for(spec), hooks or Hooks())
-
-
-def _load_factory(ref):
-    if not isinstance(ref, str) or ":" not in ref:
-        raise UnknownBackend('a "python" backend needs "factory": "module:function"')
-    module_name, _, attr = ref.partition(":")
-    try:
-        return getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as e:
-        raise UnknownBackend(f"cannot load backend factory {ref!r}: {e}") from None

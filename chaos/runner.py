@@ -49,7 +49,7 @@ from typing import Any, Callable
 
 from chaos.driver import FaultEnv, NemesisExecutor, Progress, RealDriver
 from backends.api import StoreUnavailable
-from backends.registry import UnknownBackend
+from backends.factory import UnknownBackend
 from chaos.errors import ExitCode, SetupFailed, UsageError
 from chaos.faults import procs
 from chaos.history_store import HistoryWriter

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import importlib
 
+from backends.factory import load_factory
+
 STORES = {"sqlite": "backends.issuelock.sqlite", "gitfile": "backends.issuelock.gitfile",
           "external": "backends.issuelock.external"}
 
@@ -23,9 +25,7 @@ STORES = {"sqlite": "backends.issuelock.sqlite", "gitfile": "backends.issuelock.
 def open_store(spec: dict, clock, hooks):
     name = spec.get("backend")
     if name == "python":
-        from backends.registry import _load_factory
-
-        return _load_factory(spec.get("factory"))(spec, clock, hooks)
+        return load_factory(spec.get("factory"))(spec, clock, hooks)
     if name not in STORES:
         raise ValueError(f"unknown issue-lock store {name!r} (known: {', '.join(STORES)}, python)")
     return importlib.import_module(STORES[name]).open_backend(spec, clock, hooks)
