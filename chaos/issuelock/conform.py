@@ -219,7 +219,7 @@ class ExternalLockSession(HostedLockSession):
 
     def spec(self) -> dict:
         from chaos.issuelock.targets import DEFAULT_PROFILE
-        from chaos.sut.external import resolve_command
+        from chaos.sut.base import resolve_command
 
         return {"protocol": "issue-lock", "backend": "external", "command": resolve_command(self.options["command"]),
                 "profile": os.path.abspath(self.options.get("profile") or DEFAULT_PROFILE),

@@ -110,7 +110,7 @@ class ExternalLockTarget(LockTarget):
 
     def make_spec(self) -> dict:
         from backends.issuelock.external import LockProfileError, load_lock_profile
-        from chaos.sut.external import resolve_command
+        from chaos.sut.base import resolve_command
 
         command = getattr(self.cfg, "backend_command", None)
         if not command:

@@ -19,6 +19,7 @@ import importlib
 import pkgutil
 
 from chaos.errors import UsageError
+from chaos.sut import base
 from chaos.sut.abilities import ABILITIES, Abilities, Ability, can, cannot
 from chaos.sut.base import Sut, Target
 
@@ -39,6 +40,7 @@ def all_suts() -> list[Sut]:
             module = importlib.import_module(f"{__name__}.{info.name}")
             found.append(module.SUT)   # a backend module without SUT is a bug: let it raise
         _cache = sorted(found, key=lambda s: (s.order, s.name))
+        base.LISTED[:] = _cache   # a Sut refusing an option names the backends that take it
     return list(_cache)
 
 

@@ -17,6 +17,7 @@ records a directory outside the run dir to remove then (a server's /tmp dir).
 
 from __future__ import annotations
 
+import sys
 from typing import Callable
 
 from chaos.errors import UsageError
@@ -31,6 +32,20 @@ def open_spec(spec: dict):
     from backends.registry import open_backend
 
     return open_backend(spec)
+
+
+def resolve_command(command: str) -> str:
+    """An outside program's ``--command``, as the suite runs it: ``chaos ...``
+    is this suite's CLI; a leading ``python``/``python3`` is this interpreter
+    (the venv that has the suite's dependencies)."""
+    import shlex
+
+    words = shlex.split(command)
+    if words[:1] == ["chaos"]:
+        return shlex.join([sys.executable, "-m", "chaos.cli", *words[1:]])
+    if words[:1] in (["python"], ["python3"]):
+        return shlex.join([sys.executable, *words[1:]])
+    return command
 
 
 def redact_dsn(dsn: str | None) -> str | None:
@@ -157,10 +172,13 @@ class Sut:
         raise UsageError(f"chaos backend {self.name}: cannot provision")
 
 
-def _owners(key: str) -> list[str]:
-    from chaos.sut import all_suts
+#: every backend's ``Sut``, in listing order, once ``chaos.sut`` has listed them (it hands them
+#: over: the list imports every backend module, each of which imports this one)
+LISTED: list[Sut] = []
 
-    return [s.name for s in all_suts() if key in s.takes]
+
+def _owners(key: str) -> list[str]:
+    return [s.name for s in LISTED if key in s.takes]
 
 
 class SimpleSession:

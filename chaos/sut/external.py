@@ -9,23 +9,10 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 
 from chaos.errors import SetupFailed, UsageError
 from chaos.sut.abilities import can, cannot
-from chaos.sut.base import SimpleSession, Sut, Target
-
-def resolve_command(command: str) -> str:
-    """``chaos ...`` is this suite's CLI; a leading ``python``/``python3`` is this
-    interpreter (the venv that has the suite's dependencies)."""
-    import shlex
-
-    words = shlex.split(command)
-    if words[:1] == ["chaos"]:
-        return shlex.join([sys.executable, "-m", "chaos.cli", *words[1:]])
-    if words[:1] in (["python"], ["python3"]):
-        return shlex.join([sys.executable, *words[1:]])
-    return command
+from chaos.sut.base import SimpleSession, Sut, Target, resolve_command
 
 
 class ExternalTarget(Target):

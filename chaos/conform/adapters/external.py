@@ -43,7 +43,7 @@ from backends.external import ExternalBackend, Indeterminate, load_profile
 from chaos.conform.adapters.base import AdapterError, Parked, Profile
 from chaos.conform.adapters.gitjournal import adjust_for_profile, not_applicable_for_profile
 from chaos.errors import UsageError
-from chaos.sut.external import resolve_command
+from chaos.sut.base import resolve_command
 
 DEFAULT_PROFILE = os.path.join(os.path.dirname(__file__), "..", "..", "..", "profiles", "chaos-sqlite.yaml")
 
