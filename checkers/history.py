@@ -42,7 +42,9 @@ import orjson
 
 from backends import safeload
 from backends.contract.digests import operation_digest
-from backends.contract.values import parse_instant
+from checkers.raw.envelopes import envelope_problems
+from checkers.raw.requests import CHECKED_OPS, request_problems
+from checkers.wire import epoch_int, instant_ms
 
 INVOKE, OK, FAIL, INFO = "invoke", "ok", "fail", "info"
 COMPLETIONS = (OK, FAIL, INFO)
@@ -92,68 +94,6 @@ def classify(exit_code: int | None, envelope: dict | None) -> str:
 
 #: an ``active`` member that is neither ``null`` nor an object (the envelopes checker reports it)
 BAD = ("<malformed>",)
-
-_minute_ms: dict[str, int | None] = {}
-_UNSEEN = object()
-_seen_instants: dict[str, int | None] = {}
-
-
-def instant_ms(value: Any) -> int | None:
-    """``YYYY-MM-DDTHH:MM:SS.mmmZ`` -> ms since the Unix epoch; ``None`` when
-    malformed (``_instant_ms``; recent answers are remembered: one reply
-    repeats its instants, and the next replies repeat them again)."""
-    try:
-        return _seen_instants[value]
-    except (KeyError, TypeError):
-        pass
-    ms = _instant_ms(value)
-    if type(value) is str:
-        if len(_seen_instants) > 200_000:
-            _seen_instants.clear()
-        _seen_instants[value] = ms
-    return ms
-
-
-def _instant_ms(value: Any) -> int | None:
-    """``YYYY-MM-DDTHH:MM:SS.mmmZ`` -> ms since the Unix epoch; ``None`` when
-    malformed. The calendar part (to the minute) goes through
-    ``backends.contract``'s parser once per minute seen (cached); seconds and
-    milliseconds are checked here."""
-    if type(value) is not str or len(value) != 24 or value[16] != ":" or value[19] != "." or value[23] != "Z":
-        return None
-    minute = value[:16]
-    base = _minute_ms.get(minute, _UNSEEN)
-    if base is _UNSEEN:
-        try:
-            base = parse_instant(minute + ":00.000Z")
-        except (ValueError, TypeError):
-            base = None
-        if len(_minute_ms) > 100_000:
-            _minute_ms.clear()
-        _minute_ms[minute] = base
-    sec, milli = value[17:19], value[20:23]
-    if base is None or not (sec.isdigit() and milli.isdigit() and sec.isascii() and milli.isascii()) or sec > "59":
-        return None
-    return base + int(sec) * 1000 + int(milli)
-
-
-_seen_epochs: dict[str, int | None] = {}
-
-
-def epoch_int(value: Any) -> int | None:
-    """A canonical decimal epoch string -> int; ``None`` otherwise."""
-    try:
-        return _seen_epochs[value]
-    except (KeyError, TypeError):
-        pass
-    if type(value) is not str:
-        return None
-    e = int(value) if value.isdigit() and value.isascii() and (value == "0" or value[0] != "0") else None
-    if len(_seen_epochs) > 100_000:
-        _seen_epochs.clear()
-    _seen_epochs[value] = e
-    return e
-
 
 _json_decode = json.JSONDecoder().decode
 _NAN = float("nan")
@@ -633,9 +573,6 @@ class _Builder:
         self.pos = 0
         self.intern = _Interner()
         self.keys = _Interner()
-        from checkers.invariants.envelopes import envelope_problems
-        from checkers.invariants.requests import CHECKED_OPS, request_problems
-
         self.shape = envelope_problems
         self.request_check = request_problems
         self.request_ops = CHECKED_OPS
@@ -863,9 +800,6 @@ def raw_findings(fd: int, size: int, path: str, tolerant: bool) -> tuple[list, l
     building ops: ``([(position, envelope problems)], [(position, kind,
     data)])`` by the completion's position among the records. Pairing is the
     builder's: a completion goes with the open invoke of its process."""
-    from checkers.invariants.envelopes import envelope_problems
-    from checkers.invariants.requests import request_problems
-
     shapes: list = []
     requests: list = []
     open_: dict = {}

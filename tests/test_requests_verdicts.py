@@ -1,5 +1,5 @@
 """The requests invariant validates identical candidate bytes once
-(checkers/invariants/requests.py): the cached verdict is the one the
+(checkers/raw/requests.py): the cached verdict is the one the
 validator gives, per item, and each finding owns its details."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import hashlib
 
 from backends.contract import ledger_invalid_details
 from backends.contract.ledger_item import render_item
-from checkers.invariants import requests
+from checkers.raw import requests
 
 ITEM = "wb_01Q4843R2AN6VQ7XKD3MP8RT2W"
 OTHER = "wb_01Q4843R2AN6VQ7XKD3MP8RT2X"
