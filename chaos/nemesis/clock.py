@@ -35,7 +35,7 @@ from __future__ import annotations
 import threading
 import time
 
-from chaos.nemesis import FaultCycle, Package, draw_targets, stopped_reason
+from chaos.nemesis.base import FaultCycle, Package, draw_targets, stopped_reason
 
 BACKWARD_S = (-7200, -3600, -900, -300, -120)
 FORWARD_S = (120, 600, 3600)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 
-from chaos.nemesis import FaultCycle, Package
+from chaos.nemesis.base import FaultCycle, Package
 
 
 def _server(env):

@@ -22,7 +22,7 @@ no public path) draws ``claim`` only, since an armed ``publish`` could never fir
 
 from __future__ import annotations
 
-from chaos.nemesis import FaultCycle, Package, draw_targets, stopped_reason
+from chaos.nemesis.base import FaultCycle, Package, draw_targets, stopped_reason
 
 
 def fsync_package(opts: dict) -> Package:

@@ -52,7 +52,8 @@ from psycopg.conninfo import make_conninfo
 
 from chaos.faults.pgwire import FrontendScanner
 from chaos.faults.proxy import FaultProxy
-from chaos.nemesis import FaultCycle, Package, draw_targets, renew_cut
+from chaos.nemesis import renew_cut
+from chaos.nemesis.base import FaultCycle, Package, draw_targets
 
 MODES = ("blackhole", "refuse")
 #: a COMMIT statement as it crosses the wire (Parse or Query message: the SQL text, NUL-terminated);

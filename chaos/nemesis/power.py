@@ -38,7 +38,7 @@ import time
 import psutil
 
 from chaos.faults import procs
-from chaos.nemesis import FaultCycle, Package
+from chaos.nemesis.base import FaultCycle, Package
 
 MODES = ("drop", "torn")
 

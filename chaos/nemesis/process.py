@@ -16,7 +16,7 @@ import time
 import psutil
 
 from chaos.faults import procs
-from chaos.nemesis import FaultCycle, Package, draw_targets, stopped_reason
+from chaos.nemesis.base import FaultCycle, Package, draw_targets, stopped_reason
 
 
 def _gone(pid: int) -> bool:
@@ -85,9 +85,9 @@ def kill_package(opts: dict) -> Package:
     scale = float(opts.get("scale") or 1.0)
     in_call = False
     if share:
-        from chaos.nemesis import _backend_of, sut_options
+        from chaos.nemesis.base import backend_of, sut_options
 
-        in_call = _backend_of(opts).abilities(sut_options(opts)).has("kill-call")
+        in_call = backend_of(opts).abilities(sut_options(opts)).has("kill-call")
 
     def arm(env, value) -> dict:
         shared = env.__dict__.setdefault("publish_kill", PublishKill())
@@ -188,9 +188,9 @@ def pause_package(opts: dict) -> Package:
     # backend has none (a black-box program), frozen inside its publish call
     needs = ()
     if opts.get("pause_at") == "publish":
-        from chaos.nemesis import _backend_of, sut_options
+        from chaos.nemesis.base import backend_of, sut_options
 
-        hook = _backend_of(opts).abilities(sut_options(opts)).has("barrier", via="hook")
+        hook = backend_of(opts).abilities(sut_options(opts)).has("barrier", via="hook")
         needs = ("barrier=hook",) if hook else ("freeze-call",)
     return Package("pause", gen, run, lambda env: resume(env), "workers", heals=("resume",), needs=needs)
 

@@ -31,7 +31,7 @@ import time
 
 import psutil
 
-from chaos.nemesis import FaultCycle, Package
+from chaos.nemesis.base import FaultCycle, Package
 
 RECOVERY_MARKERS = ("not properly shut down", "automatic recovery in progress", "was interrupted")
 
