@@ -95,23 +95,6 @@ def extended_for(why: set, cfg) -> str:
     return "so that " + " and ".join(parts)
 
 
-def first_pass_missed(ops: list, kind, cfg) -> str | None:
-    """A note naming the racer episode kinds the run never started (a bug
-    only such an episode meets went untested: say so), or None."""
-    if kind.name != "claims":
-        return None
-    from workloads.claims import ClaimsConfig
-    from workloads.coverage import intent_episode
-
-    rotation = ClaimsConfig(**cfg.claims).episodes
-    started = {intent_episode(o["intent"]) for o in ops if o.get("type") == "invoke" and o.get("intent")}
-    missed = [k for k in rotation if k not in started]
-    if not missed or len(missed) == len(rotation):  # no racers at all: nothing was asked of them
-        return None
-    return (f"the racers started {len(rotation) - len(missed)} of the {len(rotation)} episode kinds "
-            f"(never: {', '.join(missed)})")
-
-
 @dataclass(frozen=True)
 class UntilProven(Gen):
     """The client ops of ``gen`` before ``limit``; past it, only while
@@ -303,7 +286,7 @@ class Run:
             for t in range(self.cfg.workers):
                 clock_faults[t] = ClockFault(os.path.join(run.tmp, f"clock-{t}"))
         self.release_freezes, self.fault_notes = {}, []
-        if self._plans_episode("frozen-publish"):   # its freeze lands at the end of a write transaction
+        if "frozen-publish" in workload_kind(self.cfg).episodes(self.cfg):   # its freeze lands at the end of a write transaction
             from chaos.faults.lockfreeze import WriteReleaseFreeze
 
             try:
@@ -383,8 +366,9 @@ class Run:
         results = None
         try:
             kind = workload_kind(cfg)
-            if kind.name == "claims":
-                self._fit_episodes(notes)
+            from chaos import sut
+
+            kind.prepare(cfg, sut.get(cfg.backend).abilities(backend_options(cfg)), notes)
             client_gen, world = kind.build(cfg)
             target = kind.target(cfg, run, self._note_pid, self._note_dir)
             self.cleanups.append(target.close)
@@ -394,10 +378,9 @@ class Run:
                 raise SetupFailed(f"--backend {cfg.backend}: {e}") from None
             spec, capabilities = target.spec, target.capabilities
             self.known_deviations = list(getattr(target, "known_deviations", None) or [])
-            if kind.name == "claims":
-                client_gen, world = self._black_box_world(target, kind, world, notes)
-                self._calibrate(target, run, world)
-                client_gen, world = kind.build(cfg)
+            adapted = kind.adapt(cfg, target, run, world, notes)
+            if adapted is not None:
+                client_gen, world = adapted
                 run.write_yaml("test.yaml", dict(asdict(cfg), dsn=redact_dsn(cfg.dsn)))   # with what was chosen
                 run.write_jsonl("schedule.jsonl", plan_schedule(cfg))
             clock_faults, fsync, power, env_for = self._faults(run, target)
@@ -405,8 +388,6 @@ class Run:
             t0 = time.monotonic_ns()
             driver = RealDriver(history, self.slots, None, t0, self.stop)
             routes = self._routes(target)
-            from chaos import sut
-
             # a paused writer parks at the engine's barrier hook where there is one, else it is
             # frozen inside its call (chaos.faults.incall)
             barrier = sut.get(cfg.backend).abilities(backend_options(cfg)).has("barrier", via="hook")
@@ -443,10 +424,8 @@ class Run:
                 if last > limit and not self.interrupted:
                     notes.append(f"the workload started ops until {(last - limit) / SEC:.1f} s past its time limit "
                                  + extended_for(until.why, cfg))
-                left = first_pass_missed(workload_ops, kind, cfg)
-                if left and not self.interrupted:
-                    notes.append(left)
                 if not self.interrupted:
+                    notes.extend(kind.notes(workload_ops, cfg))
                     self._final_phase(driver, env, pkgs, history, world, kind, threads, process_of)
             finally:
                 progress.close()
@@ -516,127 +495,15 @@ class Run:
             slot.kill()
         # let every lease expire (real time: the backend's clock is the authority)
         self.stop.wait(kind.settle_s(self.cfg))
-        reads = kind.final_reads(history.snapshot(), world)
-        start = len(history.snapshot())
-        interpret(clients(reads), threads, driver, self.cfg.seed, process_of=process_of)
-        if kind.name == "claims" and self.cfg.claims.get("commit"):
-            self._final_git(driver, history, world, threads, process_of)
+        ops = history.snapshot()
+        start = len(ops)
+
+        def call(client_ops: list[dict]) -> None:   # the kind's final ops, each to completion
+            interpret(clients(client_ops), threads, driver, self.cfg.seed, process_of=process_of)
+        kind.final_phase(self.cfg, world, ops, call)
         for op in history.snapshot()[start:]:
             if op.get("process") != NEMESIS and op["type"] == "info":
                 self.final_incomplete.append(f"final read-back {op['f']} ended info: {str(op.get('error', ''))[:160]}")
-
-    def _final_git(self, driver, history, world, threads, process_of) -> None:
-        """Git-backed ledgers, as their users run them: the final agent commits
-        every item file still differing from HEAD, then ``claim-verify`` runs on
-        every ledger; both are client ops in the history (checked by
-        ``checkers.invariants.git_finalization``)."""
-        by_ns: dict = {}
-        for ns, item in world.tuples:
-            by_ns.setdefault(ns, []).append(item)
-        ops = [{"f": "commit", "value": {"ledger_namespace": ns, "all": True, "item_ids": items}}
-               for ns, items in by_ns.items()]
-        interpret(clients(ops), threads, driver, self.cfg.seed, process_of=process_of)
-        verifies = [{"f": "verify", "value": {"ledger_namespace": ns}} for ns in by_ns]
-        interpret(clients(verifies), threads, driver, self.cfg.seed, process_of=process_of)
-
-    def _plans_episode(self, episode: str) -> bool:
-        from workloads.claims import ClaimsConfig
-
-        return workload_kind(self.cfg).name == "claims" and episode in ClaimsConfig(**self.cfg.claims).episodes
-
-    def _fit_episodes(self, notes: list) -> None:
-        """Racer episodes that need an ability the backend lacks (a black-box
-        program cannot seed a claim record, may map no legacy commands) are
-        left out up front, each with its reason; recorded in ``cfg.claims``
-        (``episodes``), so the workload and its coverage plan follow."""
-        from chaos import sut
-        from workloads.claims import ClaimsConfig
-        from workloads.races import EPISODE_NEEDS
-
-        cfg = self.cfg
-        abilities = sut.get(cfg.backend).abilities(backend_options(cfg))
-        kept, dropped = [], []
-        for episode in ClaimsConfig(**cfg.claims).episodes:
-            why = abilities.missing(EPISODE_NEEDS.get(episode, ()))
-            (dropped.append(f"{episode} ({why})") if why else kept.append(episode))
-        if dropped:
-            cfg.claims = dict(cfg.claims, episodes=kept)
-            notes.append(f"racer episodes left out, the backend lacks what they need: {'; '.join(dropped)}")
-
-    def _black_box_world(self, target, kind, world, notes: list):
-        """A black-box program: the namespaces it minted at provision (the suite
-        adopts them), a cooperating agent that commits (Git-backed ledgers), no
-        publications when its items have no public path. Recorded in
-        ``cfg.claims`` so the workload is rebuilt from the config alone."""
-        cfg = self.cfg
-        adopted = list(getattr(target, "namespaces", None) or world.namespaces)
-        if adopted != list(world.namespaces):
-            cfg.adopted_namespaces = adopted   # not a RunConfig field: a new provision mints new ones
-        if getattr(target, "commits", False):
-            cfg.claims = dict(cfg.claims, commit=True)
-        if not getattr(target, "publishes", True):
-            cfg.claims = dict(cfg.claims, publish=False)
-            if "lost_reply_classes" not in cfg.nemesis_opts:  # an armed publish-class lost reply could never fire
-                cfg.nemesis_opts = dict(cfg.nemesis_opts, lost_reply_classes=["claim"])
-            notes.append("the backend has no public path to seed ledger items (profile items.path: null): "
-                         "publications are not exercised")
-        return kind.build(cfg)
-
-    def _calibrate(self, target, run, world) -> None:
-        """Measure the call latency (unless ``--scale`` was given) and scale the
-        run's times to it (``chaos.timing``); updates ``cfg`` and its command."""
-        from chaos import timing
-        from workloads.claims import ClaimsConfig
-        from workloads.items import mint_item_id
-        from workloads.random import Stream
-
-        cfg = self.cfg
-        ccfg = ClaimsConfig(**cfg.claims)
-        measured = None
-        if cfg.scale is None:
-            item, _ = mint_item_id(Stream(cfg.seed, ("calibration",)))
-            try:
-                measured = timing.measure(target.spec, {}, world.namespaces[0], item,
-                                          run.file("logs", "calibration.log"))
-            except Exception as e:  # a backend that cannot even answer: the run itself will say so
-                measured = {"error": f"{type(e).__name__}: {e}"}
-        chosen = timing.choose(measured, cfg.scale, lease_ms=ccfg.lease_ms, workers_default=cfg.workers,
-                               time_limit_default=cfg.time_limit)
-        cfg.scale = chosen["scale"]
-        if cfg.auto_workers:
-            cfg.workers = chosen["workers"]
-        if cfg.auto_time_limit:
-            cfg.time_limit = chosen["time_limit"]
-        if cfg.auto_op_timeout and chosen["op_timeout_min"] > cfg.op_timeout:
-            cfg.op_timeout = chosen["op_timeout_min"]
-        cfg.claims = timing.scaled_claims(cfg.claims, cfg.scale, ccfg)
-        ccfg = ClaimsConfig(**cfg.claims)
-        mode = ((((target.capabilities or {}).get("result") or {}).get("operations") or {}).get("work_claim") or {}).get("mode")
-        if mode == "merge-coordinated" and chosen["slow"] and "kill_at" not in cfg.nemesis_opts:
-            # a merge-coordinated publish is several durable steps (intent, item, final),
-            # each a separate write of a process-per-call program: most kills aim inside
-            # one (chaos.nemesis.process; a fast in-process backend's publish is too short
-            # to aim at without stalling the nemesis thread)
-            cfg.nemesis_opts = dict(cfg.nemesis_opts, kill_at="publish", kill_publish_share=0.75)
-        if chosen["slow"] and "clock_forward_s" not in cfg.nemesis_opts:
-            # forward skews the run outlives: a frozen floor strands every dead holder's claim
-            cfg.nemesis_opts = dict(cfg.nemesis_opts,
-                                    clock_forward_s=timing.clock_offsets(ccfg.lease_ms, cfg.time_limit))
-        cfg.timing = {"measured": measured, "scale": cfg.scale, "workers": cfg.workers, "time_limit": cfg.time_limit,
-                      "op_timeout": cfg.op_timeout, "lease_ms": ccfg.lease_ms, "work_ms": list(ccfg.work_ms),
-                      "backoff_ms": list(ccfg.backoff_ms)}
-        if "--config" not in cfg.command:
-            cfg.command = _with_flags(cfg.command, {"--scale": str(cfg.scale), "--workers": str(cfg.workers),
-                                                    "--time-limit": str(cfg.time_limit),
-                                                    "--op-timeout": f"{cfg.op_timeout:g}"})
-        m = measured or {}
-        seen = (f"measured read {m.get('read_ms')} ms, decision {m.get('decision_ms')} ms; "
-                if m and "error" not in m else "")
-        print(f"chaos: timing: {seen}scale {cfg.scale} -> lease {ccfg.lease_ms} ms, work {ccfg.work_ms[0]}-"
-              f"{ccfg.work_ms[1]} ms, op deadline {cfg.op_timeout} s, {cfg.workers} workers, {cfg.time_limit} s"
-              + (f", forward skews {cfg.nemesis_opts['clock_forward_s']} s" if "clock_forward_s" in cfg.nemesis_opts
-                 else ""),
-              file=sys.stderr)
 
     def _results(self, cfg, run, ops, coverage, capabilities, started, notes, world, kind) -> dict:
         client = [o for o in ops if o.get("process") != NEMESIS and o["type"] != "invoke"]
@@ -668,8 +535,8 @@ class Run:
         if missing and verdict == "valid":
             verdict = "unknown"
             notes.append(f"requested faults never took effect: {', '.join(missing)}")
-        # per contract path, for the workloads that declare their paths (the claims workload)
-        paths = kind.coverage(ops, cfg, capabilities) if hasattr(kind, "coverage") else {}
+        # per contract path, for the workloads that declare their paths
+        paths = kind.coverage(ops, cfg, capabilities)
         verdict = self._workload_gate(verdict, paths, stats, notes)
         code = {"valid": ExitCode.VALID, "invalid": ExitCode.INVALID}.get(verdict, ExitCode.UNKNOWN)
         return {
@@ -744,20 +611,6 @@ def kill_landings(ops: list[dict]) -> dict[str, int]:
         if isinstance(fault, dict) and fault.get("by") == "kill-nemesis" and fault.get("inside"):
             out[o["f"]] = out.get(o["f"], 0) + 1
     return out
-
-
-def _with_flags(command: str, flags: dict[str, str]) -> str:
-    """``command`` with each ``--flag value`` set (replaced or appended)."""
-    import shlex
-
-    words = shlex.split(command)
-    for flag, value in flags.items():
-        if flag in words:
-            i = words.index(flag)
-            words[i + 1:i + 2] = [value]
-        else:
-            words += [flag, value]
-    return shlex.join(words)
 
 
 def run(cfg: RunConfig, report: bool = True) -> int:

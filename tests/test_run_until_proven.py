@@ -120,18 +120,16 @@ def test_the_rotation_extension_is_bounded_and_only_for_runs_of_the_default_leng
 
 
 def test_a_run_names_the_racer_episode_kinds_it_never_started():
-    from chaos.runner import first_pass_missed
     from chaos.workload_kinds import workload_kind
     from workloads.races import EPISODES
 
     cfg = RunConfig()
     kind = workload_kind(cfg)
     ops = [{"type": "invoke", "intent": f"{k}:x"} for k in EPISODES[:-2]] + [{"type": "invoke", "intent": "agent:read"}]
-    note = first_pass_missed(ops, kind, cfg)
-    assert note == (f"the racers started {len(EPISODES) - 2} of the {len(EPISODES)} episode kinds "
-                    f"(never: {EPISODES[-2]}, {EPISODES[-1]})")
-    assert first_pass_missed(ops + [{"type": "invoke", "intent": f"{k}:y"} for k in EPISODES[-2:]], kind, cfg) is None
-    assert first_pass_missed([{"type": "invoke", "intent": "agent:read"}], kind, cfg) is None   # no racers
+    assert kind.notes(ops, cfg) == [f"the racers started {len(EPISODES) - 2} of the {len(EPISODES)} episode kinds "
+                                    f"(never: {EPISODES[-2]}, {EPISODES[-1]})"]
+    assert kind.notes(ops + [{"type": "invoke", "intent": f"{k}:y"} for k in EPISODES[-2:]], cfg) == []
+    assert kind.notes([{"type": "invoke", "intent": "agent:read"}], cfg) == []   # no racers
 
 
 def test_a_kind_whose_prologue_faults_took_every_run_is_run_again_before_the_run_ends(tmp_path):

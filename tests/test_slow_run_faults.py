@@ -11,7 +11,7 @@ import pytest
 from chaos import timing
 from chaos.nemesis import NEMESES
 from chaos.nemesis.clock import BACKWARD_S, FORWARD_S, STROBE_S, drawer
-from chaos.runner import Run, RunConfig
+from chaos.runner import RunConfig
 from workloads.random import Stream
 from test_nemesis_faults import make_env, world  # noqa: F401  (fixture)
 
@@ -71,12 +71,12 @@ def test_a_black_box_run_without_item_files_arms_no_publish_lost_reply():
     _, world = kind.build(cfg)
     target = SimpleNamespace(namespaces=list(world.namespaces), commits=False, publishes=False)
     notes: list = []
-    Run(cfg)._black_box_world(target, kind, world, notes)
+    kind.black_box_world(cfg, target, world, notes)
     assert cfg.claims["publish"] is False and cfg.nemesis_opts["lost_reply_classes"] == ["claim"]
     assert any("publications are not exercised" in n for n in notes)
     cfg2 = RunConfig(backend="external", workload="claims", nemesis=["lost-reply"])
-    Run(cfg2)._black_box_world(SimpleNamespace(namespaces=list(world.namespaces), commits=False, publishes=True),
-                               kind, world, [])
+    kind.black_box_world(cfg2, SimpleNamespace(namespaces=list(world.namespaces), commits=False, publishes=True),
+                         world, [])
     assert "lost_reply_classes" not in cfg2.nemesis_opts
 
 

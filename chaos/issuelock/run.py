@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from dataclasses import fields
 
+from chaos.workload_kinds.base import WorkloadKind
 
-class IssueLockKind:
+
+class IssueLockKind(WorkloadKind):
     name = "issue-lock"
     protocol = "issue-lock"
 
