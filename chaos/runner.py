@@ -6,9 +6,12 @@ of seed + config, written to ``schedule.jsonl``), start a watchdog and N worker
 host processes by exec with the preload env, interpret the client and nemesis
 generators in real time (every invoke and completion appended to
 ``history.jsonl`` as it happens), then the final phase: heal every fault, let
-leases expire, read everything back (``read`` of every tuple and
-``publication-read`` of every operation id seen), record the durable export,
-run the checkers and write ``results.json``.
+leases expire, run the workload kind's own final phase (the claims kind reads
+every tuple and every publication outcome back), record the durable export,
+run the kind's checkers and write ``results.json``. The runner names no
+workload: what differs between workloads is asked of the run's kind
+(``chaos.workload_kinds.base.WorkloadKind``), as what differs between
+backends is asked of its ``Sut``.
 
 ``results.json`` (schema_version 1), read by ``chaos.reports``::
 
