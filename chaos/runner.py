@@ -365,44 +365,17 @@ class Run:
         history = HistoryWriter(run.file("history.jsonl"), fsync=cfg.fsync_history)
         coverage = Coverage(cfg.nemesis)
         notes: list[str] = []
-        target = None
         results = None
         try:
             kind = workload_kind(cfg)
-            from chaos import sut
-
-            kind.prepare(cfg, sut.get(cfg.backend).abilities(backend_options(cfg)), notes)
-            client_gen, world = kind.build(cfg)
-            target = kind.target(cfg, run, self._note_pid, self._note_dir)
-            self.cleanups.append(target.close)
-            try:
-                target.setup(kind.namespaces(world), kind.durable(world))
-            except (StoreUnavailable, UnknownBackend) as e:  # what the input names cannot be reached or loaded
-                raise SetupFailed(f"--backend {cfg.backend}: {e}") from None
-            spec, capabilities = target.spec, target.capabilities
-            self.known_deviations = list(getattr(target, "known_deviations", None) or [])
-            adapted = kind.adapt(cfg, target, run, world, notes)
-            if adapted is not None:
-                client_gen, world = adapted
-                run.write_yaml("test.yaml", dict(asdict(cfg), dsn=redact_dsn(cfg.dsn)))   # with what was chosen
-                run.write_jsonl("schedule.jsonl", plan_schedule(cfg))
+            target, client_gen, world = self._set_up(kind, run, notes)
+            capabilities = target.capabilities
             clock_faults, fsync, power, env_for = self._faults(run, target)
             notes.extend(self.fault_notes)
             t0 = time.monotonic_ns()
             driver = RealDriver(history, self.slots, None, t0, self.stop)
             routes = self._routes(target)
-            # a paused writer parks at the engine's barrier hook where there is one, else it is
-            # frozen inside its call (chaos.faults.incall)
-            barrier = sut.get(cfg.backend).abilities(backend_options(cfg)).has("barrier", via="hook")
-            release_tally, rendezvous = ReleaseTally(), Rendezvous()
-            for t in range(cfg.workers):
-                self.slots.append(Slot(t, routes.spec_for(spec, t) if routes else spec, env_for, run.file("logs"),
-                                       driver.completions, cfg.op_timeout, self._note_pid))
-                self.slots[-1].barrier = barrier
-                self.slots[-1].release_freeze = self.release_freezes.get(t)
-                self.slots[-1].release_tally, self.slots[-1].rendezvous = release_tally, rendezvous
-                if getattr(target, "nodes", None) is not None:   # --nodes docker: each host in a container
-                    self.slots[-1].launcher = target.worker_launcher(t)
+            self._add_slots(run, target, routes, env_for, driver)
             env = FaultEnv(self.slots, clock_faults, fsync, coverage, history, t0, target)
             env.power, env.routes = power, routes
             nem_gen, table, pkgs = nemesis_plan(cfg)
@@ -440,17 +413,8 @@ class Run:
                         history.append(dict(rec, time=driver.now()))
                 except Exception as e:
                     self.final_incomplete.append(f"final durable export failed: {type(e).__name__}: {e}")
-            lost = sum(s.exited_after_commit for s in self.slots)
-            if lost:
-                coverage.took_effect("lost-reply", lost)
-            parked = sum(s.parked for s in self.slots)
-            if parked:
-                coverage.took_effect("pause", parked)
             ops = history.snapshot()
-            aimed = sum(1 for o in ops if o.get("type") != "invoke" and isinstance(o.get("fault"), dict)
-                        and o["fault"].get("by") == "kill-nemesis" and o["fault"].get("inside"))
-            if aimed:   # kills armed for a publish proved themselves inside their calls
-                coverage.took_effect("kill", aimed)
+            self._in_call_evidence(coverage, ops)
             results = self._results(cfg, run, ops, coverage, capabilities, started, notes, world, kind)
             results["target"] = target.describe()
             landed = kill_landings(ops)
@@ -482,6 +446,60 @@ class Run:
         if self.interrupted:
             return 130
         return results["exit_code"]
+
+    def _set_up(self, kind, run: RunDir, notes: list):
+        """``(target, client generator, world)``: the workload fitted to the backend,
+        built, its target set up and seeded, then fitted to what the target is."""
+        from chaos import sut
+        from chaos.sut.base import redact_dsn
+
+        cfg = self.cfg
+        kind.prepare(cfg, sut.get(cfg.backend).abilities(backend_options(cfg)), notes)
+        client_gen, world = kind.build(cfg)
+        target = kind.target(cfg, run, self._note_pid, self._note_dir)
+        self.cleanups.append(target.close)
+        try:
+            target.setup(kind.namespaces(world), kind.durable(world))
+        except (StoreUnavailable, UnknownBackend) as e:  # what the input names cannot be reached or loaded
+            raise SetupFailed(f"--backend {cfg.backend}: {e}") from None
+        self.known_deviations = list(getattr(target, "known_deviations", None) or [])
+        adapted = kind.adapt(cfg, target, run, world, notes)
+        if adapted is not None:
+            client_gen, world = adapted
+            run.write_yaml("test.yaml", dict(asdict(cfg), dsn=redact_dsn(cfg.dsn)))   # with what was chosen
+            run.write_jsonl("schedule.jsonl", plan_schedule(cfg))
+        return target, client_gen, world
+
+    def _add_slots(self, run: RunDir, target, routes, env_for, driver) -> None:
+        """One worker slot per client thread, each reaching the target's spec (through its route)."""
+        from chaos import sut
+
+        cfg, spec = self.cfg, target.spec
+        # a paused writer parks at the engine's barrier hook where there is one, else it is
+        # frozen inside its call (chaos.faults.incall)
+        barrier = sut.get(cfg.backend).abilities(backend_options(cfg)).has("barrier", via="hook")
+        release_tally, rendezvous = ReleaseTally(), Rendezvous()
+        for t in range(cfg.workers):
+            self.slots.append(Slot(t, routes.spec_for(spec, t) if routes else spec, env_for, run.file("logs"),
+                                   driver.completions, cfg.op_timeout, self._note_pid))
+            self.slots[-1].barrier = barrier
+            self.slots[-1].release_freeze = self.release_freezes.get(t)
+            self.slots[-1].release_tally, self.slots[-1].rendezvous = release_tally, rendezvous
+            if getattr(target, "nodes", None) is not None:   # --nodes docker: each host in a container
+                self.slots[-1].launcher = target.worker_launcher(t)
+
+    def _in_call_evidence(self, coverage, ops: list[dict]) -> None:
+        """Faults whose evidence the worker slots and the completions hold, not the nemesis."""
+        lost = sum(s.exited_after_commit for s in self.slots)
+        if lost:
+            coverage.took_effect("lost-reply", lost)
+        parked = sum(s.parked for s in self.slots)
+        if parked:
+            coverage.took_effect("pause", parked)
+        aimed = sum(1 for o in ops if o.get("type") != "invoke" and isinstance(o.get("fault"), dict)
+                    and o["fault"].get("by") == "kill-nemesis" and o["fault"].get("inside"))
+        if aimed:   # kills armed for a publish proved themselves inside their calls
+            coverage.took_effect("kill", aimed)
 
     def _final_phase(self, driver, env, pkgs, history, world, kind, threads, process_of) -> None:
         # heal every fault; I/O faults first (a server cannot restart while its fsyncs fail)
