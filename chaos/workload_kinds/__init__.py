@@ -13,12 +13,7 @@ of ``WorkloadKind`` and one entry here; the runner names none of them.
 from __future__ import annotations
 
 from chaos.errors import UsageError
-
-
-def _claims():
-    from chaos.workload_kinds.claims import ClaimsKind
-
-    return ClaimsKind()
+from chaos.workload_kinds.claims import ClaimsKind
 
 
 def _issue_lock():
@@ -27,8 +22,8 @@ def _issue_lock():
     return IssueLockKind()
 
 
-#: name -> a factory of its ``WorkloadKind`` (imported when asked for: one run runs one kind)
-WORKLOADS = {"claims": _claims, "issue-lock": _issue_lock}
+#: name -> a factory of its ``WorkloadKind``
+WORKLOADS = {"claims": ClaimsKind, "issue-lock": _issue_lock}
 
 
 def workload_kind(name_or_cfg):
