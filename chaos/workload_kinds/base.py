@@ -21,7 +21,8 @@ in this order::
 A kind is a subclass of ``WorkloadKind`` listed in ``chaos.workload_kinds.WORKLOADS``;
 what it does not override does nothing. Its own settings, where it has some,
 are a plain-data member of ``RunConfig`` (``claims``, ``issuelock``), so
-``test.yaml`` reproduces the run.
+``test.yaml`` reproduces the run: the one edit beside the runner's flow a new
+kind can need.
 """
 
 from __future__ import annotations
