@@ -257,6 +257,7 @@ class Run:
         self.cleanups: list = []
         self.final_incomplete: list[str] = []  # why the final durable check could not run (-> unknown)
         self.known_deviations: list[dict] = []  # acknowledged findings (the profile's known_deviations)
+        self.ledger_of: dict = {}   # namespace -> ledger directory, for a program with several ledgers
 
     # ------------------------------------------------------------------ setup
 
@@ -569,6 +570,7 @@ class Run:
         publications when its items have no public path. Recorded in
         ``cfg.claims`` so the workload is rebuilt from the config alone."""
         cfg = self.cfg
+        self.ledger_of = dict(target.spec.get("ledgers") or {})   # a capabilities envelope is one ledger's
         adopted = list(getattr(target, "namespaces", None) or world.namespaces)
         if adopted != list(world.namespaces):
             cfg.adopted_namespaces = adopted   # not a RunConfig field: a new provision mints new ones
@@ -654,6 +656,8 @@ class Run:
                 ctx = kind.ctx(cfg, world, capabilities)
                 if self.known_deviations:
                     ctx["known_deviations"] = self.known_deviations
+                if len(set(self.ledger_of.values())) > 1:
+                    ctx["ledger_of"] = self.ledger_of
                 merged = kind.check(ops, ctx)
                 known_report = merged.get("known_deviations", [])
                 checker_results = merged.get("checkers", {})
