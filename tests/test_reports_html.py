@@ -75,6 +75,18 @@ def test_junit_failure_carries_explanations(invalid_report):
     assert cases["linearizable"].find("failure") is None
 
 
+def test_junit_names_are_unique_per_backend_test_name_and_seed(tmp_path):
+    """Two runs of one backend in one CI job used to share ``chaos.<backend>.<checker>``."""
+    from chaos.reports.junit import matrix_junit
+
+    runs = [load_run(make_run(str(tmp_path), name=name, seed=seed, verdict="valid"))
+            for name, seed in (("cell.a", 1), ("cell.a", 2), ("cell-b", 1))]
+    root = ET.fromstring(matrix_junit(runs).split("\n", 1)[1])
+    ids = [(c.get("classname"), c.get("name")) for c in root.iter("testcase")]
+    assert len(ids) == len(set(ids)) == 6
+    assert {c for c, _ in ids} == {"chaos.sqlite.cell_a.seed1", "chaos.sqlite.cell_a.seed2", "chaos.sqlite.cell-b.seed1"}
+
+
 def test_unknown_is_a_junit_error_not_a_skip(tmp_path):
     paths = write_all(make_run(str(tmp_path), verdict="unknown"))
     root = ET.parse(paths["junit.xml"]).getroot()
