@@ -103,3 +103,28 @@ def test_evidence_flags_unavailable_replies_stalls_and_unexercised_paths():
     fine = evidence([done(t / 2) for t in range(40)], 20, {"p": {"requested": True, "attempted": 1, "completed": 1}})
     assert fine["thin"] == [] and summary_line(fine) == ("0% store-unavailable of 40 replies, no stall of 5 s or "
                                                           "more, 1 of 1 paths exercised")
+
+
+def test_past_its_time_limit_the_progress_line_names_the_phase():
+    """Not "50.0s / 20s" counting on: what the run is doing once its limit has passed."""
+    import threading
+
+    from chaos.driver import Progress
+    from chaos.nemesis import Coverage
+
+    class Driver:
+        ops, phase, t = 12, None, 5.0
+
+        def now(self):
+            return int(self.t * 1e9)
+
+    d = Driver()
+    p = Progress(d, Coverage([]), 20, threading.Event())
+    try:
+        assert p.line() == "chaos:    5.0s / 20s  ops 12  faults 0"
+        d.t = 50.0
+        assert "/ 20s" not in p.line() and "past the time limit: finishing" in p.line()
+        d.phase = "final phase: reading everything back"
+        assert p.line() == "chaos:   50.0s  final phase: reading everything back  ops 12  faults 0"
+    finally:
+        p._done.set()
