@@ -575,7 +575,8 @@ class Run:
         publications when its items have no public path. Recorded in
         ``cfg.claims`` so the workload is rebuilt from the config alone."""
         cfg = self.cfg
-        self.ledger_of = dict(target.spec.get("ledgers") or {})   # a capabilities envelope is one ledger's
+        ledgers = (getattr(target, "spec", None) or {}).get("ledgers")   # a capabilities envelope is one ledger's
+        self.ledger_of = dict(ledgers) if isinstance(ledgers, dict) else {}
         adopted = list(getattr(target, "namespaces", None) or world.namespaces)
         if adopted != list(world.namespaces):
             cfg.adopted_namespaces = adopted   # not a RunConfig field: a new provision mints new ones
