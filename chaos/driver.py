@@ -120,6 +120,7 @@ class RealDriver:
         self.stop = stop
         self.completions: queue.Queue = queue.Queue()
         self.ops = 0
+        self.phase: str | None = None   # what the run does once past its time limit (the progress line says it)
 
     def now(self) -> int:
         return time.monotonic_ns() - self.t0
@@ -167,7 +168,12 @@ class Progress:
     def line(self) -> str:
         t = self.driver.now() / 1e9
         faults = sum(v["fired"] for v in self.coverage.to_json().values())
-        return f"chaos: {t:6.1f}s / {self.time_limit:.0f}s  ops {self.driver.ops}  faults {faults}"
+        if t <= self.time_limit and self.driver.phase is None:
+            where = f"{t:6.1f}s / {self.time_limit:.0f}s"
+        else:   # past the limit: say what it waits for, not a clock counting on past its end
+            phase = self.driver.phase or "past the time limit: finishing the episodes and faults under way"
+            where = f"{t:6.1f}s  {phase}"
+        return f"chaos: {where}  ops {self.driver.ops}  faults {faults}"
 
     def _loop(self) -> None:
         every = 0.5 if self.tty else 5.0

@@ -16,7 +16,11 @@ Fixtures:
   nothing) unless ``allow_unknown=True``, which skips instead. A crash of the
   suite (exit 254/255) fails with its output.
 * ``chaos_result``: the outcome of one run configured by the test's
-  ``@pytest.mark.chaos(backend=..., nemesis=[...], ...)`` marker.
+  ``@pytest.mark.chaos(backend=..., nemesis=[...], ...)`` marker. The run
+  happens while the fixture is set up, but an ``invalid`` (or ``unknown``)
+  verdict is reported as the test's FAILURE (its call phase, before the
+  test body runs), not as an error at setup: a backend that broke the
+  contract is a failed test, not a broken fixture.
 
 Unset arguments come from the marker, then from the command-line options.
 Runs are stored under ``--chaos-store`` (default: a pytest temp dir).
@@ -27,6 +31,9 @@ from __future__ import annotations
 import pytest
 
 from chaos.commands.test_all import RunOutcome, RunRequest, run_one
+
+#: the failure message of a ``chaos_result`` run, kept for the test's call phase
+FAILURE = pytest.StashKey[str]()
 
 
 def pytest_addoption(parser):
@@ -76,6 +83,7 @@ class ChaosRunner:
     def __init__(self, config, store: str, marker_kwargs: dict):
         self.config, self.store, self.defaults = config, store, marker_kwargs
         self.outcomes: list[RunOutcome] = []
+        self.deferred: str | None = None   # the failure of a deferred run (``chaos_result``)
 
     def _opt(self, key: str, option: str, given):
         if given is not None:
@@ -86,7 +94,9 @@ class ChaosRunner:
 
     def __call__(self, backend: str | None = None, nemesis=None, time_limit: float | None = None,
                  seed: int | None = None, workers: int | None = None, workload: str | None = None,
-                 factory: str | None = None, allow_unknown: bool | None = None) -> RunOutcome:
+                 factory: str | None = None, allow_unknown: bool | None = None, defer: bool = False) -> RunOutcome:
+        """One run; its failure raised at once, or with ``defer`` kept in
+        ``self.deferred`` for the test's call phase to raise."""
         nem = _nemesis_list(self._opt("nemesis", "--chaos-nemesis", nemesis))
         seed = self._opt("seed", "--chaos-seed", seed)
         req = RunRequest(
@@ -109,6 +119,9 @@ class ChaosRunner:
             return outcome
         if outcome.verdict == "unknown" and allow:
             pytest.skip(failure_message(outcome))
+        if defer:
+            self.deferred = failure_message(outcome)
+            return outcome
         pytest.fail(failure_message(outcome), pytrace=False)
 
 
@@ -120,5 +133,16 @@ def chaos_run(request, tmp_path_factory) -> ChaosRunner:
 
 
 @pytest.fixture
-def chaos_result(chaos_run) -> RunOutcome:
-    return chaos_run()
+def chaos_result(request, chaos_run) -> RunOutcome:
+    outcome = chaos_run(defer=True)
+    if chaos_run.deferred:
+        request.node.stash[FAILURE] = chaos_run.deferred
+    return outcome
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem):
+    """A test using ``chaos_result`` fails in its call phase when the run was not valid."""
+    failure = pyfuncitem.stash.get(FAILURE, None)
+    if failure:
+        pytest.fail(failure, pytrace=False)

@@ -442,7 +442,8 @@ class Run:
             print("chaos: workload coverage\n" + format_table(results["workload_coverage"]), file=sys.stderr)
         from chaos.reports.console import summary
 
-        print(summary(results, run.path), file=sys.stderr)
+        sys.stderr.flush()   # the verdict summary is stdout's, last (progress and logs are stderr's)
+        print(summary(results, run.path), flush=True)
         if self.interrupted:
             return 130
         return results["exit_code"]
@@ -503,6 +504,7 @@ class Run:
 
     def _final_phase(self, driver, env, pkgs, history, world, kind, threads, process_of) -> None:
         # heal every fault; I/O faults first (a server cannot restart while its fsyncs fail)
+        driver.phase = "final phase: healing every fault"
         for pkg in sorted(pkgs, key=lambda p: HEAL_ORDER.index(p.name) if p.name in HEAL_ORDER else len(HEAL_ORDER)):
             history.append({"process": NEMESIS, "type": "invoke", "f": "heal", "time": driver.now(),
                             "value": {"fault": pkg.name}})
@@ -515,11 +517,15 @@ class Run:
         for slot in self.slots:  # fresh hosts (no armed one-shot faults) for the read-back
             slot.kill()
         # let every lease expire (real time: the backend's clock is the authority)
+        driver.phase = f"final phase: letting leases expire ({kind.settle_s(self.cfg):.1f} s)"
         self.stop.wait(kind.settle_s(self.cfg))
+        driver.phase = "final phase: reading everything back"
         ops = history.snapshot()
         start = len(ops)
 
-        def call(client_ops: list[dict]) -> None:   # the kind's final ops, each to completion
+        def call(client_ops: list[dict], phase: str | None = None) -> None:   # the kind's final ops, each to completion
+            if phase:
+                driver.phase = f"final phase: {phase}"
             interpret(clients(client_ops), threads, driver, self.cfg.seed, process_of=process_of)
         kind.final_phase(self.cfg, world, ops, call)
         for op in history.snapshot()[start:]:
@@ -558,6 +564,7 @@ class Run:
             notes.append(f"requested faults never took effect: {', '.join(missing)}")
         # per contract path, for the workloads that declare their paths
         paths = kind.coverage(ops, cfg, capabilities)
+        from chaos.reports.evidence import evidence
         verdict = self._workload_gate(verdict, paths, stats, notes)
         code = {"valid": ExitCode.VALID, "invalid": ExitCode.INVALID}.get(verdict, ExitCode.UNKNOWN)
         return {
@@ -570,6 +577,7 @@ class Run:
             "checkers": checker_results,
             "fault_coverage": coverage.to_json(),
             "workload_coverage": paths,
+            "evidence": evidence(ops, cfg.time_limit, paths),
             "stats": stats,
             "ctx": ctx,
             "started_at": started,

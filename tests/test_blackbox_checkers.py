@@ -46,9 +46,9 @@ def test_a_process_the_suite_killed_stays_plain_info():
     assert reply_protocol.check(h, {})["valid"] is True
 
 
-def _publish_ok(process, op_id):
+def _publish_ok(process, op_id, rev=REV):
     return _pair(process, "publish", {"operation_id": op_id, "ledger_namespace": NS, "item_id": ITEM},
-                 {"type": "ok", "value": {"exit": 0, "envelope": {"ok": True, "result": {"committed_revision": REV}}}})
+                 {"type": "ok", "value": {"exit": 0, "envelope": {"ok": True, "result": {"committed_revision": rev}}}})
 
 
 def _commit(process, op_id, committed=True):
@@ -86,6 +86,34 @@ def test_a_committed_publication_must_be_finalized_with_its_bytes():
     # superseded: its agent never committed its bytes; not finalized is then no finding
     r = git_finalization.check(_h(*_publish_ok(0, "p1"), *_commit(0, "p1", committed=False), *_verify(1, unfinalized)), {})
     assert r["valid"] is True
+
+
+def test_a_program_that_finalizes_only_at_claim_verify_is_no_false_alarm():
+    """Contract §6: claim-verify finalizes a publication "When HEAD contains
+    the committed revision"; finalizing on the next publish too is the shipped
+    Wowbagger release's choice, not the contract's. Two agents publish and
+    commit the same item before either runs its claim-verify: HEAD holds p2's
+    bytes when the verifies run, so a program that finalizes only in
+    claim-verify never finalizes p1 - correctly."""
+    def pub(op_id, rev):
+        return {"operation_id": op_id, "item_id": ITEM, "committed_revision": rev}
+    rev2 = "sha256:" + "2" * 64
+    p1 = dict(pub("p1", REV), git_finalized=False, git_commit=None)
+    p2 = dict(pub("p2", rev2), git_finalized=True, git_commit="c2")
+    raced = _h(*_publish_ok(0, "p1"), *_commit(0, "p1"), *_publish_ok(1, "p2", rev2), *_commit(1, "p2"),
+               *_verify(0, [p1, p2]), *_verify(1, [p1, p2]), *_verify(2, [p1, p2]))
+    r = git_finalization.check(raced, {})
+    assert r["valid"] is True, r["anomalies"]
+    assert r["stats"]["head_moved_before_verify"] == 1
+    # a verify that ran while HEAD still held p1's bytes owed its finalization
+    seen = _h(*_publish_ok(0, "p1"), *_commit(0, "p1"), *_verify(0, [p1]), *_publish_ok(1, "p2", rev2),
+              *_commit(1, "p2"), *_verify(2, [p1, p2]))
+    r = git_finalization.check(seen, {})
+    assert [a["type"] for a in r["anomalies"]] == ["publication-not-finalized"]
+    # a commit of the item still running while the verify read HEAD: it may have moved first
+    overlapping = _h(*_publish_ok(0, "p1"), *_publish_ok(1, "p2", rev2), *_commit(0, "p1"), _commit(1, "p2")[0],
+                     *_verify(0, [p1]), _commit(1, "p2")[1], *_verify(2, [p1, p2]))
+    assert git_finalization.check(overlapping, {})["valid"] is True
 
 
 def test_the_final_verify_may_resolve_the_intent_of_a_publish_left_in_doubt():

@@ -86,3 +86,29 @@ def test_screenshot_shows_the_red_verdict_banner(report):
     # the verdict banner's red (#c62828 = 198,40,40) covers a visible area
     red = (abs(pixels[:, :, 0] - 198 / 255) < 0.06) & (pixels[:, :, 1] < 0.25) & (pixels[:, :, 2] < 0.25)
     assert red.sum() > 2000
+
+
+FOLD_PROBE = """<script>
+window.addEventListener('load', function () {
+  var s = document.getElementById('findings-summary').getBoundingClientRect();
+  var a = document.querySelector('.anomaly').getBoundingClientRect();
+  var p = document.createElement('pre');
+  p.id = 'fold';
+  p.textContent = 'FOLD ' + Math.round(s.bottom) + ' ' + Math.round(a.top) + ' ' + window.innerHeight;
+  document.body.appendChild(p);
+});
+</script>"""
+
+
+def test_at_1400_px_the_findings_summary_and_the_first_anomaly_are_above_the_fold(report):
+    """Issue #30: 61-171 expanded anomaly blocks used to come before anything that said what broke."""
+    root, run_dir, html = report
+    probed = os.path.join(run_dir, "fold.html")
+    with open(probed, "w", encoding="utf-8") as f:
+        f.write(html.replace("</body>", FOLD_PROBE + "</body>"))
+    res = _chromium(str(root / "profile-fold"), "--window-size=1400,900", "--virtual-time-budget=5000",
+                    "--dump-dom", f"file://{probed}")
+    m = re.search(r"FOLD (\d+) (\d+) (\d+)", res.stdout)
+    assert m, res.stderr[-2000:]
+    summary_bottom, anomaly_top, fold = map(int, m.groups())
+    assert summary_bottom < anomaly_top and anomaly_top + 120 < fold, m.groups()

@@ -366,6 +366,40 @@ def test_merge_coordinated_must_not_claim_exclusive_dispatch():
     assert run("capability_honesty", s.history, {"capabilities": caps})["valid"] is True
 
 
+def test_a_strict_fenced_program_with_one_namespace_per_ledger_is_no_false_alarm():
+    """Contract §3: the capabilities envelope reports ONE ledger's profile. A
+    program that mints one namespace per ledger (two strict fenced reference
+    ledgers here, each bound to its own namespace) is consistent; the
+    allowlist of the ledger the harness asked covers its own namespace, not
+    the other ledger's (a new author's fenced CLI was INVALID for that)."""
+    from backends.api import FixedClock
+    from backends.reference import open_backend
+    from test_invariants_support import NS, Recorder, item_id, seed_durable
+
+    rec, clock = Recorder(), FixedClock(T0)
+    ledgers = {}
+    for ns in NS:
+        durable, _ = seed_durable([(ns, item_id(0))])
+        ledgers[ns] = open_backend({"namespaces": [ns], "durable": durable}, clock)
+    caps = ledgers[NS[0]].call("capabilities", {}).envelope
+    assert caps["result"]["backend"]["ledger_binding"]["namespaces"] == [NS[0]]
+    for pid, ns in enumerate(NS):
+        req = {"ledger_namespace": ns, "item_id": item_id(0)}
+        rec.invoke(pid, "read", req)
+        r = ledgers[ns].call("read", req)
+        rec.complete(pid, "read", r.exit, r.envelope)
+    per_ledger = {NS[0]: "/run/ledger-1", NS[1]: "/run/ledger-2"}
+    r = run("capability_honesty", rec.history, {"capabilities": caps, "ledger_of": per_ledger})
+    assert r["valid"] is True, r["anomalies"]
+    # one ledger serving a namespace its allowlist leaves out is still caught
+    one_ledger = {NS[0]: "/run/ledger-1", NS[1]: "/run/ledger-1"}
+    a = assert_caught(run("capability_honesty", rec.history, {"capabilities": caps, "ledger_of": one_ledger}),
+                      "fenced-profile-inconsistent", with_ops=False)
+    assert NS[1] in a["explanation"]
+    assert_caught(run("capability_honesty", rec.history, {"capabilities": caps}), "fenced-profile-inconsistent",
+                  with_ops=False)
+
+
 def test_capabilities_unknown_without_envelope(base):
     s, _ = base
     r = run("capability_honesty", s.history, {})

@@ -104,3 +104,24 @@ def test_docs_example_backend_is_fenced_across_instances(tmp_path):
     second = b.call("acquire", _acquire("agent-b", 1, first.envelope["result"]["claim"]))
     assert second.envelope["error"]["code"] == "claim-held"
     assert b.call("capabilities", {}).envelope["result"]["operations"]["work_claim"]["mode"] == "fenced"
+
+
+MARKED = """
+import pytest
+
+@pytest.mark.chaos(backend="python", factory="chaos.testing.planted:open_takeover", nemesis=[], time_limit=4,
+                   seed=3, workers=4)
+def test_marked_gate(chaos_result):
+    raise AssertionError("the body of a test whose run was invalid must not run")
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not HAVE_RUN, reason="chaos run (chaos.commands.run) is not available in this build yet")
+def test_an_invalid_run_of_chaos_result_is_a_test_failure_not_a_setup_error(pytester):
+    """CI dashboards count an error at setup as a broken fixture; an invalid backend is a failed test."""
+    pytester.makepyfile(test_marked=MARKED)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rf")
+    result.assert_outcomes(failed=1, errors=0)
+    result.stdout.fnmatch_lines(["*chaos run INVALID*", "*reproduce: *--seed 3*"])
+    assert "must not run" not in result.stdout.str()

@@ -75,6 +75,18 @@ def test_junit_failure_carries_explanations(invalid_report):
     assert cases["linearizable"].find("failure") is None
 
 
+def test_junit_names_are_unique_per_backend_test_name_and_seed(tmp_path):
+    """Two runs of one backend in one CI job used to share ``chaos.<backend>.<checker>``."""
+    from chaos.reports.junit import matrix_junit
+
+    runs = [load_run(make_run(str(tmp_path), name=name, seed=seed, verdict="valid"))
+            for name, seed in (("cell.a", 1), ("cell.a", 2), ("cell-b", 1))]
+    root = ET.fromstring(matrix_junit(runs).split("\n", 1)[1])
+    ids = [(c.get("classname"), c.get("name")) for c in root.iter("testcase")]
+    assert len(ids) == len(set(ids)) == 6
+    assert {c for c, _ in ids} == {"chaos.sqlite.cell_a.seed1", "chaos.sqlite.cell_a.seed2", "chaos.sqlite.cell-b.seed1"}
+
+
 def test_unknown_is_a_junit_error_not_a_skip(tmp_path):
     paths = write_all(make_run(str(tmp_path), verdict="unknown"))
     root = ET.parse(paths["junit.xml"]).getroot()
@@ -138,3 +150,51 @@ def test_a_checker_with_anomalies_of_several_types_counts_each(tmp_path):
     html = open(write_all(run_dir)["report.html"]).read()
     row = next(tr for tr in html.split("<tr>") if tr.startswith(f"<td>{name}</td>"))
     assert "by type: 298 revision-chain-broken, 381 unaccepted-revision" in row
+
+
+def test_the_report_leads_to_the_cause(tmp_path):
+    """Issue #30: nav bar; the findings summary (one row per rule, with its count) before the first anomaly;
+    each rule's minimal instance expanded, the rest collapsed; ops as ``process op(args) -> reply``."""
+    run_dir = make_run(str(tmp_path), verdict="invalid")
+    path = f"{run_dir}/results.json"
+    results = json.load(open(path))
+    oks = [op["index"] for op in json.loads("[" + ",".join(open(f"{run_dir}/history.jsonl")) + "]")
+           if op["type"] == "ok" and op["process"] != "nemesis"]
+    overlapping = [{"type": "overlapping-leases", "explanation": f"leases {k} overlap", "ops": oks[k:k + 3 - (k == 2)]}
+                   for k in range(4)]
+    early = [{"type": "early-takeover", "explanation": "taken early", "ops": oks[5:7]}]
+    results["checkers"]["dual_ownership"] = {"valid": False, "anomalies": overlapping + early, "stats": {
+        "anomalies_total": 32, "anomalies_by_type": {"overlapping-leases": 30, "early-takeover": 2}}}
+    results["evidence"] = {"replies": 10, "store_unavailable": 8, "store_unavailable_share": 0.8, "stalls_s": [],
+                           "thin": ["80% of 10 replies were claim-store-unavailable"]}
+    json.dump(results, open(path, "w"))
+    html = open(write_all(run_dir)["report.html"]).read()
+    assert html.index('<nav id="nav">') < html.index('id="verdict"')
+    assert all(f'href="#{a}"' in html for a in ("findings", "evidence", "anomalies", "timeline", "faults"))
+    summary, first = html.index('id="findings-summary"'), html.index('class="anomaly"')
+    assert summary < html.index('id="thin-evidence"') < first < html.index('id="plot-timeline"')
+    rows = re.findall(r"<tr><td><b>([^<]+)</b></td><td>([^<]+)</td><td class=\"count\">(\d+)</td>",
+                      html[summary:first])
+    assert rows == [("overlapping-leases", "dual_ownership", "30"), ("early-takeover", "dual_ownership", "2")]
+    # the minimal instance (2 ops: k == 2) comes first and is the anchor; the other 3 are collapsed
+    anchor = html.index('id="finding-dual-ownership-overlapping-leases"')
+    assert html.index("leases 2 overlap") > anchor and html.index("leases 2 overlap") < html.index("leases 0 overlap")
+    collapsed = html[html.index('<details class="more">'):]
+    assert "3 more instances of overlapping-leases" in collapsed and "leases 0 overlap" in collapsed
+    assert "... and 26 more overlapping-leases in results.json" in html
+    assert re.search(r'<td class="opline">p\d+ \w+\(ns=wbns_synthetic0001, item=item-\d, owner=agent-\d\) -&gt; ok ', html)
+
+
+def test_an_op_line_shortens_digests_and_names_the_reply():
+    from chaos.reports.oplines import op_line
+
+    ns, rev = "wbns_" + "ab12cd" + "0" * 26, "sha256:" + "9f" * 32
+    req = {"operation_id": "pub_agent-p0_1", "ledger_namespace": ns, "item_id": "wb_01Q474AK00Q72DQCEZ6ZDXV0QH",
+           "expected_revision": rev}
+    done = {"type": "fail", "value": {"exit": 4, "envelope": {"ok": False, "error": {
+        "code": "ledger-revision-conflict", "details": {"actual_revision": rev}}}}}
+    assert op_line(3, "publish", req, done) == (
+        "p3 publish(op=pub_agent-p0_1, ns=wbns_ab12cd…, item=wb_…DXV0QH, exp_rev=sha256:9f9f9f9f…) -> "
+        "fail exit 4 ledger-revision-conflict {actual_revision: sha256:9f9f9f9f…}")
+    assert op_line(1, "read", {"item_id": "x"}, None).endswith("-> (no reply: open at the end of the history)")
+    assert op_line(2, "renew", {}, {"type": "info", "error": "timed out"}) == "p2 renew() -> info: timed out"

@@ -57,3 +57,34 @@ def test_the_figures_render_with_many_workers():
     horizon = analysis.end_time(history)
     assert plots.timeline(spans, windows, 40, horizon).startswith(b"\x89PNG")
     assert plots.clocks(analysis.clock_series(history, spans), windows, horizon).startswith(b"\x89PNG")
+
+
+def _overlaps(fig) -> list:
+    """Pairs of the axes' labels whose drawn boxes overlap."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig.draw(renderer)
+    boxes = [(t.get_text(), t.get_window_extent(renderer)) for ax in fig.axes for t in ax.texts if t.get_visible()]
+    return [(a, b) for i, (a, ba) in enumerate(boxes) for b, bb in boxes[i + 1:] if ba.overlaps(bb)]
+
+
+def test_a_long_linearization_diagram_has_no_overlapping_labels():
+    """60 prefix ops on two workers, each call and return a step: names and point numbers used to pile up."""
+    from chaos.reports.analysis import OpSpan
+
+    spans, t = {}, 0.0
+    for i in range(62):
+        spans[i] = OpSpan(i % 2, i % 2, "acquire" if i % 3 else "publish", t, t + 0.001, "ok", i, None)
+        t += 0.0004
+    fig = plots.linearization_figure(spans, list(range(60)), [60, 61], 60, "last_epoch=3", context=60)
+    assert fig is not None and _overlaps(fig) == []
+    assert "left out where they would overlap" in fig.axes[0].get_title()
+
+
+def test_the_ten_worker_timeline_has_no_overlapping_labels():
+    history = synthetic_history(seed=3, workers=10)
+    spans = analysis.op_spans(history, 10)
+    every_op = {s.invoke_index for s in spans}
+    fig = plots.timeline_figure(spans, analysis.nemesis_windows(history), 10, analysis.end_time(history), every_op)
+    assert _overlaps(fig) == []

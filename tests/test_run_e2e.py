@@ -62,15 +62,18 @@ def test_short_run_gives_verdict_run_dir_latest_and_same_seed_same_schedule(tmp_
         assert history[-1]["f"] == "final-state"
         assert not (latest / "tmp").exists()
         assert (latest / "report.html").exists() != bool(k) and (latest / "junit.xml").exists()
-        _assert_console_summary(err, results, latest, report=not k)
+        _assert_console_summary(out, results, latest, report=not k)
         schedules.append((latest / "schedule.jsonl").read_text())
     assert schedules[0] == schedules[1] and schedules[0].count('"kind":"nemesis"') > 0
 
 
-def _assert_console_summary(err: str, results: dict, latest, report: bool = True) -> None:
-    """The run ends with the summary a person reads (chaos.reports.console), in order."""
-    tail = err[err.index(f"chaos: {results['verdict'].upper()} -- "):].splitlines()
-    sections = {ln.split()[0]: ln.split(None, 1)[1] for ln in tail[1:] if ln[:3].strip() and ln.startswith("  ")}
+def _assert_console_summary(out: str, results: dict, latest, report: bool = True) -> None:
+    """The run ends with the summary a person reads (chaos.reports.console), in order, on stdout (progress,
+    logs and the coverage table are stderr's) and with the verdict last."""
+    tail = out.splitlines()
+    assert tail[-1].startswith(f"chaos: {results['verdict'].upper()} -- "), tail
+    assert "workload coverage" not in out
+    sections = {ln.split()[0]: ln.split(None, 1)[1] for ln in tail[:-1] if ln[:3].strip() and ln.startswith("  ")}
     assert list(sections)[:2] == ["checkers", "faults"] and list(sections)[-2:] == ["report", "reproduce"], tail
     assert sum(1 for ln in tail if ln.strip().split()[0] in results["checkers"] or
                ln.split()[:2][-1] in results["checkers"]) == len(results["checkers"]), tail

@@ -122,3 +122,17 @@ def test_doctor_prints_one_line_per_ability():
                for ln in lines)
     data = json.loads(chaos("doctor", "--backend", "postgres", "--json").stdout)
     assert data["abilities"]["kill"]["via"] == "server" and data["nemeses"]["kill"]["ok"] in (True, False)
+
+
+def test_doctor_exits_3_when_a_requested_fault_is_missing():
+    """A CI job asks ``chaos doctor --nemesis ...`` before a run: a fault it cannot have here is exit 3, named."""
+    ok = chaos("doctor", "--backend", "sqlite", "--nemesis", "kill,pause")
+    assert ok.returncode == 0, ok.stderr
+    missing = chaos("doctor", "--backend", "sqlite", "--nemesis", "kill,partition")
+    assert missing.returncode == 3 and missing.stdout.startswith("sqlite: ")
+    assert missing.stderr.strip() == ("chaos doctor: requested fault missing: partition: no network between the "
+                                      "workers and their store (they share a file)")
+    data = json.loads(chaos("doctor", "--nemesis", "partition", "--json").stdout)   # --backend defaults to sqlite
+    assert data["backend"] == "sqlite" and data["requested_missing"][0].startswith("partition: ")
+    bad = chaos("doctor", "--nemesis", "kil")
+    assert bad.returncode == 254 and len(bad.stderr.strip().splitlines()) == 1

@@ -129,12 +129,15 @@ def test_builtin_scenarios_load_and_bad_files_are_one_line_errors(tmp_path):
         assert "\n" not in str(e.value)
 
 
-def test_after_its_commit_an_agent_goes_on_with_its_hold(tmp_path):
+@pytest.mark.parametrize("committed", [True, False])
+def test_after_its_commit_an_agent_verifies_and_goes_on_with_its_hold(tmp_path, committed):
     """Git-backed ledgers (``commit``): the commit of an acknowledged publish
-    is followed by what the publish's reply led to (the next revision of the
-    same hold, or the release), not by a new cycle that leaves the claim to
+    is followed by ``claim-verify`` when it put the bytes into HEAD (contract
+    §6: "The caller commits ... and runs claim-verify"; a program may finalize
+    only there), then by what the publish's reply led to (the next revision of
+    the same hold, or the release), not by a new cycle that leaves the claim to
     expire (every default Wowbagger run did that: one publish per hold, no
-    release)."""
+    release). A commit that found its bytes superseded runs no verify."""
     gen, world = claims_workload(5, ClaimsConfig(namespaces=1, items=2, race_pairs=0, commit=True,
                                                  publishes=(2, 2), blind_retry_rate=0, stale_fence_rate=0))
     clock = FixedClock(BASE_MS)
@@ -144,7 +147,11 @@ def test_after_its_commit_an_agent_goes_on_with_its_hold(tmp_path):
 
     def complete(op):
         if op["f"] == "commit":   # the cooperating agent's git commit (no Git here: the workload's step is tested)
-            return {"type": "ok", "value": {"exit": 0, "envelope": {"ok": True, "result": {"committed": True}}},
+            return {"type": "ok", "value": {"exit": 0, "envelope": {"ok": True, "result": {"committed": committed}}},
+                    "latency": 1_000_000}
+        if op["f"] == "verify":
+            assert op["value"] == {"ledger_namespace": world.namespaces[0]} and op["intent"] == "agent:verify"
+            return {"type": "ok", "value": {"exit": 0, "envelope": {"ok": True, "result": {"findings": []}}},
                     "latency": 1_000_000}
         clock.set(BASE_MS + op["time"] // 1_000_000)
         reply = backend.call(op["f"], op["value"])
@@ -155,4 +162,6 @@ def test_after_its_commit_an_agent_goes_on_with_its_hold(tmp_path):
     finally:
         backend.close()
     fs = [o["f"] for o in h if o["type"] == "invoke"]
-    assert fs[:8] == ["read", "acquire", "renew", "publish", "commit", "publish", "commit", "release"], fs[:8]
+    verify = ["verify"] if committed else []
+    expected = ["read", "acquire", "renew", "publish", "commit", *verify, "publish", "commit", *verify, "release"]
+    assert fs[:len(expected)] == expected, fs[:len(expected)]

@@ -112,8 +112,11 @@ def test_a_short_chaos_run_commits_verifies_and_finds_only_documented_deviations
         (unacknowledged, results["notes"])
     assert p.returncode == results["exit_code"]
     done = [o for o in history if o["type"] != "invoke" and o.get("process") != "nemesis"]
-    verifies = [o for o in done if o["f"] == "verify"]
-    assert len(verifies) >= 2 and all(o["type"] == "ok" for o in verifies)
+    # the agents run claim-verify after each commit (contract §6); the final phase's follow its sweep of commits
+    agent_verifies = [o for o in history if o["type"] == "invoke" and o.get("intent") == "agent:verify"]
+    sweep = max(o["index"] for o in history if o["f"] == "commit" and (o.get("value") or {}).get("all"))
+    verifies = [o for o in done if o["f"] == "verify" and o["index"] > sweep]
+    assert agent_verifies and len(verifies) >= 2 and all(o["type"] == "ok" for o in verifies)
     assert results["checkers"]["git_finalization"]["valid"] is True
     namespaces = {o["value"]["envelope"]["result"]["ledger_namespace"] for o in verifies}
     assert len(namespaces) == len(verifies)   # one ledger per minted namespace (agents' and racers'), each verified

@@ -322,6 +322,8 @@ class ClaimsWorkload(Gen):
             return "publish", a.pending, a
         if a.step == "commit":
             return "commit", a.commit_req, a
+        if a.step == "verify":
+            return "verify", {"ledger_namespace": a.commit_req["ledger_namespace"]}, a
         raise AssertionError(a.step)
 
     @staticmethod
@@ -447,12 +449,22 @@ class ClaimsWorkload(Gen):
     # ------------------------------------------------------------------ the cooperating agent's Git step
 
     def _commit_step(self, ctx: Context, t, a: Agent, ev: dict, nxt: Agent) -> Agent:
-        """Git-backed ledgers (``cfg.commit``): after an acknowledged publish the
-        agent commits the item (its program's documented finalization), then
-        goes on as it would have. The commit is the ``commit`` op (history);
-        after it, any later decision's reconciliation finalizes the publication."""
+        """Git-backed ledgers (``cfg.commit``), as the contract prescribes the
+        caller (§6, merge-coordinated: "The caller commits or merges the
+        resulting item change and runs ``claim-verify``"): after an
+        acknowledged publish the agent commits the item (the ``commit`` op),
+        then, if that put the bytes into ``HEAD``, runs ``claim-verify`` on the
+        namespace (the ``verify`` op: a program may record the Git finalization
+        only there), then goes on as it would have."""
         if a.step == "commit":  # where the publish's reply led (``nxt`` is not: it is the commit's own step)
-            return replace(a.after, at=ctx.time) if ev["type"] == "ok" and a.after else self._end_cycle(ctx, t, a, False)
+            if ev["type"] != "ok" or not a.after:
+                return self._end_cycle(ctx, t, a, False)
+            result = (ev.get("value") or {}).get("envelope", {}).get("result") or {}
+            if result.get("committed") is True:
+                return replace(a, step="verify", at=ctx.time)
+            return replace(a.after, at=ctx.time)
+        if a.step == "verify":  # whatever it answered, the publication's own cycle goes on
+            return replace(a.after, at=ctx.time) if a.after else self._end_cycle(ctx, t, a, False)
         if not self.cfg.commit or ev["type"] != "ok" or a.step not in ("publish", "pub-retry", "blind-retry",
                                                                          "pub-read", "replay-info"):
             return nxt

@@ -4,8 +4,13 @@ the missing ones, and per backend which nemeses ``chaos run`` can use here.
 ``chaos doctor --backend NAME [--profile FILE | --dsn DSN | --factory M:F]``
 prints that backend's capability matrix instead: one line per ability
 (``chaos.sut.abilities``) saying how it is done or why it cannot be, then the
-nemeses with what each hits. Always exits 0 (it reports; it does not judge),
-except for a bad argument (254)."""
+nemeses with what each hits.
+
+``--nemesis LIST`` (the names ``chaos run --nemesis`` takes) asks for those
+faults with ``--backend`` (default sqlite, as ``chaos run``): doctor exits 3
+when any of them cannot be used here, so a CI job can stop before a run that
+would end ``unknown`` ("a requested fault never took effect"). Without it
+doctor only reports and exits 0; a bad argument exits 254."""
 
 from __future__ import annotations
 
@@ -17,8 +22,12 @@ import subprocess
 import sys
 
 
+#: the exit code of a doctor run missing a mechanism that ``--nemesis`` asked for
+MISSING_EXIT = 3
+
 EXIT_CODES = """exit codes:
-  0    done
+  0    done (with --nemesis: every requested fault can be used here)
+  3    --nemesis: a requested fault cannot be used here (each one named, with what is missing)
   254  bad arguments: one line on stderr
   255  the suite itself crashed: a traceback on stderr (please report it)"""
 
@@ -30,6 +39,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--command", dest="backend_command", default=None, help="external: the contract CLI (not run by doctor)")
     p.add_argument("--dsn", default=None, help="postgres: the user's server (server faults are then off)")
     p.add_argument("--factory", default=None, help="python: the backend factory MODULE:FUNCTION")
+    p.add_argument("--nemesis", default=None,
+                   help="comma-separated faults a run will need (kill,pause,clock,fsync,lost-reply,restart): exit 3 "
+                        "when any cannot be used with --backend (default sqlite) here")
 
 
 def _faketime_live() -> tuple[bool, str]:
@@ -124,16 +136,32 @@ def _print_backend(m: dict) -> None:
             print(f"  {'ok     ' if r['ok'] else 'MISSING'} {name}: {r['detail']}")
 
 
+def requested_missing(args: argparse.Namespace, nemeses: dict) -> list[str]:
+    """The ``--nemesis`` faults ``nemeses`` (name -> {ok, detail}) cannot do, with why."""
+    from chaos.errors import UsageError
+
+    wanted = [n.strip() for n in (args.nemesis or "").split(",") if n.strip()]
+    unknown = [n for n in wanted if n not in nemeses]
+    if unknown:
+        raise UsageError(f"--nemesis: unknown fault(s) {', '.join(unknown)} (one of {', '.join(nemeses)})")
+    return [f"{n}: {nemeses[n]['detail']}" for n in wanted if not nemeses[n]["ok"]]
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.nemesis is not None:
+        args.backend = args.backend or "sqlite"
     if args.backend is not None:
         m = backend_matrix(args)
+        missing = requested_missing(args, m["nemeses"]) if args.nemesis is not None else []
         if args.json:
             import json
 
-            print(json.dumps(m, indent=2))
+            print(json.dumps(dict(m, requested_missing=missing) if args.nemesis is not None else m, indent=2))
         else:
             _print_backend(m)
-        return 0
+        for line in missing:
+            print(f"chaos doctor: requested fault missing: {line}", file=sys.stderr)
+        return MISSING_EXIT if missing else 0
     rows = findings()
     try:
         matrix = nemesis_matrix()

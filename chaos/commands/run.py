@@ -265,4 +265,10 @@ def run(args: argparse.Namespace) -> int:
     cfg = config_from_file(args) if getattr(args, "config", None) else build_config(args)
     writable_dir(cfg.store)
     print(f"chaos: {cfg.command}", file=sys.stderr)
+    if cfg.backend == "python" and cfg.factory:
+        from chaos.conform import process_model
+
+        problem = process_model.check(cfg.factory)   # the run would only show hundreds of anomalies
+        if problem:
+            print(f"chaos: warning: {problem}", file=sys.stderr)
     return run_test(cfg, report=getattr(args, "report", True))

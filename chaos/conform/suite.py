@@ -3,10 +3,16 @@
 
     report = run_conformance("sqlite", Path(".../work-claims"), cases=None, options={})
     report.exit_code  # 0 only when every applicable case passed
+
+A ``python`` backend first gets the process-model probe
+(``chaos.conform.process_model``): one that keeps its state in process memory
+fails one ``process-model`` result naming that, and no case runs (each would
+only fail with diffs that never say why).
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -75,6 +81,17 @@ def run_conformance(backend: str, vectors: Path, cases: list[str] | None = None,
     try:
         if on_loaded is not None:
             on_loaded(loaded)
+        if backend == "python":
+            from chaos.conform import process_model
+
+            start = time.monotonic()
+            problem = process_model.check((options or {}).get("factory"))
+            if problem:
+                result = CaseResult("process-model", "fail", time.monotonic() - start, [problem])
+                report.results.append(result)
+                if on_result is not None:
+                    on_result(result)
+                return report
         for case in loaded:
             try:
                 adapter = session.new_adapter()

@@ -1,16 +1,20 @@
 """The end of ``chaos run`` on the console: a short summary a person reads.
 
 ``summary(results, run_dir)`` is built from ``results.json`` alone (so
-``chaos check`` and a stored run say the same) and reads top to bottom::
+``chaos check`` and a stored run say the same). ``chaos run`` prints it on
+stdout (progress and logs go to stderr: ``chaos run > out.txt`` keeps just
+this), and the verdict is its LAST line, after everything else::
 
-    chaos: VALID -- claims on sqlite, seed 7: 412 ops (ok 301, fail 97, info 14) in 34.2 s
       checkers   linearizable valid; dual_ownership valid; ... (one line each, the first anomaly or reason)
       faults     kill 3 took effect of 3; clock NEVER took effect (fired 1)
       workload   14 of 14 requested paths completed
+      evidence   THIN: 75% of 400 replies were claim-store-unavailable ... (or the measures, when fine)
       known      F1 (stale-read) x2: acknowledged in the profile
       notes      the workload started ops until 1.2 s past its time limit ...
       report     store/claims-sqlite/20260101T000000.000Z/report.html
       reproduce  chaos run --backend sqlite ... --seed 7
+      next       chaos check RUN_DIR   (an interrupted run: check what it recorded)
+    chaos: VALID -- claims on sqlite, seed 7: 412 ops (ok 301, fail 97, info 14) in 34.2 s
 
 Only sections with something to say are printed; a line never wraps a whole
 anomaly explanation (the report has it).
@@ -20,7 +24,11 @@ from __future__ import annotations
 
 import os
 
+from chaos.reports.evidence import summary_line as evidence_line
+
 WIDTH = 110
+#: the note the runner leaves on a run stopped by Ctrl-C / SIGTERM
+INTERRUPTED = "interrupted"
 
 
 def _clip(text: str, width: int = WIDTH) -> str:
@@ -121,7 +129,7 @@ def summary(results: dict, run_dir: str) -> str:
     head = (f"chaos: {verdict.upper()} -- {test.get('workload', '?')} on {test.get('backend', '?')}, "
             f"seed {test.get('seed', '?')}: {stats.get('ops', 0)} ops (ok {stats.get('ok', 0)}, "
             f"fail {stats.get('fail', 0)}, info {stats.get('info', 0)}) in {_seconds(stats.get('duration_s'))} s")
-    lines = [head]
+    lines: list[str] = []
 
     def section(title: str, items: list[str]) -> None:
         for i, item in enumerate(items):
@@ -133,10 +141,16 @@ def summary(results: dict, run_dir: str) -> str:
     workload = _workload(_dict(results.get("workload_coverage")))
     if workload:
         section("workload", [workload])
+    if isinstance(results.get("evidence"), dict):
+        section("evidence", [_clip(evidence_line(results["evidence"]), 200)])
     section("known", _known(results))
-    section("notes", [_clip(n) for n in results.get("notes") or []])
+    notes = [str(n) for n in results.get("notes") or []]
+    section("notes", [_clip(n) for n in notes])
     report = os.path.join(run_dir, "report.html")
     section("report", [_shown_path(report) if os.path.exists(report) else f"(not written) {_shown_path(run_dir)}"])
     if test.get("command"):
         section("reproduce", [str(test["command"])])
+    if any(INTERRUPTED in n for n in notes):
+        section("next", [f"chaos check {_shown_path(run_dir)}   (checks what the interrupted run recorded)"])
+    lines.append(head)
     return "\n".join(lines)

@@ -2,10 +2,15 @@
 
 Everything is inline (CSS in a ``<style>``, plots as base64 PNG ``<img>``s),
 so the file can be mailed, attached to a CI job or opened from a tarball with
-no network. No JavaScript. Order of the page: the verdict and how to
-reproduce it, the checkers, each anomaly with its operations, then the plots
-(timeline, latency, throughput, clocks), the fault-coverage table and the
-workload-coverage table (``workload-coverage-table``).
+no network. No JavaScript. The page leads to the cause: a navigation bar,
+the verdict on one line with what ran, the findings summary (one row per
+broken rule with its count, ``chaos.reports.findings``), the evidence the
+verdict rests on (thin evidence flagged, ``chaos.reports.evidence``), then
+per rule its minimal instance expanded and the others collapsed
+(``<details>``), each op shown as ``process op(args) -> reply`` with
+digests shortened (``chaos.reports.oplines``; the raw records a click
+away), then the run's details, the checkers, the plots (timeline, latency,
+throughput, clocks), the fault-coverage and the workload-coverage tables.
 
 Every plot is an ``<img id="plot-...">`` with an ``alt`` text; a plot with
 nothing to draw is replaced by a ``<p class="noplot" id="plot-...">`` saying
@@ -20,9 +25,12 @@ import json
 
 from chaos.reports import analysis, plots
 from chaos.reports.console import anomaly_counts
+from chaos.reports.evidence import evidence as measure_evidence
+from chaos.reports.findings import Rule, group
 from chaos.reports.load import RunData
+from chaos.reports.oplines import op_line
 
-MAX_ANOMALIES = 40          # per checker; the rest are counted, and are in results.json
+MAX_ANOMALIES = 40          # per rule; the rest are counted, and are in results.json
 MAX_OPS_PER_ANOMALY = 12
 VERDICT_COLORS = {"valid": "#1b7f3b", "invalid": "#c62828", "unknown": "#b26a00"}
 
@@ -39,7 +47,17 @@ pre{background:#f6f8fa;padding:8px;overflow-x:auto;white-space:pre-wrap;word-bre
 img.plot{max-width:100%;display:block;margin:6px 0;border:1px solid #eee}
 .noplot{color:#777;font-style:italic} .meta td:first-child{font-weight:600;white-space:nowrap}
 .op-ok{background:#eaf3fd}.op-fail{background:#fcebf6}.op-info,.op-open{background:#fff2df}
+nav{position:sticky;top:0;background:#fff;border-bottom:1px solid #ddd;padding:6px 0;z-index:9;font-size:.9em}
+nav a{margin-right:14px;text-decoration:none;color:#1a5fb4} h1 .verdict{font-size:1em;padding:5px 14px;margin-right:10px;vertical-align:middle}
+.runline{color:#444;margin:.3em 0 .6em} .findings td.count{text-align:right;font-weight:600}
+.thin{background:#fff4e0;border:1px solid #f0c36d;padding:4px 12px} .fine{color:#1b7f3b}
+td.opline{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:.85em;word-break:break-all}
+details.more{margin:8px 0 16px} details.more>summary{cursor:pointer;color:#1a5fb4}
 """
+
+NAV = (("findings", "Findings"), ("evidence", "Evidence"), ("anomalies", "Anomalies"), ("run", "Run"),
+       ("checkers", "Checkers"), ("timeline", "Timeline"), ("performance", "Latency"), ("clocks", "Clocks"),
+       ("faults", "Faults"), ("workload", "Workload coverage"), ("files", "Files"))
 
 
 def render(run: RunData) -> str:
@@ -48,15 +66,18 @@ def render(run: RunData) -> str:
     spans = analysis.op_spans(run.history, workers)
     windows = analysis.nemesis_windows(run.history)
     horizon = analysis.end_time(run.history)
-    highlight = {i for r in run.checkers.values() if isinstance(r, dict)
-                 for a in (r.get("anomalies") or [])[:MAX_ANOMALIES] if isinstance(a, dict)
-                 for i in (a.get("ops") or []) if isinstance(i, int)}
+    rules = group(run.checkers)
+    highlight = {i for rule in rules for a in rule.instances[:1] for i in (a.get("ops") or []) if isinstance(i, int)}
     parts = [
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">",
         f"<title>{_e(run.name)}: {_e(run.verdict)}</title><style>{CSS}</style></head><body>",
+        _nav(),
+        _title(run),
+        _summary(run, rules),
+        _evidence(run),
+        _anomalies(run, spans, rules),
         _header(run),
         _checkers(run),
-        _anomalies(run, spans),
         _known(run),
         "<h2 id=\"timeline\">Timeline</h2>",
         _img("plot-timeline", "Timeline of operations per worker, colored by outcome, nemesis windows shaded",
@@ -88,6 +109,77 @@ def render(run: RunData) -> str:
     return "\n".join(p for p in parts if p)
 
 
+def _nav() -> str:
+    return '<nav id="nav">' + "".join(f'<a href="#{a}">{t}</a>' for a, t in NAV) + "</nav>"
+
+
+def _title(run: RunData) -> str:
+    """The verdict and what ran, on two lines."""
+    t, stats = run.test_info, run.results.get("stats") or {}
+    color = VERDICT_COLORS[run.verdict]
+    ops = ", ".join(f"{k} {stats[k]}" for k in ("ok", "fail", "info") if k in stats)
+    line = " &middot; ".join(x for x in (
+        f"backend <b>{_e(t.get('backend', '?'))}</b>", _e(t.get("workload", "?")),
+        f"nemesis {_e(', '.join(t.get('nemesis') or []) or 'none')}", f"seed <code>{_e(t.get('seed', '?'))}</code>",
+        f"{_e(t.get('workers', '?'))} workers, {_e(t.get('time_limit', '?'))} s",
+        f"{_e(stats.get('ops', len(run.history)))} ops" + (f" ({_e(ops)})" if ops else "")) if x)
+    return (f'<h1><span class="verdict" id="verdict" style="background:{color}">{_e(run.verdict.upper())}</span>'
+            f'claim-chaos run <code>{_e(run.name)}</code></h1><div class="runline">{line}</div>')
+
+
+def _summary(run: RunData, rules: list[Rule]) -> str:
+    """One row per broken rule: checker, rule, count, a link to its minimal instance."""
+    out = ['<h2 id="findings">Findings</h2>']
+    if rules:
+        out.append('<table class="findings" id="findings-summary"><tr><th>rule</th><th>checker</th>'
+                   "<th>count</th><th>first (minimal) instance</th></tr>")
+        for rule in rules:
+            first = rule.instances[0] if rule.instances else None
+            link = (f'<a href="#{rule.anchor}">ops {_e(first.get("ops"))}</a>' if first else
+                    "none listed (see results.json)")
+            out.append(f"<tr><td><b>{_e(rule.type)}</b></td><td>{_e(rule.checker)}</td>"
+                       f'<td class="count">{rule.count}</td><td>{link}</td></tr>')
+        out.append("</table>")
+    else:
+        undecided = [n for n, r in run.checkers.items() if isinstance(r, dict) and r.get("valid") not in (True, False)]
+        out.append("<p>No checker found a violation"
+                   + (f"; could not decide: {_e(', '.join(undecided))}." if undecided else ".") + "</p>")
+    notes = run.results.get("notes") or []
+    if notes:
+        out.append('<div class="problems" id="notes"><b>Notes from the run:</b><ul>'
+                   + "".join(f"<li>{_e(n)}</li>" for n in notes) + "</ul></div>")
+    if run.problems:
+        out.append('<div class="problems" id="problems"><b>This run is incomplete:</b><ul>'
+                   + "".join(f"<li>{_e(p)}</li>" for p in run.problems) + "</ul></div>")
+    return "\n".join(out)
+
+
+def _evidence(run: RunData) -> str:
+    """How much the verdict rests on: the runner's measures, else measured here (an older run)."""
+    ev = run.results.get("evidence")
+    if not isinstance(ev, dict):
+        h, ops = run.history, []
+        for n, op in enumerate(h.ops):   # the parsed history has each reply's code: no record is read again
+            if op.process is not None and op.cp is not None:
+                ops.append({"process": op.process, "type": op.type, "time": h.times(n)[1],
+                            "value": {"envelope": {"error": {"code": op.code}}}})
+        ev = measure_evidence(ops, run.test_info.get("time_limit"), run.results.get("workload_coverage"))
+    measures = (f"{ev.get('replies', 0)} replies, {ev.get('store_unavailable', 0)} of them claim-store-unavailable "
+                f"({ev.get('store_unavailable_share', 0):.0%}); longest stretch with no completed op in the time "
+                f"limit: {max((b - a for a, b in ev.get('stalls_s') or []), default=0):.1f} s"
+                + (f" (counted from 5 s)" if ev.get("stalls_s") else " (none of 5 s or more)")
+                + (f"; {ev.get('paths_exercised')} of {ev.get('paths_known')} contract paths exercised"
+                   if ev.get("paths_known") else ""))
+    out = ['<h2 id="evidence">Evidence</h2>']
+    if ev.get("thin"):
+        out.append('<div class="thin" id="thin-evidence"><b>Thin evidence: the verdict rests on less than it '
+                   "seems.</b><ul>" + "".join(f"<li>{_e(t)}</li>" for t in ev["thin"]) + "</ul></div>")
+    else:
+        out.append('<p class="fine" id="evidence-fine">Nothing thin.</p>')
+    out.append(f"<p>{_e(measures)}.</p>")
+    return "\n".join(out)
+
+
 def _e(x) -> str:
     return html.escape(str(x), quote=True)
 
@@ -117,7 +209,6 @@ def _capability(caps) -> str:
 
 def _header(run: RunData) -> str:
     t, stats = run.test_info, run.results.get("stats") or {}
-    color = VERDICT_COLORS[run.verdict]
     rows = [
         ("backend", _e(t.get("backend", "?"))),
         ("capability", _capability(run.results.get("capabilities"))),
@@ -130,18 +221,10 @@ def _header(run: RunData) -> str:
                                     if k in stats) or f"{len(run.history)} history entries")),
         ("run directory", f"<code>{_e(run.results.get('run_dir') or run.run_dir)}</code>"),
     ]
-    out = [f"<h1>claim-chaos run <code>{_e(run.name)}</code></h1>",
-           f'<div class="verdict" id="verdict" style="background:{color}">{_e(run.verdict.upper())}</div>',
+    out = ['<h2 id="run">Run</h2>',
            '<table class="meta">' + "".join(f"<tr><td>{k}</td><td>{v}</td></tr>" for k, v in rows) + "</table>"]
     if run.command:
         out.append(f'<p>Reproduce this run (same seed, same schedule):</p><pre id="reproduce">{_e(run.command)}</pre>')
-    notes = run.results.get("notes") or []
-    if notes:
-        out.append('<div class="problems" id="notes"><b>Notes from the run:</b><ul>'
-                   + "".join(f"<li>{_e(n)}</li>" for n in notes) + "</ul></div>")
-    if run.problems:
-        out.append('<div class="problems" id="problems"><b>This run is incomplete:</b><ul>'
-                   + "".join(f"<li>{_e(p)}</li>" for p in run.problems) + "</ul></div>")
     return "\n".join(out)
 
 
@@ -177,29 +260,14 @@ def _short(obj, limit: int = 400) -> str:
     return text if len(text) <= limit else text[:limit] + " ..."
 
 
-def _reply_summary(comp: dict | None) -> str:
-    if comp is None:
-        return "(no completion: open at the end of the history)"
-    value = comp.get("value") if isinstance(comp.get("value"), dict) else {}
-    env = value.get("envelope")
-    bits = [f"{comp.get('type')}"]
-    if "exit" in value:
-        bits.append(f"exit {value['exit']}")
-    if isinstance(env, dict) and isinstance(env.get("error"), dict):
-        bits.append(f"code {env['error'].get('code')}")
-    if comp.get("error"):
-        bits.append(f"error: {comp['error']}")
-    return " | ".join(str(b) for b in bits) + (f"\n{_short(env)}" if env is not None else "")
-
-
-def _anomalies(run: RunData, spans: list) -> str:
+def _anomalies(run: RunData, spans: list, rules: list[Rule]) -> str:
+    """Per rule: its minimal instance expanded, the others behind a ``<details>``."""
     by_index: dict[int, object] = {}
     for s in spans:
         by_index[s.invoke_index] = s
         if s.completion_index is not None:
             by_index[s.completion_index] = s
-    wanted = {i for r in run.checkers.values() if isinstance(r, dict)
-              for a in (r.get("anomalies") or [])[:MAX_ANOMALIES] if isinstance(a, dict)
+    wanted = {i for rule in rules for a in rule.instances[:MAX_ANOMALIES]
               for i in (a.get("ops") or [])[:MAX_OPS_PER_ANOMALY] if isinstance(i, int)}
     for i in list(wanted):  # show each op whole: its invoke and its completion
         span = by_index.get(i)
@@ -208,20 +276,34 @@ def _anomalies(run: RunData, spans: list) -> str:
     raw = run.history.raw(wanted)  # the original records, read back for these few ops only
     out = ['<h2 id="anomalies">Anomalies</h2>']
     count = 0
-    for name, r in run.checkers.items():
-        anomalies = (r.get("anomalies") or []) if isinstance(r, dict) else []
-        for a in anomalies[:MAX_ANOMALIES]:
-            if not isinstance(a, dict):
-                continue
-            count += 1
-            out.append(f'<div class="anomaly"><b>{_e(name)}: {_e(a.get("type"))}</b><p>{_e(a.get("explanation"))}</p>')
-            out.append(_ops_table(a.get("ops") or [], by_index, raw))
-            out.append(_linearization(a, by_index, count))
-            if a.get("data"):
-                out.append(f"<details><summary>data</summary><pre>{_e(_short(a['data'], 4000))}</pre></details>")
-            out.append("</div>")
-        if len(anomalies) > MAX_ANOMALIES:
-            out.append(f"<p>... and {len(anomalies) - MAX_ANOMALIES} more {_e(name)} anomalies in results.json.</p>")
+
+    def instance(rule: Rule, a: dict, anchor: str = "") -> None:
+        nonlocal count
+        count += 1
+        out.append(f'<div class="anomaly"{anchor}><b>{_e(rule.checker)}: {_e(rule.type)}</b>'
+                   f"<p>{_e(a.get('explanation'))}</p>")
+        out.append(_ops_table(a.get("ops") or [], by_index, raw))
+        out.append(_linearization(a, by_index, count))
+        if a.get("data"):
+            out.append(f"<details><summary>data</summary><pre>{_e(_short(a['data'], 4000))}</pre></details>")
+        out.append("</div>")
+
+    for rule in rules:
+        if not rule.instances:
+            out.append(f'<div class="anomaly" id="{rule.anchor}"><b>{_e(rule.checker)}: {_e(rule.type)}</b>'
+                       f"<p>{rule.count} counted by the checker, none listed: see results.json.</p></div>")
+            continue
+        instance(rule, rule.instances[0], f' id="{rule.anchor}"')
+        rest = rule.instances[1:MAX_ANOMALIES]
+        unlisted = rule.count - 1 - len(rest)
+        if rest:
+            out.append(f'<details class="more"><summary>{len(rest)} more instance{"s" if len(rest) > 1 else ""} of '
+                       f"{_e(rule.type)}</summary>")
+            for a in rest:
+                instance(rule, a)
+            out.append("</details>")
+        if unlisted > 0:
+            out.append(f"<p>... and {unlisted} more {_e(rule.type)} in results.json.</p>")
     if count == 0:
         out.append("<p>None found.</p>")
     return "\n".join(out)
@@ -264,6 +346,7 @@ def _linearization(anomaly: dict, by_index: dict, n: int) -> str:
 
 
 def _ops_table(indices: list, by_index: dict, raw: dict) -> str:
+    """One row per op: ``process op(args) -> reply``, its raw records a click away."""
     rows, seen = [], set()
     for i in indices[:MAX_OPS_PER_ANOMALY]:
         span = by_index.get(i)
@@ -271,17 +354,19 @@ def _ops_table(indices: list, by_index: dict, raw: dict) -> str:
             continue
         if span is None:  # a nemesis op or an index outside the stored history
             op = raw.get(i)
-            rows.append(f"<tr><td>#{_e(i)}</td><td colspan=4>{_e(_short(op) if op else 'not in history.jsonl')}</td></tr>")
+            rows.append(f"<tr><td>#{_e(i)}</td><td colspan=3>{_e(_short(op) if op else 'not in history.jsonl')}</td></tr>")
             continue
         seen.add(id(span))
+        invoke, done = raw.get(span.invoke_index) or {}, raw.get(span.completion_index)
+        line = op_line(span.process, span.f, invoke.get("value"), done)
+        records = _short(invoke, 2000) + ("" if done is None else "\n" + _short(done, 4000))
         rows.append(f'<tr class="op-{span.type}"><td>#{span.invoke_index}{"" if span.completion_index is None else f"/#{span.completion_index}"}</td>'
-                    f"<td>process {_e(span.process)}<br>{span.start:.3f}s"
-                    f"{'' if span.end is None else f'..{span.end:.3f}s'}</td><td>{_e(span.f)}</td>"
-                    f"<td><pre>{_e(_short((raw.get(span.invoke_index) or {}).get('value')))}</pre></td>"
-                    f"<td><pre>{_e(_reply_summary(raw.get(span.completion_index)))}</pre></td></tr>")
+                    f"<td>{span.start:.3f}s{'' if span.end is None else f'..{span.end:.3f}s'}</td>"
+                    f'<td class="opline">{_e(line)}</td>'
+                    f"<td><details><summary>records</summary><pre>{_e(records)}</pre></details></td></tr>")
     more = len(indices) - MAX_OPS_PER_ANOMALY
-    tail = f"<tr><td colspan=5>... {more} more ops</td></tr>" if more > 0 else ""
-    return ("<table class=\"ops\"><tr><th>op</th><th>who / when</th><th>f</th><th>request</th><th>reply</th></tr>"
+    tail = f"<tr><td colspan=4>... {more} more ops</td></tr>" if more > 0 else ""
+    return ("<table class=\"ops\"><tr><th>op</th><th>when</th><th>process op(args) -&gt; reply</th><th>raw</th></tr>"
             + "".join(rows) + tail + "</table>")
 
 

@@ -11,6 +11,11 @@ Mapping (docs/results-schema.md):
   out, or a requested fault never took effect) and ``chaos`` exits 2 for it.
   ``<error>`` keeps it visible and distinct from a proven violation.
 
+Each testcase's ``classname`` is ``chaos.<backend>.<test name>.seed<seed>``
+(dots in a name become ``_``: dashboards read dots as packages), so two runs
+of one backend in one CI job (another seed, another scenario) never collide,
+and one run keeps its names from job to job.
+
 A run that never produced checker results (crashed) gets one testcase
 ``run`` with an ``<error>`` saying so; so does a run whose checkers all
 passed but whose verdict is ``unknown`` (its ``notes`` say why, e.g. a
@@ -51,12 +56,13 @@ def run_suite(run: RunData) -> ET.Element:
     if run.command:
         ET.SubElement(props, "property", name="command", value=run.command)
     failures = errors = 0
+    classname = case_class(backend, run.name, t.get("seed", "unknown"))
     checkers = run.checkers or {"run": None}
     if not run.checkers and run.results.get("notes"):
         run.problems.extend(str(n) for n in run.results["notes"])
     for name, r in checkers.items():
         stats = (r or {}).get("stats") or {} if isinstance(r, dict) else {}
-        case = ET.SubElement(suite, "testcase", classname=f"chaos.{backend}", name=name,
+        case = ET.SubElement(suite, "testcase", classname=classname, name=name,
                              time=f"{float(stats.get('seconds', 0) or 0):.3f}")
         if r is None:
             errors += 1
@@ -87,7 +93,7 @@ def run_suite(run: RunData) -> ET.Element:
     if run.checkers and run.verdict == "unknown" and not decided - {"valid"}:
         # every checker passed, yet the run is unknown (e.g. a requested fault never took effect)
         errors += 1
-        case = ET.SubElement(suite, "testcase", classname=f"chaos.{backend}", name="run", time="0.000")
+        case = ET.SubElement(suite, "testcase", classname=classname, name="run", time="0.000")
         el = ET.SubElement(case, "error", type="unknown", message="the run proved nothing")
         el.text = _cap("\n".join(notes) or "verdict unknown")
     suite.set("tests", str(len(suite.findall("testcase"))))
@@ -95,6 +101,11 @@ def run_suite(run: RunData) -> ET.Element:
     suite.set("errors", str(errors))
     suite.set("skipped", "0")
     return suite
+
+
+def case_class(backend: str, name: str, seed) -> str:
+    """The testcases' ``classname``: backend, test name and seed (see the module docstring)."""
+    return ".".join(("chaos", *(str(x).replace(".", "_") for x in (backend, name, f"seed{seed}"))))
 
 
 def _cap(text: str) -> str:

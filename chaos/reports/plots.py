@@ -56,6 +56,36 @@ def _plain_ticks(axis) -> None:
 
 #: height of one fault lane above a time-axis plot, in inches
 LANE_IN = 0.17
+#: the width of one character of a 7-point label, in inches (a little more than DejaVu Sans' average)
+CHAR_IN = 7 * 0.62 / 72
+
+
+class Labels:
+    """Labels that never overlap: each row of a plot has ``lanes`` text lanes;
+    a label goes into the first lane of its row where it overlaps no label
+    placed before, else it is left out (``omitted`` counts them; the plot says so
+    and the report's tables list every op). Widths are estimated from the
+    character count and the axes' data units per inch (no draw needed)."""
+
+    def __init__(self, ax, x_range: tuple[float, float], lanes: int = 2):
+        width_in = max(ax.get_position().width * ax.figure.get_figwidth(), 0.5)
+        self.per_in = (x_range[1] - x_range[0]) / width_in
+        self.lanes, self.omitted = lanes, 0
+        self.taken: dict = {}   # row -> per lane, the (start, end) of its labels
+
+    def place(self, row, x: float, text: str, pad_chars: float = 1.0) -> int | None:
+        """The lane for ``text`` starting at ``x`` on ``row`` (0 = first), or None: left out."""
+        lanes = self.taken.setdefault(row, [[] for _ in range(self.lanes)])
+        end = x + (len(text) + pad_chars) * CHAR_IN * self.per_in
+        for lane, spans in enumerate(lanes):
+            if all(end <= a or x >= b for a, b in spans):
+                spans.append((x, end))
+                return lane
+        self.omitted += 1
+        return None
+
+    def note(self) -> str:
+        return f" ({self.omitted} labels left out where they would overlap)" if self.omitted else ""
 
 
 def _shade(ax, windows: list[Window], horizon: float) -> list:
@@ -96,6 +126,12 @@ def _shade(ax, windows: list[Window], horizon: float) -> list:
 def timeline(spans: list[OpSpan], windows: list[Window], workers: int, horizon: float,
              highlight: set | None = None) -> bytes | None:
     """One row per worker thread; each op a bar from invoke to completion."""
+    fig = timeline_figure(spans, windows, workers, horizon, highlight)
+    return None if fig is None else _png(fig)
+
+
+def timeline_figure(spans: list[OpSpan], windows: list[Window], workers: int, horizon: float,
+                    highlight: set | None = None) -> Figure | None:
     if not spans and not windows:
         return None
     highlight = highlight or set()
@@ -113,14 +149,16 @@ def timeline(spans: list[OpSpan], windows: list[Window], workers: int, horizon: 
             ax.broken_barh(bars, (thread - 0.35, 0.7), facecolors=color, edgecolors="none",
                            hatch="//" if outcome == "open" else None)
         handles.append(Patch(color=color, label=outcome))
-    for s in spans:
+    labels = Labels(ax, (0, max(horizon, 1e-3)), lanes=1)
+    for s in sorted(spans, key=lambda s: s.start):
         if s.invoke_index in highlight or s.completion_index in highlight:
             end = s.end if s.end is not None else horizon
             ax.broken_barh([(s.start, max(end - s.start, horizon / 500))], (s.thread - 0.45, 0.9),
                            facecolors="none", edgecolors="black", linewidth=1.6, zorder=5)
-            ax.annotate(f"#{s.invoke_index}", (s.start, s.thread + 0.45), fontsize=7, color="black", zorder=6)
+            if labels.place(s.thread, s.start, f"#{s.invoke_index}") is not None:
+                ax.annotate(f"#{s.invoke_index}", (s.start, s.thread + 0.45), fontsize=7, color="black", zorder=6)
     if highlight:
-        handles.append(Patch(facecolor="none", edgecolor="black", label="anomaly op"))
+        handles.append(Patch(facecolor="none", edgecolor="black", label="anomaly op" + labels.note()))
     ax.set_yticks(range(workers))
     ax.set_yticklabels([f"worker {t}" for t in range(workers)])
     ax.set_ylim(-0.6, workers - 0.4)
@@ -128,7 +166,7 @@ def timeline(spans: list[OpSpan], windows: list[Window], workers: int, horizon: 
     ax.invert_yaxis()
     ax.set_xlabel("time since start (s)")
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, frameon=False)
-    return _png(fig)
+    return fig
 
 
 def latency(points, quantiles: dict, windows: list[Window], horizon: float) -> bytes | None:
@@ -279,6 +317,13 @@ def _symlog_range(values: list[float], margin: float = 0.08) -> tuple[float, flo
 
 def linearization(spans: dict, prefix: list, stuck: list, first: int | None, state: str,
                   context: int = 24) -> bytes | None:
+    """``linearization_figure`` as PNG bytes."""
+    fig = linearization_figure(spans, prefix, stuck, first, state, context)
+    return None if fig is None else _png(fig)
+
+
+def linearization_figure(spans: dict, prefix: list, stuck: list, first: int | None, state: str,
+                         context: int = 24) -> Figure | None:
     """Porcupine's partial-linearization view of one non-linearizable partition.
 
     ``spans`` maps invoke indices to ``OpSpan``s; ``prefix`` is the longest
@@ -309,22 +354,30 @@ def linearization(spans: dict, prefix: list, stuck: list, first: int | None, sta
         if span.end is not None:
             x = min(x, slot[span.end])
         points.append((x, rows[span.thread]))
-    fig = Figure(figsize=(11, 1.6 + 0.5 * len(rows)))
+    fig = Figure(figsize=(11, 1.6 + 1.0 * len(rows)))
     ax = fig.add_subplot()
-    for s in ops:
+    names = Labels(ax, (-0.5, never + 0.5))
+    # the illegal tries first: their labels are the ones a reader needs
+    for s in sorted(ops, key=lambda s: (s.invoke_index not in tries, slot[s.start])):
         lo, hi = slot[s.start], never if s.end is None else slot[s.end]
         bad = s.invoke_index in tries
         ax.broken_barh([(lo, max(hi - lo, 0.3))], (rows[s.thread] - 0.3, 0.6),
                        facecolors=OUTCOME_COLORS.get(s.type, "#9e9e9e"), alpha=0.35 if not bad else 0.6,
                        edgecolors="#c62828" if bad else "#555555", linewidth=2.0 if bad else 0.6,
                        hatch="//" if s.end is None else None)
-        ax.annotate(f"#{s.invoke_index} {s.f}", (lo, rows[s.thread] - 0.33), fontsize=7, va="bottom",
-                    color="#c62828" if bad else "#333333")  # the y axis is inverted: row - 0.33 is above
+        text = f"#{s.invoke_index} {s.f}"
+        lane = names.place(rows[s.thread], lo, text)
+        if lane is not None:   # the y axis is inverted: row - 0.33 is above the bar, lane 1 higher still
+            ax.annotate(text, (lo, rows[s.thread] - 0.33 - 0.2 * lane), fontsize=7, va="bottom",
+                        color="#c62828" if bad else "#333333")
     if points:
         ax.plot([p[0] for p in points], [p[1] for p in points], color="black", linewidth=0.8, zorder=4)
         ax.scatter([p[0] for p in points], [p[1] for p in points], marker="|", s=260, color="black", zorder=5)
+        numbers = Labels(ax, (-0.5, never + 0.5), lanes=1)   # inside the bars, right of their points
         for k, (px, py) in enumerate(points, start=len(prefix) - len(points) + 1):
-            ax.annotate(str(k), (px, py + 0.36), fontsize=7, ha="center", va="top", color="black")
+            if numbers.place(py, px, f" {k}") is not None:
+                ax.annotate(f" {k}", (px, py), fontsize=7, ha="left", va="center", color="black", zorder=7)
+        names.omitted += numbers.omitted
     last = points[-1] if points else (-1.0, None)
     for i in tries:
         s = spans[i]
@@ -336,7 +389,7 @@ def linearization(spans: dict, prefix: list, stuck: list, first: int | None, sta
                Patch(facecolor="none", edgecolor="#c62828", label="illegal next op")]
     ax.set_yticks(list(rows.values()))
     ax.set_yticklabels([f"worker {t}" for t in rows])
-    ax.set_ylim(-0.7, len(rows) - 0.3)
+    ax.set_ylim(-0.95, len(rows) - 0.3)
     ax.set_xlim(-0.5, never + 0.5)
     ticks = list(range(0, len(instants), max(1, len(instants) // 8)))
     ax.set_xticks(ticks)
@@ -344,9 +397,9 @@ def linearization(spans: dict, prefix: list, stuck: list, first: int | None, sta
     ax.invert_yaxis()
     ax.set_xlabel("time since start (s), compressed to the order of calls and returns")
     ax.set_title(f"longest linearizable prefix: {len(prefix)} ops (last {len(points)} shown); none of the "
-                 f"{len(tries)} op(s) that could come next is legal" + (f"; #{first} returned first" if first is not None else ""),
-                 fontsize=9)
+                 f"{len(tries)} op(s) that could come next is legal" + (f"; #{first} returned first" if first is not None else "")
+                 + names.note(), fontsize=9)
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, frameon=False)
     fig.text(0.01, -0.04, "model state after the prefix: " + (state if len(state) <= 160 else state[:157] + "..."),
              fontsize=7, family="monospace", va="top")
-    return _png(fig)
+    return fig

@@ -35,6 +35,8 @@ TOP_LEVEL = {
                                           "within (what a known finding caused), "
                                           "matched (0: the acknowledgement matched nothing)"),
     "timing": (False, (dict, type(None)), "measured call latency and the lease/work/deadline scale chosen from it"),
+    "evidence": (False, (dict,), "how much the verdict rests on (chaos.reports.evidence): replies, store_unavailable "
+                                 "and its share, stalls_s, paths_exercised of paths_known, thin (one sentence each)"),
 }
 
 TEST = {

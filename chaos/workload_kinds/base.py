@@ -13,7 +13,7 @@ in this order::
       ... the workload and the faults run ...
     kind.notes(ops, cfg)                       # what the workload phase left unexercised, in words
     kind.settle_s(cfg)                         # how long the final phase lets leases expire
-    kind.final_phase(cfg, world, ops, call)    # the read-back (and anything after it): call(ops) runs client ops
+    kind.final_phase(cfg, world, ops, call)    # the read-back (and anything after it): call(ops[, step]) runs client ops
     kind.ctx(cfg, world, capabilities)         # the checker context (results.json["ctx"])
     kind.check(history, ctx)                   # the merged checker verdict
     kind.coverage(history, cfg, capabilities)  # per contract path: requested, attempted, completed
@@ -81,7 +81,8 @@ class WorkloadKind:
 
     def final_phase(self, cfg, world, history: list[dict], call) -> None:
         """The final phase's client ops: ``call(ops)`` runs them to completion,
-        recorded in the history like the workload's."""
+        recorded in the history like the workload's; ``call(ops, "what")`` also
+        names the step on the progress line."""
         call(self.final_reads(history, world))
 
     def ctx(self, cfg, world, capabilities) -> dict:

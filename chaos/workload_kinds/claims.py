@@ -19,6 +19,7 @@ from chaos.workload_kinds.base import WorkloadKind
 class ClaimsKind(WorkloadKind):
     name = "claims"
     protocol = "work-claim"
+    ledger_of: dict = {}   # namespace -> ledger of a program with several ledgers (black_box_world sets it)
 
     def prepare(self, cfg, abilities, notes: list) -> None:
         """Racer episodes that need an ability the backend lacks (a black-box
@@ -109,7 +110,7 @@ class ClaimsKind(WorkloadKind):
                         for i, ns, item in op_ids]
 
     def final_phase(self, cfg, world, history: list[dict], call) -> None:
-        call(self.final_reads(history, world))
+        call(self.final_reads(history, world), "reading everything back")
         if cfg.claims.get("commit"):
             self.final_git(world, call)
 
@@ -123,16 +124,19 @@ class ClaimsKind(WorkloadKind):
             by_ns.setdefault(ns, []).append(item)
         ops = [{"f": "commit", "value": {"ledger_namespace": ns, "all": True, "item_ids": items}}
                for ns, items in by_ns.items()]
-        call(ops)
+        call(ops, "committing and running claim-verify")
         verifies = [{"f": "verify", "value": {"ledger_namespace": ns}} for ns in by_ns]
         call(verifies)
 
     def ctx(self, cfg, world, capabilities) -> dict:
         from workloads.claims import ClaimsConfig
 
-        return {"capabilities": capabilities, "lease_ms": ClaimsConfig(**cfg.claims).lease_ms,
-                "tuples": [list(t) for t in world.tuples], "initial_durable": world.durable(),
-                "backend": cfg.backend, "workload": cfg.workload}
+        ctx = {"capabilities": capabilities, "lease_ms": ClaimsConfig(**cfg.claims).lease_ms,
+               "tuples": [list(t) for t in world.tuples], "initial_durable": world.durable(),
+               "backend": cfg.backend, "workload": cfg.workload}
+        if len(set(self.ledger_of.values())) > 1:   # a capabilities envelope is one ledger's
+            ctx["ledger_of"] = self.ledger_of
+        return ctx
 
     def check(self, history: list[dict], ctx: dict) -> dict:
         import checkers
@@ -151,6 +155,8 @@ class ClaimsKind(WorkloadKind):
         adopts them), a cooperating agent that commits (Git-backed ledgers), no
         publications when its items have no public path. Recorded in
         ``cfg.claims`` so the workload is rebuilt from the config alone."""
+        ledgers = (getattr(target, "spec", None) or {}).get("ledgers")   # namespace -> ledger, several ledgers
+        self.ledger_of = dict(ledgers) if isinstance(ledgers, dict) else {}
         adopted = list(getattr(target, "namespaces", None) or world.namespaces)
         if adopted != list(world.namespaces):
             cfg.adopted_namespaces = adopted   # not a RunConfig field: a new provision mints new ones

@@ -15,6 +15,12 @@ Contract §3 and design.md ("does it keep what it advertises?"):
 The capabilities come from ``ctx["capabilities"]`` (an envelope, or
 ``{exit, envelope}``) and from capabilities replies in the history; every one
 seen must agree. With none at all the verdict is ``unknown``.
+
+An envelope reports ONE ledger's profile (§3: "reports one ledger's
+provisioned claim profile"); the harness asks the same ledger each time. A
+program with several ledgers (``ctx["ledger_of"]``: namespace -> ledger) may
+bind each to its own namespaces, so the allowlist is held against the
+namespaces served by its own ledger only, not those of the others.
 """
 
 from __future__ import annotations
@@ -64,7 +70,7 @@ def check(history, ctx: dict | None = None) -> dict:
     stats = {"mode": mode, "safe_exclusive_dispatch": safe}
 
     if mode == "fenced" or safe is True:
-        _check_fenced_profile(out, wc, backend, prep, first_ops)
+        _check_fenced_profile(out, wc, backend, prep, first_ops, ctx.get("ledger_of"))
         for name, checker in (("stale_write", stale_write.check), ("dual_ownership", dual_ownership.check)):
             r = once(prep, name, checker, ctx)
             if r["valid"] is False:
@@ -103,7 +109,8 @@ def check(history, ctx: dict | None = None) -> dict:
     return out.result(stats)
 
 
-def _check_fenced_profile(out: Findings, wc: dict, backend: dict, prep, ops: list[int]) -> None:
+def _check_fenced_profile(out: Findings, wc: dict, backend: dict, prep, ops: list[int],
+                          ledger_of: object = None) -> None:
     problems = []
     if wc.get("mode") != "fenced" or wc.get("safe_exclusive_dispatch") is not True:
         problems.append(f"mode {wc.get('mode')!r} with safe_exclusive_dispatch {wc.get('safe_exclusive_dispatch')!r}")
@@ -121,7 +128,7 @@ def _check_fenced_profile(out: Findings, wc: dict, backend: dict, prep, ops: lis
         problems.append("the ledger binding is not an explicit non-empty allowlist")
     else:
         used = {op.key[0] for op in prep.ops if op.type == "ok" and op.f != "capabilities" and op.key}
-        stray = sorted(n for n in used - set(allow) if isinstance(n, str))
+        stray = sorted(n for n in _same_ledger(used, allow, ledger_of) - set(allow) if isinstance(n, str))
         if stray:
             problems.append(f"namespaces {stray} were served but are not in the advertised allowlist")
     if problems:
@@ -130,3 +137,16 @@ def _check_fenced_profile(out: Findings, wc: dict, backend: dict, prep, ops: lis
                 "safe_exclusive_dispatch may be true only with a shared transactional coordinator, an explicit "
                 "allowlist covering the provisioned namespaces and the exact fenced write paths (contract §3).",
                 ops, problems=problems)
+
+
+def _same_ledger(used: set, allow: list, ledger_of: object) -> set:
+    """The served namespaces the allowlist must cover: all of them for one
+    ledger; with several (``ledger_of``), those of the ledger(s) its own
+    namespaces live in - or all, when it names none of the run's (then it
+    covers nothing its ledger served)."""
+    if not isinstance(ledger_of, dict) or not ledger_of:
+        return used
+    own = {ledger_of[n] for n in allow if n in ledger_of}
+    if not own:
+        return used
+    return {n for n in used if ledger_of.get(n, next(iter(own))) in own}

@@ -19,9 +19,18 @@ ops). Checks, against the LAST ``verify`` of each namespace:
    and was resolved ``unchanged`` by the final verify: no defect);
 3. every acknowledged publication (exit 0) is listed in its ``publications``
    with the committed revision it was acknowledged with;
-4. every publication whose own commit put its candidate into ``HEAD`` is
-   ``git_finalized``, and the commit it names holds exactly those bytes (the
-   final-state ``git.items`` history, read with plain ``git``).
+4. every publication whose own commit put its candidate into ``HEAD`` and
+   that a ``claim-verify`` then saw there is ``git_finalized``, and the commit
+   it names holds exactly those bytes (the final-state ``git.items`` history,
+   read with plain ``git``). "Saw there": a verify of its namespace that
+   answered exit 0, invoked after the commit ended, with no other commit that
+   may have moved the item's ``HEAD`` bytes in between (§6: "When ``HEAD``
+   contains the committed revision, it appends one ... ``publish-finalization``").
+   The contract asks the finalization of ``claim-verify`` only; a program may
+   also finalize on its next publish (the shipped Wowbagger release does), but
+   a publication whose bytes ``HEAD`` lost before any verify ran may stay
+   unfinalized (its agent runs ``claim-verify`` right after each commit,
+   ``workloads.claims``, yet a rival's commit can come first).
 
 A history without ``verify`` ops (no Git-backed ledger) passes vacuously: this
 checker says so in its stats.
@@ -51,7 +60,7 @@ def check(history, ctx: dict | None = None) -> dict:
     in_doubt = {oid for oid, op in last_attempt.items() if op.type == "info"}
     reconciled = 0
     # the few ops whose requests and replies this checker reads in full
-    raw = h.raw([i for op in (*verify_ops, *commit_ops) for i in op.indices])
+    raw = h.raw([i for op in h.ops if op.f in ("verify", "commit") for i in op.indices])
     verifies: dict[str, object] = {}
     for op in verify_ops:
         ns = obj(obj(raw.get(op.i)).get("value")).get("ledger_namespace")
@@ -62,7 +71,9 @@ def check(history, ctx: dict | None = None) -> dict:
         req = obj(obj(raw.get(op.i)).get("value"))
         if not req.get("all") and _result(raw.get(op.c)).get("committed") is True:
             committed.append((op, req))
+    movers = _head_movers(h, raw)
     at_commit = h.final.git_items if h.final is not None else {}
+    unseen = 0
 
     listed: dict[str, dict] = {}
     for ns, v in verifies.items():
@@ -111,10 +122,16 @@ def check(history, ctx: dict | None = None) -> dict:
             continue
         v = verifies[ns]
         if p.get("git_finalized") is not True:
+            saw = _verify_that_saw(c, (ns, req.get("item_id")), verify_ops, raw, movers)
+            if saw is None:
+                unseen += 1     # HEAD moved on before any claim-verify: finalizing it is not owed
+                continue
             out.add("publication-not-finalized",
-                    f"Operation {oid}: its agent committed exactly its bytes ({req.get('committed_revision')}), yet "
-                    f"the final claim-verify reports git_finalized {p.get('git_finalized')!r}.",
-                    [*c.indices, *v.indices], operation_id=oid)
+                    f"Operation {oid}: its agent committed exactly its bytes ({req.get('committed_revision')}) and "
+                    f"a claim-verify of {ns} then ran with those bytes still in HEAD (no other commit of the item "
+                    f"in between), yet the final claim-verify reports git_finalized {p.get('git_finalized')!r} "
+                    "(contract §6: claim-verify finalizes a publication whose revision HEAD contains).",
+                    [*c.indices, *saw.indices, *v.indices], operation_id=oid)
             continue
         key = (ns, req.get("item_id"), p.get("git_commit"))
         if key in at_commit and at_commit[key] != req.get("committed_revision"):
@@ -123,4 +140,38 @@ def check(history, ctx: dict | None = None) -> dict:
                     f"holds revision {at_commit[key]} of the item, not {req.get('committed_revision')}.",
                     [*c.indices, *v.indices], operation_id=oid, commit=p.get("git_commit"))
     return out.result({"verified_namespaces": len(verifies), "acknowledged": len(acked), "committed": len(committed),
-                       "in_doubt_intents_reconciled": reconciled})
+                       "in_doubt_intents_reconciled": reconciled, "head_moved_before_verify": unseen})
+
+
+def _head_movers(h, raw) -> dict:
+    """``(namespace, item_id)`` -> the commit ops that may have changed the
+    item's bytes in ``HEAD``: a commit of the item that did not answer "nothing
+    committed" or "already there", and every final sweep listing it."""
+    out: dict = {}
+    for op in h.ops:
+        if op.f != "commit":
+            continue
+        req = obj(obj(raw.get(op.i)).get("value")) if op.i in raw else {}
+        res = _result(raw.get(op.c)) if op.type == "ok" else {}
+        if op.type == "ok" and (res.get("committed") is False or res.get("already")):
+            continue
+        ns = req.get("ledger_namespace")
+        items = (req.get("item_ids") or []) if req.get("all") else [req.get("item_id")]
+        for item in items:
+            out.setdefault((ns, item), []).append(op)
+    return out
+
+
+def _verify_that_saw(commit, key, verify_ops, raw, movers):
+    """The first exit-0 claim-verify of ``key``'s namespace invoked after
+    ``commit`` ended, with no other commit of the item that may have moved
+    ``HEAD`` between the two; None when there is none."""
+    others = [m for m in movers.get(key, ()) if m is not commit and not m.precedes(commit)]
+    for v in verify_ops:
+        if not (v.definite and v.exit == 0 and commit.precedes(v)):
+            continue
+        if obj(obj(raw.get(v.i)).get("value")).get("ledger_namespace") != key[0]:
+            continue
+        if not any(not v.precedes(m) for m in others):  # HEAD could not have moved before v read it
+            return v
+    return None

@@ -395,10 +395,22 @@ def claim_model() -> NondeterministicModel:
         init=lambda: [(0, None, UNBOUND, 0, ())],
         step=claim_step,
         partition=partition,
-        describe_operation=lambda i, o: f"{i[0]}{i[1:]!r} -> {'?' if o is UNKNOWN else o[0]}",
+        describe_operation=lambda i, o: f"{i[0]}({_args(i[1:])}) -> {'?' if o is UNKNOWN else o[0]}",
         describe_state=_describe_state,
         name="work-claim-register",
     )
+
+
+def _args(values) -> str:
+    """An op's model input as ``agent-p5, 1500, (agent-p4, 1, ...)``, digests cut to 8 hex digits
+    (a Python tuple's repr read as noise in every explanation)."""
+    def one(v) -> str:
+        if isinstance(v, tuple):
+            return f"({_args(v)})"
+        if isinstance(v, str) and v.startswith("sha256:") and len(v) == 71:
+            return v[:15] + "…"
+        return "null" if v is None else str(v)
+    return ", ".join(one(v) for v in values)
 
 
 def initial_states(durable: dict | None) -> dict:

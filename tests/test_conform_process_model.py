@@ -1,0 +1,33 @@
+"""A backend that keeps its state in process memory is named as such, in one
+line, before any conformance case runs (issue #30, item 6)."""
+
+from __future__ import annotations
+
+import pytest
+
+from chaos.conform import process_model
+from chaos.conform.suite import run_conformance
+from chaos.errors import UsageError
+
+MEMORY = "tests.memory_dict_backend:open_backend"
+
+
+def test_a_dict_in_process_memory_is_named_and_a_file_store_is_not():
+    line = process_model.check(MEMORY)
+    assert line is not None and "\n" not in line
+    assert line.startswith(f"--factory {MEMORY} keeps its state in process memory")
+    assert "spec['path']" in line
+    assert process_model.check("chaos.testing.filestore:open_backend") is None
+
+
+def test_conform_reports_the_process_model_instead_of_pages_of_diffs():
+    from chaos.commands.conform import default_vectors
+
+    try:
+        vectors = default_vectors()
+    except UsageError as e:
+        pytest.skip(str(e))
+    report = run_conformance("python", vectors, ["acquire-contention"], {"factory": MEMORY})
+    assert [(r.case, r.status) for r in report.results] == [("process-model", "fail")]
+    assert report.results[0].diff[0].startswith(f"--factory {MEMORY} keeps its state in process memory")
+    assert report.exit_code == 1
