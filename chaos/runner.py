@@ -200,6 +200,7 @@ class RunConfig:
     docker_host: str | None = None  # the daemon (default: $DOCKER_HOST, else the local socket)
     node_memory: str | None = None  # docker resource limits on every container ("256m")
     node_cpus: float | None = None
+    deterministic: bool = False     # chaos.deterministic: one scheduler, virtual time, same seed -> same history
 
 
 def nemesis_opts(cfg: RunConfig) -> dict:

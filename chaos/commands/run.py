@@ -68,6 +68,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", default=None,
                    help="run exactly this test.yaml (a stored run's, or chaos shrink's minimal one, with its "
                         "explicit fault list); only --store and --name apply on top")
+    p.add_argument("--deterministic", action="store_true",
+                   help="same seed, same history: every worker under one scheduler (PCT) on a virtual clock, "
+                        "faults (kill, fsync) at exact scheduling points (docs/deterministic.md; sqlite and "
+                        "python only for now)")
     p.add_argument("--no-report", dest="report", action="store_false",
                    help="skip report.html (its plots cost seconds; results.json, junit.xml and the history are "
                         "written as always), as chaos shrink's replays do")
@@ -120,6 +124,10 @@ def build_config(args: argparse.Namespace):
         names = sc["nemesis"]
     else:
         names = supported(args.backend, dict(opts, **sc.get("nemesis_opts", {})))
+        if getattr(args, "deterministic", False):
+            from chaos.deterministic.run import EXACT_FAULTS
+
+            names = [n for n in names if n in EXACT_FAULTS]
     unknown = [n for n in names if n not in NEMESES.keys()]
     if unknown:
         where = from_scenario if args.nemesis is None else ""
@@ -155,6 +163,8 @@ def build_config(args: argparse.Namespace):
         argv += ["--factory", factory]
     if profile:
         argv += ["--profile", profile]
+    if getattr(args, "deterministic", False):
+        argv += ["--deterministic"]
     if nodes != "local":
         argv += ["--nodes", nodes]
         for flag, value in (("--docker-host", getattr(args, "docker_host", None)),
@@ -172,7 +182,8 @@ def build_config(args: argparse.Namespace):
                      scenario=args.scenario, command=shlex.join(argv), dsn=dsn,
                      profile=os.path.abspath(profile) if profile else None, backend_command=command,
                      factory=factory, nodes=nodes, docker_host=getattr(args, "docker_host", None),
-                     node_memory=getattr(args, "node_memory", None), node_cpus=getattr(args, "node_cpus", None))
+                     node_memory=getattr(args, "node_memory", None), node_cpus=getattr(args, "node_cpus", None),
+                     deterministic=bool(getattr(args, "deterministic", False)))
 
 
 def check_limits(workers, time_limit, op_timeout, where: str = "") -> None:
@@ -196,7 +207,7 @@ CONFIG_TYPES = {"name": (str,), "backend": (str,), "workload": (str,), "nemesis"
                 "scale": (int, float, type(None)), "auto_workers": (bool,), "auto_time_limit": (bool,),
                 "auto_op_timeout": (bool,), "timing": (dict,),
                 "nodes": (str,), "docker_host": (str, type(None)), "node_memory": (str, type(None)),
-                "node_cpus": (int, float, type(None))}
+                "node_cpus": (int, float, type(None)), "deterministic": (bool,)}
 
 
 def _check_config_types(data: dict, where: str) -> None:
@@ -253,8 +264,10 @@ def config_from_file(args: argparse.Namespace):
     cfg.store = args.store
     if args.name:
         cfg.name = args.name
+    if getattr(args, "deterministic", False):
+        cfg.deterministic = True
     cfg.command = shlex.join(["chaos", "run", "--config", os.path.abspath(args.config), "--store", cfg.store,
-                              "--name", cfg.name])
+                              "--name", cfg.name] + (["--deterministic"] if cfg.deterministic else []))
     return cfg
 
 
@@ -263,6 +276,14 @@ def run(args: argparse.Namespace) -> int:
 
     refuse_unusable_dir(args.store)  # first, creating nothing: before a factory is probed on a scratch dir
     cfg = config_from_file(args) if getattr(args, "config", None) else build_config(args)
+    if cfg.deterministic:
+        from chaos.deterministic.run import refusal, run as run_deterministic
+
+        why = refusal(cfg)
+        if why:
+            raise UsageError(why)
     writable_dir(cfg.store)
     print(f"chaos: {cfg.command}", file=sys.stderr)
+    if cfg.deterministic:
+        return run_deterministic(cfg, report=getattr(args, "report", True))
     return run_test(cfg, report=getattr(args, "report", True))

@@ -32,6 +32,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/types.h>
@@ -49,6 +50,7 @@ static char sock_path[108], prefixes[4096], name[256];
 static long long epoch_ns;          /* CLOCK_REALTIME at virtual time 0 */
 static long long mono_ns;           /* CLOCK_MONOTONIC at virtual time 0 */
 static unsigned char store_fd[FD_MAX];
+static char *fd_path[FD_MAX];       /* the store path each store fd was opened with (named in its points) */
 static int next_thread, forks;
 static pthread_key_t conn_key;
 
@@ -187,7 +189,7 @@ static int open_common(const char *fn, int dirfd, const char *path, int flags, m
     if (!real) real = dlsym(RTLD_NEXT, "openat");
     (void)fn;
     int fd = real(dirfd, path, flags, mode);
-    if (store && fd >= 0 && fd < FD_MAX) store_fd[fd] = 1;
+    if (store && fd >= 0 && fd < FD_MAX) { store_fd[fd] = 1; free(fd_path[fd]); fd_path[fd] = strdup(full); }
     return fd;
 }
 
@@ -208,7 +210,7 @@ int creat64(const char *path, mode_t mode) { return open_common("creat64", AT_FD
 
 int close(int fd) {
     REAL(int, close, int);
-    if (is_store_fd(fd)) { FAIL_IF(point("close", fd, NULL)); store_fd[fd] = 0; }
+    if (is_store_fd(fd)) { FAIL_IF(point("close", fd, fd_path[fd])); store_fd[fd] = 0; }
     return real_close(fd);
 }
 
@@ -216,34 +218,37 @@ int close(int fd) {
 
 ssize_t read(int fd, void *buf, size_t n) {
     REAL(ssize_t, read, int, void *, size_t);
-    if (is_store_fd(fd)) FAIL_IF(point("read", (long long)n, NULL));
+    if (is_store_fd(fd)) FAIL_IF(point("read", (long long)n, fd_path[fd]));
     return real_read(fd, buf, n);
 }
 #define PREAD(fn) ssize_t fn(int fd, void *buf, size_t n, off_t off) { REAL(ssize_t, fn, int, void *, size_t, off_t); \
-    if (is_store_fd(fd)) FAIL_IF(point("pread", (long long)off, NULL)); return real_##fn(fd, buf, n, off); }
+    if (is_store_fd(fd)) FAIL_IF(point("pread", (long long)off, fd_path[fd])); return real_##fn(fd, buf, n, off); }
 PREAD(pread) PREAD(pread64)
 
 ssize_t write(int fd, const void *buf, size_t n) {
     REAL(ssize_t, write, int, const void *, size_t);
-    if (is_store_fd(fd)) FAIL_IF(point("write", (long long)n, NULL));
+    if (is_store_fd(fd)) FAIL_IF(point("write", (long long)n, fd_path[fd]));
     return real_write(fd, buf, n);
 }
 #define PWRITE(fn) ssize_t fn(int fd, const void *buf, size_t n, off_t off) { REAL(ssize_t, fn, int, const void *, size_t, off_t); \
-    if (is_store_fd(fd)) FAIL_IF(point("pwrite", (long long)off, NULL)); return real_##fn(fd, buf, n, off); }
+    if (is_store_fd(fd)) FAIL_IF(point("pwrite", (long long)off, fd_path[fd])); return real_##fn(fd, buf, n, off); }
 PWRITE(pwrite) PWRITE(pwrite64)
 
 ssize_t writev(int fd, const struct iovec *iov, int cnt) {
     REAL(ssize_t, writev, int, const struct iovec *, int);
-    if (is_store_fd(fd)) FAIL_IF(point("writev", cnt, NULL));
+    if (is_store_fd(fd)) FAIL_IF(point("writev", cnt, fd_path[fd]));
     return real_writev(fd, iov, cnt);
 }
 
 #define FTRUNC(fn) int fn(int fd, off_t len) { REAL(int, fn, int, off_t); \
-    if (is_store_fd(fd)) FAIL_IF(point("ftruncate", (long long)len, NULL)); return real_##fn(fd, len); }
+    if (is_store_fd(fd)) FAIL_IF(point("ftruncate", (long long)len, fd_path[fd])); return real_##fn(fd, len); }
 FTRUNC(ftruncate) FTRUNC(ftruncate64)
 
+/* a directory's sync is its own call ("dirsync"): SQLite, like many stores, ignores its errors */
+static const char *sync_call(int fd, const char *fn) { struct stat st;
+    return fstat(fd, &st) == 0 && S_ISDIR(st.st_mode) ? "dirsync" : fn; }
 #define SYNC(fn) int fn(int fd) { REAL(int, fn, int); \
-    if (is_store_fd(fd)) FAIL_IF(point(#fn, fd, NULL)); return real_##fn(fd); }
+    if (is_store_fd(fd)) FAIL_IF(point(sync_call(fd, #fn), fd, fd_path[fd])); return real_##fn(fd); }
 SYNC(fsync) SYNC(fdatasync)
 
 /* ---------------------------------------------------------------- names */
@@ -290,7 +295,7 @@ int linkat(int od, const char *o, int nd, const char *n, int f) { REAL(int, link
 int flock(int fd, int op) {
     REAL(int, flock, int, int);
     if (!is_store_fd(fd)) return real_flock(fd, op);
-    FAIL_IF(point(op & LOCK_UN ? "unlock" : "flock", op, NULL));
+    FAIL_IF(point(op & LOCK_UN ? "unlock" : "flock", op, fd_path[fd]));
     if (op & (LOCK_NB | LOCK_UN)) return real_flock(fd, op);
     for (;;) {   /* a blocking flock never blocks for real: try, and on would-block give up the turn */
         int r = real_flock(fd, op | LOCK_NB);
@@ -306,7 +311,7 @@ static int lock_cmd(int cmd) {
 static int fcntl_common(int (*real)(int, int, ...), int fd, int cmd, void *arg) {
     if (!is_store_fd(fd) || !lock_cmd(cmd)) return real(fd, cmd, arg);
     struct flock *fl = arg;
-    FAIL_IF(point(fl->l_type == F_UNLCK ? "unlock" : "lock", (long long)fl->l_start, NULL));
+    FAIL_IF(point(fl->l_type == F_UNLCK ? "unlock" : "lock", (long long)fl->l_start, fd_path[fd]));
     if (cmd == F_SETLK || cmd == F_OFD_SETLK) return real(fd, cmd, arg);
     int nb = cmd == F_SETLKW ? F_SETLK : F_OFD_SETLK;
     for (;;) {

@@ -107,7 +107,7 @@ class Thread:
     proc: Proc
     priority: float
     buf: bytes = b""
-    state: str = "ready"          # ready | sleeping | blocked | running | gone
+    state: str = "ready"          # ready | sleeping | blocked | running | idle (control read) | gone
     call: str = "start"
     seq: int = 0
     arg: int = 0
@@ -218,6 +218,7 @@ class Scheduler:
             proc.pidfd = -1
         if proc.control:
             self._drain_control(proc)
+            self.replies.append((proc, None))   # None: it is gone (killed, crashed, or done)
             self._sel.unregister(proc.popen.stdout)
             proc.popen.stdout.close()
             try:
@@ -345,6 +346,9 @@ class Scheduler:
         while b"\n" in proc.out_buf:
             line, _, proc.out_buf = proc.out_buf.partition(b"\n")
             self.replies.append((proc, line))
+            for t in proc.threads:     # back in its control read: not at a point, not runnable
+                if t.state == "running":
+                    t.state = "idle"
             if self.running == (proc.pid, proc.pid):
                 self.running = None
 
@@ -410,7 +414,8 @@ class Scheduler:
             self._release_blocked()
 
     def run_until(self, until: int | None) -> list[tuple[Proc, bytes]]:
-        """Run the controlled threads until a control reply arrives (returned),
+        """Run the controlled threads until a control reply arrives (returned;
+        a reply ``None`` means the process is gone),
         or the virtual clock reaches ``until``, or nothing can run (the clock
         then jumps to ``until``). Sleepers' deadlines advance the clock when
         nothing else can run."""
