@@ -285,5 +285,5 @@ def run(args: argparse.Namespace) -> int:
     writable_dir(cfg.store)
     print(f"chaos: {cfg.command}", file=sys.stderr)
     if cfg.deterministic:
-        return run_deterministic(cfg, report=getattr(args, "report", True))
+        return run_deterministic(cfg, report=getattr(args, "report", True), config_path=getattr(args, "config", None))
     return run_test(cfg, report=getattr(args, "report", True))

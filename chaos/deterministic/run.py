@@ -50,8 +50,11 @@ SYNC_CALLS = frozenset({"fsync", "fdatasync"})
 DEPTH = 3
 #: the expected number of scheduling points per run, over which the change points are drawn
 POINTS_PER_WORKER_SECOND = 400
-#: the settle time's rough SQLite cost per op, for nothing: virtual time moves by the schedule only
-STEP_NS = 10_000
+#: virtual time per scheduling point and per call handed to a worker: virtual time moves by the schedule
+#: only, and these keep its pace near a real call's (an agent loop paced by its calls' latency would
+#: otherwise run thousands of cycles per virtual second)
+STEP_NS = 50_000
+CALL_NS = 1_000_000
 
 
 def refusal(cfg) -> str | None:
@@ -194,10 +197,14 @@ def history_sha256(path: str) -> str:
         return hashlib.sha256(f.read()).hexdigest()
 
 
-def run(cfg, report: bool = True) -> int:
-    """One deterministic run; the exit code is the verdict (0 valid, 1 invalid, 2 unknown)."""
+def run(cfg, report: bool = True, config_path: str | None = None) -> int:
+    """One deterministic run; the exit code is the verdict (0 valid, 1 invalid, 2 unknown).
+    ``config_path``: the test.yaml it re-runs (its run's history digest is compared)."""
     from chaos.workload_kinds import workload_kind
     from workloads.generator import SEC
+
+    previous = previous_history(config_path)
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
     if cfg.scale is None:
         cfg.scale = 1.0     # virtual time: nothing to calibrate against the machine
@@ -211,7 +218,7 @@ def run(cfg, report: bool = True) -> int:
     coverage = Coverage(cfg.nemesis)
     expected = max(1000, int(POINTS_PER_WORKER_SECOND * cfg.workers * cfg.time_limit))
     sched = Scheduler(cfg.seed, prefixes=[run_dir.path], depth=DEPTH, expected_points=expected, step_ns=STEP_NS,
-                      faults=[r for rs in rules.values() for r in rs], log_dir=run_dir.file("logs"))
+                      send_ns=CALL_NS, faults=[r for rs in rules.values() for r in rs], log_dir=run_dir.file("logs"))
     notes: list[str] = []
     wall0 = time.monotonic()
     try:
@@ -242,20 +249,60 @@ def run(cfg, report: bool = True) -> int:
     for name, rs in rules.items():
         for r in rs:
             coverage.fired(name, r.evidence is not None)
-    results = _results(cfg, kind, world, target, history, coverage, notes + final_incomplete, summary)
+    results, wall = _results(cfg, kind, world, target, history, coverage, notes + final_incomplete, summary)
     results["history_sha256"] = history_sha256(run_dir.file("history.jsonl"))
+    if previous is not None:
+        results["reproduced"] = {"of": previous, "same_history": previous == results["history_sha256"]}
     run_dir.write_json("results.json", results)
+    run_dir.write_json("wall.json", dict(wall, run_dir=run_dir.path, wall_s=round(time.monotonic() - wall0, 3),
+                                         started_at=started))
+    _reports(run_dir.path, report)
     run_dir.link_latest()
+    from chaos.reports.console import summary as console_summary
+
+    print(console_summary(dict(results, run_dir=run_dir.path), run_dir.path), file=sys.stderr)
     print(f"chaos: deterministic: seed {cfg.seed}, PCT depth {summary['depth']}, {summary['points']} scheduling "
-          f"points ({summary['virtual_ns'] / SEC:.1f} virtual s in {time.monotonic() - wall0:.1f} wall s), "
-          f"history sha256 {results['history_sha256'][:16]}", file=sys.stderr)
-    print(f"chaos: {results['verdict']}: {len(results['notes'])} notes, run dir {run_dir.path}", file=sys.stderr)
+          f"points, {results['stats']['ops']} ops in {summary['virtual_ns'] / SEC:.1f} virtual s "
+          f"({time.monotonic() - wall0:.1f} wall s), history sha256 {results['history_sha256'][:16]}", file=sys.stderr)
+    if previous is not None:
+        print(f"chaos: deterministic: {'reproduced' if previous == results['history_sha256'] else 'NOT reproduced'}"
+              f" the history of the run this config came from (sha256 {previous[:16]})", file=sys.stderr)
     return results["exit_code"]
 
 
-def _results(cfg, kind, world, target, history, coverage, notes, summary) -> dict:
-    """results.json without wall-clock fields (times are virtual), so equal runs give equal files
-    up to ``run_dir``."""
+def previous_history(config_path: str | None) -> str | None:
+    """The history digest of the run a ``--config RUN/test.yaml`` came from (its results.json), if any."""
+    if not config_path:
+        return None
+    try:
+        with open(os.path.join(os.path.dirname(os.path.abspath(config_path)), "results.json")) as f:
+            digest = json.load(f).get("history_sha256")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return digest if isinstance(digest, str) else None
+
+
+def _reports(path: str, report: bool) -> None:
+    from chaos import reports
+
+    try:
+        if report:
+            reports.write_all(path)
+        else:
+            reports.write_junit(reports.load_run(path))
+    except Exception as e:  # a report failure never loses the verdict
+        print(f"chaos: report not written: {type(e).__name__}: {e}", file=sys.stderr)
+
+
+#: what a checker result says about wall time (moved to wall.json: results.json holds only virtual times)
+WALL_FIELDS = ("seconds", "cpu_seconds")
+
+
+def _results(cfg, kind, world, target, history, coverage, notes, summary) -> tuple[dict, dict]:
+    """(results.json, wall.json): the first without a wall-clock field or the run dir's path, so
+    equal runs give equal files; the second with what the wall clock said."""
+    from chaos.runner import Run
+
     ops = history.snapshot()
     client = [o for o in ops if o.get("process") != NEMESIS and o["type"] in ("ok", "fail", "info")]
     stats = {"ops": len(client), "ok": sum(o["type"] == "ok" for o in client),
@@ -274,10 +321,18 @@ def _results(cfg, kind, world, target, history, coverage, notes, summary) -> dic
     if summary["notes"] and verdict == "valid":
         verdict = "unknown"
         notes.append("the scheduler saw concurrency it did not serialize: " + "; ".join(summary["notes"][:3]))
+    paths = kind.coverage(ops, cfg, target.capabilities)
+    verdict = Run._workload_gate(verdict, paths, stats, notes)
     code = {"valid": ExitCode.VALID, "invalid": ExitCode.INVALID}.get(verdict, ExitCode.UNKNOWN)
+    checkers = merged.get("checkers", {})
+    wall = {"checkers": {n: {k: c[k] for k in WALL_FIELDS if k in c} for n, c in checkers.items()
+                         if isinstance(c, dict)}}
+    checkers = {n: {k: v for k, v in c.items() if k not in WALL_FIELDS} if isinstance(c, dict) else c
+                for n, c in checkers.items()}
     return {"schema_version": 1,
             "test": {"name": cfg.name, "backend": cfg.backend, "workload": cfg.workload, "nemesis": list(cfg.nemesis),
                      "workers": cfg.workers, "time_limit": cfg.time_limit, "seed": cfg.seed, "command": cfg.command},
             "capabilities": target.capabilities, "verdict": verdict, "exit_code": int(code),
-            "checkers": merged.get("checkers", {}), "fault_coverage": coverage.to_json(), "stats": stats,
-            "ctx": ctx, "run_dir": os.path.abspath(cfg.store), "notes": notes, "deterministic": summary}
+            "checkers": checkers, "fault_coverage": coverage.to_json(), "workload_coverage": paths, "stats": stats,
+            "ctx": ctx, "notes": notes, "known_deviations": merged.get("known_deviations", []),
+            "deterministic": summary}, wall

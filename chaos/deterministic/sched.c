@@ -4,8 +4,9 @@
  * scheduling point, tells the scheduler (a unix socket, one connection per
  * thread, opened at the thread's first point) where it is, and waits until it
  * is granted. Points: open/creat of paths under $CHAOS_SCHED_PREFIX (':'
- * separated), then read/pread/write/pwrite/writev/ftruncate/fsync/fdatasync/
- * close/flock/fcntl record locks on the fds so opened, rename/link/unlink/
+ * separated), then write/pwrite/writev/ftruncate/fsync/fdatasync/close/flock/
+ * fcntl record locks on the fds so opened (read/pread too with
+ * $CHAOS_SCHED_READS=1), rename/link/unlink/
  * mkdir/rmdir/truncate of store paths, and sleeps. A lock call that would
  * block is tried without blocking after the grant; if it would block the
  * thread says "blocked" and waits for another grant (never blocks for real).
@@ -52,6 +53,7 @@ static long long mono_ns;           /* CLOCK_MONOTONIC at virtual time 0 */
 static unsigned char store_fd[FD_MAX];
 static char *fd_path[FD_MAX];       /* the store path each store fd was opened with (named in its points) */
 static int next_thread, forks;
+static int reads_are_points;        /* $CHAOS_SCHED_READS=1: read/pread of store fds are points too */
 static pthread_key_t conn_key;
 
 static __thread int conn = -1;
@@ -79,6 +81,7 @@ __attribute__((constructor)) static void init(void) {
     snprintf(name, sizeof name, "%s", n && *n ? n : "p");
     epoch_ns = env_ll("CHAOS_SCHED_EPOCH_NS", 1767225600LL * SEC);   /* 2026-01-01T00:00:00Z */
     mono_ns = env_ll("CHAOS_SCHED_MONO_NS", 1000LL * SEC);
+    reads_are_points = env_ll("CHAOS_SCHED_READS", 0) == 1;
     pthread_key_create(&conn_key, conn_gone);
     pthread_atfork(atfork_prepare, NULL, atfork_child);
     enabled = 1;
@@ -216,13 +219,16 @@ int close(int fd) {
 
 /* ---------------------------------------------------------------- data */
 
+/* reads are points only with $CHAOS_SCHED_READS=1: a read-modify-write is already preempted before its
+ * write, and a store's reads under its own lock cannot be interleaved with anyway */
+
 ssize_t read(int fd, void *buf, size_t n) {
     REAL(ssize_t, read, int, void *, size_t);
-    if (is_store_fd(fd)) FAIL_IF(point("read", (long long)n, fd_path[fd]));
+    if (reads_are_points && is_store_fd(fd)) FAIL_IF(point("read", (long long)n, fd_path[fd]));
     return real_read(fd, buf, n);
 }
 #define PREAD(fn) ssize_t fn(int fd, void *buf, size_t n, off_t off) { REAL(ssize_t, fn, int, void *, size_t, off_t); \
-    if (is_store_fd(fd)) FAIL_IF(point("pread", (long long)off, fd_path[fd])); return real_##fn(fd, buf, n, off); }
+    if (reads_are_points && is_store_fd(fd)) FAIL_IF(point("pread", (long long)off, fd_path[fd])); return real_##fn(fd, buf, n, off); }
 PREAD(pread) PREAD(pread64)
 
 ssize_t write(int fd, const void *buf, size_t n) {

@@ -119,7 +119,7 @@ class Thread:
 class Scheduler:
     def __init__(self, seed: int, *, prefixes: list[str], depth: int = 3, expected_points: int = 1000,
                  step_ns: int = 10_000, faults: list[FaultRule] | None = None, stuck_s: float = 60.0,
-                 log_dir: str | None = None):
+                 log_dir: str | None = None, reads: bool = False, send_ns: int = 0):
         if depth < 1 or expected_points < 1:
             raise ValueError("depth and expected_points must be at least 1")
         self.seed, self.depth, self.expected_points, self.step_ns = seed, depth, expected_points, step_ns
@@ -129,6 +129,8 @@ class Scheduler:
         self.faults = list(faults or [])
         self.stuck_s = stuck_s
         self.log_dir = log_dir
+        self.reads = reads              # read/pread of store fds are points too
+        self.send_ns = send_ns          # what handing a controlled process a line costs in virtual time
         self.vt = 0
         self.steps = 0
         self.trace: list[str] = []
@@ -148,7 +150,7 @@ class Scheduler:
     # ------------------------------------------------------------------ processes
 
     def env(self, name: str) -> dict:
-        return shim.env(self.sock_path, name, self.prefixes)
+        return shim.env(self.sock_path, name, self.prefixes, self.reads)
 
     def spawn(self, name: str, argv: list[str], *, control: bool = False, env: dict | None = None,
               cwd: str | None = None) -> Proc:
@@ -193,6 +195,7 @@ class Scheduler:
             raise BrokenPipeError(f"{proc.name} is gone")
         proc.popen.stdin.write(line)
         proc.popen.stdin.flush()
+        self.vt += self.send_ns
         self.running = (proc.pid, proc.pid)
         self._settle()
 
@@ -441,7 +444,15 @@ class Scheduler:
         while True:
             replies += self.run_until(None)
             if not self.enabled() and self.next_wake() is None:
-                return replies
+                break
+        for proc in list(self.procs.values()):   # past their last point they only exit: reap them
+            if proc.popen is not None and not proc.gone and not proc.control:
+                try:
+                    proc.popen.wait(timeout=self.stuck_s)
+                except subprocess.TimeoutExpired:
+                    raise SchedulerStuck(f"{proc.name} did not exit {self.stuck_s:g} s after its last point") from None
+                self._reap(proc)
+        return replies
 
     # ------------------------------------------------------------------ results
 

@@ -20,10 +20,12 @@ def build() -> str:
     return build_shim(SOURCE, "chaos-sched")
 
 
-def env(sock: str, name: str, prefixes: list[str]) -> dict:
+def env(sock: str, name: str, prefixes: list[str], reads: bool = False) -> dict:
     """What a process needs to run under the scheduler listening on ``sock``:
     ``name`` is its logical name in traces (never its pid, which differs
-    between runs); ``prefixes`` are the store paths whose calls are points."""
+    between runs); ``prefixes`` are the store paths whose calls are points;
+    ``reads``: reads of store fds are points too."""
     return {"LD_PRELOAD": build(), "CHAOS_SCHED_SOCK": sock, "CHAOS_SCHED_NAME": name,
             "CHAOS_SCHED_PREFIX": ":".join(prefixes), "CHAOS_SCHED_EPOCH_NS": str(EPOCH_NS),
-            "CHAOS_SCHED_MONO_NS": str(MONO_NS), "PYTHONHASHSEED": "0"}
+            "CHAOS_SCHED_MONO_NS": str(MONO_NS), "CHAOS_SCHED_READS": "1" if reads else "0",
+            "PYTHONHASHSEED": "0"}
