@@ -25,26 +25,35 @@ def _results(store: Path) -> list[dict]:
 
 
 def test_three_runs_of_one_seed_give_one_history(tmp_path):
-    for _ in range(3):
-        res = _run(tmp_path, "--deterministic", "--seed", "7", "--workers", "3", "--time-limit", "2")
+    """Two runs by flags and a third from the first one's stored test.yaml."""
+    for _ in range(2):
+        res = _run(tmp_path, "--deterministic", "--seed", "7", "--workers", "2", "--time-limit", "1")
         assert res.returncode == 0, res.stderr[-2000:]
         assert "PCT depth 3" in res.stderr and "scheduling points" in res.stderr
     runs = _results(tmp_path)
-    assert len(runs) == 3
+    assert len(runs) == 2
     digests = {r["history_sha256"] for r in runs}
     assert len(digests) == 1
     histories = {p.read_bytes() for p in tmp_path.glob("*/2*/history.jsonl")}
     assert len(histories) == 1
+    assert len({p.read_bytes() for p in tmp_path.glob("*/2*/results.json")}) == 1   # times are virtual
     first = runs[0]
     assert first["stats"]["ops"] > 20 and first["deterministic"]["points"] > 500
     # every requested fault took effect, at a named point, the same in every run
     assert all(v["took_effect"] >= 1 for v in first["fault_coverage"].values())
     faults = [r["deterministic"]["faults"] for r in runs]
-    assert faults[0] == faults[1] == faults[2]
+    assert faults[0] == faults[1]
     assert {f["action"] for f in faults[0]} == {"kill", "EIO"}
     assert all({"process", "call", "index", "path"} <= set(f) for f in faults[0])
+    # the stored test.yaml re-runs the run and says it reproduced
+    config = next(tmp_path.glob("*/2*/test.yaml"))
+    res = _run(tmp_path / "again", "--config", str(config))
+    assert res.returncode == 0 and "reproduced the history" in res.stderr, res.stderr[-2000:]
+    third = _results(tmp_path / "again")[0]
+    assert third["reproduced"] == {"of": first["history_sha256"], "same_history": True}
+    assert third["deterministic"]["faults"] == faults[0]
     # another seed, another history
-    res = _run(tmp_path / "other", "--deterministic", "--seed", "8", "--workers", "3", "--time-limit", "2")
+    res = _run(tmp_path / "other", "--deterministic", "--seed", "8", "--workers", "2", "--time-limit", "1")
     assert res.returncode in (0, 2), res.stderr[-2000:]
     assert _results(tmp_path / "other")[0]["history_sha256"] not in digests
 

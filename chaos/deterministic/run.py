@@ -298,6 +298,22 @@ def _reports(path: str, report: bool) -> None:
 WALL_FIELDS = ("seconds", "cpu_seconds")
 
 
+def _without_wall(obj, path: str, wall: dict):
+    """``obj`` without its wall-clock members (``WALL_FIELDS``, at any depth); they go to ``wall``
+    under their dotted path."""
+    if isinstance(obj, dict):
+        out = {}
+        for k, v in obj.items():
+            if k in WALL_FIELDS:
+                wall[f"{path}.{k}"] = v
+            else:
+                out[k] = _without_wall(v, f"{path}.{k}", wall)
+        return out
+    if isinstance(obj, list):
+        return [_without_wall(v, f"{path}.{i}", wall) for i, v in enumerate(obj)]
+    return obj
+
+
 def _results(cfg, kind, world, target, history, coverage, notes, summary) -> tuple[dict, dict]:
     """(results.json, wall.json): the first without a wall-clock field or the run dir's path, so
     equal runs give equal files; the second with what the wall clock said."""
@@ -324,11 +340,8 @@ def _results(cfg, kind, world, target, history, coverage, notes, summary) -> tup
     paths = kind.coverage(ops, cfg, target.capabilities)
     verdict = Run._workload_gate(verdict, paths, stats, notes)
     code = {"valid": ExitCode.VALID, "invalid": ExitCode.INVALID}.get(verdict, ExitCode.UNKNOWN)
-    checkers = merged.get("checkers", {})
-    wall = {"checkers": {n: {k: c[k] for k in WALL_FIELDS if k in c} for n, c in checkers.items()
-                         if isinstance(c, dict)}}
-    checkers = {n: {k: v for k, v in c.items() if k not in WALL_FIELDS} if isinstance(c, dict) else c
-                for n, c in checkers.items()}
+    wall: dict = {}
+    checkers = _without_wall(merged.get("checkers", {}), "checkers", wall)
     return {"schema_version": 1,
             "test": {"name": cfg.name, "backend": cfg.backend, "workload": cfg.workload, "nemesis": list(cfg.nemesis),
                      "workers": cfg.workers, "time_limit": cfg.time_limit, "seed": cfg.seed, "command": cfg.command},

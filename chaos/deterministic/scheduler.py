@@ -236,6 +236,7 @@ class Scheduler:
         if t.state == "gone":
             return
         t.state = "gone"
+        self.threads.remove(t)      # (a long run starts many worker incarnations: keep the scans short)
         try:
             self._sel.unregister(t.conn)
         except (KeyError, ValueError):
@@ -470,7 +471,7 @@ class Scheduler:
         for proc in list(self.procs.values()):
             if proc.popen is not None and not proc.gone:
                 self.kill(proc)
-        for t in self.threads:
+        for t in list(self.threads):
             self._thread_gone(t)
         self._sel.close()
         self._listener.close()
