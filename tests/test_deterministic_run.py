@@ -58,6 +58,22 @@ def test_three_runs_of_one_seed_give_one_history(tmp_path):
     assert _results(tmp_path / "other")[0]["history_sha256"] not in digests
 
 
+def test_a_python_class_over_sqlite_gives_one_history(tmp_path):
+    args = ("--deterministic", "--backend", "python", "--factory", "backends.sqlite:open_backend", "--seed", "3",
+            "--workers", "2", "--time-limit", "1")
+    for _ in range(2):
+        res = _run(tmp_path, *args)
+        assert res.returncode in (0, 2), res.stderr[-2000:]
+    runs = _results(tmp_path)
+    assert len(runs) == 2 and runs[0]["history_sha256"] == runs[1]["history_sha256"]
+    assert runs[0]["stats"]["ops"] > 10
+    # a fault that never came is missed (unknown), never counted as fired
+    for fault, row in runs[0]["fault_coverage"].items():
+        assert row["fired"] == row["took_effect"] == sum(1 for f in runs[0]["deterministic"]["faults"]
+                                                          if not f.get("missed") and
+                                                          (f["action"] == "kill") == (fault == "kill"))
+
+
 @pytest.mark.parametrize("backend", sorted(NOT_CONTROLLED))
 def test_uncontrolled_backends_say_why(backend):
     if backend not in sut.names():
