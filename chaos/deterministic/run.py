@@ -27,6 +27,8 @@ import hashlib
 import json
 import os
 import random
+import shutil
+import signal
 import sys
 import time
 from dataclasses import asdict
@@ -192,6 +194,10 @@ class DeterministicDriver:
         return None
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
 def history_sha256(path: str) -> str:
     with open(path, "rb") as f:
         return hashlib.sha256(f.read()).hexdigest()
@@ -221,6 +227,7 @@ def run(cfg, report: bool = True, config_path: str | None = None) -> int:
                       send_ns=CALL_NS, faults=[r for rs in rules.values() for r in rs], log_dir=run_dir.file("logs"))
     notes: list[str] = []
     wall0 = time.monotonic()
+    old_term = signal.signal(signal.SIGTERM, _interrupt)   # SIGTERM ends the run like Ctrl-C: everything reaped
     try:
         target.setup(kind.namespaces(world), kind.durable(world))
         driver = DeterministicDriver(sched, history, target.spec, run_dir.file("logs"))
@@ -246,6 +253,8 @@ def run(cfg, report: bool = True, config_path: str | None = None) -> int:
         sched.close()
         target.close()
         history.close()
+        shutil.rmtree(run_dir.tmp, ignore_errors=True)
+        signal.signal(signal.SIGTERM, old_term)
     for name, rs in rules.items():
         for r in rs:
             if r.evidence is not None:   # at an exact point a fault that came took effect; one that never came is missed
