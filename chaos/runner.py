@@ -201,6 +201,8 @@ class RunConfig:
     node_memory: str | None = None  # docker resource limits on every container ("256m")
     node_cpus: float | None = None
     deterministic: bool = False     # chaos.deterministic: one scheduler, virtual time, same seed -> same history
+    pct_depth: int = 3              # deterministic: PCT depth (change points + 1) and expected scheduling points
+    pct_points: int | None = None
 
 
 def nemesis_opts(cfg: RunConfig) -> dict:

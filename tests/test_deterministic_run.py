@@ -74,6 +74,25 @@ def test_a_python_class_over_sqlite_gives_one_history(tmp_path):
                                                           (f["action"] == "kill") == (fault == "kill"))
 
 
+def test_an_unlocked_store_is_found_by_a_seed_and_again_by_that_seed(tmp_path):
+    """The planted concurrency bug (chaos.testing.filestore:open_unlocked: no lock around load ->
+    decide -> save) needs two workers interleaved between one's load and its save. Some seed of a
+    short run finds it; that seed finds it again with the same history; the locked store under the
+    same seed is not invalid."""
+    def run(factory: str, seed: int, store: Path) -> tuple[int, dict]:
+        res = _run(store, "--deterministic", "--pct-depth", "10", "--pct-points", "200", "--backend", "python",
+                   "--factory", f"chaos.testing.filestore:{factory}", "--seed", str(seed), "--workers", "3",
+                   "--time-limit", "1", "--nemesis", "none")
+        assert res.returncode in (0, 1, 2), res.stderr[-2000:]
+        return res.returncode, _results(store)[-1]
+    found = next((seed for seed in range(1, 9) if run("open_unlocked", seed, tmp_path / f"u{seed}")[0] == 1), None)
+    assert found is not None
+    first = _results(tmp_path / f"u{found}")[0]
+    code, again = run("open_unlocked", found, tmp_path / "again")
+    assert code == 1 and again["history_sha256"] == first["history_sha256"]
+    assert run("open_backend", found, tmp_path / "locked")[0] != 1
+
+
 @pytest.mark.parametrize("backend", sorted(NOT_CONTROLLED))
 def test_uncontrolled_backends_say_why(backend):
     if backend not in sut.names():

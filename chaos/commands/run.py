@@ -72,6 +72,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="same seed, same history: every worker under one scheduler (PCT) on a virtual clock, "
                         "faults (kill, fsync) at exact scheduling points (docs/deterministic.md; sqlite and "
                         "python only for now)")
+    p.add_argument("--pct-depth", type=int, default=3,
+                   help="--deterministic: PCT depth d (d - 1 priority change points; default 3)")
+    p.add_argument("--pct-points", type=int, default=None,
+                   help="--deterministic: the expected number of scheduling points the change points are drawn over "
+                        "(default 400 per worker and second of the time limit, at least 1000)")
     p.add_argument("--no-report", dest="report", action="store_false",
                    help="skip report.html (its plots cost seconds; results.json, junit.xml and the history are "
                         "written as always), as chaos shrink's replays do")
@@ -163,8 +168,13 @@ def build_config(args: argparse.Namespace):
         argv += ["--factory", factory]
     if profile:
         argv += ["--profile", profile]
+    pct_depth, pct_points = getattr(args, "pct_depth", 3), getattr(args, "pct_points", None)
     if getattr(args, "deterministic", False):
-        argv += ["--deterministic"]
+        argv += ["--deterministic", "--pct-depth", str(pct_depth)]
+        if pct_points is not None:
+            argv += ["--pct-points", str(pct_points)]
+    elif pct_depth != 3 or pct_points is not None:
+        raise UsageError("--pct-depth and --pct-points are for --deterministic")
     if nodes != "local":
         argv += ["--nodes", nodes]
         for flag, value in (("--docker-host", getattr(args, "docker_host", None)),
@@ -183,7 +193,8 @@ def build_config(args: argparse.Namespace):
                      profile=os.path.abspath(profile) if profile else None, backend_command=command,
                      factory=factory, nodes=nodes, docker_host=getattr(args, "docker_host", None),
                      node_memory=getattr(args, "node_memory", None), node_cpus=getattr(args, "node_cpus", None),
-                     deterministic=bool(getattr(args, "deterministic", False)))
+                     deterministic=bool(getattr(args, "deterministic", False)),
+                     pct_depth=pct_depth, pct_points=pct_points)
 
 
 def check_limits(workers, time_limit, op_timeout, where: str = "") -> None:
@@ -207,7 +218,8 @@ CONFIG_TYPES = {"name": (str,), "backend": (str,), "workload": (str,), "nemesis"
                 "scale": (int, float, type(None)), "auto_workers": (bool,), "auto_time_limit": (bool,),
                 "auto_op_timeout": (bool,), "timing": (dict,),
                 "nodes": (str,), "docker_host": (str, type(None)), "node_memory": (str, type(None)),
-                "node_cpus": (int, float, type(None)), "deterministic": (bool,)}
+                "node_cpus": (int, float, type(None)), "deterministic": (bool,), "pct_depth": (int,),
+                "pct_points": (int, type(None))}
 
 
 def _check_config_types(data: dict, where: str) -> None:

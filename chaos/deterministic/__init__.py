@@ -20,6 +20,9 @@ NOT_CONTROLLED = {
                 "Wowbagger) are not driven by the scheduler yet",
     "reference": "an in-memory model, not a run target",
 }
+#: Python-class factories not over SqliteStore known to keep all their state in files beside the
+#: spec's path (under the run dir) and to decide in the calling thread: the scheduler controls them
+FILE_FACTORIES = frozenset({"chaos.testing.filestore:open_backend", "chaos.testing.filestore:open_unlocked"})
 ISSUE_LOCK = "the deterministic mode runs the claims workload only; the issue-lock workload is not built for it yet"
 
 

@@ -48,9 +48,10 @@ EXACT_FAULTS = ("kill", "fsync")
 KILL_CALLS = frozenset({"creat", "write", "pwrite", "writev", "ftruncate", "fsync", "fdatasync", "lock", "unlock",
                         "flock", "rename", "link", "unlink", "mkdir"})
 SYNC_CALLS = frozenset({"fsync", "fdatasync"})
-#: PCT: bugs of this depth get a known chance per run (docs/deterministic.md)
+#: PCT: bugs of this depth get a known chance per run (docs/deterministic.md); ``--pct-depth``
 DEPTH = 3
-#: the expected number of scheduling points per run, over which the change points are drawn
+#: the expected number of scheduling points per run, over which the change points are drawn, per
+#: worker and second of the time limit (at least 1000); ``--pct-points`` sets the number itself
 POINTS_PER_WORKER_SECOND = 400
 #: virtual time per scheduling point and per call handed to a worker: virtual time moves by the schedule
 #: only, and these keep its pace near a real call's (an agent loop paced by its calls' latency would
@@ -75,6 +76,9 @@ def refusal(cfg) -> str | None:
     if timed:
         return (f"--deterministic: nemesis {', '.join(timed)} not built at exact points yet "
                 f"(only {', '.join(EXACT_FAULTS)}; or --nemesis none)")
+    if not (isinstance(cfg.pct_depth, int) and 1 <= cfg.pct_depth <= 100) or not (
+            cfg.pct_points is None or (isinstance(cfg.pct_points, int) and 1 <= cfg.pct_points <= 10**9)):
+        return "--deterministic: --pct-depth is an integer in [1, 100], --pct-points in [1, 1e9]"
     if cfg.faults is not None:
         return "--deterministic: an explicit timed fault list (faults:) has no meaning here; the seed places the faults"
     return None
@@ -222,8 +226,8 @@ def run(cfg, report: bool = True, config_path: str | None = None) -> int:
     history = HistoryWriter(run_dir.file("history.jsonl"))
     rules = fault_rules(cfg)
     coverage = Coverage(cfg.nemesis)
-    expected = max(1000, int(POINTS_PER_WORKER_SECOND * cfg.workers * cfg.time_limit))
-    sched = Scheduler(cfg.seed, prefixes=[run_dir.path], depth=DEPTH, expected_points=expected, step_ns=STEP_NS,
+    expected = cfg.pct_points or max(1000, int(POINTS_PER_WORKER_SECOND * cfg.workers * cfg.time_limit))
+    sched = Scheduler(cfg.seed, prefixes=[run_dir.path], depth=cfg.pct_depth, expected_points=expected, step_ns=STEP_NS,
                       send_ns=CALL_NS, faults=[r for rs in rules.values() for r in rs], log_dir=run_dir.file("logs"))
     notes: list[str] = []
     wall0 = time.monotonic()
