@@ -74,6 +74,7 @@ def test_a_python_class_over_sqlite_gives_one_history(tmp_path):
                                                           (f["action"] == "kill") == (fault == "kill"))
 
 
+@pytest.mark.slow
 def test_an_unlocked_store_is_found_by_a_seed_and_again_by_that_seed(tmp_path):
     """The planted concurrency bug (chaos.testing.filestore:open_unlocked: no lock around load ->
     decide -> save) needs two workers interleaved between one's load and its save. Some seed of a
