@@ -109,3 +109,11 @@ def test_deterministic_is_refused_up_front(tmp_path):
     res = _run(tmp_path, "--deterministic", "--nemesis", "pause")
     assert res.returncode == 254 and "pause not built at exact points yet" in res.stderr
     assert not list(tmp_path.glob("*/2*"))   # refused before any run directory
+
+
+def test_a_deterministic_run_is_not_shrunk_as_a_timed_one(tmp_path):
+    (tmp_path / "test.yaml").write_text("name: x\nbackend: sqlite\ndeterministic: true\nseed: 1\n")
+    (tmp_path / "results.json").write_text('{"verdict": "invalid"}')
+    res = subprocess.run([sys.executable, "-m", "chaos.cli", "shrink", str(tmp_path)], capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 254 and "not shrinkable yet" in res.stderr and "Traceback" not in res.stderr
