@@ -38,7 +38,7 @@ from chaos.deterministic.scheduler import FaultRule, Scheduler
 from chaos.errors import ExitCode
 from chaos.history_store import HistoryWriter
 from chaos.nemesis import Coverage
-from chaos.store import RunDir
+from chaos.store import RunDir, clean_stale_tmp
 from workloads.generator import NEMESIS, clients, deadline
 from workloads.interpreter import interpret
 
@@ -218,7 +218,10 @@ def run(cfg, report: bool = True, config_path: str | None = None) -> int:
 
     if cfg.scale is None:
         cfg.scale = 1.0     # virtual time: nothing to calibrate against the machine
+    clean_stale_tmp(os.path.abspath(cfg.store))
     run_dir = RunDir(cfg.store, cfg.name)
+    with open(os.path.join(run_dir.tmp, ".owner"), "w") as f:   # a killed run's tmp/ is swept by the next start
+        f.write(str(os.getpid()))
     run_dir.write_yaml("test.yaml", asdict(cfg))
     kind = workload_kind(cfg)
     client_gen, world = kind.build(cfg)
@@ -228,7 +231,8 @@ def run(cfg, report: bool = True, config_path: str | None = None) -> int:
     coverage = Coverage(cfg.nemesis)
     expected = cfg.pct_points or max(1000, int(POINTS_PER_WORKER_SECOND * cfg.workers * cfg.time_limit))
     sched = Scheduler(cfg.seed, prefixes=[run_dir.path], depth=cfg.pct_depth, expected_points=expected, step_ns=STEP_NS,
-                      send_ns=CALL_NS, faults=[r for rs in rules.values() for r in rs], log_dir=run_dir.file("logs"))
+                      send_ns=CALL_NS, faults=[r for rs in rules.values() for r in rs], log_dir=run_dir.file("logs"),
+                      sock_dir=run_dir.tmp)
     notes: list[str] = []
     wall0 = time.monotonic()
     old_term = signal.signal(signal.SIGTERM, _interrupt)   # SIGTERM ends the run like Ctrl-C: everything reaped

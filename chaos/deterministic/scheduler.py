@@ -119,7 +119,7 @@ class Thread:
 class Scheduler:
     def __init__(self, seed: int, *, prefixes: list[str], depth: int = 3, expected_points: int = 1000,
                  step_ns: int = 10_000, faults: list[FaultRule] | None = None, stuck_s: float = 60.0,
-                 log_dir: str | None = None, reads: bool = False, send_ns: int = 0):
+                 log_dir: str | None = None, reads: bool = False, send_ns: int = 0, sock_dir: str | None = None):
         if depth < 1 or expected_points < 1:
             raise ValueError("depth and expected_points must be at least 1")
         self.seed, self.depth, self.expected_points, self.step_ns = seed, depth, expected_points, step_ns
@@ -139,7 +139,9 @@ class Scheduler:
         self.threads: list[Thread] = []
         self.procs: dict[int, Proc] = {}
         self.running: tuple[int, int] | None = None   # (pid, tid) of the one thread that may run
-        self._dir = tempfile.mkdtemp(prefix="chaos-sched-")
+        # the socket in sock_dir (a run's tmp/, swept after a killed run) when its path fits a sun_path
+        usable = sock_dir is not None and len(os.path.abspath(sock_dir)) < 90
+        self._dir = tempfile.mkdtemp(prefix="chaos-sched-", dir=sock_dir if usable else None)
         self.sock_path = os.path.join(self._dir, "s")
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._listener.bind(self.sock_path)
