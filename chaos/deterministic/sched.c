@@ -12,7 +12,8 @@
  * thread says "blocked" and waits for another grant (never blocks for real).
  * Clocks read the scheduler's virtual clock (the time of the last grant plus
  * 1 us per read); sleeps are virtual (the scheduler grants them when the
- * virtual clock reaches their deadline). Without $CHAOS_SCHED_SOCK every call
+ * virtual clock reaches their deadline). getrandom/getentropy are a stream seeded
+ * from the process's logical name. Without $CHAOS_SCHED_SOCK every call
  * goes straight to libc.
  *
  * Wire (text lines): hello "H <name> <pid> <tid>", point "P <seq> <call> <arg>
@@ -55,6 +56,9 @@ static char *fd_path[FD_MAX];       /* the store path each store fd was opened w
 static int next_thread, forks;
 static int reads_are_points;        /* $CHAOS_SCHED_READS=1: read/pread of store fds are points too */
 static pthread_key_t conn_key;
+static unsigned long long rng_state; /* getrandom's stream, seeded from the name (see "randomness") */
+static int rng_seeded;
+static pthread_mutex_t rng_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static __thread int conn = -1;
 static __thread unsigned long seq;
@@ -70,6 +74,8 @@ static void atfork_child(void) {
     conn = -1; next_thread = 0; seq = 0;
     char n[256]; snprintf(n, sizeof n, "%s/f%d", name, forks); memcpy(name, n, sizeof name);
     forks = 0;
+    rng_seeded = 0; rng_state = 0;
+    pthread_mutex_init(&rng_lock, NULL);
     pthread_setspecific(conn_key, (void *)1);
 }
 
@@ -330,6 +336,38 @@ int fcntl(int fd, int cmd, ...) { va_list ap; va_start(ap, cmd); void *arg = va_
     REAL(int, fcntl, int, int, ...); return fcntl_common(real_fcntl, fd, cmd, arg); }
 int fcntl64(int fd, int cmd, ...) { va_list ap; va_start(ap, cmd); void *arg = va_arg(ap, void *); va_end(ap);
     REAL(int, fcntl64, int, int, ...); return fcntl_common(real_fcntl64, fd, cmd, arg); }
+
+/* ---------------------------------------------------------------- randomness */
+
+/* getrandom/getentropy give a stream seeded from the process's logical name (splitmix64), so a
+ * program's random ids, Python's os.urandom and uuid4 among them, are the same in every run.
+ * (/dev/urandom opened as a file is not covered.) */
+
+static unsigned long long splitmix64(void) {
+    unsigned long long z = (rng_state += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL; z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+static void fill_random(void *buf, size_t n) {
+    pthread_mutex_lock(&rng_lock);
+    if (!rng_seeded) { for (const char *c = name; *c; c++) rng_state = rng_state * 131 + (unsigned char)*c; rng_seeded = 1; }
+    unsigned char *b = buf;
+    for (size_t i = 0; i < n; i += 8) { unsigned long long r = splitmix64(); size_t k = n - i < 8 ? n - i : 8; memcpy(b + i, &r, k); }
+    pthread_mutex_unlock(&rng_lock);
+}
+ssize_t getrandom(void *buf, size_t n, unsigned int flags) {
+    REAL(ssize_t, getrandom, void *, size_t, unsigned int);
+    if (!enabled) return real_getrandom(buf, n, flags);
+    fill_random(buf, n);
+    return (ssize_t)n;
+}
+int getentropy(void *buf, size_t n) {
+    REAL(int, getentropy, void *, size_t);
+    if (!enabled) return real_getentropy(buf, n);
+    if (n > 256) { errno = EIO; return -1; }
+    fill_random(buf, n);
+    return 0;
+}
 
 /* ---------------------------------------------------------------- virtual time */
 
