@@ -186,6 +186,9 @@ class RunConfig:
     docker_host: str | None = None  # the daemon (default: $DOCKER_HOST, else the local socket)
     node_memory: str | None = None  # docker resource limits on every container ("256m")
     node_cpus: float | None = None
+    deterministic: bool = False     # chaos.deterministic: one scheduler, virtual time, same seed -> same history
+    pct_depth: int = 3              # deterministic: PCT depth (change points + 1) and expected scheduling points
+    pct_points: int | None = None
 
 
 def nemesis_opts(cfg: RunConfig) -> dict:

@@ -82,6 +82,11 @@ def load_run(run_dir: str) -> tuple[dict, dict, list[dict]]:
     """(test.yaml, results.json, the planned nemesis ops) of a stored run."""
     with open(os.path.join(run_dir, "test.yaml")) as f:
         cfg = yaml.safe_load(f)
+    if isinstance(cfg, dict) and cfg.get("deterministic"):
+        from chaos.errors import UsageError
+
+        raise UsageError(f"{run_dir}: a deterministic run is not shrinkable yet (its faults are points, not a "
+                         f"timed list); 'chaos run --config {os.path.join(run_dir, 'test.yaml')}' replays it exactly")
     with open(os.path.join(run_dir, "results.json")) as f:
         results = json.load(f)
     rows = []

@@ -68,6 +68,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", default=None,
                    help="run exactly this test.yaml (a stored run's, or chaos shrink's minimal one, with its "
                         "explicit fault list); only --store and --name apply on top")
+    p.add_argument("--deterministic", action="store_true",
+                   help="same seed, same history: every worker under one scheduler (PCT) on a virtual clock, "
+                        "faults (kill, fsync) at exact scheduling points (docs/deterministic.md; sqlite and "
+                        "python only for now)")
+    p.add_argument("--pct-depth", type=int, default=3,
+                   help="--deterministic: PCT depth d (d - 1 priority change points; default 3)")
+    p.add_argument("--pct-points", type=int, default=None,
+                   help="--deterministic: the expected number of scheduling points the change points are drawn over "
+                        "(default 400 per worker and second of the time limit, at least 1000)")
     p.add_argument("--no-report", dest="report", action="store_false",
                    help="skip report.html (its plots cost seconds; results.json, junit.xml and the history are "
                         "written as always), as chaos shrink's replays do")
@@ -120,6 +129,10 @@ def build_config(args: argparse.Namespace):
         names = sc["nemesis"]
     else:
         names = supported(args.backend, dict(opts, **sc.get("nemesis_opts", {})))
+        if getattr(args, "deterministic", False):
+            from chaos.deterministic.run import EXACT_FAULTS
+
+            names = [n for n in names if n in EXACT_FAULTS]
     unknown = [n for n in names if n not in NEMESES.keys()]
     if unknown:
         where = from_scenario if args.nemesis is None else ""
@@ -155,6 +168,13 @@ def build_config(args: argparse.Namespace):
         argv += ["--factory", factory]
     if profile:
         argv += ["--profile", profile]
+    pct_depth, pct_points = getattr(args, "pct_depth", 3), getattr(args, "pct_points", None)
+    if getattr(args, "deterministic", False):
+        argv += ["--deterministic", "--pct-depth", str(pct_depth)]
+        if pct_points is not None:
+            argv += ["--pct-points", str(pct_points)]
+    elif pct_depth != 3 or pct_points is not None:
+        raise UsageError("--pct-depth and --pct-points are for --deterministic")
     if nodes != "local":
         argv += ["--nodes", nodes]
         for flag, value in (("--docker-host", getattr(args, "docker_host", None)),
@@ -172,7 +192,9 @@ def build_config(args: argparse.Namespace):
                      scenario=args.scenario, command=shlex.join(argv), dsn=dsn,
                      profile=os.path.abspath(profile) if profile else None, backend_command=command,
                      factory=factory, nodes=nodes, docker_host=getattr(args, "docker_host", None),
-                     node_memory=getattr(args, "node_memory", None), node_cpus=getattr(args, "node_cpus", None))
+                     node_memory=getattr(args, "node_memory", None), node_cpus=getattr(args, "node_cpus", None),
+                     deterministic=bool(getattr(args, "deterministic", False)),
+                     pct_depth=pct_depth, pct_points=pct_points)
 
 
 def check_limits(workers, time_limit, op_timeout, where: str = "") -> None:
@@ -196,7 +218,8 @@ CONFIG_TYPES = {"name": (str,), "backend": (str,), "workload": (str,), "nemesis"
                 "scale": (int, float, type(None)), "auto_workers": (bool,), "auto_time_limit": (bool,),
                 "auto_op_timeout": (bool,), "timing": (dict,),
                 "nodes": (str,), "docker_host": (str, type(None)), "node_memory": (str, type(None)),
-                "node_cpus": (int, float, type(None))}
+                "node_cpus": (int, float, type(None)), "deterministic": (bool,), "pct_depth": (int,),
+                "pct_points": (int, type(None))}
 
 
 def _check_config_types(data: dict, where: str) -> None:
@@ -253,8 +276,10 @@ def config_from_file(args: argparse.Namespace):
     cfg.store = args.store
     if args.name:
         cfg.name = args.name
+    if getattr(args, "deterministic", False):
+        cfg.deterministic = True
     cfg.command = shlex.join(["chaos", "run", "--config", os.path.abspath(args.config), "--store", cfg.store,
-                              "--name", cfg.name])
+                              "--name", cfg.name] + (["--deterministic"] if cfg.deterministic else []))
     return cfg
 
 
@@ -263,6 +288,12 @@ def run(args: argparse.Namespace) -> int:
 
     refuse_unusable_dir(args.store)  # first, creating nothing: before a factory is probed on a scratch dir
     cfg = config_from_file(args) if getattr(args, "config", None) else build_config(args)
+    if cfg.deterministic:
+        from chaos.deterministic.run import refusal, run as run_deterministic
+
+        why = refusal(cfg)
+        if why:
+            raise UsageError(why)
     writable_dir(cfg.store)
     print(f"chaos: {cfg.command}", file=sys.stderr)
     if cfg.backend == "python" and cfg.factory:
@@ -271,4 +302,6 @@ def run(args: argparse.Namespace) -> int:
         problem = process_model.check(cfg.factory)   # the run would only show hundreds of anomalies
         if problem:
             print(f"chaos: warning: {problem}", file=sys.stderr)
+    if cfg.deterministic:
+        return run_deterministic(cfg, report=getattr(args, "report", True), config_path=getattr(args, "config", None))
     return run_test(cfg, report=getattr(args, "report", True))

@@ -37,6 +37,11 @@ TOP_LEVEL = {
     "timing": (False, (dict, type(None)), "measured call latency and the lease/work/deadline scale chosen from it"),
     "evidence": (False, (dict,), "how much the verdict rests on (chaos.reports.evidence): replies, store_unavailable "
                                  "and its share, stalls_s, paths_exercised of paths_known, thin (one sentence each)"),
+    "history_sha256": (False, (str,), "deterministic mode: the sha256 of history.jsonl (same seed, same digest)"),
+    "deterministic": (False, (dict,), "deterministic mode: the scheduler's seed, PCT depth, scheduling points, "
+                                      "change points, virtual time, trace digest and every exact fault's point"),
+    "reproduced": (False, (dict,), "deterministic mode re-run of a stored test.yaml: {of: its history_sha256, "
+                                   "same_history: bool}"),
 }
 
 TEST = {

@@ -43,6 +43,8 @@ ABILITIES: dict[str, str] = {
     "claim-verify": "the Git reconciliation command (merge-coordinated ledgers)",
     "claim-adopt": "operator adoption of a committed out-of-protocol revision (api_version 2)",
     "commit": "ledger items live in a git work tree a cooperating agent commits",
+    "deterministic": "run every process that touches the store under one scheduler on a virtual clock "
+                     "(chaos run --deterministic: same seed, same history)",
 }
 
 

@@ -21,7 +21,7 @@ import sys
 from typing import Callable
 
 from chaos.errors import UsageError
-from chaos.sut.abilities import Abilities
+from chaos.sut.abilities import Abilities, cannot
 
 #: the backend-specific options of run / conform / doctor, and their flags
 OPTIONS = {"dsn": "--dsn", "command": "--command", "profile": "--profile", "factory": "--factory",
@@ -123,7 +123,13 @@ class Sut:
     # ------------------------------------------------------------------ abilities
 
     def abilities(self, opts: dict | None = None) -> Abilities:
-        return Abilities(self.name, self.declare(dict(opts or {})))
+        from chaos.deterministic import why_not
+
+        opts = dict(opts or {})
+        rows = self.declare(opts)
+        if "deterministic" not in rows or opts.get("protocol") == "issue-lock" or opts.get("nodes") == "docker":
+            rows = dict(rows, deterministic=cannot(why_not(self.name, opts)))
+        return Abilities(self.name, rows)
 
     def declare(self, opts: dict) -> dict:
         """ability -> ``can(how, via)`` / ``cannot(why)`` (``chaos.sut.abilities``)."""

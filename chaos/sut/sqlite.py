@@ -63,6 +63,8 @@ class SqliteSut(Sut):
             "legacy-writes": can("the engine's legacy refusals"),
             "claim-verify": cannot("a strict fenced store has nothing to reconcile with git"),
             "commit": cannot("items live in claims.db, not in a git work tree"),
+            "deterministic": can("one single-threaded worker process per client under the scheduling shim: "
+                                 "claims.db and its journal are the points, clocks and sleeps virtual", "sched-shim"),
         }
 
     def target(self, cfg, run, note_pid, note_dir) -> Target:

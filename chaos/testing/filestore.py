@@ -17,6 +17,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import random
 
 from backends.api import Clock, CommitOutcomeUnknown, Hooks
 from backends.engine import Engine
@@ -41,8 +42,11 @@ class JsonFileStore(MemoryStore):
             with open(self.path) as f:
                 super().seed(json.load(f))
 
+    def tmp_path(self) -> str:
+        return f"{self.path}.tmp"
+
     def save(self) -> None:
-        tmp = f"{self.path}.tmp"
+        tmp = self.tmp_path()
         with open(tmp, "w") as f:
             json.dump(super().export_durable(), f)   # the in-memory copy being committed
             f.flush()
@@ -86,6 +90,42 @@ class FileTxn(MemoryTxn):
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
         return False
+
+
+class UnlockedFileTxn(FileTxn):
+    """PLANTED BUG (a concurrency bug): no flock around load -> decide -> save. Two workers that
+    interleave between one's load and its save both decide from the same state, and the later
+    save overwrites the earlier decision (two owners of one epoch, a lost epoch). Only a rare
+    interleaving shows it; the deterministic mode finds it from a seed and replays it."""
+
+    def __enter__(self):
+        self._store.load()
+        return MemoryTxn.__enter__(self)
+
+    def __exit__(self, exc_type, exc, tb):
+        MemoryTxn.__exit__(self, exc_type, exc, tb)
+        if exc_type is None and self._write:
+            try:
+                self._store.save()
+            except OSError as e:
+                raise CommitOutcomeUnknown(f"state file not saved: {e}") from e
+        return False
+
+
+class UnlockedFileStore(JsonFileStore):
+    def transaction(self, write: bool) -> "FileTxn":
+        return UnlockedFileTxn(self, write)
+
+    def tmp_path(self) -> str:
+        # its own temp file per save (unlocked saves would otherwise interleave inside one file); named
+        # from Python's random, which a deterministic worker seeds from its name
+        return f"{self.path}.{random.getrandbits(32):08x}.tmp"
+
+
+def open_unlocked(spec: dict, clock: Clock, hooks: Hooks) -> Engine:
+    """The file store without its lock (the planted concurrency bug above)."""
+    store = UnlockedFileStore(spec["path"])
+    return Engine(store, config_from_spec(spec), clock, hooks)
 
 
 def open_backend(spec: dict, clock: Clock, hooks: Hooks) -> Engine:

@@ -1,0 +1,35 @@
+"""Same seed, same history: the deterministic mode (docs/deterministic.md).
+
+``sched.c`` (the preload shim) + ``shim`` (its build and environment),
+``scheduler`` (PCT over real processes, virtual time, exact faults), ``worker``
+(a single-threaded worker process), ``run`` (``chaos run --deterministic``).
+``why_not(backend, opts)`` is the one list of backends the mode does not
+control yet and why (their ``deterministic`` ability, ``chaos doctor``).
+"""
+
+from __future__ import annotations
+
+#: backend -> why the scheduler cannot make its runs deterministic (yet)
+NOT_CONTROLLED = {
+    "postgres": "the PostgreSQL server is a multi-process server with its own shared-memory locks, latches and "
+                "background writers; the shim cannot serialize it, and a store reached over a socket is outside "
+                "the scheduler",
+    "gitjournal": "not built yet: each call runs git, and the scheduler does not yet follow forked and exec'd "
+                  "children through a call",
+    "external": "not built yet: a black-box program's per-call processes and their threads (Node's libuv pool: "
+                "Wowbagger) are not driven by the scheduler yet",
+    "reference": "an in-memory model, not a run target",
+}
+#: Python-class factories not over SqliteStore known to keep all their state in files beside the
+#: spec's path (under the run dir) and to decide in the calling thread: the scheduler controls them
+FILE_FACTORIES = frozenset({"chaos.testing.filestore:open_backend", "chaos.testing.filestore:open_unlocked"})
+ISSUE_LOCK = "the deterministic mode runs the claims workload only; the issue-lock workload is not built for it yet"
+
+
+def why_not(backend: str, opts: dict) -> str:
+    """The one-line reason a backend has no deterministic mode."""
+    if opts.get("protocol") == "issue-lock":
+        return ISSUE_LOCK
+    if opts.get("nodes") == "docker":
+        return "--nodes docker: the workers run in containers, outside the scheduler"
+    return NOT_CONTROLLED.get(backend, f"not built yet: {backend}'s processes are not driven by the scheduler")

@@ -1,0 +1,369 @@
+"""``chaos run --deterministic``: one run whose history is a function of the seed.
+
+Its own loop, beside ``chaos.runner.Run`` (which stays the timed mode): the
+run dir, test.yaml, the target's provision and seed, the workload generator
+and the checkers are the runner's; what differs is who runs the workers and
+what time it is. One worker process per client thread
+(``chaos.deterministic.worker``, single-threaded) runs under the scheduling
+shim; ``workloads.interpreter.interpret`` drives the workload through
+``DeterministicDriver``, whose clock is the scheduler's virtual clock and whose
+``wait`` runs the scheduler (``Scheduler.run_until``) until a reply arrives or
+the next op is due. The harness makes no wall-clock decision: the same seed,
+program bytes and config give the same ``history.jsonl`` byte for byte;
+``results.json`` records its sha256 (``history_sha256``) and the scheduler's
+summary (PCT depth, points, change points, the trace's digest, every fault's
+point).
+
+Faults are exact: ``kill`` and ``fsync`` (EIO) land at the n-th matching
+scheduling point, n drawn from the seed (``fault_rules``); the completion of
+the op in flight carries the point. The other nemeses are not built for this
+mode yet and are refused up front, as is a backend whose ``deterministic``
+ability is missing (``refusal``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import shutil
+import signal
+import sys
+import time
+from dataclasses import asdict
+
+from checkers.history import classify, final_state_records
+from chaos.deterministic.scheduler import FaultRule, Scheduler
+from chaos.errors import ExitCode
+from chaos.history_store import HistoryWriter
+from chaos.nemesis import Coverage
+from chaos.store import RunDir, clean_stale_tmp
+from workloads.generator import NEMESIS, clients, deadline
+from workloads.interpreter import interpret
+
+#: the nemeses this mode puts at exact points; the rest are refused (not built yet)
+EXACT_FAULTS = ("kill", "fsync")
+#: the calls a kill may land before: every change to the store and every lock step
+KILL_CALLS = frozenset({"creat", "write", "pwrite", "writev", "ftruncate", "fsync", "fdatasync", "lock", "unlock",
+                        "flock", "rename", "link", "unlink", "mkdir"})
+SYNC_CALLS = frozenset({"fsync", "fdatasync"})
+#: PCT: bugs of this depth get a known chance per run (docs/deterministic.md); ``--pct-depth``
+DEPTH = 3
+#: the expected number of scheduling points per run, over which the change points are drawn, per
+#: worker and second of the time limit (at least 1000); ``--pct-points`` sets the number itself
+POINTS_PER_WORKER_SECOND = 400
+#: virtual time per scheduling point and per call handed to a worker: virtual time moves by the schedule
+#: only, and these keep its pace near a real call's (an agent loop paced by its calls' latency would
+#: otherwise run thousands of cycles per virtual second)
+STEP_NS = 50_000
+CALL_NS = 1_000_000
+
+
+def refusal(cfg) -> str | None:
+    """Why this config cannot run deterministically (one line), or None."""
+    from chaos import sut
+    from chaos.runner import backend_options
+
+    ability = sut.get(cfg.backend).abilities(backend_options(cfg))["deterministic"]
+    if not ability.ok:
+        return f"--deterministic: --backend {cfg.backend}: {ability.how}"
+    if cfg.workload != "claims":
+        return f"--deterministic: the {cfg.workload} workload is not built for it yet (claims only)"
+    if cfg.nodes != "local":
+        return "--deterministic: --nodes docker is not built for it (the scheduler runs local processes)"
+    timed = [n for n in cfg.nemesis if n not in EXACT_FAULTS]
+    if timed:
+        return (f"--deterministic: nemesis {', '.join(timed)} not built at exact points yet "
+                f"(only {', '.join(EXACT_FAULTS)}; or --nemesis none)")
+    if not (isinstance(cfg.pct_depth, int) and 1 <= cfg.pct_depth <= 100) or not (
+            cfg.pct_points is None or (isinstance(cfg.pct_points, int) and 1 <= cfg.pct_points <= 10**9)):
+        return "--deterministic: --pct-depth is an integer in [1, 100], --pct-points in [1, 1e9]"
+    if cfg.faults is not None:
+        return "--deterministic: an explicit timed fault list (faults:) has no meaning here; the seed places the faults"
+    return None
+
+
+def fault_rules(cfg) -> dict[str, list[FaultRule]]:
+    """Per requested fault, two exact points drawn from the seed: the n-th point of a matching call."""
+    rng = random.Random(f"faults:{cfg.seed}")
+    rules: dict[str, list[FaultRule]] = {}
+    for name in cfg.nemesis:
+        if name == "kill":
+            rules[name] = [FaultRule("kill", KILL_CALLS, nth=rng.randint(20, 400)) for _ in range(2)]
+        elif name == "fsync":
+            rules[name] = [FaultRule("EIO", SYNC_CALLS, nth=rng.randint(5, 60)) for _ in range(2)]
+    return rules
+
+
+class DeterministicDriver:
+    """The interpreter's driver: virtual time, workers under the scheduler, completions in schedule order."""
+
+    def __init__(self, sched: Scheduler, history: HistoryWriter, spec: dict, log_dir: str):
+        self.sched, self.history, self.spec, self.log_dir = sched, history, spec, log_dir
+        self.procs: dict = {}          # client thread -> its worker Proc
+        self.started: dict = {}        # client thread -> incarnations started
+        self.inflight: dict = {}       # worker pid -> the op it serves
+        self.pending: list[dict] = []  # completions to hand out at the next wait
+        self.ready: set = set()
+        self.reported: set = set()     # ids of the fault rules already named in a completion
+        self.ops = 0
+
+    def now(self) -> int:
+        return self.sched.vt
+
+    def stopped(self) -> bool:
+        return False
+
+    def record(self, op: dict) -> dict:
+        if op.get("type") != "invoke" and op.get("process") != NEMESIS:
+            self.ops += 1
+        return self.history.append(op)
+
+    def dispatch(self, thread, op: dict) -> None:
+        proc = self._worker(thread)
+        if proc is None:
+            self.pending.append({"process": op["process"], "f": op["f"], "type": "info",
+                                 "error": "the worker process died before it was ready"})
+            return
+        msg = {"f": op["f"], "value": op["value"], **({"clock_ms": op["clock_ms"]} if "clock_ms" in op else {})}
+        self.inflight[proc.pid] = op
+        self.sched.send(proc, json.dumps(msg, ensure_ascii=False, separators=(",", ":")).encode() + b"\n")
+
+    def wait(self, until: int | None) -> list[dict]:
+        if not self.pending:
+            for proc, line in self.sched.run_until(until):
+                self._reply(proc, line)
+        out, self.pending = self.pending, []
+        return [dict(ev, time=self.sched.vt) for ev in out]
+
+    def _worker(self, thread):
+        proc = self.procs.get(thread)
+        if proc is not None and not proc.gone:
+            return proc
+        n = self.started.get(thread, 0)
+        self.started[thread] = n + 1
+        env = {"CHAOS_DET_SPEC": json.dumps(self.spec)}
+        proc = self.sched.spawn(f"w{thread}.{n}", [sys.executable, "-m", "chaos.deterministic.worker"],
+                                control=True, env=env)
+        self.procs[thread] = proc
+        while proc.pid not in self.ready and not proc.gone:
+            events = self.sched.run_until(None)
+            if not events:
+                break
+            for p, line in events:
+                self._reply(p, line)
+        return proc if proc.pid in self.ready else None
+
+    def _reply(self, proc, line: bytes | None) -> None:
+        op = self.inflight.pop(proc.pid, None)
+        if line is None:
+            if op is not None:
+                done = {"process": op["process"], "f": op["f"], "type": "info",
+                        "error": f"worker {proc.name} died during the call"}
+                point = self._fault_point(proc)
+                if point:
+                    done["fault"] = point
+                self.pending.append(done)
+            return
+        msg = json.loads(line)
+        if msg.get("ready"):
+            self.ready.add(proc.pid)
+            return
+        if op is None:
+            return
+        if "error" in msg:   # the call raised in the worker: outcome unknown, and a fresh worker next
+            done = {"process": op["process"], "f": op["f"], "type": "info", "error": msg["error"][:500]}
+            point = self._fault_point(proc)
+            self.pending.append(dict(done, fault=point) if point else done)
+            self.sched.kill(proc)
+            self.sched.replies = [(p, l) for p, l in self.sched.replies if p is not proc]
+            return
+        done = {"process": op["process"], "f": op["f"], "type": classify(msg["exit"], msg["envelope"]),
+                "value": {"exit": msg["exit"], "envelope": msg["envelope"]}, "wall_ms": msg["wall_ms"]}
+        if "clock_ms" in op:
+            done["clock_ms"] = op["clock_ms"]
+        point = self._fault_point(proc)
+        if point:
+            done["fault"] = point
+        self.pending.append(done)
+
+    def _fault_point(self, proc) -> dict | None:
+        """The exact fault that hit this worker during its current op, if one did (said once)."""
+        for rule in self.sched.faults:
+            ev = rule.evidence
+            if ev and ev["process"] == proc.name and id(rule) not in self.reported:
+                self.reported.add(id(rule))
+                return {"kind": "kill" if rule.action == "kill" else "fsync", "inside": True, "point": dict(ev)}
+        return None
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def history_sha256(path: str) -> str:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def run(cfg, report: bool = True, config_path: str | None = None) -> int:
+    """One deterministic run; the exit code is the verdict (0 valid, 1 invalid, 2 unknown).
+    ``config_path``: the test.yaml it re-runs (its run's history digest is compared)."""
+    from chaos.workload_kinds import workload_kind
+    from workloads.generator import SEC
+
+    previous = previous_history(config_path)
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+    if cfg.scale is None:
+        cfg.scale = 1.0     # virtual time: nothing to calibrate against the machine
+    clean_stale_tmp(os.path.abspath(cfg.store))
+    run_dir = RunDir(cfg.store, cfg.name)
+    with open(os.path.join(run_dir.tmp, ".owner"), "w") as f:   # a killed run's tmp/ is swept by the next start
+        f.write(str(os.getpid()))
+    run_dir.write_yaml("test.yaml", asdict(cfg))
+    kind = workload_kind(cfg)
+    client_gen, world = kind.build(cfg)
+    target = kind.target(cfg, run_dir, lambda pid: None, lambda path: None)
+    history = HistoryWriter(run_dir.file("history.jsonl"))
+    rules = fault_rules(cfg)
+    coverage = Coverage(cfg.nemesis)
+    expected = cfg.pct_points or max(1000, int(POINTS_PER_WORKER_SECOND * cfg.workers * cfg.time_limit))
+    sched = Scheduler(cfg.seed, prefixes=[run_dir.path], depth=cfg.pct_depth, expected_points=expected, step_ns=STEP_NS,
+                      send_ns=CALL_NS, faults=[r for rs in rules.values() for r in rs], log_dir=run_dir.file("logs"),
+                      sock_dir=run_dir.tmp)
+    notes: list[str] = []
+    wall0 = time.monotonic()
+    old_term = signal.signal(signal.SIGTERM, _interrupt)   # SIGTERM ends the run like Ctrl-C: everything reaped
+    try:
+        target.setup(kind.namespaces(world), kind.durable(world))
+        driver = DeterministicDriver(sched, history, target.spec, run_dir.file("logs"))
+        threads = list(range(cfg.workers))
+        process_of = interpret(clients(deadline(int(cfg.time_limit * SEC), client_gen)), threads, driver, cfg.seed)
+        sched.faults = []           # the final phase is not faulted: every rule left unfired is a missed fault
+        for proc in list(driver.procs.values()):
+            sched.kill(proc)        # fresh workers for the read-back, as the timed mode does
+        sched.replies.clear()
+        sched.vt += int(kind.settle_s(cfg) * SEC)   # every lease expires (virtually)
+        reads = kind.final_reads(history.snapshot(), world)
+        start = len(history.snapshot())
+        interpret(clients(reads), threads, driver, cfg.seed, process_of=process_of)
+        final_incomplete = [f"final read-back {o['f']} ended info" for o in history.snapshot()[start:]
+                            if o["type"] == "info"]
+        for proc in list(driver.procs.values()):
+            sched.kill(proc)
+        for rec in final_state_records(target.export()):
+            history.append(dict(rec, time=sched.vt))
+    finally:
+        sched.faults = [r for rs in rules.values() for r in rs]
+        summary = sched.summary()
+        sched.close()
+        target.close()
+        history.close()
+        shutil.rmtree(run_dir.tmp, ignore_errors=True)
+        signal.signal(signal.SIGTERM, old_term)
+    for name, rs in rules.items():
+        for r in rs:
+            if r.evidence is not None:   # at an exact point a fault that came took effect; one that never came is missed
+                coverage.fired(name, True)
+    results, wall = _results(cfg, kind, world, target, history, coverage, notes + final_incomplete, summary)
+    results["history_sha256"] = history_sha256(run_dir.file("history.jsonl"))
+    if previous is not None:
+        results["reproduced"] = {"of": previous, "same_history": previous == results["history_sha256"]}
+    run_dir.write_json("results.json", results)
+    run_dir.write_json("wall.json", dict(wall, run_dir=run_dir.path, wall_s=round(time.monotonic() - wall0, 3),
+                                         started_at=started))
+    _reports(run_dir.path, report)
+    run_dir.link_latest()
+    from chaos.reports.console import summary as console_summary
+
+    print(console_summary(dict(results, run_dir=run_dir.path), run_dir.path), file=sys.stderr)
+    print(f"chaos: deterministic: seed {cfg.seed}, PCT depth {summary['depth']}, {summary['points']} scheduling "
+          f"points, {results['stats']['ops']} ops in {summary['virtual_ns'] / SEC:.1f} virtual s "
+          f"({time.monotonic() - wall0:.1f} wall s), history sha256 {results['history_sha256'][:16]}", file=sys.stderr)
+    if previous is not None:
+        print(f"chaos: deterministic: {'reproduced' if previous == results['history_sha256'] else 'NOT reproduced'}"
+              f" the history of the run this config came from (sha256 {previous[:16]})", file=sys.stderr)
+    return results["exit_code"]
+
+
+def previous_history(config_path: str | None) -> str | None:
+    """The history digest of the run a ``--config RUN/test.yaml`` came from (its results.json), if any."""
+    if not config_path:
+        return None
+    try:
+        with open(os.path.join(os.path.dirname(os.path.abspath(config_path)), "results.json")) as f:
+            digest = json.load(f).get("history_sha256")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return digest if isinstance(digest, str) else None
+
+
+def _reports(path: str, report: bool) -> None:
+    from chaos import reports
+
+    try:
+        if report:
+            reports.write_all(path)
+        else:
+            reports.write_junit(reports.load_run(path))
+    except Exception as e:  # a report failure never loses the verdict
+        print(f"chaos: report not written: {type(e).__name__}: {e}", file=sys.stderr)
+
+
+#: what a checker result says about wall time (moved to wall.json: results.json holds only virtual times)
+WALL_FIELDS = ("seconds", "cpu_seconds")
+
+
+def _without_wall(obj, path: str, wall: dict):
+    """``obj`` without its wall-clock members (``WALL_FIELDS``, at any depth); they go to ``wall``
+    under their dotted path."""
+    if isinstance(obj, dict):
+        out = {}
+        for k, v in obj.items():
+            if k in WALL_FIELDS:
+                wall[f"{path}.{k}"] = v
+            else:
+                out[k] = _without_wall(v, f"{path}.{k}", wall)
+        return out
+    if isinstance(obj, list):
+        return [_without_wall(v, f"{path}.{i}", wall) for i, v in enumerate(obj)]
+    return obj
+
+
+def _results(cfg, kind, world, target, history, coverage, notes, summary) -> tuple[dict, dict]:
+    """(results.json, wall.json): the first without a wall-clock field or the run dir's path, so
+    equal runs give equal files; the second with what the wall clock said."""
+    from chaos.runner import Run
+
+    ops = history.snapshot()
+    client = [o for o in ops if o.get("process") != NEMESIS and o["type"] in ("ok", "fail", "info")]
+    stats = {"ops": len(client), "ok": sum(o["type"] == "ok" for o in client),
+             "fail": sum(o["type"] == "fail" for o in client), "info": sum(o["type"] == "info" for o in client),
+             "duration_s": round(ops[-1]["time"] / 1e9, 3) if ops else 0.0}
+    ctx = kind.ctx(cfg, world, target.capabilities)
+    merged = kind.check(ops, ctx)
+    v = merged.get("valid")
+    verdict = "valid" if v is True else "invalid" if v is False else "unknown"
+    if verdict == "valid" and notes:
+        verdict = "unknown"
+    missing = coverage.missing()
+    if missing and verdict == "valid":
+        verdict = "unknown"
+        notes.append(f"requested faults never took effect: {', '.join(missing)}")
+    if summary["notes"] and verdict == "valid":
+        verdict = "unknown"
+        notes.append("the scheduler saw concurrency it did not serialize: " + "; ".join(summary["notes"][:3]))
+    paths = kind.coverage(ops, cfg, target.capabilities)
+    verdict = Run._workload_gate(verdict, paths, stats, notes)
+    code = {"valid": ExitCode.VALID, "invalid": ExitCode.INVALID}.get(verdict, ExitCode.UNKNOWN)
+    wall: dict = {}
+    checkers = _without_wall(merged.get("checkers", {}), "checkers", wall)
+    return {"schema_version": 1,
+            "test": {"name": cfg.name, "backend": cfg.backend, "workload": cfg.workload, "nemesis": list(cfg.nemesis),
+                     "workers": cfg.workers, "time_limit": cfg.time_limit, "seed": cfg.seed, "command": cfg.command},
+            "capabilities": target.capabilities, "verdict": verdict, "exit_code": int(code),
+            "checkers": checkers, "fault_coverage": coverage.to_json(), "workload_coverage": paths, "stats": stats,
+            "ctx": ctx, "notes": notes, "known_deviations": merged.get("known_deviations", []),
+            "deterministic": summary}, wall

@@ -1,0 +1,430 @@
+/* sched: the deterministic mode's preload shim (docs/deterministic.md).
+ *
+ * Every thread of a process started with $CHAOS_SCHED_SOCK stops at each
+ * scheduling point, tells the scheduler (a unix socket, one connection per
+ * thread, opened at the thread's first point) where it is, and waits until it
+ * is granted. Points: open/creat of paths under $CHAOS_SCHED_PREFIX (':'
+ * separated), then write/pwrite/writev/ftruncate/fsync/fdatasync/close/flock/
+ * fcntl record locks on the fds so opened (read/pread too with
+ * $CHAOS_SCHED_READS=1), rename/link/unlink/
+ * mkdir/rmdir/truncate of store paths, and sleeps. A lock call that would
+ * block is tried without blocking after the grant; if it would block the
+ * thread says "blocked" and waits for another grant (never blocks for real).
+ * Clocks read the scheduler's virtual clock (the time of the last grant plus
+ * 1 us per read); sleeps are virtual (the scheduler grants them when the
+ * virtual clock reaches their deadline). getrandom/getentropy are a stream seeded
+ * from the process's logical name. Without $CHAOS_SCHED_SOCK every call
+ * goes straight to libc.
+ *
+ * Wire (text lines): hello "H <name> <pid> <tid>", point "P <seq> <call> <arg>
+ * <local_vt> <path or ->", blocked "B <seq> <local_vt>"; reply
+ * "G <vt> <errno or 0>": go on at virtual time vt, or fail the call with errno
+ * without doing it (an exact fault). A kill is the scheduler's SIGKILL while
+ * the thread waits here, before the call.
+ * Build: gcc -shared -fPIC -O2 -o sched.so sched.c -ldl -lpthread (chaos.deterministic.shim). */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#define FD_MAX 65536
+#define US 1000LL
+#define SEC 1000000000LL
+
+static int enabled;                 /* $CHAOS_SCHED_SOCK set */
+static char sock_path[108], prefixes[4096], name[256];
+static long long epoch_ns;          /* CLOCK_REALTIME at virtual time 0 */
+static long long mono_ns;           /* CLOCK_MONOTONIC at virtual time 0 */
+static unsigned char store_fd[FD_MAX];
+static char *fd_path[FD_MAX];       /* the store path each store fd was opened with (named in its points) */
+static int next_thread, forks;
+static int reads_are_points;        /* $CHAOS_SCHED_READS=1: read/pread of store fds are points too */
+static pthread_key_t conn_key;
+static unsigned long long rng_state; /* getrandom's stream, seeded from the name (see "randomness") */
+static int rng_seeded;
+static pthread_mutex_t rng_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static __thread int conn = -1;
+static __thread unsigned long seq;
+static __thread long long grant_vt, reads;
+
+static long long env_ll(const char *k, long long dflt) { const char *v = getenv(k); return v && *v ? atoll(v) : dflt; }
+
+static void conn_gone(void *p) { (void)p; if (conn >= 0) { syscall(SYS_close, conn); conn = -1; } }
+
+static void atfork_prepare(void) { __sync_fetch_and_add(&forks, 1); }
+static void atfork_child(void) {
+    /* the child is a new scheduled process: its own connections, named after its parent and fork number */
+    conn = -1; next_thread = 0; seq = 0;
+    char n[256]; snprintf(n, sizeof n, "%s/f%d", name, forks); memcpy(name, n, sizeof name);
+    forks = 0;
+    rng_seeded = 0; rng_state = 0;
+    pthread_mutex_init(&rng_lock, NULL);
+    pthread_setspecific(conn_key, (void *)1);
+}
+
+__attribute__((constructor)) static void init(void) {
+    const char *s = getenv("CHAOS_SCHED_SOCK"), *p = getenv("CHAOS_SCHED_PREFIX"), *n = getenv("CHAOS_SCHED_NAME");
+    if (!s || !*s || strlen(s) >= sizeof sock_path) return;
+    snprintf(sock_path, sizeof sock_path, "%s", s);
+    snprintf(prefixes, sizeof prefixes, "%s", p ? p : "");
+    snprintf(name, sizeof name, "%s", n && *n ? n : "p");
+    epoch_ns = env_ll("CHAOS_SCHED_EPOCH_NS", 1767225600LL * SEC);   /* 2026-01-01T00:00:00Z */
+    mono_ns = env_ll("CHAOS_SCHED_MONO_NS", 1000LL * SEC);
+    reads_are_points = env_ll("CHAOS_SCHED_READS", 0) == 1;
+    pthread_key_create(&conn_key, conn_gone);
+    pthread_atfork(atfork_prepare, NULL, atfork_child);
+    enabled = 1;
+}
+
+static void die(const char *why) {
+    char m[512]; int k = snprintf(m, sizeof m, "chaos sched shim (%s): %s\n", name, why);
+    syscall(SYS_write, 2, m, k);
+    _exit(86);
+}
+
+static void send_line(const char *buf, int len) {
+    while (len > 0) { long k = syscall(SYS_write, conn, buf, len);
+        if (k < 0) { if (errno == EINTR) continue; die("lost the scheduler"); } buf += k; len -= k; }
+}
+
+/* wait for "G <vt> <errno>\n"; returns the errno to fail the call with (0: go on) */
+static int wait_grant(void) {
+    char buf[128]; int n = 0;
+    for (;;) { long k = syscall(SYS_read, conn, buf + n, 1);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) die("the scheduler went away");
+        if (buf[n] == '\n') break;
+        if (++n >= (int)sizeof buf - 1) die("bad grant");
+    }
+    buf[n] = 0;
+    long long vt = 0; int err = 0;
+    if (sscanf(buf, "G %lld %d", &vt, &err) != 2) die("bad grant");
+    grant_vt = vt; reads = 0;
+    return err;
+}
+
+static long long local_vt(void) { return grant_vt + reads * US; }
+
+static void ensure_conn(void) {
+    if (conn >= 0) return;
+    int fd = (int)syscall(SYS_socket, AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) die("socket failed");
+    struct sockaddr_un a; memset(&a, 0, sizeof a); a.sun_family = AF_UNIX;
+    memcpy(a.sun_path, sock_path, strlen(sock_path));
+    if (syscall(SYS_connect, fd, &a, sizeof a) != 0) die("cannot reach the scheduler");
+    conn = fd;
+    pthread_setspecific(conn_key, (void *)1);
+    int idx = __sync_fetch_and_add(&next_thread, 1);
+    char m[400]; int k = snprintf(m, sizeof m, "H %s/t%d %d %ld\n", name, idx, getpid(), (long)syscall(SYS_gettid));
+    send_line(m, k);
+    wait_grant();
+}
+
+/* one scheduling point: returns the errno the scheduler asks the call to fail with, or 0 */
+static int point(const char *call, long long arg, const char *path) {
+    ensure_conn();
+    char m[4500]; int k = snprintf(m, sizeof m, "P %lu %s %lld %lld %s\n", ++seq, call, arg, local_vt(),
+                                   path && *path ? path : "-");
+    if (k >= (int)sizeof m) k = sizeof m - 1, m[k - 1] = '\n';
+    for (int i = 0; i < k - 1; i++) if (m[i] == '\n') m[i] = ' ';
+    send_line(m, k);
+    return wait_grant();
+}
+
+/* the call would block: give up the turn, wait to be granted again, then the caller retries */
+static void blocked(void) {
+    char m[64]; int k = snprintf(m, sizeof m, "B %lu %lld\n", seq, local_vt());
+    send_line(m, k);
+    wait_grant();
+}
+
+/* ---------------------------------------------------------------- store paths and fds */
+
+static int under_prefix(const char *full) {
+    const char *p = prefixes;
+    while (*p) {
+        const char *e = strchr(p, ':'); size_t n = e ? (size_t)(e - p) : strlen(p);
+        if (n && strncmp(full, p, n) == 0 && (full[n] == 0 || full[n] == '/' || p[n - 1] == '/')) return 1;
+        if (!e) break;
+        p = e + 1;
+    }
+    return 0;
+}
+
+/* the absolute form of (dirfd, path) in out; 0 when it cannot be formed */
+static int absolute(int dirfd, const char *path, char *out, size_t size) {
+    if (!path) return 0;
+    if (path[0] == '/') { snprintf(out, size, "%s", path); return 1; }
+    char dir[PATH_MAX];
+    if (dirfd == AT_FDCWD) { if (!getcwd(dir, sizeof dir)) return 0; }
+    else { char l[64]; snprintf(l, sizeof l, "/proc/self/fd/%d", dirfd);
+        ssize_t n = readlink(l, dir, sizeof dir - 1); if (n < 0) return 0; dir[n] = 0; }
+    snprintf(out, size, "%s/%s", dir, path);
+    return 1;
+}
+
+static int store_path(int dirfd, const char *path, char *full, size_t size) {
+    return enabled && *prefixes && absolute(dirfd, path, full, size) && under_prefix(full);
+}
+
+static int is_store_fd(int fd) { return enabled && fd >= 0 && fd < FD_MAX && store_fd[fd]; }
+
+#define REAL(ret, fn, ...) static ret (*real_##fn)(__VA_ARGS__); if (!real_##fn) real_##fn = dlsym(RTLD_NEXT, #fn)
+#define FAIL_IF(err) do { int e_ = (err); if (e_) { errno = e_; return -1; } } while (0)
+
+/* ---------------------------------------------------------------- opens and closes */
+
+static int open_common(const char *fn, int dirfd, const char *path, int flags, mode_t mode) {
+    char full[PATH_MAX + 256]; int store = store_path(dirfd, path, full, sizeof full);
+    if (store) FAIL_IF(point((flags & O_CREAT) ? "creat" : "open", flags, full));
+    static int (*real)(int, const char *, int, ...);
+    if (!real) real = dlsym(RTLD_NEXT, "openat");
+    (void)fn;
+    int fd = real(dirfd, path, flags, mode);
+    if (store && fd >= 0 && fd < FD_MAX) { store_fd[fd] = 1; free(fd_path[fd]); fd_path[fd] = strdup(full); }
+    return fd;
+}
+
+static mode_t mode_arg(int flags, va_list ap) {
+    return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE ? (mode_t)va_arg(ap, int) : 0;
+}
+
+int open(const char *path, int flags, ...) { va_list ap; va_start(ap, flags); mode_t m = mode_arg(flags, ap); va_end(ap);
+    return open_common("open", AT_FDCWD, path, flags, m); }
+int open64(const char *path, int flags, ...) { va_list ap; va_start(ap, flags); mode_t m = mode_arg(flags, ap); va_end(ap);
+    return open_common("open64", AT_FDCWD, path, flags, m); }
+int openat(int dirfd, const char *path, int flags, ...) { va_list ap; va_start(ap, flags); mode_t m = mode_arg(flags, ap); va_end(ap);
+    return open_common("openat", dirfd, path, flags, m); }
+int openat64(int dirfd, const char *path, int flags, ...) { va_list ap; va_start(ap, flags); mode_t m = mode_arg(flags, ap); va_end(ap);
+    return open_common("openat64", dirfd, path, flags, m); }
+int creat(const char *path, mode_t mode) { return open_common("creat", AT_FDCWD, path, O_CREAT | O_WRONLY | O_TRUNC, mode); }
+int creat64(const char *path, mode_t mode) { return open_common("creat64", AT_FDCWD, path, O_CREAT | O_WRONLY | O_TRUNC, mode); }
+
+int close(int fd) {
+    REAL(int, close, int);
+    if (is_store_fd(fd)) { FAIL_IF(point("close", fd, fd_path[fd])); store_fd[fd] = 0; }
+    return real_close(fd);
+}
+
+/* ---------------------------------------------------------------- data */
+
+/* reads are points only with $CHAOS_SCHED_READS=1: a read-modify-write is already preempted before its
+ * write, and a store's reads under its own lock cannot be interleaved with anyway */
+
+ssize_t read(int fd, void *buf, size_t n) {
+    REAL(ssize_t, read, int, void *, size_t);
+    if (reads_are_points && is_store_fd(fd)) FAIL_IF(point("read", (long long)n, fd_path[fd]));
+    return real_read(fd, buf, n);
+}
+#define PREAD(fn) ssize_t fn(int fd, void *buf, size_t n, off_t off) { REAL(ssize_t, fn, int, void *, size_t, off_t); \
+    if (reads_are_points && is_store_fd(fd)) FAIL_IF(point("pread", (long long)off, fd_path[fd])); return real_##fn(fd, buf, n, off); }
+PREAD(pread) PREAD(pread64)
+
+ssize_t write(int fd, const void *buf, size_t n) {
+    REAL(ssize_t, write, int, const void *, size_t);
+    if (is_store_fd(fd)) FAIL_IF(point("write", (long long)n, fd_path[fd]));
+    return real_write(fd, buf, n);
+}
+#define PWRITE(fn) ssize_t fn(int fd, const void *buf, size_t n, off_t off) { REAL(ssize_t, fn, int, const void *, size_t, off_t); \
+    if (is_store_fd(fd)) FAIL_IF(point("pwrite", (long long)off, fd_path[fd])); return real_##fn(fd, buf, n, off); }
+PWRITE(pwrite) PWRITE(pwrite64)
+
+ssize_t writev(int fd, const struct iovec *iov, int cnt) {
+    REAL(ssize_t, writev, int, const struct iovec *, int);
+    if (is_store_fd(fd)) FAIL_IF(point("writev", cnt, fd_path[fd]));
+    return real_writev(fd, iov, cnt);
+}
+
+#define FTRUNC(fn) int fn(int fd, off_t len) { REAL(int, fn, int, off_t); \
+    if (is_store_fd(fd)) FAIL_IF(point("ftruncate", (long long)len, fd_path[fd])); return real_##fn(fd, len); }
+FTRUNC(ftruncate) FTRUNC(ftruncate64)
+
+/* a directory's sync is its own call ("dirsync"): SQLite, like many stores, ignores its errors */
+static const char *sync_call(int fd, const char *fn) { struct stat st;
+    return fstat(fd, &st) == 0 && S_ISDIR(st.st_mode) ? "dirsync" : fn; }
+#define SYNC(fn) int fn(int fd) { REAL(int, fn, int); \
+    if (is_store_fd(fd)) FAIL_IF(point(sync_call(fd, #fn), fd, fd_path[fd])); return real_##fn(fd); }
+SYNC(fsync) SYNC(fdatasync)
+
+/* ---------------------------------------------------------------- names */
+
+#define PATH1(fn, call, ...) { char full[PATH_MAX + 256]; \
+    if (store_path(AT_FDCWD, path, full, sizeof full)) FAIL_IF(point(call, 0, full)); }
+
+int unlink(const char *path) { REAL(int, unlink, const char *); PATH1(unlink, "unlink"); return real_unlink(path); }
+int rmdir(const char *path) { REAL(int, rmdir, const char *); PATH1(rmdir, "rmdir"); return real_rmdir(path); }
+int mkdir(const char *path, mode_t m) { REAL(int, mkdir, const char *, mode_t); PATH1(mkdir, "mkdir"); return real_mkdir(path, m); }
+int truncate(const char *path, off_t len) { REAL(int, truncate, const char *, off_t); PATH1(truncate, "truncate"); return real_truncate(path, len); }
+
+int unlinkat(int dirfd, const char *path, int flags) {
+    REAL(int, unlinkat, int, const char *, int); char full[PATH_MAX + 256];
+    if (store_path(dirfd, path, full, sizeof full)) FAIL_IF(point("unlink", flags, full));
+    return real_unlinkat(dirfd, path, flags);
+}
+int mkdirat(int dirfd, const char *path, mode_t m) {
+    REAL(int, mkdirat, int, const char *, mode_t); char full[PATH_MAX + 256];
+    if (store_path(dirfd, path, full, sizeof full)) FAIL_IF(point("mkdir", 0, full));
+    return real_mkdirat(dirfd, path, m);
+}
+
+/* a two-path call is a point when either side is a store path; the point names the destination */
+static int two_paths(const char *call, int olddir, const char *old, int newdir, const char *new_) {
+    char a[PATH_MAX + 256], b[PATH_MAX + 256];
+    int sa = store_path(olddir, old, a, sizeof a), sb = store_path(newdir, new_, b, sizeof b);
+    return sa || sb ? point(call, 0, sb ? b : a) : 0;
+}
+int rename(const char *o, const char *n) { REAL(int, rename, const char *, const char *);
+    FAIL_IF(two_paths("rename", AT_FDCWD, o, AT_FDCWD, n)); return real_rename(o, n); }
+int renameat(int od, const char *o, int nd, const char *n) { REAL(int, renameat, int, const char *, int, const char *);
+    FAIL_IF(two_paths("rename", od, o, nd, n)); return real_renameat(od, o, nd, n); }
+int renameat2(int od, const char *o, int nd, const char *n, unsigned f) {
+    REAL(int, renameat2, int, const char *, int, const char *, unsigned);
+    FAIL_IF(two_paths("rename", od, o, nd, n)); return real_renameat2(od, o, nd, n, f); }
+int link(const char *o, const char *n) { REAL(int, link, const char *, const char *);
+    FAIL_IF(two_paths("link", AT_FDCWD, o, AT_FDCWD, n)); return real_link(o, n); }
+int linkat(int od, const char *o, int nd, const char *n, int f) { REAL(int, linkat, int, const char *, int, const char *, int);
+    FAIL_IF(two_paths("link", od, o, nd, n)); return real_linkat(od, o, nd, n, f); }
+
+/* ---------------------------------------------------------------- locks */
+
+int flock(int fd, int op) {
+    REAL(int, flock, int, int);
+    if (!is_store_fd(fd)) return real_flock(fd, op);
+    FAIL_IF(point(op & LOCK_UN ? "unlock" : "flock", op, fd_path[fd]));
+    if (op & (LOCK_NB | LOCK_UN)) return real_flock(fd, op);
+    for (;;) {   /* a blocking flock never blocks for real: try, and on would-block give up the turn */
+        int r = real_flock(fd, op | LOCK_NB);
+        if (r == 0 || errno != EWOULDBLOCK) return r;
+        blocked();
+    }
+}
+
+static int lock_cmd(int cmd) {
+    return cmd == F_SETLK || cmd == F_SETLKW || cmd == F_OFD_SETLK || cmd == F_OFD_SETLKW;
+}
+
+static int fcntl_common(int (*real)(int, int, ...), int fd, int cmd, void *arg) {
+    if (!is_store_fd(fd) || !lock_cmd(cmd)) return real(fd, cmd, arg);
+    struct flock *fl = arg;
+    FAIL_IF(point(fl->l_type == F_UNLCK ? "unlock" : "lock", (long long)fl->l_start, fd_path[fd]));
+    if (cmd == F_SETLK || cmd == F_OFD_SETLK) return real(fd, cmd, arg);
+    int nb = cmd == F_SETLKW ? F_SETLK : F_OFD_SETLK;
+    for (;;) {
+        int r = real(fd, nb, arg);
+        if (r == 0 || (errno != EAGAIN && errno != EACCES)) return r;
+        blocked();
+    }
+}
+int fcntl(int fd, int cmd, ...) { va_list ap; va_start(ap, cmd); void *arg = va_arg(ap, void *); va_end(ap);
+    REAL(int, fcntl, int, int, ...); return fcntl_common(real_fcntl, fd, cmd, arg); }
+int fcntl64(int fd, int cmd, ...) { va_list ap; va_start(ap, cmd); void *arg = va_arg(ap, void *); va_end(ap);
+    REAL(int, fcntl64, int, int, ...); return fcntl_common(real_fcntl64, fd, cmd, arg); }
+
+/* ---------------------------------------------------------------- randomness */
+
+/* getrandom/getentropy give a stream seeded from the process's logical name (splitmix64), so a
+ * program's random ids, Python's os.urandom and uuid4 among them, are the same in every run.
+ * (/dev/urandom opened as a file is not covered.) */
+
+static unsigned long long splitmix64(void) {
+    unsigned long long z = (rng_state += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL; z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+static void fill_random(void *buf, size_t n) {
+    pthread_mutex_lock(&rng_lock);
+    if (!rng_seeded) { for (const char *c = name; *c; c++) rng_state = rng_state * 131 + (unsigned char)*c; rng_seeded = 1; }
+    unsigned char *b = buf;
+    for (size_t i = 0; i < n; i += 8) { unsigned long long r = splitmix64(); size_t k = n - i < 8 ? n - i : 8; memcpy(b + i, &r, k); }
+    pthread_mutex_unlock(&rng_lock);
+}
+ssize_t getrandom(void *buf, size_t n, unsigned int flags) {
+    REAL(ssize_t, getrandom, void *, size_t, unsigned int);
+    if (!enabled) return real_getrandom(buf, n, flags);
+    fill_random(buf, n);
+    return (ssize_t)n;
+}
+int getentropy(void *buf, size_t n) {
+    REAL(int, getentropy, void *, size_t);
+    if (!enabled) return real_getentropy(buf, n);
+    if (n > 256) { errno = EIO; return -1; }
+    fill_random(buf, n);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- virtual time */
+
+static int virtual_clock(clockid_t c) {
+    return c == CLOCK_REALTIME || c == CLOCK_REALTIME_COARSE || c == CLOCK_TAI || c == CLOCK_MONOTONIC
+        || c == CLOCK_MONOTONIC_COARSE || c == CLOCK_MONOTONIC_RAW || c == CLOCK_BOOTTIME;
+}
+static long long now_of(clockid_t c) {
+    ensure_conn();
+    reads++;
+    long long base = (c == CLOCK_REALTIME || c == CLOCK_REALTIME_COARSE || c == CLOCK_TAI) ? epoch_ns : mono_ns;
+    return base + local_vt();
+}
+
+int clock_gettime(clockid_t c, struct timespec *ts) {
+    REAL(int, clock_gettime, clockid_t, struct timespec *);
+    if (!enabled || !virtual_clock(c)) return real_clock_gettime(c, ts);
+    long long t = now_of(c); ts->tv_sec = t / SEC; ts->tv_nsec = t % SEC; return 0;
+}
+int gettimeofday(struct timeval *tv, void *tz) {
+    REAL(int, gettimeofday, struct timeval *, void *);
+    if (!enabled) return real_gettimeofday(tv, tz);
+    long long t = now_of(CLOCK_REALTIME); if (tv) { tv->tv_sec = t / SEC; tv->tv_usec = (t % SEC) / US; } return 0;
+}
+time_t time(time_t *out) {
+    REAL(time_t, time, time_t *);
+    if (!enabled) return real_time(out);
+    time_t t = (time_t)(now_of(CLOCK_REALTIME) / SEC); if (out) *out = t; return t;
+}
+
+static int virtual_sleep(long long ns) { return point("sleep", ns < 0 ? 0 : ns, NULL); }
+
+int nanosleep(const struct timespec *req, struct timespec *rem) {
+    REAL(int, nanosleep, const struct timespec *, struct timespec *);
+    if (!enabled) return real_nanosleep(req, rem);
+    FAIL_IF(virtual_sleep(req->tv_sec * SEC + req->tv_nsec));
+    if (rem) rem->tv_sec = rem->tv_nsec = 0;
+    return 0;
+}
+int clock_nanosleep(clockid_t c, int flags, const struct timespec *req, struct timespec *rem) {
+    REAL(int, clock_nanosleep, clockid_t, int, const struct timespec *, struct timespec *);
+    if (!enabled || !virtual_clock(c)) return real_clock_nanosleep(c, flags, req, rem);
+    long long ns = req->tv_sec * SEC + req->tv_nsec;
+    if (flags & TIMER_ABSTIME) ns -= now_of(c);
+    int e = virtual_sleep(ns);
+    if (rem && !(flags & TIMER_ABSTIME)) rem->tv_sec = rem->tv_nsec = 0;
+    return e;   /* clock_nanosleep returns the error number itself */
+}
+int usleep(useconds_t us) {
+    REAL(int, usleep, useconds_t);
+    if (!enabled) return real_usleep(us);
+    FAIL_IF(virtual_sleep((long long)us * US));
+    return 0;
+}
+unsigned int sleep(unsigned int s) {
+    REAL(unsigned int, sleep, unsigned int);
+    if (!enabled) return real_sleep(s);
+    virtual_sleep((long long)s * SEC);
+    return 0;
+}

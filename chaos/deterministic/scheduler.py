@@ -1,0 +1,486 @@
+"""The deterministic scheduler: one thread of the harness decides which process thread runs next.
+
+Every process it starts runs under the ``sched.c`` preload shim: each of its
+threads stops at every scheduling point (a store-path open, a read/write/
+fsync/lock/close of a store fd, a rename/link/unlink/mkdir of a store path, a
+sleep) and waits here for a grant. Exactly one thread runs at a time (the
+*running* one: granted, or a process just started, or a worker just handed an
+op); the loop waits until it stops again (its next point, its reply on the
+control pipe, or its death) before it picks the next one. So, for the same
+seed and the same program bytes, the order of every point is the same, and so
+is everything that depends only on that order.
+
+Who goes next follows PCT (Burckhardt et al., ASPLOS 2010): each thread gets
+a random priority from the seed when it first appears; at ``depth - 1`` change
+points, drawn from the seed over ``expected_points`` steps, the thread chosen
+at that step drops below every other; the enabled thread of highest priority
+runs. A bug needing ``depth`` ordering constraints is then hit with
+probability at least 1 / (threads * expected_points ** (depth - 1)) per run.
+
+Virtual time (``vt``, ns from 0) advances by ``step_ns`` per grant, by 1 us
+per clock read of the running thread, and jumps to the earliest sleeper's
+deadline when no thread can run; a sleeping thread is enabled once ``vt``
+reaches its deadline. No wall-clock time decides anything; wall time only
+bounds how long a running thread may go without reaching a point
+(``SchedulerStuck``).
+
+Exact faults (``FaultRule``): kill a process, or fail a call with an errno
+(fsync EIO), at the n-th point matching (process, call, syscall index), with
+the point as evidence. A kill is a SIGKILL while the thread waits at the
+point, before its call; the scheduler waits until the process is reaped
+before anything else runs.
+"""
+
+from __future__ import annotations
+
+import errno as errno_mod
+import hashlib
+import os
+import random
+import selectors
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+from chaos.deterministic import shim
+
+#: calls after which a thread that reported "blocked" may succeed: they (or an exit) release locks
+RELEASES = frozenset({"unlock", "close"})
+
+
+class SchedulerStuck(RuntimeError):
+    """The running thread went too long (wall time) without reaching a point:
+    it blocks on something the shim does not control."""
+
+
+@dataclass
+class FaultRule:
+    """Fault the ``nth`` point matching ``calls`` (None: any call but start and
+    sleep), ``process`` (a name prefix) and ``index`` (the thread's syscall
+    index). ``action``: ``kill`` or an errno name (``EIO``)."""
+
+    action: str
+    calls: frozenset | None = None
+    process: str | None = None
+    index: int | None = None
+    nth: int = 1
+    seen: int = 0
+    evidence: dict | None = None
+
+    def matches(self, thread: "Thread", call: str, seq: int) -> bool:
+        if self.evidence is not None:
+            return False
+        if self.calls is None and call in ("start", "sleep"):
+            return False
+        if self.calls is not None and call not in self.calls:
+            return False
+        if self.process is not None and not thread.name.startswith(self.process):
+            return False
+        if self.index is not None and seq != self.index:
+            return False
+        self.seen += 1
+        return self.seen == self.nth
+
+
+@dataclass
+class Proc:
+    name: str
+    pid: int
+    popen: subprocess.Popen | None
+    pidfd: int
+    control: bool = False
+    out_buf: bytes = b""
+    threads: list = field(default_factory=list)
+    gone: bool = False
+
+
+@dataclass
+class Thread:
+    name: str
+    pid: int
+    tid: int
+    conn: socket.socket
+    proc: Proc
+    priority: float
+    buf: bytes = b""
+    state: str = "ready"          # ready | sleeping | blocked | running | idle (control read) | gone
+    call: str = "start"
+    seq: int = 0
+    arg: int = 0
+    path: str = ""
+    local_vt: int = 0
+    wake_at: int = 0
+
+
+class Scheduler:
+    def __init__(self, seed: int, *, prefixes: list[str], depth: int = 3, expected_points: int = 1000,
+                 step_ns: int = 10_000, faults: list[FaultRule] | None = None, stuck_s: float = 60.0,
+                 log_dir: str | None = None, reads: bool = False, send_ns: int = 0, sock_dir: str | None = None):
+        if depth < 1 or expected_points < 1:
+            raise ValueError("depth and expected_points must be at least 1")
+        self.seed, self.depth, self.expected_points, self.step_ns = seed, depth, expected_points, step_ns
+        self.rng = random.Random(f"pct:{seed}")
+        self.change_points = sorted(self.rng.sample(range(1, expected_points + 1), min(depth - 1, expected_points)))
+        self.prefixes = [os.path.abspath(p) for p in prefixes]
+        self.faults = list(faults or [])
+        self.stuck_s = stuck_s
+        self.log_dir = log_dir
+        self.reads = reads              # read/pread of store fds are points too
+        self.send_ns = send_ns          # what handing a controlled process a line costs in virtual time
+        self.vt = 0
+        self.steps = 0
+        self.trace: list[str] = []
+        self.notes: list[str] = []
+        self.replies: list[tuple[Proc, bytes]] = []
+        self.threads: list[Thread] = []
+        self.procs: dict[int, Proc] = {}
+        self.running: tuple[int, int] | None = None   # (pid, tid) of the one thread that may run
+        # the socket in sock_dir (a run's tmp/, swept after a killed run) when its path fits a sun_path
+        usable = sock_dir is not None and len(os.path.abspath(sock_dir)) < 90
+        self._dir = tempfile.mkdtemp(prefix="chaos-sched-", dir=sock_dir if usable else None)
+        self.sock_path = os.path.join(self._dir, "s")
+        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._listener.bind(self.sock_path)
+        self._listener.listen(256)
+        self._sel = selectors.DefaultSelector()
+        self._sel.register(self._listener, selectors.EVENT_READ, ("accept", None))
+
+    # ------------------------------------------------------------------ processes
+
+    def env(self, name: str) -> dict:
+        return shim.env(self.sock_path, name, self.prefixes, self.reads)
+
+    def spawn(self, name: str, argv: list[str], *, control: bool = False, env: dict | None = None,
+              cwd: str | None = None) -> Proc:
+        """Start ``argv`` under the shim as logical process ``name`` and let it
+        run until it first stops. ``control``: its stdin/stdout are a line
+        channel (``send`` / ``replies``)."""
+        assert self.running is None
+        full_env = {**os.environ, **(env or {}), **self.env(name)}
+        stderr = (open(os.path.join(self.log_dir, f"{name.replace('/', '_')}.stderr"), "ab")
+                  if self.log_dir else subprocess.DEVNULL)
+        try:
+            popen = subprocess.Popen(argv, env=full_env, cwd=cwd, start_new_session=True,
+                                     stdin=subprocess.PIPE if control else subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE if control else subprocess.DEVNULL, stderr=stderr)
+        finally:
+            if stderr is not subprocess.DEVNULL:
+                stderr.close()
+        proc = self._adopt(name, popen.pid, popen)
+        proc.control = control
+        if control:
+            os.set_blocking(popen.stdout.fileno(), False)
+            self._sel.register(popen.stdout, selectors.EVENT_READ, ("control", proc))
+        self.running = (proc.pid, proc.pid)
+        self._settle()
+        return proc
+
+    def _adopt(self, name: str, pid: int, popen) -> Proc:
+        try:
+            pidfd = os.pidfd_open(pid)
+        except OSError:
+            pidfd = -1
+        proc = Proc(name, pid, popen, pidfd)
+        self.procs[pid] = proc
+        if pidfd >= 0:
+            self._sel.register(pidfd, selectors.EVENT_READ, ("exit", proc))
+        return proc
+
+    def send(self, proc: Proc, line: bytes) -> None:
+        """Hand a controlled process one line on its stdin; it runs until it stops again."""
+        assert self.running is None and proc.control
+        if proc.gone:
+            raise BrokenPipeError(f"{proc.name} is gone")
+        proc.popen.stdin.write(line)
+        proc.popen.stdin.flush()
+        self.vt += self.send_ns
+        self.running = (proc.pid, proc.pid)
+        self._settle()
+
+    def kill(self, proc: Proc) -> None:
+        """SIGKILL a process (its whole session) and reap it before anything else runs."""
+        if proc.gone:
+            return
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self._reap(proc)
+
+    def _reap(self, proc: Proc) -> None:
+        if proc.popen is not None:
+            proc.popen.wait()
+        proc.gone = True
+        for t in proc.threads:
+            self._thread_gone(t)
+        if proc.pidfd >= 0:
+            self._sel.unregister(proc.pidfd)
+            os.close(proc.pidfd)
+            proc.pidfd = -1
+        if proc.control:
+            self._drain_control(proc)
+            self.replies.append((proc, None))   # None: it is gone (killed, crashed, or done)
+            self._sel.unregister(proc.popen.stdout)
+            proc.popen.stdout.close()
+            try:
+                proc.popen.stdin.close()
+            except BrokenPipeError:
+                pass
+        if self.running and self.running[0] == proc.pid:
+            self.running = None
+        self._release_blocked()
+
+    def _thread_gone(self, t: Thread) -> None:
+        if t.state == "gone":
+            return
+        t.state = "gone"
+        self.threads.remove(t)      # (a long run starts many worker incarnations: keep the scans short)
+        try:
+            self._sel.unregister(t.conn)
+        except (KeyError, ValueError):
+            pass
+        t.conn.close()
+
+    # ------------------------------------------------------------------ the loop
+
+    def _settle(self) -> None:
+        """Wait until the running thread stops (a point, a control reply, its exit)."""
+        deadline = time.monotonic() + self.stuck_s
+        while self.running is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise SchedulerStuck(f"pid {self.running[0]} tid {self.running[1]} ran {self.stuck_s:g} s "
+                                     "without reaching a scheduling point")
+            for key, _ in self._sel.select(timeout=min(left, 1.0)):
+                self._event(*key.data, key.fileobj)
+
+    def _event(self, kind: str, obj, fileobj) -> None:
+        if kind == "accept":
+            conn, _ = self._listener.accept()
+            self._sel.register(conn, selectors.EVENT_READ, ("hello", conn))
+        elif kind == "hello":
+            line = self._line_of(fileobj, None)
+            if line is not None:
+                self._hello(fileobj, line)
+        elif kind == "thread":
+            line = self._line_of(fileobj, obj)
+            if line is not None:
+                self._message(obj, line)
+        elif kind == "control":
+            self._drain_control(obj)
+        elif kind == "exit":
+            self._reap(obj)
+
+    def _line_of(self, conn: socket.socket, thread: Thread | None) -> str | None:
+        data = conn.recv(65536)
+        if not data:
+            if thread is not None:
+                self._thread_gone(thread)
+                if self.running == (thread.pid, thread.tid):
+                    self.running = None
+                self._release_blocked()
+            else:
+                self._sel.unregister(conn)
+                conn.close()
+            return None
+        buf = (thread.buf if thread else b"") + data
+        if b"\n" not in buf:
+            if thread is not None:
+                thread.buf = buf
+                return None
+            buf += self._recv_line(conn)
+        line, _, rest = buf.partition(b"\n")
+        if thread is not None:
+            thread.buf = rest
+        return line.decode("utf-8", "replace")
+
+    @staticmethod
+    def _recv_line(conn: socket.socket) -> bytes:
+        out = b""
+        while not out.endswith(b"\n"):
+            chunk = conn.recv(4096)
+            if not chunk:
+                break
+            out += chunk
+        return out
+
+    def _hello(self, conn: socket.socket, line: str) -> None:
+        _, name, pid, tid = line.split(" ")
+        pid, tid = int(pid), int(tid)
+        proc = self.procs.get(pid) or self._adopt(name.rsplit("/", 1)[0], pid, None)
+        t = Thread(name, pid, tid, conn, proc, self.depth + self.rng.random(), local_vt=self.vt)
+        proc.threads.append(t)
+        self.threads.append(t)
+        self._sel.modify(conn, selectors.EVENT_READ, ("thread", t))
+        self._stopped(t)
+
+    def _message(self, t: Thread, line: str) -> None:
+        parts = line.split(" ", 6)
+        if parts[0] == "P":
+            _, seq, call, arg, local_vt, path = parts[:6]
+            t.seq, t.call, t.arg, t.local_vt = int(seq), call, int(arg), int(local_vt)
+            t.path = self._relative(path)
+            if call == "sleep":
+                t.state, t.wake_at = "sleeping", max(self.vt, t.local_vt) + t.arg
+            else:
+                t.state = "ready"
+        elif parts[0] == "B":
+            t.local_vt = int(parts[2])
+            t.call, t.state = "retry", "blocked"
+        else:
+            raise RuntimeError(f"{t.name}: bad message {line!r}")
+        self._stopped(t)
+
+    def _stopped(self, t: Thread) -> None:
+        if self.running == (t.pid, t.tid):
+            self.running = None
+        elif self.running is not None and t.call != "start":
+            # a thread reached a point while another ran: concurrency the shim did not serialize
+            self.notes.append(f"{t.name} reached {t.call} #{t.seq} while another thread ran")
+
+    def _drain_control(self, proc: Proc) -> None:
+        try:
+            data = proc.popen.stdout.read()
+        except (BlockingIOError, ValueError):
+            data = None
+        if data:
+            proc.out_buf += data
+        while b"\n" in proc.out_buf:
+            line, _, proc.out_buf = proc.out_buf.partition(b"\n")
+            self.replies.append((proc, line))
+            for t in proc.threads:     # back in its control read: not at a point, not runnable
+                if t.state == "running":
+                    t.state = "idle"
+            if self.running == (proc.pid, proc.pid):
+                self.running = None
+
+    def _relative(self, path: str) -> str:
+        if path == "-":
+            return ""
+        for p in self.prefixes:
+            if path == p or path.startswith(p + "/"):
+                return path[len(p):].lstrip("/") or "."
+        return path
+
+    def _release_blocked(self) -> None:
+        for t in self.threads:
+            if t.state == "blocked":
+                t.state = "ready"
+
+    # ------------------------------------------------------------------ choosing
+
+    def enabled(self) -> list[Thread]:
+        return [t for t in self.threads if t.state == "ready" or (t.state == "sleeping" and t.wake_at <= self.vt)]
+
+    def next_wake(self) -> int | None:
+        wakes = [t.wake_at for t in self.threads if t.state == "sleeping"]
+        return min(wakes) if wakes else None
+
+    def step(self) -> bool:
+        """Grant one enabled thread (PCT) and wait until it stops. False when none is enabled."""
+        assert self.running is None
+        ready = self.enabled()
+        if not ready:
+            return False
+        self.steps += 1
+        chosen = max(ready, key=lambda t: t.priority)
+        if self.steps in self.change_points:
+            chosen.priority = self.depth - 1 - self.change_points.index(self.steps)
+            chosen = max(ready, key=lambda t: t.priority)
+        self._grant(chosen)
+        return True
+
+    def _grant(self, t: Thread) -> None:
+        self.vt = max(self.vt, t.local_vt, t.wake_at if t.state == "sleeping" else 0) + self.step_ns
+        err = 0
+        rule = next((r for r in self.faults if r.matches(t, t.call, t.seq)), None)
+        point = {"process": t.proc.name, "thread": t.name, "call": t.call, "index": t.seq, "path": t.path,
+                 "vt_ns": self.vt}
+        self.trace.append(f"{self.vt} {t.name} {t.call} {t.seq} {t.arg} {t.path}")
+        if rule is not None:
+            rule.evidence = dict(point, action=rule.action)
+            self.trace.append(f"{self.vt} {t.name} FAULT {rule.action}")
+            if rule.action == "kill":
+                self.kill(t.proc)
+                return
+            err = getattr(errno_mod, rule.action)
+        call = t.call
+        t.state = "running"
+        self.running = (t.pid, t.tid)
+        try:
+            t.conn.sendall(f"G {self.vt} {err}\n".encode())
+        except OSError:   # it died while stopped: its exit event says so
+            pass
+        self._settle()
+        if call in RELEASES:
+            self._release_blocked()
+
+    def run_until(self, until: int | None) -> list[tuple[Proc, bytes]]:
+        """Run the controlled threads until a control reply arrives (returned;
+        a reply ``None`` means the process is gone),
+        or the virtual clock reaches ``until``, or nothing can run (the clock
+        then jumps to ``until``). Sleepers' deadlines advance the clock when
+        nothing else can run."""
+        while not self.replies:
+            if until is not None and self.vt >= until:
+                break
+            if self.step():
+                continue
+            wake = self.next_wake()
+            if wake is not None and (until is None or wake <= until):
+                self.vt = max(self.vt, wake)
+                continue
+            if until is not None:
+                self.vt = max(self.vt, until)
+            break
+        out, self.replies = self.replies, []
+        return out
+
+    def run_all(self) -> list[tuple[Proc, bytes]]:
+        """Run until no thread is left that can ever run (every process done);
+        returns the control replies that arrived meanwhile."""
+        replies = []
+        while True:
+            replies += self.run_until(None)
+            if not self.enabled() and self.next_wake() is None:
+                break
+        for proc in list(self.procs.values()):   # past their last point they only exit: reap them
+            if proc.popen is not None and not proc.gone and not proc.control:
+                try:
+                    proc.popen.wait(timeout=self.stuck_s)
+                except subprocess.TimeoutExpired:
+                    raise SchedulerStuck(f"{proc.name} did not exit {self.stuck_s:g} s after its last point") from None
+                self._reap(proc)
+        return replies
+
+    # ------------------------------------------------------------------ results
+
+    def digest(self) -> str:
+        return hashlib.sha256("\n".join(self.trace).encode()).hexdigest()
+
+    def summary(self) -> dict:
+        return {"seed": self.seed, "depth": self.depth, "points": self.steps,
+                "expected_points": self.expected_points, "change_points": self.change_points,
+                "virtual_ns": self.vt, "trace_sha256": self.digest(),
+                "faults": [r.evidence or {"action": r.action, "missed": True} for r in self.faults],
+                "notes": list(self.notes)}
+
+    def close(self) -> None:
+        for proc in list(self.procs.values()):
+            if proc.popen is not None and not proc.gone:
+                self.kill(proc)
+        for t in list(self.threads):
+            self._thread_gone(t)
+        self._sel.close()
+        self._listener.close()
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

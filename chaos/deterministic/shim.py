@@ -1,0 +1,31 @@
+"""Build the scheduling shim (``sched.c``) once per source version, like the other preload shims
+(``chaos.faults.failsync.build_shim``), and the environment a scheduled process runs with."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from chaos.faults.failsync import build_shim
+
+SOURCE = Path(__file__).with_name("sched.c")
+
+#: CLOCK_REALTIME at virtual time 0 (2026-01-01T00:00:00Z): every run starts its clocks here
+EPOCH_NS = 1_767_225_600 * 10**9
+#: CLOCK_MONOTONIC at virtual time 0
+MONO_NS = 1000 * 10**9
+
+
+def build() -> str:
+    """The shim's .so path (compiled with the system gcc on first use)."""
+    return build_shim(SOURCE, "chaos-sched")
+
+
+def env(sock: str, name: str, prefixes: list[str], reads: bool = False) -> dict:
+    """What a process needs to run under the scheduler listening on ``sock``:
+    ``name`` is its logical name in traces (never its pid, which differs
+    between runs); ``prefixes`` are the store paths whose calls are points;
+    ``reads``: reads of store fds are points too."""
+    return {"LD_PRELOAD": build(), "CHAOS_SCHED_SOCK": sock, "CHAOS_SCHED_NAME": name,
+            "CHAOS_SCHED_PREFIX": ":".join(prefixes), "CHAOS_SCHED_EPOCH_NS": str(EPOCH_NS),
+            "CHAOS_SCHED_MONO_NS": str(MONO_NS), "CHAOS_SCHED_READS": "1" if reads else "0",
+            "PYTHONHASHSEED": "0"}
