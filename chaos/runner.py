@@ -489,7 +489,9 @@ class Run:
                 reports.write_junit(reports.load_run(run.path))
         except Exception as e:  # a report failure never loses the verdict
             print(f"chaos: report not written: {type(e).__name__}: {e}", file=sys.stderr)
-        run.link_latest()
+        not_linked = run.link_latest()
+        if not_linked:   # the verdict below still stands
+            print(f"chaos: {not_linked}", file=sys.stderr)
         if results.get("workload_coverage"):  # per path; the summary below says how many completed
             from workloads.coverage import format_table
 

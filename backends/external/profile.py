@@ -42,6 +42,9 @@ an empty argv template is a ``ProfileError`` naming the member, one line.
 from __future__ import annotations
 
 import copy
+import math
+import posixpath
+import string
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -64,6 +67,11 @@ ADMIN = ("seed", "export", "arm-floor-fault", "enable-bypass")
 FAULTS = ("clock_floor_persist", "publication-outcome-unknown")
 #: ops a run cannot do without (argv: null is refused for these)
 REQUIRED_OPS = ("capabilities", "read", "acquire", "renew", "release", "publish", "publication-read")
+#: the placeholders a template token may hold ({namespaces} only as a whole token of argv)
+ARGV_FIELDS = ("ledger",)
+ADMIN_FIELDS = ("ledger", "namespace")
+#: the longest wait for one call a profile may declare (a run's op deadline must cover it)
+MAX_TIMEOUT_S = 3600.0
 
 
 class ProfileError(ValueError):
@@ -161,13 +169,43 @@ def _keys(source, where: str, doc: dict, allowed) -> None:
                              f"(known: {', '.join(allowed)})")
 
 
-def _argv(source, where: str, value) -> list[str]:
+def _argv(source, where: str, value, fields=ARGV_FIELDS) -> list[str]:
     _want(source, where, value, list)
     if not value:
         _fail(source, where, "an argv template must not be empty")
     for i, tok in enumerate(value):
         _want(source, f"{where}[{i}]", tok, str)
+        if tok != "{namespaces}" or fields is not ARGV_FIELDS:
+            _template_token(source, f"{where}[{i}]", tok, fields)
     return list(value)
+
+
+def _template_token(source, where: str, token: str, fields) -> None:
+    """A token holds literal text and only the placeholders ``fields`` (a
+    malformed one is the profile's fault, never a false verdict about the program)."""
+    shown = ", ".join("{" + f + "}" for f in fields)
+    try:
+        parts = list(string.Formatter().parse(token))
+    except ValueError as e:
+        _fail(source, where, f"{token!r} is not a valid template ({e}); placeholders: {shown}")
+    for literal, name, spec, conversion in parts:
+        if "{" in literal or "}" in literal or (name is not None and (name not in fields or spec or conversion)):
+            _fail(source, where, f"{token!r}: unknown placeholder or stray brace; placeholders: {shown}")
+
+
+def _item_path(source, value):
+    """``items.path``: relative, inside the ledger directory (no ``..``), with ``{item_id}``."""
+    if value is None:
+        return None
+    _want(source, "items.path", value, str)
+    if "{item_id}" not in value:
+        _fail(source, "items.path", "must contain {item_id}")
+    _template_token(source, "items.path", value, ("item_id",))
+    if value.startswith("/") or "\x00" in value or ".." in value.split("/"):
+        _fail(source, "items.path", f"{value!r} must be a relative path inside the ledger directory (no '..')")
+    if posixpath.normpath(value).startswith(".."):
+        _fail(source, "items.path", f"{value!r} leaves the ledger directory")
+    return value
 
 
 def _one_of(source, where: str, value, choices):
@@ -235,8 +273,9 @@ def parse_profile(doc, source="<profile>") -> ExternalProfile:
             kw[key] = _want(source, key, doc[key], bool)
     if "timeout_s" in doc:
         kw["timeout_s"] = float(_want(source, "timeout_s", doc["timeout_s"], int, float))
-        if kw["timeout_s"] <= 0:
-            _fail(source, "timeout_s", "must be positive")
+        if not (math.isfinite(kw["timeout_s"]) and 0 < kw["timeout_s"] <= MAX_TIMEOUT_S):
+            _fail(source, "timeout_s", f"must be a number of seconds above 0 and at most {MAX_TIMEOUT_S:g}, "
+                                       f"not {doc['timeout_s']!r}")
     for key in ("provision_namespace_flag",):
         if key in doc:
             kw[key] = _want(source, key, doc[key], str)
@@ -255,17 +294,15 @@ def parse_profile(doc, source="<profile>") -> ExternalProfile:
     kw["argv"] = argv
     admin = _want(source, "admin", doc.get("admin") or {}, dict)
     _keys(source, "admin", admin, ADMIN)
-    kw["admin"] = {k: _argv(source, f"admin.{k}", v) for k, v in admin.items()}
+    kw["admin"] = {k: _argv(source, f"admin.{k}", v, ADMIN_FIELDS) for k, v in admin.items()}
     exp = _want(source, "export", doc.get("export") or {}, dict)
     _keys(source, "export", exp, Export.__dataclass_fields__)
     kw["export"] = Export(requests=_want(source, "export.requests", exp.get("requests", True), bool),
                           unwrap=None if exp.get("unwrap") is None else _pointer(source, "export.unwrap", exp["unwrap"]))
     items = _want(source, "items", doc.get("items") or {}, dict)
     _keys(source, "items", items, Items.__dataclass_fields__)
-    kw["items"] = Items(path=_want(source, "items.path", items.get("path", "{item_id}.md"), str, null=True),
+    kw["items"] = Items(path=_item_path(source, items.get("path", "{item_id}.md")),
                         commit=_want(source, "items.commit", items.get("commit", False), bool))
-    if kw["items"].path is not None and "{item_id}" not in kw["items"].path:
-        _fail(source, "items.path", "must contain {item_id}")
     if kw["items"].commit and (kw["items"].path is None or not kw.get("git")):
         _fail(source, "items.commit", "needs git: true and an items.path")
     if kw.get("provision_mints_namespace") and kw.get("namespaces_per_ledger") not in (1, "1"):

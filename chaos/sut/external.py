@@ -15,12 +15,27 @@ from chaos.errors import SetupFailed, UsageError
 from chaos.sut.abilities import can, cannot
 from chaos.sut.base import SimpleSession, Sut, Target
 
+def check_command(command) -> list[str]:
+    """The words of ``--command`` (``shlex``); ``UsageError`` (one line) when it cannot be split."""
+    import shlex
+
+    if not command:
+        return []
+    try:
+        words = shlex.split(command)
+    except ValueError as e:
+        raise UsageError(f"--command {command!r}: cannot be split into words ({e})") from None
+    if not words:
+        raise UsageError(f"--command {command!r}: names no program")
+    return words
+
+
 def resolve_command(command: str) -> str:
     """``chaos ...`` is this suite's CLI; a leading ``python``/``python3`` is this
     interpreter (the venv that has the suite's dependencies)."""
     import shlex
 
-    words = shlex.split(command)
+    words = check_command(command)
     if words[:1] == ["chaos"]:
         return shlex.join([sys.executable, "-m", "chaos.cli", *words[1:]])
     if words[:1] in (["python"], ["python3"]):
@@ -206,6 +221,7 @@ class ExternalSut(Sut):
 
     def check(self, opts: dict) -> None:
         super().check(opts)
+        check_command(opts.get("command"))
         if opts.get("protocol") != "issue-lock":
             profile_of(opts)  # a broken profile is a config error up front, not a failure of every case
         else:
