@@ -24,6 +24,11 @@ Mechanisms (vectors.md §11), all real, all per the profile (never per program):
 * CFG: ``advisory_setup`` (enable the bypass writer, or leave a Git ledger
   unprovisioned) and ``provision --write-paths``; otherwise not applicable;
 * NS2 on a one-namespace-per-ledger profile: one ledger per namespace.
+
+Processes: every call is killed with its process group when it ends
+(``backends.external.process``); a child that left the group (``setsid``, a
+daemon) is re-parented to this process, made a subreaper here as ``chaos run``
+is, and ``close()`` kills every process under it that the case started.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from backends.contract import compact_json
 from backends.external import ExternalBackend, Indeterminate, load_profile
 from chaos.conform.adapters.base import AdapterError, Parked, Profile
 from chaos.conform.adapters.gitjournal import adjust_for_profile, not_applicable_for_profile
+from chaos.faults import procs
 from chaos.errors import UsageError
 from chaos.sut.external import resolve_command
 
@@ -75,6 +81,8 @@ class ExternalAdapter:
         self.fired: set[str] = set()
         self.advisory = False
         self.barrier_dir = ""
+        procs.set_child_subreaper()   # a daemonized child of a call stays in our tree (close() ends it)
+        self.children_before = procs.descendants()
 
     # ------------------------------------------------------------------ applicability
 
@@ -352,6 +360,10 @@ class ExternalAdapter:
             if self.fsync is not None:
                 self.fsync.cleanup()
         finally:
+            # what the case's calls left running (a setsid'd child that ignores SIGTERM):
+            # the processes under us that were not there when the adapter was made
+            for pid in procs.descendants() - self.children_before:
+                procs.ProcessTree(pid).kill()
             shutil.rmtree(self.dir, ignore_errors=True)
 
 
