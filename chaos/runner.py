@@ -159,7 +159,9 @@ class UntilProven(Gen):
         return res[0], replace(self, gen=res[1])
 
     def update(self, ctx, event):
-        return replace(self, gen=update_of(self.gen, ctx, event))
+        from chaos.replyview import workload_view   # a program may print any JSON: the workload gets it typed
+
+        return replace(self, gen=update_of(self.gen, ctx, workload_view(event)))
 
 
 HEAL_ORDER = ("fsync", "lost-reply", "partition", "pause", "clock", "kill", "restart", "power-loss")
@@ -393,6 +395,10 @@ class Run:
             except (StoreUnavailable, UnknownBackend) as e:  # what the input names cannot be reached or loaded
                 raise SetupFailed(f"--backend {cfg.backend}: {e}") from None
             spec, capabilities = target.spec, target.capabilities
+            from chaos.replyview import capabilities_problem
+
+            if capabilities_problem(capabilities):   # what the whole run is planned from
+                raise SetupFailed(f"--backend {cfg.backend}: {capabilities_problem(capabilities)}")
             self.known_deviations = list(getattr(target, "known_deviations", None) or [])
             if kind.name == "claims":
                 client_gen, world = self._black_box_world(target, kind, world, notes)
@@ -613,7 +619,7 @@ class Run:
             cfg.op_timeout = chosen["op_timeout_min"]
         cfg.claims = timing.scaled_claims(cfg.claims, cfg.scale, ccfg)
         ccfg = ClaimsConfig(**cfg.claims)
-        mode = ((((target.capabilities or {}).get("result") or {}).get("operations") or {}).get("work_claim") or {}).get("mode")
+        mode = _member(target.capabilities, "result", "operations", "work_claim", "mode")
         if mode == "merge-coordinated" and chosen["slow"] and "kill_at" not in cfg.nemesis_opts:
             # a merge-coordinated publish is several durable steps (intent, item, final),
             # each a separate write of a process-per-call program: most kills aim inside
@@ -730,6 +736,16 @@ class Run:
         # set-up call, re-parented to this subreaper): everything under us that is new
         for pid in procs.descendants() - getattr(self, "children_before", set()):
             procs.ProcessTree(pid).kill()
+
+
+def _member(doc, *path):
+    """``doc[path[0]][path[1]]...`` or None where a member is missing or not an
+    object (a program's reply may have any shape)."""
+    for key in path:
+        if not isinstance(doc, dict):
+            return None
+        doc = doc.get(key)
+    return doc
 
 
 def kill_landings(ops: list[dict]) -> dict[str, int]:
