@@ -78,6 +78,12 @@ class ProfileError(ValueError):
     pass
 
 
+class ProfileMismatch(ProfileError):
+    """What the program itself printed contradicts a member of its profile:
+    the profile (the user's input) is wrong, not the program; one line naming
+    the member, never a finding about the program."""
+
+
 @dataclass
 class Busy:
     exit: int = 6
@@ -353,3 +359,60 @@ def load_profile(source: str | Path | dict) -> ExternalProfile:
     except safeload.LoadError as e:
         raise ProfileError(str(e)) from None
     return parse_profile(doc, source)
+
+
+# --------------------------------------------------------------------------- the profile against the program
+
+
+def _member(doc, *path):
+    for key in path:
+        if not isinstance(doc, dict):
+            return None
+        doc = doc.get(key)
+    return doc
+
+
+def capability_mismatches(profile: ExternalProfile, envelope, mode: bool = True) -> dict[str, str]:
+    """One line per profile member the program's own capabilities reply
+    contradicts (``api_version``, ``backend_name``, and with ``mode`` the
+    ``profile``: an advisory endpoint reports ``advisory`` by design), keyed
+    by the member. A member the reply does not state is not compared (the
+    envelope checks judge it)."""
+    work_claim = _member(envelope, "result", "operations", "work_claim")
+    out: dict[str, str] = {}
+    said = _member(work_claim, "api_version")
+    if isinstance(said, int) and not isinstance(said, bool) and said != profile.api_version:
+        out["api_version"] = (f"profile {profile.name}: member api_version is {profile.api_version}, but the program's "
+                              f"capabilities report api_version {said} (result.operations.work_claim.api_version)")
+    said = _member(work_claim, "mode")
+    if mode and said in ("fenced", "merge-coordinated") and said != profile.profile:
+        out["profile"] = (f"profile {profile.name}: member profile is {profile.profile}, but the program's "
+                          f"capabilities report mode {said} (result.operations.work_claim.mode)")
+    said = _member(envelope, "result", "backend", "name")
+    if profile.backend_name and isinstance(said, str) and said != profile.backend_name:
+        out["backend_name"] = (f"profile {profile.name}: member backend_name is {profile.backend_name!r}, but the "
+                               f"program's capabilities report {said!r} (result.backend.name)")
+    return out
+
+
+def _looks_wrapped(outcome: dict) -> bool:
+    return set(outcome) == {"exit", "stdout"} and isinstance(outcome.get("stdout"), dict)
+
+
+def _looks_unwrapped(outcome: dict) -> bool:
+    return isinstance(outcome.get("ok"), bool) and "namespace" in outcome and "exit" not in outcome
+
+
+def outcome_wrapping_mismatch(profile: ExternalProfile, envelope) -> str | None:
+    """The line naming ``publication_read_outcome_wrapped`` when a publication
+    read's stored outcome has the other shape than the profile declares."""
+    outcome = _member(envelope, "result", "outcome")
+    if not isinstance(outcome, dict):
+        return None
+    if profile.publication_read_outcome_wrapped and _looks_unwrapped(outcome) and not _looks_wrapped(outcome):
+        return (f"profile {profile.name}: member publication_read_outcome_wrapped is true, but the program's "
+                "publication read prints the stored outcome unwrapped (the publish envelope itself, no {exit, stdout})")
+    if not profile.publication_read_outcome_wrapped and _looks_wrapped(outcome):
+        return (f"profile {profile.name}: member publication_read_outcome_wrapped is false, but the program's "
+                "publication read prints the stored outcome wrapped as {exit, stdout}")
+    return None

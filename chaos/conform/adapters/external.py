@@ -43,7 +43,8 @@ import time
 
 from backends.api import Reply, ReplyLost
 from backends.contract import compact_json
-from backends.external import ExternalBackend, Indeterminate, load_profile
+from backends.external import ExternalBackend, Indeterminate, ProfileMismatch, load_profile
+from backends.external.profile import capability_mismatches
 from chaos.conform.adapters.base import AdapterError, Parked, Profile
 from chaos.conform.adapters.gitjournal import adjust_for_profile, not_applicable_for_profile
 from chaos.faults import procs
@@ -252,9 +253,16 @@ class ExternalAdapter:
 
     def _call(self, op: str, request: dict) -> Reply:
         try:
-            return self.backend.call(op, request)
+            reply = self.backend.call(op, request)
         except Indeterminate as e:
             raise AdapterError(f"indeterminate: {e}") from None
+        except ProfileMismatch as e:   # the profile is wrong, not the program: the whole run stops, one line
+            raise UsageError(str(e)) from None
+        if op == "capabilities":   # mode is not compared: a case's advisory endpoint reports "advisory"
+            wrong = capability_mismatches(self.xprofile, reply.envelope, mode=False)
+            if wrong:
+                raise UsageError("; ".join(wrong.values()))
+        return reply
 
     def call(self, op: str, request: dict) -> Reply:
         cls = "claim" if op in ("acquire", "renew", "release") else ("publish" if op == "publish" else None)
