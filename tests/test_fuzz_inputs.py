@@ -35,7 +35,7 @@ from chaos import cli
 
 SCALE = float(os.environ.get("FUZZ_SCALE", "1"))
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-VECTORS = os.path.join(ROOT, "..", "shared", "vectors", "work-claims")
+VECTORS = os.environ.get("CHAOS_VECTORS") or os.path.join(ROOT, "..", "shared", "vectors", "work-claims")
 CASES = sorted(c for c in os.listdir(VECTORS) if os.path.isfile(os.path.join(VECTORS, c, "manifest.json")))
 
 

@@ -206,6 +206,9 @@ def probe_program(command: str, profile, commands: bool = False) -> dict[str, st
     from backends.external.profile import capability_mismatches
     from backends.gitjournal.ledger import new_namespace
 
+    from chaos.faults.procs import Leftovers
+
+    leftovers = Leftovers()
     scratch = tempfile.mkdtemp(prefix="chaos-probe-external-")
     try:
         root = os.path.join(scratch, "ledgers")
@@ -235,6 +238,7 @@ def probe_program(command: str, profile, commands: bool = False) -> dict[str, st
                                        f"command ({str(e)[:300]})")
         return wrong
     finally:
+        leftovers.kill()
         shutil.rmtree(scratch, ignore_errors=True)
 
 

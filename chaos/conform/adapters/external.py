@@ -82,8 +82,7 @@ class ExternalAdapter:
         self.fired: set[str] = set()
         self.advisory = False
         self.barrier_dir = ""
-        procs.set_child_subreaper()   # a daemonized child of a call stays in our tree (close() ends it)
-        self.children_before = procs.descendants()
+        self.leftovers = procs.Leftovers()   # a daemonized child of a call stays in our tree (close() ends it)
 
     # ------------------------------------------------------------------ applicability
 
@@ -368,10 +367,7 @@ class ExternalAdapter:
             if self.fsync is not None:
                 self.fsync.cleanup()
         finally:
-            # what the case's calls left running (a setsid'd child that ignores SIGTERM):
-            # the processes under us that were not there when the adapter was made
-            for pid in procs.descendants() - self.children_before:
-                procs.ProcessTree(pid).kill()
+            self.leftovers.kill()   # what the case's calls left running (a setsid'd child ignoring SIGTERM)
             shutil.rmtree(self.dir, ignore_errors=True)
 
 
