@@ -198,7 +198,9 @@ def probe_program(command: str, profile, commands: bool = False) -> dict[str, st
     mapped contract command with an empty request: a program that has it
     answers with a contract envelope (an ``invalid-request`` refusal is an
     answer), one that does not has no contract reply. Profile member -> the
-    one line saying how the program contradicts it."""
+    one line saying how the program contradicts it. Without ``commands`` (the
+    conformance run's check) a program that cannot even provision or answer
+    capabilities is not judged here: the cases say what it could not do."""
     import shutil
     import tempfile
 
@@ -222,11 +224,15 @@ def probe_program(command: str, profile, commands: bool = False) -> dict[str, st
         try:
             backend.provision(ledger, [] if profile.provision_mints_namespace else [new_namespace()])
         except (Indeterminate, RuntimeError, ValueError) as e:
+            if not commands:
+                return {}
             return {"argv.provision": f"{who}: member argv.provision: the program did not provision a scratch "
                                       f"ledger ({e})"}
         try:
             wrong = capability_mismatches(profile, backend.call("capabilities", {}).envelope)
         except (Indeterminate, ValueError) as e:
+            if not commands:
+                return {}
             return {"argv.capabilities": f"{who}: member argv.capabilities: the program gave no contract reply ({e})"}
         for op, template in profile.argv.items() if commands else ():
             if template is None or op in ("provision", "capabilities") or (op == "verify" and not profile.git):
