@@ -669,6 +669,11 @@ class Run:
                 verdict = "valid" if v is True else "invalid" if v is False else "unknown"
             except Exception as e:
                 notes.append(f"checkers unavailable: {type(e).__name__}: {e}")
+        mismatch = next((str(o["error"]).split("ProfileMismatch: ", 1)[1] for o in client
+                         if o["type"] == "info" and "ProfileMismatch: " in str(o.get("error"))), None)
+        if mismatch:   # the profile's error (backends.external): those calls proved nothing about the program
+            verdict = "unknown" if verdict == "valid" else verdict
+            notes.insert(0, f"the program contradicts its profile, the calls it showed in are info: {mismatch}")
         if self.final_incomplete and verdict == "valid":
             verdict = "unknown"
             notes += [f"the final durable check could not run: {n}" for n in self.final_incomplete]
