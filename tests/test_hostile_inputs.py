@@ -378,3 +378,22 @@ def test_doctor_does_not_say_ok_for_a_mapped_command_the_program_lacks(capsys, t
     assert "member argv.legacy-transition" in out and "member argv.legacy-create" in out
     assert cli.main(["doctor", "--backend", "external", "--command", SQLITE_CLI]) in (0, 1)
     assert "MISMATCH" not in capsys.readouterr().out   # a program that has every mapped command
+
+
+def test_a_run_with_the_clock_fault_leaves_dev_shm_as_it_found_it(tmp_path):
+    """Measured in a /dev/shm of the run's own (a mount namespace), so another
+    suite's processes on the machine cannot add to it: 6 pairs before the fix."""
+    import shlex
+    import shutil
+
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and unshare for a private /dev/shm")
+    run = shlex.join([PY, "-m", "chaos.cli", "run", "--store", str(tmp_path / "s"), "--workers", "2",
+                      "--time-limit", "3", "--nemesis", "clock"])
+    script = f"mount -t tmpfs tmpfs /dev/shm || exit 99; {run} >/dev/null 2>&1; echo rc=$?; ls -A /dev/shm"
+    p = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    if p.returncode == 99 or "rc=" not in p.stdout:
+        pytest.skip(f"no private /dev/shm here: {p.stderr.strip()[:200]}")
+    verdict_line, *left = p.stdout.split("rc=", 1)[1].splitlines()
+    assert verdict_line.strip() in ("0", "2"), p.stdout
+    assert left == [], left
