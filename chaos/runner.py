@@ -145,7 +145,9 @@ class UntilProven(Gen):
         return res[0], replace(self, gen=res[1])
 
     def update(self, ctx, event):
-        return replace(self, gen=update_of(self.gen, ctx, event))
+        from chaos.replyview import workload_view   # a program may print any JSON: the workload gets it typed
+
+        return replace(self, gen=update_of(self.gen, ctx, workload_view(event)))
 
 
 HEAL_ORDER = ("fsync", "lost-reply", "partition", "pause", "clock", "kill", "restart", "power-loss")
@@ -438,7 +440,9 @@ class Run:
                 reports.write_junit(reports.load_run(run.path))
         except Exception as e:  # a report failure never loses the verdict
             print(f"chaos: report not written: {type(e).__name__}: {e}", file=sys.stderr)
-        run.link_latest()
+        not_linked = run.link_latest()
+        if not_linked:   # the verdict below still stands
+            print(f"chaos: {not_linked}", file=sys.stderr)
         if results.get("workload_coverage"):  # per path; the summary below says how many completed
             from workloads.coverage import format_table
 
@@ -466,6 +470,11 @@ class Run:
             target.setup(kind.namespaces(world), kind.durable(world))
         except (StoreUnavailable, UnknownBackend) as e:  # what the input names cannot be reached or loaded
             raise SetupFailed(f"--backend {cfg.backend}: {e}") from None
+        from chaos.replyview import capabilities_problem
+
+        problem = capabilities_problem(target.capabilities)   # what the whole run is planned from
+        if problem:
+            raise SetupFailed(f"--backend {cfg.backend}: {problem}")
         self.known_deviations = list(getattr(target, "known_deviations", None) or [])
         adapted = kind.adapt(cfg, target, run, world, notes)
         if adapted is not None:
@@ -558,6 +567,11 @@ class Run:
                 verdict = "valid" if v is True else "invalid" if v is False else "unknown"
             except Exception as e:
                 notes.append(f"checkers unavailable: {type(e).__name__}: {e}")
+        mismatch = next((str(o["error"]).split("ProfileMismatch: ", 1)[1] for o in client
+                         if o["type"] == "info" and "ProfileMismatch: " in str(o.get("error"))), None)
+        if mismatch:   # the profile's error (backends.external): those calls proved nothing about the program
+            verdict = "unknown" if verdict == "valid" else verdict
+            notes.insert(0, f"the program contradicts its profile, the calls it showed in are info: {mismatch}")
         if self.final_incomplete and verdict == "valid":
             verdict = "unknown"
             notes += [f"the final durable check could not run: {n}" for n in self.final_incomplete]

@@ -79,22 +79,32 @@ class Outcome:
 
 
 def load_run(run_dir: str) -> tuple[dict, dict, list[dict]]:
-    """(test.yaml, results.json, the planned nemesis ops) of a stored run."""
-    with open(os.path.join(run_dir, "test.yaml")) as f:
-        cfg = yaml.safe_load(f)
-    if isinstance(cfg, dict) and cfg.get("deterministic"):
+    """(test.yaml, results.json, the planned nemesis ops) of a stored run; the
+    files are read by the bounded loader, and one that is not what a run wrote
+    is a ``ValueError`` (one line) naming it."""
+    from backends import safeload
+
+    cfg = safeload.yaml_file(os.path.join(run_dir, "test.yaml"), safeload.CONFIG, "test.yaml")
+    results = safeload.json_file(os.path.join(run_dir, "results.json"), safeload.RESULTS, "results.json")
+    if not isinstance(cfg, dict) or not isinstance(results, dict):
+        raise ValueError(f"{run_dir}: test.yaml and results.json must each hold a mapping (not a run directory?)")
+    if cfg.get("deterministic"):
         from chaos.errors import UsageError
 
         raise UsageError(f"{run_dir}: a deterministic run is not shrinkable yet (its faults are points, not a "
                          f"timed list); 'chaos run --config {os.path.join(run_dir, 'test.yaml')}' replays it exactly")
-    with open(os.path.join(run_dir, "results.json")) as f:
-        results = json.load(f)
-    rows = []
-    if cfg.get("faults") is not None:
-        rows = list(cfg["faults"])
-    else:
-        with open(os.path.join(run_dir, "schedule.jsonl")) as f:
-            rows = [r for r in map(json.loads, f) if r.get("kind") == "nemesis"]
+    for key, types in (("workers", int), ("time_limit", (int, float)), ("nemesis", list)):
+        if isinstance(cfg.get(key), bool) or not isinstance(cfg.get(key), types):
+            raise ValueError(f"{run_dir}/test.yaml: '{key}' is missing or of the wrong type (not a run's test.yaml)")
+    rows = cfg.get("faults")
+    if rows is None:
+        path = os.path.join(run_dir, "schedule.jsonl")
+        text = safeload.read_bytes(path, safeload.RESULTS, "schedule.jsonl").decode("utf-8", "replace")
+        rows = [safeload.json_text(line, safeload.RESULTS, f"{path} line {n}")
+                for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+        rows = [r for r in rows if isinstance(r, dict) and r.get("kind") == "nemesis"]
+    if not isinstance(rows, list) or not all(isinstance(r, dict) and {"time", "f", "value"} <= set(r) for r in rows):
+        raise ValueError(f"{run_dir}: its faults are not a list of {{time, f, value}} ops")
     return cfg, results, [{"time": r["time"], "f": r["f"], "value": r["value"]} for r in rows]
 
 

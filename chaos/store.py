@@ -116,17 +116,31 @@ class RunDir:
             for row in rows:
                 f.write(json.dumps(row, separators=(",", ":"), sort_keys=True) + "\n")
 
-    def link_latest(self) -> None:
-        """Point ``<root>/latest`` at this run (atomically, relative link)."""
+    def link_latest(self) -> str | None:
+        """Point ``<root>/latest`` at this run (atomically, relative link).
+        ``latest`` is a convenience: when something that is not a link is in
+        its place (the user's directory or file) it is left alone, and so is
+        a link that cannot be made; the reason is returned (``None``: linked)
+        so the caller can say it, and the run's verdict is never lost to it."""
         link = os.path.join(self.root, "latest")
         assert inside(self.root, self.path), self.path  # RunDir never makes a run outside the store
+        if os.path.lexists(link) and not os.path.islink(link):
+            return f"{link} is not a symlink (left alone): the run is in {self.path}"
         tmp = f"{link}.tmp.{os.getpid()}"
         try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        os.symlink(os.path.relpath(self.path, self.root), tmp)
-        os.replace(tmp, link)
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+            os.symlink(os.path.relpath(self.path, self.root), tmp)
+            os.replace(tmp, link)
+        except OSError as e:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            return f"{link} not updated ({e.strerror or e}): the run is in {self.path}"
+        return None
 
 
 def clean_stale_tmp(root: str) -> list[str]:

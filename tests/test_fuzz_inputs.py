@@ -35,7 +35,7 @@ from chaos import cli
 
 SCALE = float(os.environ.get("FUZZ_SCALE", "1"))
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-VECTORS = os.path.join(ROOT, "..", "shared", "vectors", "work-claims")
+VECTORS = os.environ.get("CHAOS_VECTORS") or os.path.join(ROOT, "..", "shared", "vectors", "work-claims")
 CASES = sorted(c for c in os.listdir(VECTORS) if os.path.isfile(os.path.join(VECTORS, c, "manifest.json")))
 
 
@@ -484,3 +484,231 @@ def test_fuzz_external_program_run(tmp_path_factory, out, code, stderr_only):
     except Indeterminate:
         return
     assert isinstance(envelope, dict) and exit_code == code
+
+
+# ------------------------------------------------------------------ issue 30: the hostile user's inputs, kept
+
+_FACTORIES = "def boom(spec, clock, hooks):\n    raise RuntimeError('user code exploded')\n\n" \
+             "def nothing(spec, clock, hooks):\n    return 42\n"
+#: every input of issue 30 that reaches no runner, as CLI arguments ({d}: the example's directory); each ends
+#: as one line and exit 254, or a documented verdict (``check``: 2 = nothing was checked)
+HOSTILE = [
+    (["run", "--backend", "external", "--command", "'abc", "--store", "{d}/s"], (254,)),
+    (["run", "--backend", "external", "--command", '"', "--store", "{d}/s"], (254,)),
+    (["run", "--backend", "external", "--command", "   ", "--store", "{d}/s"], (254,)),
+    (["conform", "--backend", "external", "--command", "'abc"], (254,)),
+    (["run", "--config", "{d}/scale-inf.yaml", "--store", "{d}/s"], (254,)),
+    (["run", "--config", "{d}/scale-neg.yaml", "--store", "{d}/s"], (254,)),
+    (["run", "--config", "{d}/scale-nan.yaml", "--store", "{d}/s"], (254,)),
+    (["run", "--scale", "inf", "--store", "{d}/s"], (254,)),
+    (["run", "--scale", "-1", "--store", "{d}/s"], (254,)),
+    (["backend", "postgres", "--dsn", "garbage", "provision", "--json"], (254,)),
+    (["backend", "postgres", "--dsn", "garbage", "claim", "read", "--input", "{d}/req.json", "--json"], (254,)),
+    (["backend", "postgres", "--dsn", "garbage", "admin", "export"], (254,)),
+    (["check", "{d}/empty-run"], (2,)),
+    (["shrink", "{d}/bad-yaml-run"], (254,)),
+    (["shrink", "{d}/shrunk-run", "--budget", "0.001"], (254,)),
+    (["shrink", "{d}/shrunk-run", "--budget", "nan"], (254,)),
+] + [
+    (["backend", "python", "--factory", factory, "claim", "read", "--ledger", "{d}/ledger", "--input", "{d}/req.json",
+      "--json"], (254,))
+    for factory in ("os:getcwd", "json:dumps", "json:loads", "builtins:dict", "builtins:object", "builtins:print",
+                    "os:listdir", "time:time", "hostilefactories:boom", "hostilefactories:nothing")
+] + [
+    (["run", "--backend", "external", "--command", "python -m chaos.cli backend sqlite", "--profile",
+      f"{{d}}/{name}.yaml", "--store", "{d}/s"], (254,))
+    for name in ("timeout-nan", "timeout-inf", "argv-brace", "argv-close", "argv-unknown", "admin-brace",
+                 "items-absolute", "items-parent", "items-nested-parent")
+]
+
+_HOSTILE_PROFILES = {
+    "timeout-nan": {"timeout_s": float("nan")}, "timeout-inf": {"timeout_s": float("inf")},
+    "argv-brace": {"argv": {"read": ["claim", "read", "--ledger", "{"]}},
+    "argv-close": {"argv": {"read": ["claim", "read", "--ledger", "}{ledger}"]}},
+    "argv-unknown": {"argv": {"read": ["claim", "read", "--ledger", "{store}"]}},
+    "admin-brace": {"admin": {"export": ["admin", "export", "--ledger", "{ledger"]}},
+    "items-absolute": {"items": {"path": "/tmp/{item_id}.md"}}, "items-parent": {"items": {"path": "../{item_id}.md"}},
+    "items-nested-parent": {"items": {"path": "x/../../{item_id}.md"}},
+}
+
+
+def _hostile_files(d: str) -> None:
+    """The files the HOSTILE arguments name, made inside the example's directory."""
+    from chaos.testing.synthetic import make_run
+
+    for name, scale in (("scale-inf", ".inf"), ("scale-neg", "-1"), ("scale-nan", ".nan")):
+        _write(os.path.join(d, f"{name}.yaml"), f"name: t\nbackend: sqlite\nscale: {scale}\n")
+    base = yaml.safe_load(open(os.path.join(ROOT, "profiles", "chaos-sqlite.yaml")))
+    for name, members in _HOSTILE_PROFILES.items():
+        _write(os.path.join(d, f"{name}.yaml"), yaml.safe_dump({**base, **members}))
+    _write(os.path.join(d, "req.json"), "{}")
+    _write(os.path.join(d, "hostilefactories.py"), _FACTORIES)
+    os.replace(make_run(d, name="e", verdict="valid", empty=True), os.path.join(d, "empty-run"))
+    bad = make_run(d, name="b", verdict="invalid")
+    _write(os.path.join(bad, "test.yaml"), "name: [unclosed\n  : {")
+    os.replace(bad, os.path.join(d, "bad-yaml-run"))
+    kept = make_run(d, name="k", verdict="invalid")
+    os.makedirs(os.path.join(kept, "shrunk", "run"))
+    _write(os.path.join(kept, "shrunk", "test.yaml"), "mine: 1\n")
+    os.replace(kept, os.path.join(d, "shrunk-run"))
+    assert cli.main(["backend", "python", "--factory", "backends.sqlite:open_backend", "provision", "--ledger",
+                     os.path.join(d, "ledger"), "--json"]) == 0
+
+
+@pytest.mark.parametrize("argv, codes", HOSTILE, ids=[" ".join(a[:4]) for a, _ in HOSTILE])
+def test_the_hostile_inputs_of_issue_30(sandbox, monkeypatch, capsys, argv, codes):
+    d = sandbox()
+    with contextlib.redirect_stdout(io.StringIO()):
+        _hostile_files(d)
+    capsys.readouterr()
+    monkeypatch.syspath_prepend(d)
+    real = [a.replace("{d}", d) for a in argv]
+    code, err = cli_in(d, real)
+    assert code in codes, (real, code, err[-2000:])
+    assert_clean(d, code, err, real)
+    if "shrunk-run" in argv[1]:   # refused: the earlier result is untouched
+        assert open(os.path.join(d, "shrunk-run", "shrunk", "test.yaml")).read() == "mine: 1\n"
+
+
+@examples(150)
+@given(scale=st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-10**30, 10**30),
+                       st.sampled_from([".inf", "-.inf", ".nan", "-1", "0", "1e400", "~", "[]"])))
+def test_fuzz_config_scale(sandbox, scale):
+    """``scale`` in a test.yaml is range-checked exactly like ``--scale``: a run or one line."""
+    d = sandbox()
+    text = f"name: t\nbackend: sqlite\nworkers: 1\ntime_limit: 1\nscale: {scale if isinstance(scale, str) else repr(scale)}\n"
+    argv = ["run", "--config", _write(os.path.join(d, "test.yaml"), text.replace("nan", ".nan").replace("inf", ".inf")),
+            "--store", os.path.join(d, "store")]
+    code, err = cli_in(d, argv)
+    assert code in (0, 254), (text, code, err[-2000:])
+    assert_clean(d, code, err, argv)
+
+
+TEMPLATE_TOKENS = st.one_of(st.sampled_from(["{", "}", "{ledger}", "{namespaces}", "{namespace}", "{item_id}", "{{",
+                                             "}}", "{ledger!r}", "{ledger:>5}", "{0}", "{}", "x{ledger}y", "--json"]),
+                            st.text(alphabet="{}ledgrx:!0 ", max_size=8))
+
+
+@examples(200)
+@given(where=st.sampled_from(["argv.read", "argv.provision", "admin.export", "items.path"]),
+       tokens=st.lists(TEMPLATE_TOKENS, min_size=1, max_size=4))
+def test_fuzz_profile_templates(sandbox, where, tokens):
+    """A template is checked when the profile loads: never a false verdict about the program."""
+    from backends.external.profile import ProfileError, load_profile
+
+    d = sandbox()
+    doc = yaml.safe_load(open(os.path.join(ROOT, "profiles", "chaos-sqlite.yaml")))
+    section, member = where.split(".")
+    value = "".join(tokens) if section == "items" else ["claim", *tokens]
+    doc.setdefault(section, {})
+    doc[section] = {**(doc[section] or {}), member: value}
+    path = _write(os.path.join(d, "p.yaml"), yaml.safe_dump(doc))
+    try:
+        profile = load_profile(path)
+    except ProfileError as e:
+        assert "\n" not in str(e) and where.split(".")[0] in str(e)
+        return
+    from backends.external import ExternalBackend
+
+    backend = ExternalBackend({"command": "prog", "ledger": d})
+    backend.profile = profile
+    for op, template in profile.argv.items():   # what loads expands to plain words: no brace is left
+        if template:
+            assert not any("{" in t or "}" in t for t in backend.argv(template, d, ["wbns_x"])), (op, template)
+    if profile.items.path:
+        rel = profile.items.path.replace("{item_id}", "wb_x")
+        assert os.path.realpath(os.path.join(d, rel)).startswith(os.path.realpath(d) + os.sep)
+
+
+ENVELOPE_KEYS = ["ok", "result", "error", "claim", "read_back", "active", "outcome", "stdout", "details", "code",
+                 "epoch", "expires_at", "observed_at", "committed_revision", "last_epoch", "operations", "work_claim",
+                 "mode", "backend", "name", "api_version"]
+
+
+@examples(150)
+@given(envelopes=st.lists(docs(ENVELOPE_KEYS), min_size=1, max_size=6), seed=st.integers(0, 2**16),
+       types=st.lists(st.sampled_from(["ok", "fail", "info"]), min_size=1, max_size=6))
+def test_fuzz_the_workload_on_replies_of_any_shape(envelopes, seed, types):
+    """What an external program prints (any JSON) reaches the claims workload
+    through ``workload_view``: it plans on, it never crashes the run."""
+    from chaos.replyview import capabilities_problem, workload_view
+    from chaos.runner import UntilProven
+    from workloads.claims import ClaimsConfig, claims_workload
+    from workloads.interpreter import SimDriver, interpret
+
+    for env in envelopes:
+        capabilities_problem(env)   # a verdict on the shape, never an exception
+    replies = iter(range(10**6))
+
+    def complete(op):
+        n = next(replies)
+        return {"type": types[n % len(types)], "value": {"envelope": envelopes[n % len(envelopes)], "exit": 0},
+                "latency": 50_000_000}
+
+    gen, world = claims_workload(seed, ClaimsConfig())
+    until = UntilProven(gen, 10**9, 0, lambda: [])   # one logical second: a few dozen replies
+    driver = SimDriver(complete)
+    interpret(until, list(range(3)), driver, seed)
+    assert workload_view({"value": {"envelope": envelopes[0]}})["value"]["envelope"] is not None
+
+
+@examples(150)
+@given(path=st.one_of(st.text(max_size=20), st.sampled_from(["%00", "a%00b", "..%2f..%2f", "%ff%fe", "//etc/passwd",
+                                                             "synthetic/%00/x", "?%00", "%2e%2e/%2e%2e/"])))
+def test_fuzz_serve_request_paths(serving, path):
+    """Every request gets an answer (no traceback on the server, nothing outside the store)."""
+    import http.client
+    import urllib.parse
+
+    host, port = serving
+    quoted = urllib.parse.quote(path, safe="/?%")   # the request line is ASCII; a % stays as sent
+    conn = http.client.HTTPConnection(host, port, timeout=30)
+    try:
+        conn.request("GET", "/" + quoted.lstrip("/"))
+        status = conn.getresponse().status
+    finally:
+        conn.close()
+    assert status in (200, 301, 400, 404), (path, status)
+
+
+@pytest.fixture(scope="module")
+def serving(tmp_path_factory):
+    from chaos.commands.serve import start_in_thread
+    from chaos.testing.synthetic import make_run
+
+    store = tmp_path_factory.mktemp("store")
+    make_run(str(store), verdict="valid")
+    server, url = start_in_thread(str(store))
+    try:
+        yield server.server_address
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@examples(100)
+@given(test_text=yaml_texts(["name", "backend", "seed", "workers", "time_limit", "nemesis", "faults"],
+                            {"name": "r", "workers": 2, "time_limit": 6, "nemesis": ["kill"]}),
+       schedule=st.one_of(st.just(None), st.binary(max_size=60)))
+def test_fuzz_shrink_never_touches_an_earlier_result(sandbox, test_text, schedule):
+    """Whatever the run directory holds, ``chaos shrink`` without ``--force`` leaves ``shrunk/`` as it was."""
+    from chaos.testing.synthetic import make_run
+
+    d = sandbox()
+    run_dir = make_run(d, verdict="invalid")
+    _write(os.path.join(run_dir, "test.yaml"), test_text)
+    if schedule is not None:
+        _write(os.path.join(run_dir, "schedule.jsonl"), schedule)
+    os.makedirs(os.path.join(run_dir, "shrunk"))
+    _write(os.path.join(run_dir, "shrunk", "test.yaml"), "mine: 1\n")
+    argv = ["shrink", run_dir, "--budget", "0.001"]
+    code, err = cli_in(d, argv)
+    assert code == 254, (test_text, code, err[-2000:])
+    assert_clean(d, code, err, argv)
+    assert open(os.path.join(run_dir, "shrunk", "test.yaml")).read() == "mine: 1\n"
+    from chaos.shrink import load_run
+
+    try:   # what a shrink without an earlier result would read: a run's config, or one line
+        load_run(run_dir)
+    except ValueError as e:
+        assert "\n" not in str(e)

@@ -45,9 +45,10 @@ import time
 from backends.api import BackendConfig, Clock, Hooks, Reply
 from backends.contract import EXIT, compact_json
 from backends.external.process import Indeterminate, ReplyProtocolError, parse_reply, run_cli
-from backends.external.profile import ExternalProfile, load_profile
+from backends.external.profile import ExternalProfile, ProfileMismatch, load_profile, outcome_wrapping_mismatch
 
-__all__ = ["ExternalBackend", "Indeterminate", "ReplyProtocolError", "open_backend", "parse_reply", "load_profile"]
+__all__ = ["ExternalBackend", "Indeterminate", "ProfileMismatch", "ReplyProtocolError", "open_backend", "parse_reply",
+           "load_profile"]
 
 
 def _expand(template: list[str], ledger: str, namespaces: list[str], profile: ExternalProfile,
@@ -159,7 +160,13 @@ class ExternalBackend:
         return Reply(0, {"ok": True, "result": result})
 
     def normalise(self, op: str, envelope: dict) -> dict:
-        """Apply the profile's declared differences (and only those)."""
+        """Apply the profile's declared differences (and only those). A reply
+        that shows the profile declared the wrong one raises ``ProfileMismatch``
+        (the profile's error, one line naming its member, not the program's)."""
+        if op == "publication-read":
+            wrong = outcome_wrapping_mismatch(self.profile, envelope)
+            if wrong:
+                raise ProfileMismatch(wrong)
         if op == "capabilities":
             for pointer in self.profile.capabilities_extra_members_allowed:
                 _remove_pointer(envelope, pointer)

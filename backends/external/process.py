@@ -3,7 +3,14 @@
 Each invocation runs in its own session (so its own process group); whatever
 it forked into that group is killed when the call ends, and a caller that
 kills the invoking process tree kills the group too: a program cannot leave
-processes behind (``chaos.worker.Slot.kill`` relies on this).
+processes behind (``chaos.worker.Slot.kill`` relies on this; a child that
+leaves the group with ``setsid`` is found by the caller's subreaper).
+
+What a program prints is bounded: at most ``MAX_STDOUT`` bytes of stdout (a
+contract reply is one JSON object; the largest a request can lead to is a few
+times the 11 MiB request limit) and ``MAX_STDERR`` of stderr are read; a
+program that prints more is killed with its group at once and the call is
+``Indeterminate`` (``info``), so its output never grows the harness's memory.
 """
 
 from __future__ import annotations
@@ -17,6 +24,9 @@ from backends.contract import loads_reply_line
 #: the exit codes of the contract (0, and 2-6); anything else is a protocol violation
 CONTRACT_EXITS = frozenset({0, 2, 3, 4, 5, 6})
 EXCERPT = 400
+MAX_STDOUT = 64 << 20
+MAX_STDERR = 1 << 20
+_CHUNK = 1 << 16
 
 
 class Indeterminate(Exception):
@@ -54,13 +64,44 @@ def _kill_group(pgid: int) -> None:
         pass
 
 
-def _pump(proc, stdin: bytes) -> tuple[list, list, list]:
+class _Bounded:
+    """What one stream printed, up to ``limit`` bytes; past it, ``over`` is set
+    and the program's group is killed (the reader stops reading)."""
+
+    def __init__(self, stream, limit: int, pgid: int):
+        self.stream, self.limit, self.pgid = stream, limit, pgid
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self.over = False
+
+    def drain(self) -> None:
+        while True:
+            try:
+                chunk = self.stream.read1(_CHUNK)
+            except (OSError, ValueError):
+                return
+            if not chunk:
+                return
+            if self.size + len(chunk) > self.limit:
+                self.chunks.append(chunk[:self.limit - self.size])
+                self.size = self.limit
+                self.over = True
+                _kill_group(self.pgid)
+                return
+            self.chunks.append(chunk)
+            self.size += len(chunk)
+
+    def data(self) -> bytes:
+        return b"".join(self.chunks)
+
+
+def _pump(proc, stdin: bytes, max_stdout: int, max_stderr: int) -> tuple[_Bounded, _Bounded, list]:
     """Feed stdin and drain stdout/stderr in threads (so neither side can block
-    the other); returns the buffers and the threads."""
+    the other), each within its bound; returns the two readers and the threads."""
     import threading
 
-    out: list[bytes] = []
-    err: list[bytes] = []
+    out = _Bounded(proc.stdout, max_stdout, proc.pid)
+    err = _Bounded(proc.stderr, max_stderr, proc.pid)
 
     def feed() -> None:
         try:
@@ -74,22 +115,25 @@ def _pump(proc, stdin: bytes) -> tuple[list, list, list]:
                 pass
 
     threads = [threading.Thread(target=feed, daemon=True),
-               threading.Thread(target=lambda: out.append(proc.stdout.read()), daemon=True),
-               threading.Thread(target=lambda: err.append(proc.stderr.read()), daemon=True)]
+               threading.Thread(target=out.drain, daemon=True),
+               threading.Thread(target=err.drain, daemon=True)]
     for t in threads:
         t.start()
     return out, err, threads
 
 
-def run_cli(argv: list[str], stdin: bytes, env: dict, timeout_s: float, op: str = "") -> tuple[int, dict]:
+def run_cli(argv: list[str], stdin: bytes, env: dict, timeout_s: float, op: str = "",
+            max_stdout: int = MAX_STDOUT, max_stderr: int = MAX_STDERR) -> tuple[int, dict]:
     """``(exit, envelope)`` of one invocation; raises ``Indeterminate``.
 
     The call is over when the program exits: then its process group is killed
     (a child it left running, even one holding our pipes, cannot keep the call
-    open or outlive it) and the output read so far is its reply."""
+    open or outlive it) and the output read so far is its reply. Printing more
+    than ``max_stdout`` / ``max_stderr`` bytes ends the call at once (the module
+    docstring)."""
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env={**os.environ, **env}, start_new_session=True)
-    out_buf, err_buf, threads = _pump(proc, stdin)
+    out_buf, err_buf, threads = _pump(proc, stdin, max_stdout, max_stderr)
     timed_out = False
     try:
         proc.wait(timeout=timeout_s)
@@ -102,9 +146,13 @@ def run_cli(argv: list[str], stdin: bytes, env: dict, timeout_s: float, op: str 
             t.join(timeout=10)
         for stream in (proc.stdout, proc.stderr):
             stream.close()
+    for name, stream in (("stdout", out_buf), ("stderr", err_buf)):
+        if stream.over:
+            raise Indeterminate(f"printed more than {stream.limit} bytes on {name} (killed with its process "
+                                f"group; a reply is one JSON object): {' '.join(argv)}")
     if timed_out:
         raise Indeterminate(f"timed out after {timeout_s} s: {' '.join(argv)}")
-    out, err = b"".join(out_buf), b"".join(err_buf)
+    out, err = out_buf.data(), err_buf.data()
     if proc.returncode < 0:
         raise Indeterminate(f"killed by signal {-proc.returncode}: {' '.join(argv)}")
     evidence = {"op": op, "argv": argv, "exit": proc.returncode, "stdout": _excerpt(out),

@@ -42,6 +42,9 @@ an empty argv template is a ``ProfileError`` naming the member, one line.
 from __future__ import annotations
 
 import copy
+import math
+import posixpath
+import string
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -64,10 +67,21 @@ ADMIN = ("seed", "export", "arm-floor-fault", "enable-bypass")
 FAULTS = ("clock_floor_persist", "publication-outcome-unknown")
 #: ops a run cannot do without (argv: null is refused for these)
 REQUIRED_OPS = ("capabilities", "read", "acquire", "renew", "release", "publish", "publication-read")
+#: the placeholders a template token may hold ({namespaces} only as a whole token of argv)
+ARGV_FIELDS = ("ledger",)
+ADMIN_FIELDS = ("ledger", "namespace")
+#: the longest wait for one call a profile may declare (a run's op deadline must cover it)
+MAX_TIMEOUT_S = 3600.0
 
 
 class ProfileError(ValueError):
     pass
+
+
+class ProfileMismatch(ProfileError):
+    """What the program itself printed contradicts a member of its profile:
+    the profile (the user's input) is wrong, not the program; one line naming
+    the member, never a finding about the program."""
 
 
 @dataclass
@@ -161,13 +175,43 @@ def _keys(source, where: str, doc: dict, allowed) -> None:
                              f"(known: {', '.join(allowed)})")
 
 
-def _argv(source, where: str, value) -> list[str]:
+def _argv(source, where: str, value, fields=ARGV_FIELDS) -> list[str]:
     _want(source, where, value, list)
     if not value:
         _fail(source, where, "an argv template must not be empty")
     for i, tok in enumerate(value):
         _want(source, f"{where}[{i}]", tok, str)
+        if tok != "{namespaces}" or fields is not ARGV_FIELDS:
+            _template_token(source, f"{where}[{i}]", tok, fields)
     return list(value)
+
+
+def _template_token(source, where: str, token: str, fields) -> None:
+    """A token holds literal text and only the placeholders ``fields`` (a
+    malformed one is the profile's fault, never a false verdict about the program)."""
+    shown = ", ".join("{" + f + "}" for f in fields)
+    try:
+        parts = list(string.Formatter().parse(token))
+    except ValueError as e:
+        _fail(source, where, f"{token!r} is not a valid template ({e}); placeholders: {shown}")
+    for literal, name, spec, conversion in parts:
+        if "{" in literal or "}" in literal or (name is not None and (name not in fields or spec or conversion)):
+            _fail(source, where, f"{token!r}: unknown placeholder or stray brace; placeholders: {shown}")
+
+
+def _item_path(source, value):
+    """``items.path``: relative, inside the ledger directory (no ``..``), with ``{item_id}``."""
+    if value is None:
+        return None
+    _want(source, "items.path", value, str)
+    if "{item_id}" not in value:
+        _fail(source, "items.path", "must contain {item_id}")
+    _template_token(source, "items.path", value, ("item_id",))
+    if value.startswith("/") or "\x00" in value or ".." in value.split("/"):
+        _fail(source, "items.path", f"{value!r} must be a relative path inside the ledger directory (no '..')")
+    if posixpath.normpath(value).startswith(".."):
+        _fail(source, "items.path", f"{value!r} leaves the ledger directory")
+    return value
 
 
 def _one_of(source, where: str, value, choices):
@@ -235,8 +279,9 @@ def parse_profile(doc, source="<profile>") -> ExternalProfile:
             kw[key] = _want(source, key, doc[key], bool)
     if "timeout_s" in doc:
         kw["timeout_s"] = float(_want(source, "timeout_s", doc["timeout_s"], int, float))
-        if kw["timeout_s"] <= 0:
-            _fail(source, "timeout_s", "must be positive")
+        if not (math.isfinite(kw["timeout_s"]) and 0 < kw["timeout_s"] <= MAX_TIMEOUT_S):
+            _fail(source, "timeout_s", f"must be a number of seconds above 0 and at most {MAX_TIMEOUT_S:g}, "
+                                       f"not {doc['timeout_s']!r}")
     for key in ("provision_namespace_flag",):
         if key in doc:
             kw[key] = _want(source, key, doc[key], str)
@@ -255,17 +300,15 @@ def parse_profile(doc, source="<profile>") -> ExternalProfile:
     kw["argv"] = argv
     admin = _want(source, "admin", doc.get("admin") or {}, dict)
     _keys(source, "admin", admin, ADMIN)
-    kw["admin"] = {k: _argv(source, f"admin.{k}", v) for k, v in admin.items()}
+    kw["admin"] = {k: _argv(source, f"admin.{k}", v, ADMIN_FIELDS) for k, v in admin.items()}
     exp = _want(source, "export", doc.get("export") or {}, dict)
     _keys(source, "export", exp, Export.__dataclass_fields__)
     kw["export"] = Export(requests=_want(source, "export.requests", exp.get("requests", True), bool),
                           unwrap=None if exp.get("unwrap") is None else _pointer(source, "export.unwrap", exp["unwrap"]))
     items = _want(source, "items", doc.get("items") or {}, dict)
     _keys(source, "items", items, Items.__dataclass_fields__)
-    kw["items"] = Items(path=_want(source, "items.path", items.get("path", "{item_id}.md"), str, null=True),
+    kw["items"] = Items(path=_item_path(source, items.get("path", "{item_id}.md")),
                         commit=_want(source, "items.commit", items.get("commit", False), bool))
-    if kw["items"].path is not None and "{item_id}" not in kw["items"].path:
-        _fail(source, "items.path", "must contain {item_id}")
     if kw["items"].commit and (kw["items"].path is None or not kw.get("git")):
         _fail(source, "items.commit", "needs git: true and an items.path")
     if kw.get("provision_mints_namespace") and kw.get("namespaces_per_ledger") not in (1, "1"):
@@ -316,3 +359,60 @@ def load_profile(source: str | Path | dict) -> ExternalProfile:
     except safeload.LoadError as e:
         raise ProfileError(str(e)) from None
     return parse_profile(doc, source)
+
+
+# --------------------------------------------------------------------------- the profile against the program
+
+
+def _member(doc, *path):
+    for key in path:
+        if not isinstance(doc, dict):
+            return None
+        doc = doc.get(key)
+    return doc
+
+
+def capability_mismatches(profile: ExternalProfile, envelope, mode: bool = True) -> dict[str, str]:
+    """One line per profile member the program's own capabilities reply
+    contradicts (``api_version``, ``backend_name``, and with ``mode`` the
+    ``profile``: an advisory endpoint reports ``advisory`` by design), keyed
+    by the member. A member the reply does not state is not compared (the
+    envelope checks judge it)."""
+    work_claim = _member(envelope, "result", "operations", "work_claim")
+    out: dict[str, str] = {}
+    said = _member(work_claim, "api_version")
+    if isinstance(said, int) and not isinstance(said, bool) and said != profile.api_version:
+        out["api_version"] = (f"profile {profile.name}: member api_version is {profile.api_version}, but the program's "
+                              f"capabilities report api_version {said} (result.operations.work_claim.api_version)")
+    said = _member(work_claim, "mode")
+    if mode and said in ("fenced", "merge-coordinated") and said != profile.profile:
+        out["profile"] = (f"profile {profile.name}: member profile is {profile.profile}, but the program's "
+                          f"capabilities report mode {said} (result.operations.work_claim.mode)")
+    said = _member(envelope, "result", "backend", "name")
+    if profile.backend_name and isinstance(said, str) and said != profile.backend_name:
+        out["backend_name"] = (f"profile {profile.name}: member backend_name is {profile.backend_name!r}, but the "
+                               f"program's capabilities report {said!r} (result.backend.name)")
+    return out
+
+
+def _looks_wrapped(outcome: dict) -> bool:
+    return set(outcome) == {"exit", "stdout"} and isinstance(outcome.get("stdout"), dict)
+
+
+def _looks_unwrapped(outcome: dict) -> bool:
+    return isinstance(outcome.get("ok"), bool) and "namespace" in outcome and "exit" not in outcome
+
+
+def outcome_wrapping_mismatch(profile: ExternalProfile, envelope) -> str | None:
+    """The line naming ``publication_read_outcome_wrapped`` when a publication
+    read's stored outcome has the other shape than the profile declares."""
+    outcome = _member(envelope, "result", "outcome")
+    if not isinstance(outcome, dict):
+        return None
+    if profile.publication_read_outcome_wrapped and _looks_unwrapped(outcome) and not _looks_wrapped(outcome):
+        return (f"profile {profile.name}: member publication_read_outcome_wrapped is true, but the program's "
+                "publication read prints the stored outcome unwrapped (the publish envelope itself, no {exit, stdout})")
+    if not profile.publication_read_outcome_wrapped and _looks_wrapped(outcome):
+        return (f"profile {profile.name}: member publication_read_outcome_wrapped is false, but the program's "
+                "publication read prints the stored outcome wrapped as {exit, stdout}")
+    return None

@@ -39,10 +39,10 @@ import json
 import os
 import sys
 
-from backends.api import CommitOutcomeUnknown, FileClock, Hooks, Reply, SystemClock
+from backends.api import CommitOutcomeUnknown, FileClock, Hooks, Reply, StoreUnavailable, SystemClock
 from backends.contract import REQUEST_MAX_BYTES, compact_json
 from backends import safeload
-from chaos.errors import UsageError
+from chaos.errors import SetupFailed, UsageError
 from chaos.store import writable_dir
 
 CLAIM_OPS = {"capabilities": "capabilities", "read": "read", "acquire": "acquire", "renew": "renew",
@@ -162,6 +162,15 @@ def opened(args):
     from backends.registry import open_backend
 
     spec = spec_for(args)
+    if args.name == "python":   # user code: a factory that raises or is no backend is one line, exit 254
+        from chaos.sut.python import open_factory
+
+        backend = open_factory(spec, clock(), EnvBarrierHooks())
+        try:
+            yield backend
+        finally:
+            backend.close()
+        return
     if args.name != "reference":
         backend = open_backend(spec, clock(), EnvBarrierHooks())
         try:
@@ -313,6 +322,13 @@ def operation(args) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        return _run(args)
+    except StoreUnavailable as e:   # a --dsn that is not a connection string or names no server: bad input
+        raise SetupFailed(f"chaos backend {args.name}: the store cannot be reached ({e})") from None
+
+
+def _run(args: argparse.Namespace) -> int:
     if args.input not in (None, "-") and not os.path.isfile(args.input):
         raise UsageError(f"--input: no such file {args.input!r}")
     if args.action == "provision":

@@ -24,6 +24,8 @@ from checkers.history import History, read_history
 #: the checkers that read what ``History.read(jobs=2)``'s helper process finds (the raw replies' checks)
 RAW_REPLY_CHECKERS = frozenset(("envelopes", "requests"))
 
+EMPTY_HISTORY = "the history holds no operations: nothing was checked"
+
 _VERDICT_EXIT = {True: ExitCode.VALID, False: ExitCode.INVALID, "unknown": ExitCode.UNKNOWN}
 
 
@@ -89,6 +91,9 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as e:
         raise UsageError(f"chaos check: {path}: unreadable history ({e})") from None
     result = run_checkers_of(history, ctx, checkers)
+    if len(history) == 0:   # every checker agrees with an empty history: nothing was checked
+        result["valid"] = "unknown"
+        result["unknown_reason"] = EMPTY_HISTORY
     if getattr(history, "helper", None):  # --jobs 2: the read's helper process and its resources
         import resource
 
@@ -120,6 +125,8 @@ def render(result: dict, n_ops: int) -> str:
             lines.append(f"\n[{name}] unknown: {reason}")
         for a in r.get("anomalies") or []:
             lines.append(f"\n[{name}] {a.get('type')} (ops {a.get('ops')}):\n  {a.get('explanation')}")
+    if result.get("unknown_reason"):
+        lines.append(f"\n{result['unknown_reason']}")
     lines.append(f"\nverdict: {_word(result['valid'])}")
     return "\n".join(lines)
 
@@ -133,6 +140,8 @@ def _printable(result: dict) -> dict:
     out = {"valid": result["valid"], "checkers": {}}
     for name, r in result["checkers"].items():
         out["checkers"][name] = {k: v for k, v in r.items() if k != "traceback"}
+    if result.get("unknown_reason"):
+        out["unknown_reason"] = result["unknown_reason"]
     if "processes" in result:  # --jobs 2: the helper process of the read, and its resources
         out["processes"] = result["processes"]
     return out

@@ -36,7 +36,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the findings as JSON")
     p.add_argument("--backend", default=None, help="print this backend's capability matrix")
     p.add_argument("--profile", default=None, help="external: the profile whose abilities to show")
-    p.add_argument("--command", dest="backend_command", default=None, help="external: the contract CLI (not run by doctor)")
+    p.add_argument("--command", dest="backend_command", default=None,
+                   help="external: the contract CLI (doctor asks it, on a scratch ledger, whether it has the commands "
+                        "and capabilities its profile says)")
     p.add_argument("--dsn", default=None, help="postgres: the user's server (server faults are then off)")
     p.add_argument("--factory", default=None, help="python: the backend factory MODULE:FUNCTION")
     p.add_argument("--nemesis", default=None,
@@ -121,12 +123,22 @@ def backend_matrix(args) -> dict:
 
         raise UsageError(f"--profile {args.profile}: no such file")
     nemeses = support(backend.name, opts) if backend.runs else {}
-    return {"backend": backend.name, "summary": backend.summary, "abilities": backend.abilities(opts).to_json(),
-            "nemeses": {n: {"ok": ok, "detail": d} for n, (ok, d) in nemeses.items()}}
+    abilities = backend.abilities(opts).to_json()
+    # external --command: the profile against what the program itself answers (not only what it declares)
+    mismatches = backend.probe(opts) if hasattr(backend, "probe") else {}
+    for member, line in mismatches.items():
+        ability = getattr(backend, "ABILITY_OF_MEMBER", {}).get(member)
+        if ability in abilities:
+            abilities[ability] = dict(abilities[ability], ok=False, how=line)
+    return {"backend": backend.name, "summary": backend.summary, "abilities": abilities,
+            "nemeses": {n: {"ok": ok, "detail": d} for n, (ok, d) in nemeses.items()},
+            "profile_mismatches": list(mismatches.values())}
 
 
 def _print_backend(m: dict) -> None:
     print(f"{m['backend']}: {m['summary']}")
+    for line in m.get("profile_mismatches") or []:
+        print(f"  MISMATCH {line}")
     print("abilities:")
     for name, a in m["abilities"].items():
         print(f"  {'ok     ' if a['ok'] else 'MISSING'} {name}: {a['how']}")

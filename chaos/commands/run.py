@@ -145,8 +145,7 @@ def build_config(args: argparse.Namespace):
     time_limit = args.time_limit if args.time_limit is not None else sc.get("time_limit", 30.0)
     op_timeout = args.op_timeout if args.op_timeout is not None else 8.0
     check_limits(workers, time_limit, op_timeout)
-    if args.scale is not None and not (0 < args.scale <= 1000):
-        raise UsageError("--scale must be a positive number (at most 1000)")
+    check_scale(args.scale)
     seed = args.seed if args.seed is not None else fresh_seed()
     if args.name is not None:
         name = check_name(args.name, "--name")
@@ -209,6 +208,13 @@ def check_limits(workers, time_limit, op_timeout, where: str = "") -> None:
                              f"{'[' if low_ok else '('}0, {MAX_SECONDS}]")
 
 
+def check_scale(scale, where: str = "") -> None:
+    """``--scale`` or a test.yaml's ``scale``: null, or a number in (0, 1000]."""
+    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))
+                              or not math.isfinite(scale) or not 0 < scale <= 1000):
+        raise UsageError(f"{where}{'scale' if where else '--scale'} {scale!r}: must be a positive number (at most 1000)")
+
+
 #: test.yaml member -> the types it may hold (``--config``)
 CONFIG_TYPES = {"name": (str,), "backend": (str,), "workload": (str,), "nemesis": (list,), "workers": (int,),
                 "time_limit": (int, float), "seed": (int,), "store": (str,), "op_timeout": (int, float),
@@ -253,6 +259,7 @@ def config_from_file(args: argparse.Namespace):
     _check_config_types(data, where)
     cfg = RunConfig(**data)
     check_limits(cfg.workers, cfg.time_limit, cfg.op_timeout, where)
+    check_scale(cfg.scale, where)
     check_name(args.name if args.name else cfg.name, "--name" if args.name else f"{where}name")
     from workloads.scenario import check_claims, check_nemesis_opts
 

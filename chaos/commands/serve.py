@@ -126,9 +126,17 @@ class _Handler(SimpleHTTPRequestHandler):
         super().do_HEAD()
 
     def _outside(self) -> bool:
-        """404 for a path that resolves outside the store (a symlink out of it)."""
-        if inside(self.directory, self.translate_path(self.path)):
-            return False
+        """400 for a path no file can have (a NUL byte: ``/%00``), 404 for one
+        that resolves outside the store (a symlink out of it): always an answer."""
+        try:
+            path = self.translate_path(self.path)
+            if "\x00" in path:
+                raise ValueError("embedded NUL")
+            if inside(self.directory, path):
+                return False
+        except (ValueError, OSError):
+            self.send_error(400, "not a path in this store")
+            return True
         self.send_error(404, "not in this store")
         return True
 

@@ -28,6 +28,7 @@ from chaos.conform.adapters.base import Adapter, Parked
 from chaos.conform.compare import compare_final, prepare_transcript
 from chaos.conform.diff import diff
 from chaos.conform.manifest import Case
+from chaos.errors import UsageError
 
 #: action operation -> backends.api operation name
 PUBLIC_OPS = {
@@ -94,6 +95,8 @@ class CaseRun:
         for i, action in enumerate(self.case.actions):
             try:
                 entry = self.step(action)
+            except UsageError:   # the input (a profile) is wrong: no case result can stand, one line
+                raise
             except Exception as e:  # a harness failure: visible at this action
                 entry = {"error": f"{type(e).__name__}: {e}"}
                 self.notes.append(f"transcript[{i}]: harness failure: {type(e).__name__}: {e}")
@@ -242,6 +245,8 @@ def run_case(case: Case, adapter: Adapter, abilities=None, api_version: int | No
             actual_final = run.final_state()
         finally:
             adapter.close()  # every process and temp dir of the case goes here
+    except UsageError:
+        raise
     except Exception as e:
         if phase in ("set-up", "export"):
             error = f"{phase} failed: {type(e).__name__}: {e}"

@@ -23,7 +23,12 @@ two threads 0.03 ms plain, 2-31 ms with the PyPI .so, 0.03-0.24 ms with ours;
 one host ``read`` call 0.3 ms plain, 10-50 ms with the PyPI .so, 0.3 ms with
 ours). Our targets (CPython, Node's libuv, PostgreSQL latches, git) time
 their waits on the monotonic clock, which is never faked, so nothing needs
-the interception.
+the interception. And with ``-DFAKE_STATELESS``: the stock library creates
+``/dev/shm/faketime_shm_<pid>`` and ``sem.faketime_sem_<pid>`` in every
+process it is preloaded into and removes them only at a clean exit, so a run
+whose targets are killed (or that exec) left pairs behind (issue 30); they
+serve only the per-call tick ("i") and save/load-file modes, which the suite
+never uses (it writes "+offset" and absolute times), so none are made.
 
 Traps handled here: the file is written atomically (unparseable content makes
 the target exit(1) on its next time call); libfaketime converts an absolute
@@ -54,8 +59,10 @@ def _wheel_library() -> Path:
 
 
 #: the PyPI build (notes §2: no FAKE_STAT, FAKE_UTIME, FAKE_SLEEP, FAKE_TIMERS,
-#: FAKE_INTERNAL_CALLS) without FAKE_PTHREAD either (see the module docstring)
-BUILD_FLAGS = ("-std=gnu99", "-O2", "-fPIC", "-shared", '-DPREFIX="/usr/local"', '-DLIBDIRNAME="/lib/faketime"')
+#: FAKE_INTERNAL_CALLS) without FAKE_PTHREAD either, and stateless: no shared
+#: memory in /dev/shm (see the module docstring)
+BUILD_FLAGS = ("-std=gnu99", "-O2", "-fPIC", "-shared", '-DPREFIX="/usr/local"', '-DLIBDIRNAME="/lib/faketime"',
+               "-DFAKE_STATELESS")
 
 
 def library_path() -> str:

@@ -85,6 +85,25 @@ def set_child_subreaper() -> bool:
         return False
 
 
+class Leftovers:
+    """What programs started from here leave running: made at the start (this
+    process becomes a subreaper, so a child that ``setsid``-ed away from its
+    call is re-parented here rather than to PID 1), ``kill()`` at the end
+    SIGKILLs every process under us that was not there at the start (a
+    daemonized child that ignores SIGTERM included) and reaps it. For a
+    harness that runs one thing at a time (a conformance case, a probe)."""
+
+    def __init__(self):
+        set_child_subreaper()
+        self.before = descendants()
+
+    def kill(self) -> list[int]:
+        killed = []
+        for pid in descendants() - self.before:
+            killed += ProcessTree(pid).kill()
+        return killed
+
+
 # --------------------------------------------------------------------------- reaping
 
 

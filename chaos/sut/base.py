@@ -34,13 +34,30 @@ def open_spec(spec: dict):
     return open_backend(spec)
 
 
+def check_command(command) -> list[str]:
+    """The words of ``--command`` (``shlex``); ``UsageError`` (one line) when it cannot be split."""
+    import shlex
+
+    from chaos.errors import UsageError
+
+    if not command:
+        return []
+    try:
+        words = shlex.split(command)
+    except ValueError as e:
+        raise UsageError(f"--command {command!r}: cannot be split into words ({e})") from None
+    if not words:
+        raise UsageError(f"--command {command!r}: names no program")
+    return words
+
+
 def resolve_command(command: str) -> str:
     """An outside program's ``--command``, as the suite runs it: ``chaos ...``
     is this suite's CLI; a leading ``python``/``python3`` is this interpreter
     (the venv that has the suite's dependencies)."""
     import shlex
 
-    words = shlex.split(command)
+    words = check_command(command)
     if words[:1] == ["chaos"]:
         return shlex.join([sys.executable, "-m", "chaos.cli", *words[1:]])
     if words[:1] in (["python"], ["python3"]):

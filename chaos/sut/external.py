@@ -10,9 +10,10 @@ from __future__ import annotations
 import os
 import subprocess
 
+from backends.external.profile import capability_mismatches
 from chaos.errors import SetupFailed, UsageError
 from chaos.sut.abilities import can, cannot
-from chaos.sut.base import SimpleSession, Sut, Target, resolve_command
+from chaos.sut.base import SimpleSession, Sut, Target, check_command, resolve_command
 
 
 class ExternalTarget(Target):
@@ -69,6 +70,9 @@ class ExternalTarget(Target):
                 for group in groups:
                     self.backend.admin("seed", self.spec["ledgers"][group[0]], raw, namespace=group[0])
             self.capabilities = self.backend.call("capabilities", {}).envelope
+            wrong = capability_mismatches(profile, self.capabilities)
+            if wrong:   # the profile is the user's input: its error, before any verdict about the program
+                raise UsageError("; ".join(wrong.values()))
         except UsageError:
             raise
         except Exception as e:
@@ -159,6 +163,63 @@ class ExternalTarget(Target):
             out["git"] = {"head": git.head(self.run.file("ledgers")), "items": history}
         return out
 
+def probe_program(command: str, profile, commands: bool = False) -> dict[str, str]:
+    """Ask the program itself, on a scratch ledger of its own (removed after):
+    provision it, then compare its capabilities with the profile
+    (``capability_mismatches``); with ``commands``, also call every other
+    mapped contract command with an empty request: a program that has it
+    answers with a contract envelope (an ``invalid-request`` refusal is an
+    answer), one that does not has no contract reply. Profile member -> the
+    one line saying how the program contradicts it. Without ``commands`` (the
+    conformance run's check) a program that cannot even provision or answer
+    capabilities is not judged here: the cases say what it could not do."""
+    import shutil
+    import tempfile
+
+    from backends.external import ExternalBackend, Indeterminate
+    from backends.external.profile import capability_mismatches
+    from backends.gitjournal.ledger import new_namespace
+
+    from chaos.faults.procs import Leftovers
+
+    leftovers = Leftovers()
+    scratch = tempfile.mkdtemp(prefix="chaos-probe-external-")
+    try:
+        root = os.path.join(scratch, "ledgers")
+        ledger = os.path.join(root, "ledger-1")
+        os.makedirs(ledger)
+        if profile.git:
+            subprocess.run(["git", "init", "-q", root], check=True, capture_output=True)
+        backend = ExternalBackend({"command": resolve_command(command), "ledger": ledger})
+        backend.profile = profile
+        who = f"profile {profile.name}"
+        try:
+            backend.provision(ledger, [] if profile.provision_mints_namespace else [new_namespace()])
+        except (Indeterminate, RuntimeError, ValueError) as e:
+            if not commands:
+                return {}
+            return {"argv.provision": f"{who}: member argv.provision: the program did not provision a scratch "
+                                      f"ledger ({e})"}
+        try:
+            wrong = capability_mismatches(profile, backend.call("capabilities", {}).envelope)
+        except (Indeterminate, ValueError) as e:
+            if not commands:
+                return {}
+            return {"argv.capabilities": f"{who}: member argv.capabilities: the program gave no contract reply ({e})"}
+        for op, template in profile.argv.items() if commands else ():
+            if template is None or op in ("provision", "capabilities") or (op == "verify" and not profile.git):
+                continue   # the convention maps claim-verify everywhere; only a Git-backed profile uses it
+            try:
+                backend.invoke(backend.argv(template, ledger), b"" if op == "verify" else b"{}", op)
+            except Indeterminate as e:
+                wrong[f"argv.{op}"] = (f"{who}: member argv.{op}: the program does not answer it as a contract "
+                                       f"command ({str(e)[:300]})")
+        return wrong
+    finally:
+        leftovers.kill()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
 def default_profile() -> str:
     from chaos.conform.adapters.external import DEFAULT_PROFILE
 
@@ -193,6 +254,7 @@ class ExternalSut(Sut):
 
     def check(self, opts: dict) -> None:
         super().check(opts)
+        check_command(opts.get("command"))
         if opts.get("protocol") != "issue-lock":
             profile_of(opts)  # a broken profile is a config error up front, not a failure of every case
         else:
@@ -270,7 +332,21 @@ class ExternalSut(Sut):
     def conform_session(self, options: dict):
         from chaos.conform.adapters.external import make_adapter
 
+        wrong = probe_program(options["command"], profile_of(options))
+        if wrong:   # a profile the program contradicts: its error, before any case is judged
+            raise UsageError("; ".join(wrong.values()))
         return SimpleSession(make_adapter, options)
+
+    #: the ability a mapped command gives (a program without the command does not have it)
+    ABILITY_OF_MEMBER = {"argv.verify": "claim-verify", "argv.legacy-transition": "legacy-writes",
+                         "argv.legacy-create": "legacy-writes", "argv.claim-adopt": "claim-adopt"}
+
+    def probe(self, opts: dict) -> dict[str, str]:
+        """``chaos doctor --backend external --command ...``: the profile against
+        the program itself (``probe_program``): member -> the line that says how."""
+        if not opts.get("command") or opts.get("protocol") == "issue-lock":
+            return {}
+        return probe_program(opts["command"], profile_of(opts), commands=True)
 
 
 def _fault(who: str, spec: dict, name: str) -> tuple:

@@ -3,9 +3,34 @@ entry, ``--factory MOD:FN``), served inside the worker hosts like sqlite."""
 
 from __future__ import annotations
 
+from chaos.errors import SetupFailed
 from chaos.sut.abilities import can, cannot
 from chaos.sut.base import Sut, Target
 from chaos.sut.sqlite import SqliteSut
+
+#: what a factory's return value must have to be driven (``backends.api.Backend``, plus the Store for seeding)
+BACKEND_METHODS = ("call", "close")
+
+
+def open_factory(spec: dict, clock=None, hooks=None, store: bool = False):
+    """The backend ``spec["factory"]`` opens; ``SetupFailed`` naming the factory
+    (one line, exit 254) when the user's code raises or returns something that is
+    not a backend: user code that fails is the user's error, not the suite's."""
+    from backends.registry import UnknownBackend, open_backend
+
+    factory = spec.get("factory")
+    try:
+        backend = open_backend(spec, clock, hooks)
+    except UnknownBackend:
+        raise
+    except Exception as e:
+        raise SetupFailed(f"--factory {factory}: raised {type(e).__name__}: {e}") from None
+    needs = BACKEND_METHODS + (("store",) if store else ())
+    missing = [m for m in needs if not (callable(getattr(backend, m, None)) if m != "store" else hasattr(backend, m))]
+    if missing:
+        raise SetupFailed(f"--factory {factory}: returned {type(backend).__name__}, not a backend "
+                          f"(no {', '.join(missing)}; the registry signature is open_backend(spec, clock, hooks))")
+    return backend
 
 class PythonTarget(Target):
     """An outside backend written as a Python class (the registry's ``python``
@@ -19,7 +44,16 @@ class PythonTarget(Target):
     def setup(self, namespaces, durable: dict) -> None:
         self.spec = {"backend": "python", "factory": self.cfg.factory, "path": self.run.file("claims.db"),
                      "namespaces": list(namespaces)}
-        super().setup(namespaces, durable)
+        backend = open_factory(self.spec, store=True)
+        try:
+            try:
+                backend.store.seed(durable)
+                self.capabilities = backend.call("capabilities", {}).envelope
+            except Exception as e:
+                raise SetupFailed(f"--factory {self.cfg.factory}: its backend failed the set-up "
+                                  f"({type(e).__name__}: {e})") from None
+        finally:
+            backend.close()
 
 
 class PythonSut(Sut):

@@ -198,7 +198,7 @@ class ClaimsKind(WorkloadKind):
             cfg.op_timeout = chosen["op_timeout_min"]
         cfg.claims = timing.scaled_claims(cfg.claims, cfg.scale, ccfg)
         ccfg = ClaimsConfig(**cfg.claims)
-        mode = ((((target.capabilities or {}).get("result") or {}).get("operations") or {}).get("work_claim") or {}).get("mode")
+        mode = _member(target.capabilities, "result", "operations", "work_claim", "mode")
         if mode == "merge-coordinated" and chosen["slow"] and "kill_at" not in cfg.nemesis_opts:
             # a merge-coordinated publish is several durable steps (intent, item, final),
             # each a separate write of a process-per-call program: most kills aim inside
@@ -224,6 +224,16 @@ class ClaimsKind(WorkloadKind):
               + (f", forward skews {cfg.nemesis_opts['clock_forward_s']} s" if "clock_forward_s" in cfg.nemesis_opts
                  else ""),
               file=sys.stderr)
+
+
+def _member(doc, *path):
+    """``doc[path[0]][path[1]]...`` or None where a member is missing or not an
+    object (a program's reply may have any shape)."""
+    for key in path:
+        if not isinstance(doc, dict):
+            return None
+        doc = doc.get(key)
+    return doc
 
 
 def _with_flags(command: str, flags: dict[str, str]) -> str:

@@ -24,6 +24,11 @@ Mechanisms (vectors.md §11), all real, all per the profile (never per program):
 * CFG: ``advisory_setup`` (enable the bypass writer, or leave a Git ledger
   unprovisioned) and ``provision --write-paths``; otherwise not applicable;
 * NS2 on a one-namespace-per-ledger profile: one ledger per namespace.
+
+Processes: every call is killed with its process group when it ends
+(``backends.external.process``); a child that left the group (``setsid``, a
+daemon) is re-parented to this process, made a subreaper here as ``chaos run``
+is, and ``close()`` kills every process under it that the case started.
 """
 
 from __future__ import annotations
@@ -39,9 +44,11 @@ import time
 from backends.api import ReplyLost
 from backends.contract.records import Reply
 from backends.contract import compact_json
-from backends.external import ExternalBackend, Indeterminate, load_profile
+from backends.external import ExternalBackend, Indeterminate, ProfileMismatch, load_profile
+from backends.external.profile import capability_mismatches
 from chaos.conform.adapters.base import AdapterError, Parked, Profile
 from chaos.conform.adapters.gitjournal import adjust_for_profile, not_applicable_for_profile
+from chaos.faults import procs
 from chaos.errors import UsageError
 from chaos.sut.base import resolve_command
 
@@ -76,6 +83,7 @@ class ExternalAdapter:
         self.fired: set[str] = set()
         self.advisory = False
         self.barrier_dir = ""
+        self.leftovers = procs.Leftovers()   # a daemonized child of a call stays in our tree (close() ends it)
 
     # ------------------------------------------------------------------ applicability
 
@@ -245,9 +253,16 @@ class ExternalAdapter:
 
     def _call(self, op: str, request: dict) -> Reply:
         try:
-            return self.backend.call(op, request)
+            reply = self.backend.call(op, request)
         except Indeterminate as e:
             raise AdapterError(f"indeterminate: {e}") from None
+        except ProfileMismatch as e:   # the profile is wrong, not the program: the whole run stops, one line
+            raise UsageError(str(e)) from None
+        if op == "capabilities":   # mode is not compared: a case's advisory endpoint reports "advisory"
+            wrong = capability_mismatches(self.xprofile, reply.envelope, mode=False)
+            if wrong:
+                raise UsageError("; ".join(wrong.values()))
+        return reply
 
     def call(self, op: str, request: dict) -> Reply:
         cls = "claim" if op in ("acquire", "renew", "release") else ("publish" if op == "publish" else None)
@@ -353,6 +368,7 @@ class ExternalAdapter:
             if self.fsync is not None:
                 self.fsync.cleanup()
         finally:
+            self.leftovers.kill()   # what the case's calls left running (a setsid'd child ignoring SIGTERM)
             shutil.rmtree(self.dir, ignore_errors=True)
 
 
