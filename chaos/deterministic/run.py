@@ -103,21 +103,27 @@ def fault_rules(cfg) -> dict[str, list[FaultRule]]:
         elif name == "fsync":
             rules[name] = [FaultRule("EIO", SYNC_CALLS, nth=rng.randint(5, 60)) for _ in range(2)]
         elif name == "clock":
-            rules[name] = [clock_rule(rng, cfg.workers) for _ in range(2)]
+            rules[name] = [clock_rule(rng, cfg.workers, expected_points(cfg)) for _ in range(2)]
     return rules
 
 
-def clock_rule(rng: random.Random, workers: int) -> FaultRule:
+def expected_points(cfg) -> int:
+    """The number of scheduling points PCT draws its change points over (``--pct-points``)."""
+    return cfg.pct_points or max(1000, int(POINTS_PER_WORKER_SECOND * cfg.workers * cfg.time_limit))
+
+
+def clock_rule(rng: random.Random, workers: int, points: int) -> FaultRule:
     """One clock step, drawn like the timed nemesis's (``chaos.nemesis.clock``: up to half the
     workers, backward or forward by one of its offsets; no strobe: it is a timer by nature) and
-    placed at the n-th point of any process (n in 20..400). Every incarnation of a target's
-    worker (``w<thread>.``) sees the step from that point until the heal."""
+    placed at the n-th point of any process, n in 20..max(400, points / 4) (a quarter of the
+    expected points: within the run even when it has half as many as expected). Every
+    incarnation of a target's worker (``w<thread>.``) sees the step from that point until the heal."""
     from chaos.nemesis.clock import BACKWARD_S, FORWARD_S
 
     targets = sorted(rng.sample(range(workers), rng.randint(1, max(1, workers // 2))))
     mode = rng.choice(CLOCK_MODES)
     offset_s = rng.choice(BACKWARD_S if mode == "backward" else FORWARD_S)
-    rule = FaultRule("clock", nth=rng.randint(20, 400), offsets={f"w{t}.": offset_s * SEC_NS for t in targets})
+    rule = FaultRule("clock", nth=rng.randint(20, max(400, points // 4)), offsets={f"w{t}.": offset_s * SEC_NS for t in targets})
     rule.value = {"targets": targets, "mode": mode, "offset_s": offset_s}
     return rule
 
@@ -302,7 +308,7 @@ def run(cfg, report: bool = True, config_path: str | None = None) -> int:
     history = HistoryWriter(run_dir.file("history.jsonl"))
     rules = fault_rules(cfg)
     coverage = Coverage(cfg.nemesis)
-    expected = cfg.pct_points or max(1000, int(POINTS_PER_WORKER_SECOND * cfg.workers * cfg.time_limit))
+    expected = expected_points(cfg)
     sched = Scheduler(cfg.seed, prefixes=[run_dir.path], depth=cfg.pct_depth, expected_points=expected, step_ns=STEP_NS,
                       send_ns=CALL_NS, faults=[r for rs in rules.values() for r in rs], log_dir=run_dir.file("logs"),
                       sock_dir=run_dir.tmp)
