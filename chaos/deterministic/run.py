@@ -123,7 +123,8 @@ def clock_rule(rng: random.Random, workers: int, points: int) -> FaultRule:
     targets = sorted(rng.sample(range(workers), rng.randint(1, max(1, workers // 2))))
     mode = rng.choice(CLOCK_MODES)
     offset_s = rng.choice(BACKWARD_S if mode == "backward" else FORWARD_S)
-    rule = FaultRule("clock", nth=rng.randint(20, max(400, points // 4)), offsets={f"w{t}.": offset_s * SEC_NS for t in targets})
+    rule = FaultRule("clock", nth=rng.randint(20, max(400, points // 4)),
+                     offsets={f"w{t}.": offset_s * SEC_NS for t in targets})
     rule.value = {"targets": targets, "mode": mode, "offset_s": offset_s}
     return rule
 
