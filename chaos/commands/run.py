@@ -70,8 +70,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "explicit fault list); only --store and --name apply on top")
     p.add_argument("--deterministic", action="store_true",
                    help="same seed, same history: every worker under one scheduler (PCT) on a virtual clock, "
-                        "faults (kill, fsync) at exact scheduling points (docs/deterministic.md; sqlite and "
-                        "python only for now)")
+                        "faults (kill, fsync; clock when asked) at exact scheduling points "
+                        "(docs/deterministic.md; sqlite and python only for now)")
     p.add_argument("--pct-depth", type=int, default=3,
                    help="--deterministic: PCT depth d (d - 1 priority change points; default 3)")
     p.add_argument("--pct-points", type=int, default=None,
@@ -130,15 +130,16 @@ def build_config(args: argparse.Namespace):
     else:
         names = supported(args.backend, dict(opts, **sc.get("nemesis_opts", {})))
         if getattr(args, "deterministic", False):
-            from chaos.deterministic.run import EXACT_FAULTS
+            from chaos.deterministic.run import DEFAULT_FAULTS
 
-            names = [n for n in names if n in EXACT_FAULTS]
+            names = [n for n in names if n in DEFAULT_FAULTS]
     unknown = [n for n in names if n not in NEMESES.keys()]
     if unknown:
         where = from_scenario if args.nemesis is None else ""
         raise UsageError(f"{where}unknown nemesis {', '.join(unknown)} (known: {', '.join(sorted(NEMESES.keys()))})")
     table = support(args.backend, dict(opts, **sc.get("nemesis_opts", {})))
-    bad = [f"{n} ({table[n][1]})" for n in names if not table[n][0]]
+    bad = [f"{n} ({table[n][1]})" for n in names
+           if not table[n][0] and not _scheduler_fault(n, getattr(args, "deterministic", False))]
     if bad:
         raise UsageError(f"nemesis not available with --backend {args.backend} here: {'; '.join(bad)}")
     workers = args.workers if args.workers is not None else sc.get("workers", 10)
@@ -274,7 +275,7 @@ def config_from_file(args: argparse.Namespace):
     backend.check(opts)
     table = support(cfg.backend, dict(opts, **(cfg.nemesis_opts or {})))
     bad = [f"{n} ({table.get(n, (False, 'unknown nemesis'))[1]})" for n in cfg.nemesis
-           if not table.get(n, (False, "unknown nemesis"))[0]]
+           if not table.get(n, (False, "unknown nemesis"))[0] and not _scheduler_fault(n, cfg.deterministic)]
     if bad:
         raise UsageError(f"nemesis not available with --backend {cfg.backend} here: {'; '.join(bad)}")
     if cfg.faults is not None and not (isinstance(cfg.faults, list) and all(
@@ -288,6 +289,15 @@ def config_from_file(args: argparse.Namespace):
     cfg.command = shlex.join(["chaos", "run", "--config", os.path.abspath(args.config), "--store", cfg.store,
                               "--name", cfg.name] + (["--deterministic"] if cfg.deterministic else []))
     return cfg
+
+
+def _scheduler_fault(name: str, deterministic: bool) -> bool:
+    """A fault the deterministic scheduler makes itself (the virtual clock's steps): no tool needed."""
+    if not deterministic:
+        return False
+    from chaos.deterministic.run import SCHEDULER_FAULTS
+
+    return name in SCHEDULER_FAULTS
 
 
 def run(args: argparse.Namespace) -> int:

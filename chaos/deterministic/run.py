@@ -35,6 +35,7 @@ from dataclasses import asdict
 
 from checkers.history import classify, final_state_records
 from chaos.deterministic.scheduler import FaultRule, Scheduler
+from chaos.deterministic.shim import EPOCH_NS
 from chaos.errors import ExitCode
 from chaos.history_store import HistoryWriter
 from chaos.nemesis import Coverage
@@ -43,7 +44,11 @@ from workloads.generator import NEMESIS, clients, deadline
 from workloads.interpreter import interpret
 
 #: the nemeses this mode puts at exact points; the rest are refused (not built yet)
-EXACT_FAULTS = ("kill", "fsync")
+EXACT_FAULTS = ("kill", "fsync", "clock")
+#: what ``--deterministic`` runs when no ``--nemesis`` is given (the clock only when asked for)
+DEFAULT_FAULTS = ("kill", "fsync")
+#: exact faults the scheduler makes by itself: the timed mode's tool for them (libfaketime) is not needed
+SCHEDULER_FAULTS = ("clock",)
 #: the calls a kill may land before: every change to the store and every lock step
 KILL_CALLS = frozenset({"creat", "write", "pwrite", "writev", "ftruncate", "fsync", "fdatasync", "lock", "unlock",
                         "flock", "rename", "link", "unlink", "mkdir"})
@@ -58,6 +63,10 @@ POINTS_PER_WORKER_SECOND = 400
 #: otherwise run thousands of cycles per virtual second)
 STEP_NS = 50_000
 CALL_NS = 1_000_000
+SEC_NS = 1_000_000_000
+CLOCK_MODES = ("backward", "forward")
+#: a target's clock shows the step when its reply's wall_ms is this close to virtual time + offset
+CLOCK_TOLERANCE_MS = 1000
 
 
 def refusal(cfg) -> str | None:
@@ -93,7 +102,31 @@ def fault_rules(cfg) -> dict[str, list[FaultRule]]:
             rules[name] = [FaultRule("kill", KILL_CALLS, nth=rng.randint(20, 400)) for _ in range(2)]
         elif name == "fsync":
             rules[name] = [FaultRule("EIO", SYNC_CALLS, nth=rng.randint(5, 60)) for _ in range(2)]
+        elif name == "clock":
+            rules[name] = [clock_rule(rng, cfg.workers, expected_points(cfg)) for _ in range(2)]
     return rules
+
+
+def expected_points(cfg) -> int:
+    """The number of scheduling points PCT draws its change points over (``--pct-points``)."""
+    return cfg.pct_points or max(1000, int(POINTS_PER_WORKER_SECOND * cfg.workers * cfg.time_limit))
+
+
+def clock_rule(rng: random.Random, workers: int, points: int) -> FaultRule:
+    """One clock step, drawn like the timed nemesis's (``chaos.nemesis.clock``: up to half the
+    workers, backward or forward by one of its offsets; no strobe: it is a timer by nature) and
+    placed at the n-th point of any process, n in 20..max(400, points / 4) (a quarter of the
+    expected points: within the run even when it has half as many as expected). Every
+    incarnation of a target's worker (``w<thread>.``) sees the step from that point until the heal."""
+    from chaos.nemesis.clock import BACKWARD_S, FORWARD_S
+
+    targets = sorted(rng.sample(range(workers), rng.randint(1, max(1, workers // 2))))
+    mode = rng.choice(CLOCK_MODES)
+    offset_s = rng.choice(BACKWARD_S if mode == "backward" else FORWARD_S)
+    rule = FaultRule("clock", nth=rng.randint(20, max(400, points // 4)),
+                     offsets={f"w{t}.": offset_s * SEC_NS for t in targets})
+    rule.value = {"targets": targets, "mode": mode, "offset_s": offset_s}
+    return rule
 
 
 class DeterministicDriver:
@@ -107,6 +140,7 @@ class DeterministicDriver:
         self.pending: list[dict] = []  # completions to hand out at the next wait
         self.ready: set = set()
         self.reported: set = set()     # ids of the fault rules already named in a completion
+        self.clocks_seen: dict = {}    # target thread -> the wall-clock offsets (ms) its replies showed
         self.ops = 0
 
     def now(self) -> int:
@@ -134,6 +168,7 @@ class DeterministicDriver:
         if not self.pending:
             for proc, line in self.sched.run_until(until):
                 self._reply(proc, line)
+        self.record_clock_faults()
         out, self.pending = self.pending, []
         return [dict(ev, time=self.sched.vt) for ev in out]
 
@@ -181,6 +216,7 @@ class DeterministicDriver:
             return
         done = {"process": op["process"], "f": op["f"], "type": classify(msg["exit"], msg["envelope"]),
                 "value": {"exit": msg["exit"], "envelope": msg["envelope"]}, "wall_ms": msg["wall_ms"]}
+        self._clock_seen(proc, msg["wall_ms"])
         if "clock_ms" in op:
             done["clock_ms"] = op["clock_ms"]
         point = self._fault_point(proc)
@@ -188,11 +224,55 @@ class DeterministicDriver:
             done["fault"] = point
         self.pending.append(done)
 
+    def record_clock_faults(self) -> None:
+        """Record each clock step that came since the last look as a nemesis op (the timed
+        nemesis's shape), its point named in the completion."""
+        for rule in self.sched.faults:
+            if rule.action == "clock" and rule.evidence and id(rule) not in self.reported:
+                self.reported.add(id(rule))
+                self.history.append({"process": NEMESIS, "type": "invoke", "f": "clock", "value": rule.value,
+                                     "time": self.sched.vt})
+                self.history.append({"process": NEMESIS, "type": "info", "f": "clock", "time": self.sched.vt,
+                                     "value": {"mode": rule.value["mode"], "offset_s": rule.value["offset_s"],
+                                               "targets": rule.value["targets"], "exact": True,
+                                               "point": dict(rule.evidence), "took_effect": True}})
+
+    def _clock_seen(self, proc, wall_ms: int) -> None:
+        """A target's reply: how far its own wall clock (its ``wall_ms``) is from the virtual clock."""
+        offset = self.sched.clock_offset(proc.name)
+        if offset:
+            thread = int(proc.name[1:].split(".", 1)[0])
+            seen = self.clocks_seen.setdefault(thread, [])
+            shift = wall_ms - (EPOCH_NS + self.sched.vt) // 1_000_000
+            if len(seen) < 3 and shift not in seen:
+                seen.append(shift)
+
+    def heal_clocks(self) -> bool | None:
+        """The heal of the clock faults (``clock-reset``, as the timed nemesis records it), with each
+        target's clocks seen before it. True when a target's clock showed a step it was given,
+        None when no clock fault came."""
+        healed = self.sched.heal_clocks()
+        steps = [r for r in self.sched.faults if r.action == "clock" and r.evidence]
+        if not steps:
+            return None
+        wants = {v // 1_000_000 for r in steps for v in (r.offsets or {}).values()}
+        before = [{"slot": t, "worker_offsets_ms": seen,
+                   "shifted": any(abs(o - w) <= CLOCK_TOLERANCE_MS for o in seen for w in wants)}
+                  for t, seen in sorted(self.clocks_seen.items())]
+        took = any(c["shifted"] for c in before)
+        targets = sorted({int(p[1:-1]) for p in healed})
+        self.history.append({"process": NEMESIS, "type": "invoke", "f": "clock-reset",
+                             "value": {"targets": targets}, "time": self.sched.vt})
+        self.history.append({"process": NEMESIS, "type": "info", "f": "clock-reset", "time": self.sched.vt,
+                             "value": {"mode": "reset", "targets": targets, "clocks_before_reset": before,
+                                       "took_effect": took}})
+        return took
+
     def _fault_point(self, proc) -> dict | None:
         """The exact fault that hit this worker during its current op, if one did (said once)."""
         for rule in self.sched.faults:
             ev = rule.evidence
-            if ev and ev["process"] == proc.name and id(rule) not in self.reported:
+            if ev and rule.action != "clock" and ev["process"] == proc.name and id(rule) not in self.reported:
                 self.reported.add(id(rule))
                 return {"kind": "kill" if rule.action == "kill" else "fsync", "inside": True, "point": dict(ev)}
         return None
@@ -229,11 +309,12 @@ def run(cfg, report: bool = True, config_path: str | None = None) -> int:
     history = HistoryWriter(run_dir.file("history.jsonl"))
     rules = fault_rules(cfg)
     coverage = Coverage(cfg.nemesis)
-    expected = cfg.pct_points or max(1000, int(POINTS_PER_WORKER_SECOND * cfg.workers * cfg.time_limit))
+    expected = expected_points(cfg)
     sched = Scheduler(cfg.seed, prefixes=[run_dir.path], depth=cfg.pct_depth, expected_points=expected, step_ns=STEP_NS,
                       send_ns=CALL_NS, faults=[r for rs in rules.values() for r in rs], log_dir=run_dir.file("logs"),
                       sock_dir=run_dir.tmp)
     notes: list[str] = []
+    clock_took = None
     wall0 = time.monotonic()
     old_term = signal.signal(signal.SIGTERM, _interrupt)   # SIGTERM ends the run like Ctrl-C: everything reaped
     try:
@@ -241,6 +322,8 @@ def run(cfg, report: bool = True, config_path: str | None = None) -> int:
         driver = DeterministicDriver(sched, history, target.spec, run_dir.file("logs"))
         threads = list(range(cfg.workers))
         process_of = interpret(clients(deadline(int(cfg.time_limit * SEC), client_gen)), threads, driver, cfg.seed)
+        driver.record_clock_faults()   # a step at the workload's last point is recorded before its heal
+        clock_took = driver.heal_clocks()   # healed at the end, as the timed nemesis's final reset
         sched.faults = []           # the final phase is not faulted: every rule left unfired is a missed fault
         for proc in list(driver.procs.values()):
             sched.kill(proc)        # fresh workers for the read-back, as the timed mode does
@@ -266,7 +349,8 @@ def run(cfg, report: bool = True, config_path: str | None = None) -> int:
     for name, rs in rules.items():
         for r in rs:
             if r.evidence is not None:   # at an exact point a fault that came took effect; one that never came is missed
-                coverage.fired(name, True)
+                # (a clock step counts once a target's own clock showed it, as in the timed mode)
+                coverage.fired(name, clock_took is True if name == "clock" else True)
     results, wall = _results(cfg, kind, world, target, history, coverage, notes + final_incomplete, summary)
     results["history_sha256"] = history_sha256(run_dir.file("history.jsonl"))
     if previous is not None:

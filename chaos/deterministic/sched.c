@@ -18,8 +18,10 @@
  *
  * Wire (text lines): hello "H <name> <pid> <tid>", point "P <seq> <call> <arg>
  * <local_vt> <path or ->", blocked "B <seq> <local_vt>"; reply
- * "G <vt> <errno or 0>": go on at virtual time vt, or fail the call with errno
- * without doing it (an exact fault). A kill is the scheduler's SIGKILL while
+ * "G <vt> <errno or 0> [<offset>]": go on at virtual time vt, or fail the call with
+ * errno without doing it (an exact fault); offset (ns, default 0) is added to
+ * the wall clocks (REALTIME, TAI) the thread reads until its next grant: a
+ * clock fault, a step forward or back; monotonic clocks never move back. A kill is the scheduler's SIGKILL while
  * the thread waits here, before the call.
  * Build: gcc -shared -fPIC -O2 -o sched.so sched.c -ldl -lpthread (chaos.deterministic.shim). */
 #define _GNU_SOURCE
@@ -63,6 +65,8 @@ static pthread_mutex_t rng_lock = PTHREAD_MUTEX_INITIALIZER;
 static __thread int conn = -1;
 static __thread unsigned long seq;
 static __thread long long grant_vt, reads;
+/* the process's wall-clock offset (a clock fault) the last grant carried: REALTIME reads only */
+static __thread long long grant_offset;
 
 static long long env_ll(const char *k, long long dflt) { const char *v = getenv(k); return v && *v ? atoll(v) : dflt; }
 
@@ -104,7 +108,7 @@ static void send_line(const char *buf, int len) {
         if (k < 0) { if (errno == EINTR) continue; die("lost the scheduler"); } buf += k; len -= k; }
 }
 
-/* wait for "G <vt> <errno>\n"; returns the errno to fail the call with (0: go on) */
+/* wait for "G <vt> <errno> [<offset>]\n"; returns the errno to fail the call with (0: go on) */
 static int wait_grant(void) {
     char buf[128]; int n = 0;
     for (;;) { long k = syscall(SYS_read, conn, buf + n, 1);
@@ -114,9 +118,9 @@ static int wait_grant(void) {
         if (++n >= (int)sizeof buf - 1) die("bad grant");
     }
     buf[n] = 0;
-    long long vt = 0; int err = 0;
-    if (sscanf(buf, "G %lld %d", &vt, &err) != 2) die("bad grant");
-    grant_vt = vt; reads = 0;
+    long long vt = 0, offset = 0; int err = 0;
+    if (sscanf(buf, "G %lld %d %lld", &vt, &err, &offset) < 2) die("bad grant");
+    grant_vt = vt; grant_offset = offset; reads = 0;
     return err;
 }
 
@@ -378,8 +382,9 @@ static int virtual_clock(clockid_t c) {
 static long long now_of(clockid_t c) {
     ensure_conn();
     reads++;
-    long long base = (c == CLOCK_REALTIME || c == CLOCK_REALTIME_COARSE || c == CLOCK_TAI) ? epoch_ns : mono_ns;
-    return base + local_vt();
+    if (c == CLOCK_REALTIME || c == CLOCK_REALTIME_COARSE || c == CLOCK_TAI)
+        return epoch_ns + grant_offset + local_vt();   /* a clock fault steps the wall clock only */
+    return mono_ns + local_vt();
 }
 
 int clock_gettime(clockid_t c, struct timespec *ts) {

@@ -61,13 +61,18 @@ class SchedulerStuck(RuntimeError):
 class FaultRule:
     """Fault the ``nth`` point matching ``calls`` (None: any call but start and
     sleep), ``process`` (a name prefix) and ``index`` (the thread's syscall
-    index). ``action``: ``kill`` or an errno name (``EIO``)."""
+    index). ``action``: ``kill``, an errno name (``EIO``), or ``clock``: from
+    that point on, the wall clock of every process whose name starts with a
+    key of ``offsets`` is stepped by its value (ns, forward or back) until
+    ``heal_clocks``; the call itself goes on."""
 
     action: str
     calls: frozenset | None = None
     process: str | None = None
     index: int | None = None
     nth: int = 1
+    offsets: dict | None = None
+    value: dict | None = None     # what the run records of the fault (a clock step's draw)
     seen: int = 0
     evidence: dict | None = None
 
@@ -132,6 +137,7 @@ class Scheduler:
         self.reads = reads              # read/pread of store fds are points too
         self.send_ns = send_ns          # what handing a controlled process a line costs in virtual time
         self.vt = 0
+        self.clock_offsets: dict[str, int] = {}   # process-name prefix -> wall-clock offset (ns): clock faults
         self.steps = 0
         self.trace: list[str] = []
         self.notes: list[str] = []
@@ -407,17 +413,36 @@ class Scheduler:
             if rule.action == "kill":
                 self.kill(t.proc)
                 return
-            err = getattr(errno_mod, rule.action)
+            if rule.action == "clock":
+                self.clock_offsets.update(rule.offsets or {})
+                rule.evidence["offsets_ns"] = dict(rule.offsets or {})
+            else:
+                err = getattr(errno_mod, rule.action)
         call = t.call
         t.state = "running"
         self.running = (t.pid, t.tid)
         try:
-            t.conn.sendall(f"G {self.vt} {err}\n".encode())
+            t.conn.sendall(f"G {self.vt} {err} {self.clock_offset(t.proc.name)}\n".encode())
         except OSError:   # it died while stopped: its exit event says so
             pass
         self._settle()
         if call in RELEASES:
             self._release_blocked()
+
+    def clock_offset(self, name: str) -> int:
+        """The wall-clock offset (ns) of process ``name``: the longest matching prefix's."""
+        best = ""
+        for prefix in self.clock_offsets:
+            if name.startswith(prefix) and len(prefix) > len(best):
+                best = prefix
+        return self.clock_offsets.get(best, 0) if best else 0
+
+    def heal_clocks(self) -> dict[str, int]:
+        """Every clock back to the virtual clock (from each thread's next grant); the offsets that were set."""
+        healed, self.clock_offsets = self.clock_offsets, {}
+        if healed:
+            self.trace.append(f"{self.vt} HEAL clock")
+        return healed
 
     def run_until(self, until: int | None) -> list[tuple[Proc, bytes]]:
         """Run the controlled threads until a control reply arrives (returned;
