@@ -52,7 +52,7 @@ from backends.contract import format_instant
 from .checker import ILLEGAL, OK, Budget, check_operations
 from .claim_ops import active_tuple, instant_ms, register_operations
 from .model import UNKNOWN, NondeterministicModel, Operation
-from .witness import check_register
+from .witness import MIN_SEGMENT, check_register
 
 UNBOUND = "<unbound>"
 ANY = "<any>"  # a detail of a prescribed outcome the history has not revealed
@@ -446,6 +446,7 @@ def check(history, ctx: dict) -> dict:
         starts[key] = (le, act, rev, floor, outs)
     budget = Budget.from_mapping(ctx.get("linearizable_budget"))  # per (namespace, item)
     witness = ctx.get("linearizable_witness", True)  # False: the plain search over each whole partition
+    window = ctx.get("linearizable_window", MIN_SEGMENT)  # ops per window at least
     base = claim_model().to_model()
     fresh: State = (0, None, UNBOUND, 0, ())
     summaries, anomalies, unknown = [], [], []
@@ -454,7 +455,7 @@ def check(history, ctx: dict) -> dict:
         op_count += len(part)
         start = starts.get(key, fresh)
         if witness:
-            res, how = check_register(base, frozenset([start]), part, ctx.get("timeout", 60), budget)
+            res, how = check_register(base, start, part, ctx.get("timeout", 60), budget, window)
         else:
             model = replace(base, init=lambda start=start: frozenset([start]), partition=None)
             res, how = check_operations(model, part, timeout=ctx.get("timeout", 60), budget=budget), None
@@ -467,7 +468,7 @@ def check(history, ctx: dict) -> dict:
         p = res.partitions[0] if res.partitions else None
         summaries.append({"ledger_namespace": key[0], "item_id": key[1], "ops": len(part), "result": res.result,
                           "configurations": p.configurations if p else 0,
-                          **({"windows": how.segments, "info_closed": how.info_closed} if how else {}),
+                          **({"windows": how.segments, "pinned": how.pinned, "info_closed": how.info_closed} if how else {}),
                           **({"reason": p.reason} if p and p.reason else {})})
     return {
         "valid": {OK: True, ILLEGAL: False}.get(verdict, "unknown"),

@@ -58,8 +58,9 @@ from backends.api import EPOCH_MAX
 
 from .checker import ILLEGAL, OK, UNKNOWN_RESULT, Budget, LinearizabilityResult, PartitionResult, check_operations
 from .model import INF, UNKNOWN, Model, Operation
+from .pinned import pinned_states
 
-MIN_SEGMENT = 256  # ops per window at least (a window is cut only at a quiet point)
+MIN_SEGMENT = 128  # ops per window at least (a window is cut only at a quiet point)
 
 _CLAIM_KINDS = ("acquire", "renew", "release")
 
@@ -214,68 +215,77 @@ def segments(ops: list[Operation], min_ops: int = MIN_SEGMENT) -> list[list[int]
 @dataclass
 class WitnessStats:
     info_closed: int = 0  # info ops whose window the evidence closed
-    segments: int = 1  # windows searched
-    widened: int = 0  # windows searched again with earlier ones (a hand-over that did not fit)
-    fallback: bool = False  # the whole partition searched from its start
+    segments: int = 1  # windows
+    pinned: int = 0  # window starts whose state the replies pin (see ``pinned``)
+    widened: int = 0  # spans searched again with windows before them (a hand-over that did not fit)
 
 
-def check_register(model: Model, start: Any, ops: list[Operation], timeout: float | None,
+def check_register(model: Model, start: tuple, ops: list[Operation], timeout: float | None,
                    budget: Budget | None, min_segment: int = MIN_SEGMENT,
                    engine: str = "auto") -> tuple[LinearizabilityResult, WitnessStats]:
-    """One register's partition: ``valid`` from a chain of window witnesses,
-    else the search from ``start`` over a widening span (see the module docstring).
+    """One register's partition from the concrete state ``start``: ``valid``
+    from a chain of window witnesses; where a window fails, the search over
+    a span widened backwards to a window start whose state is exact (the
+    partition's start, or a pinned one), which decides.
 
-    ``model``'s states are power sets (``frozenset``); ``start`` is the
-    partition's starting set. The result has one ``PartitionResult`` whose
-    indices refer to ``ops``; on ``illegal`` its explanation is the plain
-    search's.
+    ``model``'s states are power sets (``frozenset``). The result has one
+    ``PartitionResult`` whose indices refer to ``ops``; on ``illegal`` its
+    explanation is the search's over the deciding span, its prefix led by the
+    witnesses of the windows before it (one linearization: the span starts
+    from the state they leave, the one state any linearization leaves).
     """
     bounded, closed = bound_info_windows(ops)
-    stats = WitnessStats(info_closed=closed)
     windows = segments(bounded, min_segment)
-    stats.segments = len(windows)
+    pins = [start] + pinned_states(bounded, start, [bounded[w[0]].call for w in windows[1:]])
+    stats = WitnessStats(info_closed=closed, segments=len(windows))
 
-    def search(span: list[int], state: Any) -> LinearizabilityResult:
+    def search(lo: int, hi: int, state: Any) -> tuple[list[int], LinearizabilityResult]:
+        span = [i for w in windows[lo:hi] for i in w]
         m = replace(model, init=lambda: state, partition=None)
-        return check_operations(m, [bounded[i] for i in span], timeout=timeout, budget=budget, engine=engine)
+        return span, check_operations(m, [bounded[i] for i in span], timeout=timeout, budget=budget, engine=engine)
 
-    # the state before each window, from the witnesses found so far
-    before: list[Any] = [start] + [None] * len(windows)
+    before: list[Any] = [frozenset([start])] + [None] * len(windows)  # the state each window starts from
+    exact = [True] + [False] * len(windows)  # ... is the one every linearization leaves
+    orders: list[list[int]] = [[] for _ in windows]  # each window's witness (a merged span's: its first)
     configurations = 0
     k = 0
     while k < len(windows):
         lo = k
         while True:
-            span = [i for w in windows[lo:k + 1] for i in w]
-            res = search(span, before[lo])
+            span, res = search(lo, k + 1, before[lo])
             part = res.partitions[0]
             configurations += part.configurations
-            if res.result == OK:
+            if res.result == OK or exact[lo]:
                 break
-            if lo == 0:  # the search from the partition's start: exact
-                stats.fallback = stats.fallback or len(windows) > 1
-                return _whole(res, span, configurations, stats, len(ops)), stats
             stats.widened += 1
-            lo = max(0, lo - max(1, k + 1 - lo))  # double the span backwards
+            back = max(1, k + 1 - lo)  # double the span backwards, down to an exact start
+            lo = next(j for j in range(lo - 1, -1, -1) if exact[j] or j <= lo - back)
+        if res.result != OK:
+            prefix = [i for w in orders[:lo] for i in w]
+            return _decided(res, span, prefix, configurations, len(ops)), stats
+        for j in range(lo, k + 1):
+            orders[j] = []
+        orders[lo] = [span[i] for i in part.witness]
         before[k + 1] = part.final_state
+        if k + 1 < len(windows) and pins[k + 1] is not None and part.final_state == frozenset([pins[k + 1]]):
+            exact[k + 1] = True
+            stats.pinned += 1
         k += 1
     result = PartitionResult(list(range(len(ops))), OK, configurations=configurations)
     return LinearizabilityResult(OK, [result], res.engine), stats
 
 
-def _whole(res: LinearizabilityResult, span: list[int], configurations: int, stats: WitnessStats,
-           n: int) -> LinearizabilityResult:
-    """A decisive search's result in indices of the whole partition."""
+def _decided(res: LinearizabilityResult, span: list[int], prefix: list[int], configurations: int,
+             n: int) -> LinearizabilityResult:
+    """A deciding span's result in indices of the whole partition (``prefix``: the witness before the span)."""
     part = res.partitions[0]
-    if len(span) < n:  # a span from the start that ends before the partition does
-        if part.result == ILLEGAL:
-            ex = part.explanation
-            ex.prefix = [span[i] for i in ex.prefix]
-            ex.stuck = [span[i] for i in ex.stuck]
-            ex.described = {span[i]: d for i, d in ex.described.items()}
-            ex.first_return = None if ex.first_return is None else span[ex.first_return]
-        part.partial_linearizations = [[span[i] for i in seq] for seq in part.partial_linearizations]
-    result = PartitionResult(list(range(n)), part.result, part.partial_linearizations, configurations,
-                             part.reason, part.explanation, part.seconds)
-    verdict = part.result if part.result in (OK, ILLEGAL) else UNKNOWN_RESULT
-    return LinearizabilityResult(verdict, [result], res.engine)
+    ex = part.explanation
+    if ex is not None:
+        ex.prefix = prefix + [span[i] for i in ex.prefix]
+        ex.stuck = [span[i] for i in ex.stuck]
+        ex.described = {span[i]: d for i, d in ex.described.items()}
+        ex.first_return = None if ex.first_return is None else span[ex.first_return]
+    partials = [prefix + [span[i] for i in seq] for seq in part.partial_linearizations]
+    result = PartitionResult(list(range(n)), part.result, partials, configurations, part.reason, ex, part.seconds)
+    return LinearizabilityResult(part.result if part.result in (OK, ILLEGAL) else UNKNOWN_RESULT, [result],
+                                 res.engine)
