@@ -51,12 +51,15 @@ configuration.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, replace
 from typing import Any
 
 from backends.api import EPOCH_MAX
 
-from .checker import ILLEGAL, OK, UNKNOWN_RESULT, Budget, LinearizabilityResult, PartitionResult, check_operations
+from .checker import (
+    ILLEGAL, OK, UNKNOWN_RESULT, UNLIMITED, Budget, LinearizabilityResult, PartitionResult, check_operations,
+)
 from .model import INF, UNKNOWN, Model, Operation
 from .pinned import pinned_states
 
@@ -239,10 +242,21 @@ def check_register(model: Model, start: tuple, ops: list[Operation], timeout: fl
     pins = [start] + pinned_states(bounded, start, [bounded[w[0]].call for w in windows[1:]])
     stats = WitnessStats(info_closed=closed, segments=len(windows))
 
+    budget = budget or UNLIMITED
+    deadline = None if budget.seconds is None else time.monotonic() + budget.seconds
+
     def search(lo: int, hi: int, state: Any) -> tuple[list[int], LinearizabilityResult]:
+        """The span's search, within what is left of the partition's time budget."""
         span = [i for w in windows[lo:hi] for i in w]
         m = replace(model, init=lambda: state, partition=None)
-        return span, check_operations(m, [bounded[i] for i in span], timeout=timeout, budget=budget, engine=engine)
+        left = budget if deadline is None else replace(budget, seconds=max(1e-3, deadline - time.monotonic()))
+        res = check_operations(m, [bounded[i] for i in span], timeout=timeout, budget=left, engine=engine)
+        if res.result != OK and deadline is not None and time.monotonic() >= deadline:
+            part = res.partitions[0]
+            res.result, part.result, part.explanation = UNKNOWN_RESULT, UNKNOWN_RESULT, None
+            part.reason = (f"search budget of {budget.seconds:g} s used up ({len(ops)} ops, {len(windows)} "
+                           f"windows); the verdict for this partition is unknown")
+        return span, res
 
     before: list[Any] = [frozenset([start])] + [None] * len(windows)  # the state each window starts from
     exact = [True] + [False] * len(windows)  # ... is the one every linearization leaves
@@ -255,7 +269,8 @@ def check_register(model: Model, start: tuple, ops: list[Operation], timeout: fl
             span, res = search(lo, k + 1, before[lo])
             part = res.partitions[0]
             configurations += part.configurations
-            if res.result == OK or exact[lo]:
+            if res.result == OK or exact[lo] or res.result == UNKNOWN_RESULT and deadline is not None \
+                    and time.monotonic() >= deadline:
                 break
             stats.widened += 1
             back = max(1, k + 1 - lo)  # double the span backwards, down to an exact start
