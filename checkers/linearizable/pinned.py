@@ -55,9 +55,9 @@ def pinned_states(ops: list[Operation], start: tuple, cuts: list[float]) -> list
     floor, top = floor0, le0
     top_shown: tuple | None = None  # (call, active) of the latest-called reply showing epoch ``top``
     info_acquire_witness = -1  # the largest witness epoch of an info acquire
-    changers: dict[int, float] = {}  # epoch -> latest return of an op that can change its claim
+    changers: dict[int, _Latest] = {}  # epoch -> the ops that can change its claim
     rev_shown: tuple | None = None  # (call, revision) of the latest-called fresh publish decision
-    committers = -INF  # latest return of a publish that could commit
+    committers = _Latest()  # the publishes that could commit
     naming: dict = {}
     for op in ops:
         if op.input[0] in ("publish", "pread"):
@@ -73,11 +73,11 @@ def pinned_states(ops: list[Operation], start: tuple, cuts: list[float]) -> list
             if res is UNKNOWN:
                 if kind == "acquire" and inp[3] < EPOCH_MAX:  # past the high-water mark it never takes effect
                     info_acquire_witness = max(info_acquire_witness, inp[3])
-                    changers[inp[3] + 1] = max(changers.get(inp[3] + 1, -INF), ret)
+                    changers.setdefault(inp[3] + 1, _Latest()).add(op)
                 elif kind in ("renew", "release"):
-                    changers[inp[2]] = max(changers.get(inp[2], -INF), ret)
+                    changers.setdefault(inp[2], _Latest()).add(op)
                 elif kind == "publish":
-                    committers = max(committers, ret)
+                    committers.add(op)
                 continue
             code = res[0]
             if kind in _CLAIM or (kind == "publish" and code in ("ok", "claim-fence-rejected")):
@@ -89,11 +89,10 @@ def pinned_states(ops: list[Operation], start: tuple, cuts: list[float]) -> list
                 elif rec[0] == top and (top_shown is None or op.call > top_shown[0]):
                     top_shown = (op.call, rec[1])
                 if code == "ok" and kind in _CLAIM:
-                    epoch = rec[0] if kind == "acquire" else inp[2]
-                    changers[epoch] = max(changers.get(epoch, -INF), ret)
+                    changers.setdefault(rec[0] if kind == "acquire" else inp[2], _Latest()).add(op)
             if kind == "publish":
                 if code == "ok":
-                    committers = max(committers, ret)
+                    committers.add(op)
                 fresh = all(o.call > ret for o in naming[inp[1]] if o is not op)
                 if fresh and code in ("ok", "ledger-revision-conflict") and (
                         rev_shown is None or op.call > rev_shown[0]):
@@ -101,6 +100,31 @@ def pinned_states(ops: list[Operation], start: tuple, cuts: list[float]) -> list
         out.append(None if named_across else _pin(floor, top, top_shown, info_acquire_witness, changers, rev_shown, committers,
                         le0, act0, rev0))
     return out
+
+
+class _Latest:
+    """The two latest-returning ops of a kind, so that "every other one returned before
+    ``O`` was called" is asked without ``O`` (the reply showing the state may be one of them)."""
+
+    __slots__ = ("first", "second")
+
+    def __init__(self):
+        self.first = self.second = (-INF, None)  # (return, call)
+
+    def add(self, op: Operation) -> None:
+        entry = (op.return_time, op.call)
+        if entry > self.first:
+            self.first, self.second = entry, self.first
+        elif entry > self.second:
+            self.second = entry
+
+    def any(self) -> bool:
+        return self.first[1] is not None
+
+    def after(self, call: float) -> bool:
+        """Did an op other than the one called at ``call`` return after ``call``?"""
+        latest = self.second if self.first[1] == call else self.first
+        return latest[0] >= call
 
 
 def _straddled(spans: list[tuple], cuts: list[float]) -> list[bool]:
@@ -126,15 +150,15 @@ def _pin(floor, top, top_shown, info_acquire_witness, changers, rev_shown, commi
             return None
         active = act0
     else:
-        if changers.get(top, -INF) >= top_shown[0]:
+        if top in changers and changers[top].after(top_shown[0]):
             return None
         active = top_shown[1]
     if rev_shown is None:
-        if committers > -INF:
+        if committers.any():
             return None
         rev = rev0
     else:
-        if committers >= rev_shown[0]:
+        if committers.after(rev_shown[0]):
             return None
         rev = rev_shown[1]
     return (top, active, rev, floor, ())
