@@ -251,11 +251,13 @@ def check_register(model: Model, start: tuple, ops: list[Operation], timeout: fl
         m = replace(model, init=lambda: state, partition=None)
         left = budget if deadline is None else replace(budget, seconds=max(1e-3, deadline - time.monotonic()))
         res = check_operations(m, [bounded[i] for i in span], timeout=timeout, budget=left, engine=engine)
+        part = res.partitions[0]
         if res.result != OK and deadline is not None and time.monotonic() >= deadline:
-            part = res.partitions[0]
             res.result, part.result, part.explanation = UNKNOWN_RESULT, UNKNOWN_RESULT, None
-            part.reason = (f"search budget of {budget.seconds:g} s used up ({len(ops)} ops, {len(windows)} "
-                           f"windows); the verdict for this partition is unknown")
+        if part.result == UNKNOWN_RESULT:
+            part.reason = (f"search budget of {budget.describe(len(span))} used up ({len(ops)} ops in "
+                           f"{len(windows)} windows, the last search over {len(span)} of them, "
+                           f"{part.configurations:,} configurations); the verdict for this partition is unknown")
         return span, res
 
     before: list[Any] = [frozenset([start])] + [None] * len(windows)  # the state each window starts from
