@@ -20,7 +20,14 @@ what is left:
    * a publish of operation id ``k``: ``O`` is a definite reply that leaves
      an outcome stored under ``k`` (a fresh or replayed ``ok`` or fence
      rejection, or a ``publication-read`` showing it); a later execution of
-     ``I`` is a replay that changes nothing.
+     ``I`` is a replay that changes nothing. Or ``O`` is a fresh publish
+     decision showing a revision other than ``I``'s expected one, every
+     publish whose candidate is that expected revision returned before ``O``
+     was called (nothing can make it the revision again: ``I`` can commit
+     nothing), and so did every definite op naming ``k`` (nothing reads what
+     ``I`` would store);
+   * an acquire past the epoch high-water mark takes effect nowhere: it
+     returns at its call.
 
    Exactness: if some linearization places ``I`` after ``O``, then ``I``
    has no effect there, and moving it to just before ``O`` (with no effect)
@@ -40,9 +47,13 @@ what is left:
    (the witnesses concatenate): ``valid``, soundly. The hand-over is one
    linearization's state, not every possible one, so a window that fails is
    searched again together with the windows before it (doubling the span
-   backwards); only a search from the partition's own start, which is the
-   plain Porcupine search over the whole partition, may say ``illegal``, so
-   an ``invalid`` verdict and its explanation are exactly the search's.
+   backwards) down to an *exact* start: the partition's own, or a window
+   start whose state the replies pin (``pinned.py``: the one state every
+   linearization of the ops before it leaves; used only where the witness
+   ended in exactly that state). Only a search from an exact start may say
+   ``illegal`` or end ``unknown``: the windows before it and that search are
+   together the plain search's verdict, and the explanation is the search's,
+   its prefix led by the witnesses before the span.
 
 Memory: a configuration holds a bitset of its window's ops, so windows keep
 the memo small where one 20,000-op partition would hold 2.5 KB a
