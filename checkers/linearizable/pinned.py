@@ -53,10 +53,10 @@ def pinned_states(ops: list[Operation], start: tuple, cuts: list[float]) -> list
             spans[op.input[1]] = (min(first, op.call), max(last, op.call))
     straddled = _straddled(sorted(spans.values()), cuts)
     floor, top = floor0, le0
-    top_shown: tuple | None = None  # (call, active) of the latest-called reply showing epoch ``top``
+    top_shown: tuple | None = None  # (call, active, return) of the latest-called reply showing epoch ``top``
     info_acquire_witness = -1  # the largest witness epoch of an info acquire
     changers: dict[int, _Latest] = {}  # epoch -> the ops that can change its claim
-    rev_shown: tuple | None = None  # (call, revision) of the latest-called fresh publish decision
+    rev_shown: tuple | None = None  # (call, revision, return) of the latest-called fresh publish decision
     committers = _Latest()  # the publishes that could commit
     naming: dict = {}
     for op in ops:
@@ -85,9 +85,9 @@ def pinned_states(ops: list[Operation], start: tuple, cuts: list[float]) -> list
             rec = res[2] if kind != "pread" else None
             if rec is not None:
                 if rec[0] > top:
-                    top, top_shown = rec[0], (op.call, rec[1])
+                    top, top_shown = rec[0], (op.call, rec[1], ret)
                 elif rec[0] == top and (top_shown is None or op.call > top_shown[0]):
-                    top_shown = (op.call, rec[1])
+                    top_shown = (op.call, rec[1], ret)
                 if code == "ok" and kind in _CLAIM:
                     changers.setdefault(rec[0] if kind == "acquire" else inp[2], _Latest()).add(op)
             if kind == "publish":
@@ -96,35 +96,39 @@ def pinned_states(ops: list[Operation], start: tuple, cuts: list[float]) -> list
                 fresh = all(o.call > ret for o in naming[inp[1]] if o is not op)
                 if fresh and code in ("ok", "ledger-revision-conflict") and (
                         rev_shown is None or op.call > rev_shown[0]):
-                    rev_shown = (op.call, res[3][0])
+                    rev_shown = (op.call, res[3][0], ret)
         out.append(None if named_across else _pin(floor, top, top_shown, info_acquire_witness, changers, rev_shown, committers,
                         le0, act0, rev0))
     return out
 
 
 class _Latest:
-    """The two latest-returning ops of a kind, so that "every other one returned before
-    ``O`` was called" is asked without ``O`` (the reply showing the state may be one of them)."""
+    """The latest-returning ops of a kind, so that "every other one returned before ``O`` was
+    called" is asked without ``O`` itself (the reply showing the state may be one of them) and
+    without the ``info`` ops whose window ``O`` closed (returned at ``O``'s return: before ``O``'s
+    point, or after it with no effect)."""
 
-    __slots__ = ("first", "second")
+    __slots__ = ("top",)
+    KEEP = 4
 
     def __init__(self):
-        self.first = self.second = (-INF, None)  # (return, call)
+        self.top: list[float] = []  # the largest returns, descending
 
     def add(self, op: Operation) -> None:
-        entry = (op.return_time, op.call)
-        if entry > self.first:
-            self.first, self.second = entry, self.first
-        elif entry > self.second:
-            self.second = entry
+        self.top.append(op.return_time)
+        self.top.sort(reverse=True)
+        del self.top[self.KEEP:]
 
     def any(self) -> bool:
-        return self.first[1] is not None
+        return bool(self.top)
 
-    def after(self, call: float) -> bool:
-        """Did an op other than the one called at ``call`` return after ``call``?"""
-        latest = self.second if self.first[1] == call else self.first
-        return latest[0] >= call
+    def after(self, call: float, ret: float) -> bool:
+        """Did an op return at or after ``call``, other than the one returning at ``ret`` and
+        those it closed (all return at ``ret``)?"""
+        others = [r for r in self.top if r != ret]
+        if not others:
+            return len(self.top) == self.KEEP  # more may return at ``ret``-or-later: unknown
+        return others[0] >= call
 
 
 def _straddled(spans: list[tuple], cuts: list[float]) -> list[bool]:
@@ -150,7 +154,7 @@ def _pin(floor, top, top_shown, info_acquire_witness, changers, rev_shown, commi
             return None
         active = act0
     else:
-        if top in changers and changers[top].after(top_shown[0]):
+        if top in changers and changers[top].after(top_shown[0], top_shown[2]):
             return None
         active = top_shown[1]
     if rev_shown is None:
@@ -158,7 +162,7 @@ def _pin(floor, top, top_shown, info_acquire_witness, changers, rev_shown, commi
             return None
         rev = rev0
     else:
-        if committers.after(rev_shown[0]):
+        if committers.after(rev_shown[0], rev_shown[2]):
             return None
         rev = rev_shown[1]
     return (top, active, rev, floor, ())
