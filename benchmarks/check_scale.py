@@ -3,7 +3,14 @@
 checker, and whether the cost grows linearly.
 
     python benchmarks/check_scale.py [--sizes 100k,300k,1m] [--dir /tmp/claim-chaos-scale]
-        [--per-checker 100k,300k,1m] [--jobs 2]
+        [--per-checker 100k,300k,1m] [--jobs 2] [--hard [--plant]]
+
+``--hard``: the histories of ``benchmarks/hard_history.py`` instead (a
+long run on a few busy items: many overlapping ops per item, ~10 % info
+ops, restarts, the clock moving both ways); ``--plant`` forges one takeover
+into each, so the checker must find it. Each ``chaos check`` row says how
+many of the linearizability checker's partitions it decided (``ok`` or
+``illegal``, not ``unknown``) and the configurations of the largest.
 
 Every figure is measured in a fresh subprocess, so each process's peak RSS
 is its own (``os.wait4``'s ``ru_maxrss``; CPU is user + system, including
@@ -39,10 +46,11 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from benchmarks.hard_history import generate_hard  # noqa: E402
 from benchmarks.history_gen import GenConfig, generate  # noqa: E402
 from checkers import default_checkers  # noqa: E402
 
-SIZES = {"100k": 100_000, "300k": 300_000, "1m": 1_000_000}
+SIZES = {"100k": 100_000, "200k": 200_000, "300k": 300_000, "1m": 1_000_000}
 DEFAULT_JOBS = min(2, os.cpu_count() or 1)  # chaos check's own default (chaos/commands/check.py)
 READ_ONLY = "import sys; from checkers.history import History; h = History.read(sys.argv[1]); print(len(h.ops))"
 
@@ -106,15 +114,30 @@ class PssSampler:
         self._thread.join()
 
 
-def history(size: str, seed: int, root: str) -> tuple[str, dict]:
-    d = os.path.join(root, f"{size}-seed{seed}")
+def history(size: str, seed: int, root: str, kind: str = "") -> tuple[str, dict]:
+    d = os.path.join(root, f"{size}-seed{seed}{'-' + kind if kind else ''}")
     meta = os.path.join(d, "generated.json")
     if not os.path.exists(meta):
-        info = generate(GenConfig(ops=SIZES[size], seed=seed), d)
+        if kind:
+            info = generate_hard(SIZES[size], seed, d, planted=kind == "hard-planted")
+        else:
+            info = generate(GenConfig(ops=SIZES[size], seed=seed), d)
         with open(meta, "w") as f:
             json.dump(info, f)
     with open(meta) as f:
         return d, json.load(f)
+
+
+def decided(result: dict) -> str:
+    """How many linearizability partitions were decided, and the largest one's search."""
+    lin = (result.get("checkers") or {}).get("linearizable")
+    if not lin or "partitions" not in lin:
+        return "linearizable not run"
+    parts = lin["partitions"]
+    done = sum(p["result"] in ("ok", "illegal") for p in parts)
+    big = max(parts, key=lambda p: p["ops"], default=None)
+    return (f"partitions decided {done}/{len(parts)}" + (f" (largest: {big['ops']} ops, {big['result']}, "
+            f"{big['configurations']:,} configurations, {big.get('windows', 1)} windows)" if big else ""))
 
 
 def row(name: str, m: dict, ops: int, extra: str = "") -> str:
@@ -129,6 +152,8 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--jobs", default="2,1", help="chaos check --jobs values to measure (2 is its default)")
     ap.add_argument("--dir", default="/tmp/claim-chaos-scale")
+    ap.add_argument("--hard", action="store_true", help="busy-item histories (benchmarks/hard_history.py)")
+    ap.add_argument("--plant", action="store_true", help="with --hard: one forged takeover in each history")
     args = ap.parse_args()
     sizes = [s for s in args.sizes.split(",") if s]
     args.jobs = [int(j) for j in args.jobs.split(",") if j]
@@ -138,7 +163,8 @@ def main() -> int:
     print(f"  {'':<32} {'wall':>10} {'cpu':>10} {'peak RSS':>12} {'cpu/op':>12}")
     per_op: dict[int, dict[str, float]] = {}
     for size in sizes:
-        d, info = history(size, args.seed, args.dir)
+        kind = ("hard-planted" if args.plant else "hard") if args.hard else ""
+        d, info = history(size, args.seed, args.dir, kind)
         ops = info["ops"]
         print(f"{size}: {ops:,} ops, {info['entries']:,} history entries, {info['bytes'] / 2**20:,.0f} MiB "
               f"(generated in {info['seconds']} s; {d})")
@@ -148,7 +174,7 @@ def main() -> int:
             try:
                 result = json.loads(whole["out"])
                 procs = result.get("processes") or {}
-                verdict = {True: "valid", False: "INVALID"}.get(result["valid"], "unknown")
+                verdict = {True: "valid", False: "INVALID"}.get(result["valid"], "unknown") + "; " + decided(result)
             except ValueError:
                 verdict = f"crashed (rc {whole['rc']}): {whole['err']}"
             split = f"peak PSS {whole['pss_mb']:.0f} MB"

@@ -110,6 +110,8 @@ class PartitionResult:
     reason: str = ""
     explanation: Explanation | None = None
     seconds: float = 0.0  # wall time spent in this partition's search
+    final_state: Any = None  # on ``ok``: the model state after the witness (a window hands it on)
+    witness: list[int] = field(default_factory=list)  # on ``ok``: the linearization (positions in the partition)
 
 
 @dataclass
@@ -672,6 +674,9 @@ def _finish(model: Model, res: PartitionResult, ops: list[Operation], states: li
     """A finished search -> its partition's result, in indices of the checked list."""
     idx = res.op_indices
     res.result, res.configurations, res.seconds = found.verdict, found.configurations, spent
+    if found.verdict == OK:
+        res.final_state = states[found.sid]
+        res.witness = found.prefix
     if found.partials:
         res.partial_linearizations = [[idx[o] for o in seq] for seq in found.partials]
     if found.verdict == UNKNOWN_RESULT:

@@ -52,6 +52,7 @@ from backends.contract import format_instant
 from .checker import ILLEGAL, OK, Budget, check_operations
 from .claim_ops import active_tuple, instant_ms, register_operations
 from .model import UNKNOWN, NondeterministicModel, Operation
+from .witness import MIN_SEGMENT, check_register
 
 UNBOUND = "<unbound>"
 ANY = "<any>"  # a detail of a prescribed outcome the history has not revealed
@@ -441,7 +442,11 @@ def check(history, ctx: dict) -> dict:
     ``initial_revisions`` (``{"ns/item": revision}``). Without them every tuple
     starts fresh with its ledger revision unbound (learnt from the replies).
     ``linearizable_budget`` (``Budget.from_mapping``) bounds each tuple's
-    search; a tuple over it is ``unknown`` with the reason.
+    search; a tuple over it is ``unknown`` with the reason. Each tuple is
+    checked witness-first (``witness.check_register``: info windows closed
+    by evidence, windows cut at quiet points, the whole search only where a
+    window fails); ``linearizable_witness: False`` runs the plain search
+    over the whole tuple instead (the oracle the tests compare with).
 
     One register at a time: its operations are built, searched and dropped,
     so memory holds one partition's search, not the whole history's.
@@ -452,6 +457,8 @@ def check(history, ctx: dict) -> dict:
         le, act, _, floor, outs = starts.get(key, (0, None, UNBOUND, 0, ()))
         starts[key] = (le, act, rev, floor, outs)
     budget = Budget.from_mapping(ctx.get("linearizable_budget"))  # per (namespace, item)
+    witness = ctx.get("linearizable_witness", True)  # False: the plain search over each whole partition
+    window = ctx.get("linearizable_window", MIN_SEGMENT)  # ops per window at least
     base = claim_model().to_model()
     fresh: State = (0, None, UNBOUND, 0, ())
     summaries, anomalies, unknown = [], [], []
@@ -459,8 +466,11 @@ def check(history, ctx: dict) -> dict:
     for key, part in register_operations(history):
         op_count += len(part)
         start = starts.get(key, fresh)
-        model = replace(base, init=lambda start=start: frozenset([start]), partition=None)
-        res = check_operations(model, part, timeout=ctx.get("timeout", 60), budget=budget)
+        if witness:
+            res, how = check_register(base, start, part, ctx.get("timeout", 60), budget, window)
+        else:
+            model = replace(base, init=lambda start=start: frozenset([start]), partition=None)
+            res, how = check_operations(model, part, timeout=ctx.get("timeout", 60), budget=budget), None
         if res.result == ILLEGAL:
             verdict = ILLEGAL
             anomalies.append(_anomaly(key, part, res))
@@ -470,6 +480,7 @@ def check(history, ctx: dict) -> dict:
         p = res.partitions[0] if res.partitions else None
         summaries.append({"ledger_namespace": key[0], "item_id": key[1], "ops": len(part), "result": res.result,
                           "configurations": p.configurations if p else 0,
+                          **({"windows": how.segments, "pinned": how.pinned, "info_closed": how.info_closed} if how else {}),
                           **({"reason": p.reason} if p and p.reason else {})})
     return {
         "valid": {OK: True, ILLEGAL: False}.get(verdict, "unknown"),

@@ -1,0 +1,319 @@
+"""Witness-guided linearization of one claim register: evidence first, search only in small windows.
+
+Two exact reductions, then the Porcupine search (``check_operations``) on
+what is left:
+
+1. **Info windows closed by evidence** (``bound_info_windows``). An op whose
+   outcome is unknown returns at +inf: it may take effect anywhere after its
+   call, so it straddles the rest of the history and the search keeps a
+   choice open for it to the end. The replies say when that choice is gone.
+   A later-called definite op ``O`` whose reply shows a state in which the
+   info op ``I`` can no longer take effect, and never again (the register
+   only moves forward), closes ``I``'s window at ``O``'s return:
+
+   * an acquire with witness ``last_epoch = w``: ``O`` shows ``last_epoch >
+     w`` (epochs only grow, and the acquire needs exactly ``w``);
+   * a renew/release of epoch ``e``: ``O`` shows ``last_epoch >= e`` with no
+     active claim of epoch ``e`` (only an acquire sets an active claim, at a
+     fresh epoch), or ``O`` is a decision at or after the expected expiry
+     (the persisted floor then says every later decision is too late);
+   * a publish of operation id ``k``: ``O`` is a definite reply that leaves
+     an outcome stored under ``k`` (a fresh or replayed ``ok`` or fence
+     rejection, or a ``publication-read`` showing it); a later execution of
+     ``I`` is a replay that changes nothing. Or ``O`` is a fresh publish
+     decision showing a revision other than ``I``'s expected one, every
+     publish whose candidate is that expected revision returned before ``O``
+     was called (nothing can make it the revision again: ``I`` can commit
+     nothing), and so did every definite op naming ``k`` (nothing reads what
+     ``I`` would store);
+   * an acquire past the epoch high-water mark takes effect nowhere: it
+     returns at its call.
+
+   Exactness: if some linearization places ``I`` after ``O``, then ``I``
+   has no effect there, and moving it to just before ``O`` (with no effect)
+   gives a linearization too: every op after that point was linearized
+   after ``O``'s point, which is after ``I``'s call, so real-time order
+   holds; the states from there on are a superset (the model is a power
+   set, and an ``info`` step may always have no effect). Conversely a
+   shorter window only removes linearizations. So returning ``I`` at
+   ``O``'s return changes no verdict.
+
+2. **Segments at quiet points** (``segments``). Where no op straddles a
+   point in time (every op before it returned before any op after it was
+   called), every linearization does all ops before it first. The
+   partition is cut there into windows of at least ``MIN_SEGMENT`` ops, and
+   each window is searched from the state the previous window's witness
+   ended in. All windows linearizable = a witness for the whole partition
+   (the witnesses concatenate): ``valid``, soundly. The hand-over is one
+   linearization's state, not every possible one, so a window that fails is
+   searched again together with the windows before it (doubling the span
+   backwards) down to an *exact* start: the partition's own, or a window
+   start whose state the replies pin (``pinned.py``: the one state every
+   linearization of the ops before it leaves; used only where the witness
+   ended in exactly that state). Only a search from an exact start may say
+   ``illegal`` or end ``unknown``: the windows before it and that search are
+   together the plain search's verdict, and the explanation is the search's,
+   its prefix led by the witnesses before the span.
+
+Memory: a configuration holds a bitset of its window's ops, so windows keep
+the memo small where one 20,000-op partition would hold 2.5 KB a
+configuration.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from typing import Any
+
+from backends.api import EPOCH_MAX
+
+from .checker import (
+    ILLEGAL, OK, UNKNOWN_RESULT, UNLIMITED, Budget, LinearizabilityResult, PartitionResult, check_operations,
+)
+from .model import INF, UNKNOWN, Model, Operation
+from .pinned import pinned_states
+
+MIN_SEGMENT = 128  # ops per window at least (a window is cut only at a quiet point)
+
+_CLAIM_KINDS = ("acquire", "renew", "release")
+
+
+# --------------------------------------------------------------------------- 1. info windows
+
+
+class _Evidence:
+    """What one definite reply shows about the register from its point on."""
+
+    __slots__ = ("record", "floor", "stored", "revision")
+
+    def __init__(self, op: Operation, fresh: bool):
+        inp, out = op.input, op.output
+        kind, code = inp[0], out[0]
+        self.record = out[2] if kind != "pread" else None  # (last_epoch, active) at its point
+        decides = kind in _CLAIM_KINDS or (kind == "publish" and code in ("ok", "claim-fence-rejected"))
+        self.floor = out[1] if decides else None  # the decision time it persists (reads persist none)
+        stores = (kind == "publish" and code in ("ok", "claim-fence-rejected")) or (kind == "pread" and code == "ok")
+        self.stored = inp[1] if stores else None  # an outcome is stored under this id from then on
+        # a fresh publish decision shows the revision (a replay shows the stored one's, of its own time)
+        reveals = fresh and kind == "publish" and code in ("ok", "ledger-revision-conflict")
+        self.revision = out[3][0] if reveals else None
+
+    def says_something(self) -> bool:
+        return not (self.record is None and self.floor is None and self.stored is None and self.revision is None)
+
+
+def _closes(info: tuple, ev: _Evidence, quiet_after: float, call: float, committers: dict) -> bool:
+    """Does a reply called at ``call`` (its evidence ``ev``) rule ``info`` out from its point on?
+
+    ``quiet_after``: for a publish, the latest return of the definite ops
+    naming its operation id (the only ones that could read what it stores:
+    an ``info`` op naming it may always have no effect); ``committers``:
+    per revision, the latest return of the publishes whose candidate it is
+    (after that no publish can make it the ledger's revision again).
+    """
+    kind = info[0]
+    rec = ev.record
+    if kind == "acquire":
+        return rec is not None and rec[0] > info[3]
+    if kind in ("renew", "release"):
+        epoch, expected_expires = info[2], info[3]
+        if ev.floor is not None and ev.floor >= expected_expires:
+            return True
+        return rec is not None and rec[0] >= epoch and (rec[1] is None or rec[1][1] != epoch)
+    if kind == "publish":
+        if ev.stored == info[1]:
+            return True  # a later execution is a replay
+        # the revision moved off the expected one and no publish can bring it back: a commit is
+        # impossible, and what it stores no op naming the id can read any more
+        expected = info[3]
+        return (ev.revision is not None and ev.revision != expected and committers.get(expected, -INF) < call
+                and quiet_after < call)
+    return False
+
+
+def _never(info: tuple) -> bool:
+    """An op that can take effect in no state (an acquire past the epoch high-water mark)."""
+    return info[0] == "acquire" and info[3] >= EPOCH_MAX
+
+
+def bound_info_windows(ops: list[Operation], passes: int = 3) -> tuple[list[Operation], int]:
+    """``_bound_once`` until nothing moves (a window closed in one pass can
+    close another's in the next: a publish whose revision it waited for)."""
+    moved = 0
+    for _ in range(passes):
+        ops, n = _bound_once(ops)
+        moved += n
+        if not n:
+            break
+    return ops, moved
+
+
+def _bound_once(ops: list[Operation]) -> tuple[list[Operation], int]:
+    """``ops`` (copies where changed, same order) with each open op's return
+    moved to the first later-called reply that rules it out; and how many moved.
+
+    One pass in call order keeps the open ops; each definite reply closes
+    the ones it rules out (an op is checked against each later reply once
+    while open, so the cost is the open ops times the replies they stay
+    open for, which the evidence keeps short).
+    """
+    out = list(ops)
+    order = sorted(range(len(ops)), key=lambda i: ops[i].call)
+    naming: dict = {}  # operation id -> the ops naming it
+    for i, op in enumerate(ops):
+        if op.input[0] in ("publish", "pread"):
+            naming.setdefault(op.input[1], []).append(i)
+    committers: dict = {}
+    for op in ops:
+        if op.input[0] == "publish":
+            committers[op.input[4]] = max(committers.get(op.input[4], -INF), op.return_time)
+    open_: list[int] = []
+    quiet_after: dict[int, float] = {}
+    moved = 0
+    for i in order:
+        op = ops[i]
+        if op.return_time == INF:
+            if _never(op.input):
+                out[i] = replace(op, return_time=op.call)
+                moved += 1
+                continue
+            open_.append(i)
+            if op.input[0] == "publish":
+                quiet_after[i] = max((ops[j].return_time for j in naming[op.input[1]]
+                                      if ops[j].return_time != INF), default=-INF)
+            continue
+        if not open_ or op.output is UNKNOWN:
+            continue
+        fresh = op.input[0] == "publish" and all(
+            ops[j].call > op.return_time for j in naming[op.input[1]] if j != i)
+        ev = _Evidence(op, fresh)
+        if not ev.says_something():
+            continue
+        still = []
+        for j in open_:
+            if _closes(ops[j].input, ev, quiet_after.get(j, -INF), op.call, committers):
+                out[j] = replace(ops[j], return_time=op.return_time)
+                moved += 1
+            else:
+                still.append(j)
+        open_ = still
+    return out, moved
+
+
+# --------------------------------------------------------------------------- 2. segments
+
+
+def segments(ops: list[Operation], min_ops: int = MIN_SEGMENT) -> list[list[int]]:
+    """Indices of ``ops`` in windows cut at quiet points, each at least
+    ``min_ops`` long (the last may be shorter), in call order."""
+    order = sorted(range(len(ops)), key=lambda i: ops[i].call)
+    out: list[list[int]] = []
+    current: list[int] = []
+    reach = -INF  # the latest return of the current window so far
+    for i in order:
+        op = ops[i]
+        if len(current) >= min_ops and reach < op.call:
+            out.append(current)
+            current = []
+        current.append(i)
+        reach = max(reach, op.return_time)
+    if current:
+        out.append(current)
+    return out
+
+
+# --------------------------------------------------------------------------- the check
+
+
+@dataclass
+class WitnessStats:
+    info_closed: int = 0  # info ops whose window the evidence closed
+    segments: int = 1  # windows
+    pinned: int = 0  # window starts whose state the replies pin (see ``pinned``)
+    widened: int = 0  # spans searched again with windows before them (a hand-over that did not fit)
+
+
+def check_register(model: Model, start: tuple, ops: list[Operation], timeout: float | None,
+                   budget: Budget | None, min_segment: int = MIN_SEGMENT,
+                   engine: str = "auto") -> tuple[LinearizabilityResult, WitnessStats]:
+    """One register's partition from the concrete state ``start``: ``valid``
+    from a chain of window witnesses; where a window fails, the search over
+    a span widened backwards to a window start whose state is exact (the
+    partition's start, or a pinned one), which decides.
+
+    ``model``'s states are power sets (``frozenset``). The result has one
+    ``PartitionResult`` whose indices refer to ``ops``; on ``illegal`` its
+    explanation is the search's over the deciding span, its prefix led by the
+    witnesses of the windows before it (one linearization: the span starts
+    from the state they leave, the one state any linearization leaves).
+    """
+    bounded, closed = bound_info_windows(ops)
+    windows = segments(bounded, min_segment)
+    pins = [start] + pinned_states(bounded, start, [bounded[w[0]].call for w in windows[1:]])
+    stats = WitnessStats(info_closed=closed, segments=len(windows))
+
+    budget = budget or UNLIMITED
+    deadline = None if budget.seconds is None else time.monotonic() + budget.seconds
+
+    def search(lo: int, hi: int, state: Any) -> tuple[list[int], LinearizabilityResult]:
+        """The span's search, within what is left of the partition's time budget."""
+        span = [i for w in windows[lo:hi] for i in w]
+        m = replace(model, init=lambda: state, partition=None)
+        left = budget if deadline is None else replace(budget, seconds=max(1e-3, deadline - time.monotonic()))
+        res = check_operations(m, [bounded[i] for i in span], timeout=timeout, budget=left, engine=engine)
+        part = res.partitions[0]
+        if res.result != OK and deadline is not None and time.monotonic() >= deadline:
+            res.result, part.result, part.explanation = UNKNOWN_RESULT, UNKNOWN_RESULT, None
+        if part.result == UNKNOWN_RESULT:
+            part.reason = (f"search budget of {budget.describe(len(span))} used up ({len(ops)} ops in "
+                           f"{len(windows)} windows, the last search over {len(span)} of them, "
+                           f"{part.configurations:,} configurations); the verdict for this partition is unknown")
+        return span, res
+
+    before: list[Any] = [frozenset([start])] + [None] * len(windows)  # the state each window starts from
+    exact = [True] + [False] * len(windows)  # ... is the one every linearization leaves
+    orders: list[list[int]] = [[] for _ in windows]  # each window's witness (a merged span's: its first)
+    configurations = 0
+    k = 0
+    while k < len(windows):
+        lo = k
+        while True:
+            span, res = search(lo, k + 1, before[lo])
+            part = res.partitions[0]
+            configurations += part.configurations
+            if res.result == OK or exact[lo] or res.result == UNKNOWN_RESULT and deadline is not None \
+                    and time.monotonic() >= deadline:
+                break
+            stats.widened += 1
+            back = max(1, k + 1 - lo)  # double the span backwards, down to an exact start
+            lo = next(j for j in range(lo - 1, -1, -1) if exact[j] or j <= lo - back)
+        if res.result != OK:
+            prefix = [i for w in orders[:lo] for i in w]
+            return _decided(res, span, prefix, configurations, len(ops)), stats
+        for j in range(lo, k + 1):
+            orders[j] = []
+        orders[lo] = [span[i] for i in part.witness]
+        before[k + 1] = part.final_state
+        if k + 1 < len(windows) and pins[k + 1] is not None and part.final_state == frozenset([pins[k + 1]]):
+            exact[k + 1] = True
+            stats.pinned += 1
+        k += 1
+    result = PartitionResult(list(range(len(ops))), OK, configurations=configurations)
+    return LinearizabilityResult(OK, [result], res.engine), stats
+
+
+def _decided(res: LinearizabilityResult, span: list[int], prefix: list[int], configurations: int,
+             n: int) -> LinearizabilityResult:
+    """A deciding span's result in indices of the whole partition (``prefix``: the witness before the span)."""
+    part = res.partitions[0]
+    ex = part.explanation
+    if ex is not None:
+        ex.prefix = prefix + [span[i] for i in ex.prefix]
+        ex.stuck = [span[i] for i in ex.stuck]
+        ex.described = {span[i]: d for i, d in ex.described.items()}
+        ex.first_return = None if ex.first_return is None else span[ex.first_return]
+    partials = [prefix + [span[i] for i in seq] for seq in part.partial_linearizations]
+    result = PartitionResult(list(range(n)), part.result, partials, configurations, part.reason, ex, part.seconds)
+    return LinearizabilityResult(part.result if part.result in (OK, ILLEGAL) else UNKNOWN_RESULT, [result],
+                                 res.engine)
