@@ -172,7 +172,23 @@ FENCE_AIMS = {
 
 #: racer episode -> the op of its racing step that counts the race
 RACE_STEP = {"race:takeover-vs-publish": "takeover", "race:two-owners": "publish-old-owner",
-             "race:publish-vs-release": "release"}
+             "race:publish-vs-release": "release", "race:twin-acquire": "acquire-twin",
+             "race:twin-publish": "publish-twin", "race:renew-vs-release": "release"}
+#: the races of claim decisions only (an advisory backend runs them too)
+CLAIM_RACES = ("race:twin-acquire", "race:renew-vs-release")
+
+#: frozen-call episode -> (path name, the frozen op's intents, needs a publishing backend): the path
+#: completes when the freeze landed inside the call (the check-then-act gap reached)
+FROZEN = {
+    "frozen-publish": ("publish frozen inside its call while a rival takes over",
+                       ("frozen-publish:frozen-publish", "frozen-publish-rival-first:frozen-publish"), True),
+    "frozen-acquire": ("acquire frozen inside its call while a rival acquires with its witness",
+                       ("frozen-acquire:frozen-acquire",), False),
+    "frozen-renew-release": ("renew or release frozen inside its call while a rival uses its CAS tuple",
+                             ("frozen-renew-release:frozen-renew", "frozen-renew-release:frozen-release"), False),
+    "frozen-legacy": ("legacy transition frozen inside its call while a rival acquires the item",
+                      ("frozen-legacy:frozen-legacy-transition",), False),
+}
 
 
 def _episodes(names) -> tuple:
@@ -194,6 +210,10 @@ def _paths() -> tuple:
              ("race:takeover-vs-publish", "race:two-owners", probe_name("takeover", 0))),
         Path("acquire with a stale witness", _intent("stale-witness:stale-witness"), _code("claim-conflict"),
              ("stale-witness",)),
+        Path("acquire with a stale witness on an expired claim", _intent("stale-witness:stale-witness-expired"),
+             _code("claim-conflict"), ("stale-witness",)),
+        Path("acquire with a stale witness on a free item", _intent("race:twin-acquire:stale-witness-free"),
+             _code("claim-conflict"), ("race:twin-acquire",)),
         Path("renew", lambda a: a.f == "renew", _ok, ("stale-expiry", probe_name("renew", -1))),
         Path("renew with a stale expiry", _intent("stale-expiry:stale-expiry"), _code("claim-conflict"),
              ("stale-expiry",)),
@@ -225,14 +245,15 @@ def _paths() -> tuple:
             at = {-1: "expires_at - 1 ms", 0: "exactly expires_at", 1: "expires_at + 1 ms"}[d]
             out.append(Path(f"probe {op} at {at}", _intent(f"{name}:probe"), _landed, (name,), op == "publish"))
     for race, step in RACE_STEP.items():
-        out.append(Path(race, _intent(f"{race}:{step}"), definite, (race,), True))
+        out.append(Path(race, _intent(f"{race}:{step}"), definite, (race,), race not in CLAIM_RACES))
     inside = lambda a: bool((a.fault or {}).get("inside"))
     fired = lambda a: a.fault is not None
+    # a signal that finds the call already answered is the harness's miss, not the backend's
+    # answer: these are requested once the run made IN_CALL_TRIES attempts
+    for kind, (name, intents, publication) in FROZEN.items():
+        by = (kind, "frozen-publish-rival-first") if kind == "frozen-publish" else (kind,)
+        out.append(Path(name, _intent(*intents), inside, by, publication, reached=fired, min_reached=IN_CALL_TRIES))
     out += [
-        # a signal that finds the call already answered is the harness's miss, not the backend's
-        # answer: these are requested once the run made IN_CALL_TRIES attempts
-        Path("publish frozen inside its call while a rival takes over", _intent("frozen-publish:frozen-publish"),
-             inside, ("frozen-publish",), True, reached=fired, min_reached=IN_CALL_TRIES),
         Path("call killed inside its work", _intent("killed-publish:killed-call", "killed-renew:killed-call"),
              inside, ("killed-publish", "killed-renew"), reached=fired, min_reached=IN_CALL_TRIES),
         Path("legacy transition refused over an active claim", _intent("legacy-writes:legacy-transition"),

@@ -26,6 +26,12 @@ race:takeover-vs-publish   a publishes (fence a) ∥ b takes over (pinned at E);
 race:two-owners            b takes over (pinned at E); then a publishes
                            (fence a) ∥ b publishes (fence b), both on R
 race:publish-vs-release    a publishes ∥ b releases a's claim
+race:twin-acquire          a releases; b acquires the free item with the stale
+                           witness a's hold used; then a ∥ b acquire it with
+                           one and the same (current) witness
+race:twin-publish          a ∥ b publish under a's fence, on one expected
+                           revision, with their own operation ids
+race:renew-vs-release      a renews ∥ b releases a's claim (one CAS tuple)
 probe-<op>@<d>             renew, release or publish by a, or takeover by b,
                            decided at exactly E-1, E or E+1 ms (d = -1, 0, +1)
 fence-<dimension>          a publishes with a fence whose namespace, item,
@@ -35,7 +41,8 @@ replay-after-ok / -fail    the identical publish twice (first ok, or first a
                            stored fence rejection)
 reuse-bytes / -revision /  a's ok publish, then its operation_id with other
 -item                      bytes, another expected revision, another item
-stale-witness              b acquires with the witness a's acquire used
+stale-witness              b acquires with the witness a's acquire used; then
+                           again, decided at E (the claim expired)
 stale-expiry               a renews, then renews again with the old expiry
 stale-revision             a publishes with an older (or never-seen) revision,
                            decided 1 ms into a's lease
@@ -49,6 +56,18 @@ frozen-publish             a's publish is SIGSTOPped inside the call (the
                            of its work); meanwhile b takes the item over (pinned
                            at E); a is SIGCONTed once b has its reply; then b
                            publishes
+frozen-publish-rival-first a's publish frozen like frozen-publish; meanwhile b
+                           takes over and publishes under its own fence on the
+                           revision the pair knew before a's publish; a goes
+                           on once b's publish has its reply
+frozen-acquire             a releases; a's acquire of the free item frozen at
+                           the end of its write transaction; meanwhile b
+                           acquires with the same witness; a goes on after
+frozen-renew-release       a's renew frozen, b releasing a's claim with the same
+                           CAS tuple meanwhile; then a's release frozen, b
+                           renewing with the same tuple meanwhile
+frozen-legacy              b's legacy transition of the (free or expired) side
+                           item frozen; meanwhile a acquires it (then releases)
 killed-publish / -renew    a's call is SIGKILLed at a seeded point inside it
 legacy-writes              b's legacy transition and legacy create of a's held
                            item (both must be refused, §7)
@@ -125,7 +144,9 @@ EPISODES = (
        "stale-witness", "stale-expiry", "stale-revision", "unbound-namespace",
        "frozen-publish", "killed-publish", "killed-renew",
        "legacy-writes", "bad-digest", "incomplete-retry", "invalid-candidate", "epoch-exhaustion",
-       "noncanonical-requests", "refusals-keep-floor")
+       "noncanonical-requests", "refusals-keep-floor",
+       "race:twin-acquire", "race:twin-publish", "race:renew-vs-release",
+       "frozen-acquire", "frozen-renew-release", "frozen-publish-rival-first", "frozen-legacy")
 )
 
 #: what an episode needs of the backend beyond its public commands (``chaos.sut.abilities`` needs):
@@ -134,6 +155,10 @@ EPISODE_NEEDS = {
     "epoch-exhaustion": ("seed=store|admin",),   # a claim record seeded one short of the high-water mark
     "legacy-writes": ("legacy-writes",),
     "frozen-publish": ("freeze-call",),
+    "frozen-acquire": ("freeze-call",),
+    "frozen-renew-release": ("freeze-call",),
+    "frozen-publish-rival-first": ("freeze-call",),
+    "frozen-legacy": ("freeze-call", "legacy-writes"),
     "killed-publish": ("kill-call",),
     "killed-renew": ("kill-call",),
 }
@@ -663,7 +688,157 @@ def _stale_witness():
         if _own(x) is None or x.f.witness is None:
             return None
         return [("b", x.acquire("b", x.f.witness, "stale-witness"))]
-    return (stale,)
+
+    def expired(x):
+        # the same stale witness once a's claim has expired: a backend that compares the witness only
+        # while a claim is live (witness-ignored on an expired item) lets this one through
+        a = _own(x)
+        if a is None or x.f.witness is None:
+            return []
+        return [("b", x.acquire("b", x.f.witness, "stale-witness-expired", clock_ms=x.expires(a)))]
+    return (stale, expired)
+
+
+# --------------------------------------------------------------------------- check-then-act races
+# A decision checked under the lock and written after it (chaos.testing.cta_mutants) shows only
+# when a rival's call runs inside that gap: the race:* episodes send the two calls at once (timed),
+# the frozen-* ones stop the first call right after it ends a write transaction (the gap itself,
+# chaos.faults.lockfreeze), send the rival once the freeze landed, and let the first go on once the
+# rival has its reply. A correct backend's call has then committed everything: the rival is refused.
+
+
+def _tag(x: Ctx) -> str:
+    """A run-unique rendezvous tag for a frozen call that has no operation id."""
+    return f"freeze_{x.owner('a')}_r{x.pair.pair}e{x.pair.n}.{x.pair.tries}s{x.pair.step}"
+
+
+def _frozen(x: Ctx, op: dict, tag: str) -> dict:
+    return dict(op, fault=dict(_fault(x, "freeze"), after="write-release", tag=tag))
+
+
+def _rival(op: dict, tag: str) -> dict:
+    return dict(op, after_freeze=tag, ends_freeze=tag)
+
+
+def _release_first(x: Ctx):
+    a = _own(x)
+    return None if a is None else [("a", x.release(a, "release", clock_ms=x.into_lease(a)))]
+
+
+def _free_record(x: Ctx) -> dict | None:
+    rec = x.f.record
+    return rec if x.f.released and rec is not None and rec.get("active") is None else None
+
+
+def _twin_acquire():
+    def stale(x):   # a stale witness on a free item: the record a's hold used
+        if _free_record(x) is None or x.f.witness is None:
+            return None
+        return [("b", x.acquire("b", x.f.witness, "stale-witness-free"))]
+
+    def twins(x):
+        rec = _free_record(x)
+        if rec is None:
+            return None
+        return [("a", x.acquire("a", rec, "acquire-twin")), ("b", x.acquire("b", rec, "acquire-twin"))]
+    return (_release_first, stale, twins)
+
+
+def _twin_publish():
+    def twins(x):
+        a = _own(x)
+        if a is None:
+            return None
+        at = x.into_lease(a)   # both inside a's lease, both under a's fence, both on the known revision
+        return [("a", x.publish("a", "publish-twin", clock_ms=at)), ("b", x.publish("b", "publish-twin", clock_ms=at))]
+    return (twins,)
+
+
+def _renew_vs_release():
+    def race(x):
+        a = _own(x)
+        if a is None:
+            return None
+        at = x.into_lease(a)   # the renew's new expiry differs from the tuple's: either order refuses one
+        return [("a", x.renew(a, "renew", clock_ms=at)), ("b", x.release(a, "release", clock_ms=at))]
+    return (race,)
+
+
+def _frozen_acquire():
+    def race(x):
+        rec = _free_record(x)
+        if rec is None:
+            return None
+        tag = _tag(x)
+        return [("a", _frozen(x, x.acquire("a", rec, "frozen-acquire"), tag)),
+                ("b", _rival(x.acquire("b", rec, "acquire-same-witness"), tag))]
+    return (_release_first, race)
+
+
+def _frozen_renew_release():
+    def renew(x):
+        a = _own(x)
+        if a is None:
+            return None
+        tag, at = _tag(x), x.into_lease(a)
+        return [("a", _frozen(x, x.renew(a, "frozen-renew", clock_ms=at), tag)),
+                ("b", _rival(x.release(a, "release-same-tuple", clock_ms=at), tag))]
+
+    def release(x):
+        a = _own(x)
+        if a is None:
+            return None
+        # 1 ms later than the renew before: the rival renew's expiry differs from the renewed one
+        tag, at = _tag(x), x.into_lease(a) + 1
+        return [("a", _frozen(x, x.release(a, "frozen-release", clock_ms=at), tag)),
+                ("b", _rival(x.renew(a, "renew-same-tuple", clock_ms=at), tag))]
+    return (renew, release)
+
+
+def _frozen_publish_rival_first():
+    def race(x):
+        a = _own(x)
+        if a is None:
+            return None
+        pub = x.publish("a", "frozen-publish", clock_ms=x.into_lease(a))
+        tag = pub["value"]["operation_id"]
+        # b's fence is the one its takeover will get (the next epoch), and its revision the one the pair
+        # knew before a's publish: a's late write then comes after b's own commit, on the same revision
+        fence = {"owner_id": x.owner("b"), "epoch": str(int(a["epoch"]) + 1)}
+        return [("a", _frozen(x, pub, tag)),
+                ("b", dict(x.takeover("b", a, "takeover"), after_freeze=tag)),
+                ("b", dict(x.publish("b", "publish-rival", fence=fence), ends_freeze=tag))]
+    return (race,)
+
+
+def _frozen_legacy():
+    """On the side item: a permitted legacy write makes the checkers leave its tuple's ledger bytes
+    unjudged, and the race item's revision chain must stay judged."""
+    def read(x):
+        return [("b", x.read({"ledger_namespace": x.ns, "item_id": x.side}, "read-side"))]
+
+    def race(x):
+        rb = x.f.other
+        if not rb or rb.get("item_id") != x.side:
+            return None
+        tup = {"ledger_namespace": x.ns, "item_id": x.side}
+        pin = x.expires(rb["active"]) if rb.get("active") else None   # a leftover claim: decided at its expiry
+        legacy = {"f": "legacy-transition", "value": dict(tup), "label": "frozen-legacy-transition"}
+        if pin is not None:
+            legacy["clock_ms"] = pin
+        tag = _tag(x)
+        wit = {"last_epoch": rb.get("last_epoch"), "active": rb.get("active")}
+        return [("b", _frozen(x, legacy, tag)),
+                ("a", _rival(x.acquire("a", wit, "acquire-side", tup=tup, clock_ms=pin), tag))]
+
+    def release(x):   # the side item free again (reuse-item's publish finds no active claim there)
+        c = x.f.other_claim
+        if c is None:
+            return []
+        req = {"ledger_namespace": x.ns, "item_id": x.side, "owner_id": c["owner_id"], "epoch": c["epoch"],
+               "expected_expires_at": c["expires_at"]}
+        return [("a", {"f": "release", "value": req, "label": "release-side", "clock_ms": x.into_lease(c)})]
+    return (read, race, release)
 
 
 def _stale_expiry():
@@ -905,5 +1080,12 @@ STEPS: dict = {
     "epoch-exhaustion": _epoch_exhaustion(),
     "noncanonical-requests": _noncanonical(),
     "refusals-keep-floor": _refusals_keep_floor(),
+    "race:twin-acquire": _twin_acquire(),
+    "race:twin-publish": _twin_publish(),
+    "race:renew-vs-release": _renew_vs_release(),
+    "frozen-acquire": _frozen_acquire(),
+    "frozen-renew-release": _frozen_renew_release(),
+    "frozen-publish-rival-first": _frozen_publish_rival_first(),
+    "frozen-legacy": _frozen_legacy(),
 }
 assert set(STEPS) == set(EPISODES)
