@@ -165,8 +165,9 @@ def frozen_renew(run):
 
 
 def frozen_release(run):
-    """frozen-renew-release, second step: a's release frozen, b renews with the same tuple."""
-    a = hold(run)
+    """frozen-renew-release, second step: a's claim as the first step's renew left it; a's release
+    frozen, b renews with the same tuple."""
+    a = run.call(0, "renew", cas(hold(run), True), T0 + 1)["result"]["claim"]
     return [run.frozen("release", cas(a, False), T0 + 2, lambda: run.call(1, "renew", cas(a, True), T0 + 2))]
 
 

@@ -185,8 +185,9 @@ def _one_tuple_accepted_twice(out: Findings, h: History) -> int:
     reply shows an expiry Y != X moves it): in either order the second found
     the tuple gone, so one of them had to be claim-conflict, however the two
     overlapped. The later-decided one is reported. Only a renew of that epoch
-    could set X again in between; where one may have (its outcome unknown,
-    or its reply showing X), nothing is said."""
+    could set X again in between; where one that was not over before both
+    began may have (its outcome unknown, or its reply showing X), nothing is
+    said."""
     groups: dict[tuple, list[Op]] = {}
     lanes: dict[tuple, list[Op]] = {}
     for op in h.ops:
@@ -200,10 +201,13 @@ def _one_tuple_accepted_twice(out: Findings, h: History) -> int:
         changed = [op for op in ops if op.f == "release" or _shown_expiry(op) not in (None, x)]
         if len(changed) < 2:
             continue
-        if any(q not in changed and (not q.definite or _shown_expiry(q) == x) for q in lanes.get((key, epoch), ())):
-            continue
         changed.sort(key=lambda op: (op.t, op.i))
         first, second = changed[0], changed[1]
+        lo, hi = min(first.ip, second.ip), max(first.cp, second.cp)
+        # a renew that may have taken effect between the two (not over before both began) and set X
+        if any(q is not first and q is not second and q.ip < hi and (q.cp is None or q.cp > lo)
+               and (not q.definite or _shown_expiry(q) == x) for q in lanes.get((key, epoch), ())):
+            continue
         n += 1
         what = "cleared it" if first.f == "release" else f"moved its expiry to {at(_shown_expiry(first))}"
         out.add("stale-expiry-accepted",
