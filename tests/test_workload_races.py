@@ -198,6 +198,58 @@ def test_races_really_race_two_ops_at_one_instant(correct_run):
         assert all(x["time"] == y["time"] and x["process"] != y["process"] for x, y in zip(a, b))
 
 
+def test_check_then_act_races_send_their_pairs_at_once_and_a_correct_backend_refuses_one(correct_run):
+    """race:twin-acquire / twin-publish / renew-vs-release: two ops at one instant,
+    from two processes, on one witness / fence and revision / CAS tuple; the
+    correct engine accepts exactly one of each pair (chaos.testing.cta_mutants)."""
+    h, _, _ = correct_run
+    ps = pairs(h)
+    for race, labels in (("race:twin-acquire", ("acquire-twin", "acquire-twin")),
+                         ("race:twin-publish", ("publish-twin", "publish-twin")),
+                         ("race:renew-vs-release", ("renew", "release"))):
+        firsts = [(i, d) for i, d in ps if i["intent"] == f"{race}:{labels[0]}"]
+        assert firsts, race
+        for inv, done in firsts:
+            other, odone = next((i, d) for i, d in ps if i is not inv and i["intent"] == f"{race}:{labels[1]}"
+                                and i["time"] == inv["time"])
+            assert other["process"] != inv["process"]
+            if race == "race:twin-publish":
+                assert other["value"]["claim_fence"] == inv["value"]["claim_fence"]
+                assert other["value"]["expected_revision"] == inv["value"]["expected_revision"]
+                assert other["value"]["operation_id"] != inv["value"]["operation_id"]
+            elif race == "race:twin-acquire":
+                assert other["value"]["expected"] == inv["value"]["expected"]
+            assert sorted((done["type"], odone["type"])) == ["fail", "ok"], (race, code(done), code(odone))
+
+
+def test_frozen_episodes_freeze_the_first_call_and_send_its_rival_into_the_gap(correct_run):
+    h, _, _ = correct_run
+    invokes = [o for o in h if o["type"] == "invoke"]
+    for frozen, rival in (("frozen-acquire:frozen-acquire", "frozen-acquire:acquire-same-witness"),
+                          ("frozen-renew-release:frozen-renew", "frozen-renew-release:release-same-tuple"),
+                          ("frozen-renew-release:frozen-release", "frozen-renew-release:renew-same-tuple"),
+                          ("frozen-legacy:frozen-legacy-transition", "frozen-legacy:acquire-side"),
+                          ("frozen-publish-rival-first:frozen-publish", "frozen-publish-rival-first:publish-rival")):
+        ops = [o for o in invokes if o["intent"] == frozen]
+        assert ops, frozen
+        for op in ops:
+            fault = op["fault"]
+            assert fault["kind"] == "freeze" and fault["after"] == "write-release"
+            ends = [o for o in invokes if o["intent"] == rival and o.get("ends_freeze") == fault["tag"]]
+            assert len(ends) == 1 and ends[0]["process"] != op["process"], frozen
+    got = collections.defaultdict(set)
+    for inv, done in pairs(h):
+        got[inv.get("intent")].add((done["type"], code(done)))
+    # without a real freeze the simulation runs the first call whole: every rival is refused
+    assert got["frozen-acquire:acquire-same-witness"] == {("fail", "claim-conflict")}
+    assert got["frozen-renew-release:release-same-tuple"] == {("fail", "claim-conflict")}
+    assert got["frozen-renew-release:renew-same-tuple"] == {("fail", "claim-conflict")}
+    assert got["frozen-publish-rival-first:publish-rival"] == {("fail", "ledger-revision-conflict")}
+    # a stale witness on a free item and on an expired claim: claim-conflict
+    assert got["race:twin-acquire:stale-witness-free"] == {("fail", "claim-conflict")}
+    assert got["stale-witness:stale-witness-expired"] == {("fail", "claim-conflict")}
+
+
 def test_equal_item_ids_in_two_namespaces_are_unrelated(tmp_path):
     _, world = claims_workload(5)
     agent_ns = world.namespaces[:2]
