@@ -479,3 +479,17 @@ def test_a_prologue_a_fault_cut_short_waits_before_its_rerun_like_an_undecided_s
     assert refused.tries == 1 and refused.at < UNDECIDED_PAUSE_MS * MS
     aimed = answer(RacePair(0, (0, 1)), 2, dict(hold, f="publish"), {"type": "info"})
     assert aimed.tries == 1 and aimed.at < UNDECIDED_PAUSE_MS * MS   # a kill's new process: at once
+
+
+def test_a_stale_witness_on_a_free_or_expired_item_reaches_a_backend_that_checks_it_only_on_a_live_claim(tmp_path):
+    # issue 33: the stale-witness episode aimed at a live claim only, which even a broken program checks;
+    # the witness-ignored bug answered claim-held there and went unseen unless a slow machine expired the lease
+    cfg = ClaimsConfig(episodes=("stale-witness", "race:twin-acquire"))
+    h, ctx, _ = run(tmp_path, cfg, workers=4, seconds=2, factory="chaos.testing.mutants:open_witness_ignored")
+    got = collections.defaultdict(set)
+    for inv, done in pairs(h):
+        got[inv.get("intent")].add(done["type"])
+    assert got["stale-witness:stale-witness-expired"] == got["race:twin-acquire:stale-witness-free"] == {"ok"}
+    verdict = run_checkers(h, ctx)
+    named = {a["type"] for a in verdict["checkers"]["dual_ownership"]["anomalies"]}
+    assert verdict["valid"] is False and "witness-mismatch-accepted" in named
