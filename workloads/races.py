@@ -713,7 +713,9 @@ def _tag(x: Ctx) -> str:
 
 
 def _frozen(x: Ctx, op: dict, tag: str) -> dict:
-    return dict(op, fault=dict(_fault(x, "freeze"), after="write-release", tag=tag))
+    """Held exactly until the rival has its reply: the gap needs nothing longer (a minimum hold
+    only slows the rotation of a process-per-call program, whose calls take most of a second)."""
+    return dict(op, fault=dict(_fault(x, "freeze"), hold_ms=0, after="write-release", tag=tag))
 
 
 def _rival(op: dict, tag: str) -> dict:
