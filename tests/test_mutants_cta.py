@@ -1,7 +1,7 @@
 """The check-then-act red team (``chaos.testing.cta_mutants``) pinned at unit
-level: the interleaving each racer episode drives (``workloads.races``:
-frozen-acquire, frozen-renew-release, frozen-publish-rival-first,
-frozen-legacy) is replayed against the mutant exactly as the write-release
+level: the interleaving each racer episode's frozen step drives
+(``workloads.races``: race:twin-acquire, frozen-renew-release,
+race:twin-publish, frozen-legacy) is replayed against the mutant exactly as the write-release
 freeze makes it (the first call stopped right after it ends a write
 transaction, the rival's calls run to their replies, then the first goes on);
 the checkers name each bug by its own rule, and the correct SQLite backend
@@ -153,7 +153,7 @@ def publish(p: int, op_id: str, fence_owner: str, epoch: str) -> dict:
 
 
 def frozen_acquire(run):
-    """frozen-acquire: the free item, one witness, the rival inside the gap."""
+    """race:twin-acquire's frozen step: the free item, one witness, the rival inside the gap."""
     rec = read(run, 0)
     return [run.frozen("acquire", acquire(0, rec), T0, lambda: run.call(1, "acquire", acquire(1, rec), T0))]
 
@@ -172,7 +172,8 @@ def frozen_release(run):
 
 
 def frozen_publish_rival_first(run):
-    """a publishes, frozen; b takes over at a's expiry and publishes on the revision the pair knew."""
+    """race:twin-publish's frozen step: a publishes, frozen; b takes over at a's expiry and publishes
+    on the revision the pair knew."""
     a = hold(run)
     expires = T0 + LEASE_MS
 

@@ -222,14 +222,14 @@ def test_check_then_act_races_send_their_pairs_at_once_and_a_correct_backend_ref
             assert sorted((done["type"], odone["type"])) == ["fail", "ok"], (race, code(done), code(odone))
 
 
-def test_frozen_episodes_freeze_the_first_call_and_send_its_rival_into_the_gap(correct_run):
+def test_frozen_steps_freeze_the_first_call_and_send_its_rival_into_the_gap(correct_run):
     h, _, _ = correct_run
     invokes = [o for o in h if o["type"] == "invoke"]
-    for frozen, rival in (("frozen-acquire:frozen-acquire", "frozen-acquire:acquire-same-witness"),
+    for frozen, rival in (("race:twin-acquire:frozen-acquire", "race:twin-acquire:acquire-same-witness"),
                           ("frozen-renew-release:frozen-renew", "frozen-renew-release:release-same-tuple"),
                           ("frozen-renew-release:frozen-release", "frozen-renew-release:renew-same-tuple"),
                           ("frozen-legacy:frozen-legacy-transition", "frozen-legacy:acquire-side"),
-                          ("frozen-publish-rival-first:frozen-publish", "frozen-publish-rival-first:publish-rival")):
+                          ("race:twin-publish:frozen-publish", "race:twin-publish:publish-rival")):
         ops = [o for o in invokes if o["intent"] == frozen]
         assert ops, frozen
         for op in ops:
@@ -241,10 +241,10 @@ def test_frozen_episodes_freeze_the_first_call_and_send_its_rival_into_the_gap(c
     for inv, done in pairs(h):
         got[inv.get("intent")].add((done["type"], code(done)))
     # without a real freeze the simulation runs the first call whole: every rival is refused
-    assert got["frozen-acquire:acquire-same-witness"] == {("fail", "claim-conflict")}
+    assert got["race:twin-acquire:acquire-same-witness"] == {("fail", "claim-conflict")}
     assert got["frozen-renew-release:release-same-tuple"] == {("fail", "claim-conflict")}
     assert got["frozen-renew-release:renew-same-tuple"] == {("fail", "claim-conflict")}
-    assert got["frozen-publish-rival-first:publish-rival"] == {("fail", "ledger-revision-conflict")}
+    assert got["race:twin-publish:publish-rival"] == {("fail", "ledger-revision-conflict")}
     # a stale witness on a free item and on an expired claim: claim-conflict
     assert got["race:twin-acquire:stale-witness-free"] == {("fail", "claim-conflict")}
     assert got["stale-witness:stale-witness-expired"] == {("fail", "claim-conflict")}

@@ -181,9 +181,9 @@ CLAIM_RACES = ("race:twin-acquire", "race:renew-vs-release")
 #: completes when the freeze landed inside the call (the check-then-act gap reached)
 FROZEN = {
     "frozen-publish": ("publish frozen inside its call while a rival takes over",
-                       ("frozen-publish:frozen-publish", "frozen-publish-rival-first:frozen-publish"), True),
-    "frozen-acquire": ("acquire frozen inside its call while a rival acquires with its witness",
-                       ("frozen-acquire:frozen-acquire",), False),
+                       ("frozen-publish:frozen-publish", "race:twin-publish:frozen-publish"), True),
+    "race:twin-acquire": ("acquire frozen inside its call while a rival acquires with its witness",
+                          ("race:twin-acquire:frozen-acquire",), False),
     "frozen-renew-release": ("renew or release frozen inside its call while a rival uses its CAS tuple",
                              ("frozen-renew-release:frozen-renew", "frozen-renew-release:frozen-release"), False),
     "frozen-legacy": ("legacy transition frozen inside its call while a rival acquires the item",
@@ -251,7 +251,7 @@ def _paths() -> tuple:
     # a signal that finds the call already answered is the harness's miss, not the backend's
     # answer: these are requested once the run made IN_CALL_TRIES attempts
     for kind, (name, intents, publication) in FROZEN.items():
-        by = (kind, "frozen-publish-rival-first") if kind == "frozen-publish" else (kind,)
+        by = (kind, "race:twin-publish") if kind == "frozen-publish" else (kind,)
         out.append(Path(name, _intent(*intents), inside, by, publication, reached=fired, min_reached=IN_CALL_TRIES))
     out += [
         Path("call killed inside its work", _intent("killed-publish:killed-call", "killed-renew:killed-call"),

@@ -28,9 +28,16 @@ race:two-owners            b takes over (pinned at E); then a publishes
 race:publish-vs-release    a publishes ∥ b releases a's claim
 race:twin-acquire          a releases; b acquires the free item with the stale
                            witness a's hold used; then a ∥ b acquire it with
-                           one and the same (current) witness
+                           one and the same (current) witness; the winner
+                           releases; then a's acquire with the new witness is
+                           frozen at the end of its write transaction while b
+                           acquires with the same witness (a goes on after)
 race:twin-publish          a ∥ b publish under a's fence, on one expected
-                           revision, with their own operation ids
+                           revision, with their own operation ids; then a's
+                           publish frozen like frozen-publish while b takes
+                           over and publishes under its own fence on the
+                           revision the pair knew before a's publish; a goes
+                           on once b's publish has its reply
 race:renew-vs-release      a renews ∥ b releases a's claim (one CAS tuple)
 probe-<op>@<d>             renew, release or publish by a, or takeover by b,
                            decided at exactly E-1, E or E+1 ms (d = -1, 0, +1)
@@ -56,13 +63,6 @@ frozen-publish             a's publish is SIGSTOPped inside the call (the
                            of its work); meanwhile b takes the item over (pinned
                            at E); a is SIGCONTed once b has its reply; then b
                            publishes
-frozen-publish-rival-first a's publish frozen like frozen-publish; meanwhile b
-                           takes over and publishes under its own fence on the
-                           revision the pair knew before a's publish; a goes
-                           on once b's publish has its reply
-frozen-acquire             a releases; a's acquire of the free item frozen at
-                           the end of its write transaction; meanwhile b
-                           acquires with the same witness; a goes on after
 frozen-renew-release       a's renew frozen, b releasing a's claim with the same
                            CAS tuple meanwhile; then a's release frozen, b
                            renewing with the same tuple meanwhile
@@ -145,8 +145,7 @@ EPISODES = (
        "frozen-publish", "killed-publish", "killed-renew",
        "legacy-writes", "bad-digest", "incomplete-retry", "invalid-candidate", "epoch-exhaustion",
        "noncanonical-requests", "refusals-keep-floor",
-       "race:twin-acquire", "race:twin-publish", "race:renew-vs-release",
-       "frozen-acquire", "frozen-renew-release", "frozen-publish-rival-first", "frozen-legacy")
+       "race:twin-acquire", "race:twin-publish", "race:renew-vs-release", "frozen-renew-release", "frozen-legacy")
 )
 
 #: what an episode needs of the backend beyond its public commands (``chaos.sut.abilities`` needs):
@@ -155,9 +154,9 @@ EPISODE_NEEDS = {
     "epoch-exhaustion": ("seed=store|admin",),   # a claim record seeded one short of the high-water mark
     "legacy-writes": ("legacy-writes",),
     "frozen-publish": ("freeze-call",),
-    "frozen-acquire": ("freeze-call",),
+    "race:twin-acquire": ("freeze-call",),      # its last step freezes (the deterministic twin)
+    "race:twin-publish": ("freeze-call",),
     "frozen-renew-release": ("freeze-call",),
-    "frozen-publish-rival-first": ("freeze-call",),
     "frozen-legacy": ("freeze-call", "legacy-writes"),
     "killed-publish": ("kill-call",),
     "killed-renew": ("kill-call",),
@@ -743,7 +742,22 @@ def _twin_acquire():
         if rec is None:
             return None
         return [("a", x.acquire("a", rec, "acquire-twin")), ("b", x.acquire("b", rec, "acquire-twin"))]
-    return (_release_first, stale, twins)
+
+    def release_winner(x):   # the item free again for the frozen twin
+        won = [(role, _own(x, role)) for role in ROLES if _own(x, role) is not None]
+        if len(won) != 1:
+            return None
+        role, claim = won[0]
+        return [(role, x.release(claim, "release-winner", clock_ms=x.into_lease(claim)))]
+
+    def frozen(x):
+        rec = _free_record(x)
+        if rec is None:
+            return None
+        tag = _tag(x)
+        return [("a", _frozen(x, x.acquire("a", rec, "frozen-acquire"), tag)),
+                ("b", _rival(x.acquire("b", rec, "acquire-same-witness"), tag))]
+    return (_release_first, stale, twins, release_winner, frozen)
 
 
 def _twin_publish():
@@ -753,7 +767,20 @@ def _twin_publish():
             return None
         at = x.into_lease(a)   # both inside a's lease, both under a's fence, both on the known revision
         return [("a", x.publish("a", "publish-twin", clock_ms=at)), ("b", x.publish("b", "publish-twin", clock_ms=at))]
-    return (twins,)
+
+    def frozen(x):
+        a = _own(x)
+        if a is None:
+            return None
+        pub = x.publish("a", "frozen-publish", clock_ms=x.into_lease(a))
+        tag = pub["value"]["operation_id"]
+        # b's fence is the one its takeover will get (the next epoch), and its revision the one the pair
+        # knew before a's publish: a's late write then comes after b's own commit, on the same revision
+        fence = {"owner_id": x.owner("b"), "epoch": str(int(a["epoch"]) + 1)}
+        return [("a", _frozen(x, pub, tag)),
+                ("b", dict(x.takeover("b", a, "takeover"), after_freeze=tag)),
+                ("b", dict(x.publish("b", "publish-rival", fence=fence), ends_freeze=tag))]
+    return (twins, frozen)
 
 
 def _renew_vs_release():
@@ -764,17 +791,6 @@ def _renew_vs_release():
         at = x.into_lease(a)   # the renew's new expiry differs from the tuple's: either order refuses one
         return [("a", x.renew(a, "renew", clock_ms=at)), ("b", x.release(a, "release", clock_ms=at))]
     return (race,)
-
-
-def _frozen_acquire():
-    def race(x):
-        rec = _free_record(x)
-        if rec is None:
-            return None
-        tag = _tag(x)
-        return [("a", _frozen(x, x.acquire("a", rec, "frozen-acquire"), tag)),
-                ("b", _rival(x.acquire("b", rec, "acquire-same-witness"), tag))]
-    return (_release_first, race)
 
 
 def _frozen_renew_release():
@@ -795,22 +811,6 @@ def _frozen_renew_release():
         return [("a", _frozen(x, x.release(a, "frozen-release", clock_ms=at), tag)),
                 ("b", _rival(x.renew(a, "renew-same-tuple", clock_ms=at), tag))]
     return (renew, release)
-
-
-def _frozen_publish_rival_first():
-    def race(x):
-        a = _own(x)
-        if a is None:
-            return None
-        pub = x.publish("a", "frozen-publish", clock_ms=x.into_lease(a))
-        tag = pub["value"]["operation_id"]
-        # b's fence is the one its takeover will get (the next epoch), and its revision the one the pair
-        # knew before a's publish: a's late write then comes after b's own commit, on the same revision
-        fence = {"owner_id": x.owner("b"), "epoch": str(int(a["epoch"]) + 1)}
-        return [("a", _frozen(x, pub, tag)),
-                ("b", dict(x.takeover("b", a, "takeover"), after_freeze=tag)),
-                ("b", dict(x.publish("b", "publish-rival", fence=fence), ends_freeze=tag))]
-    return (race,)
 
 
 def _frozen_legacy():
@@ -1085,9 +1085,7 @@ STEPS: dict = {
     "race:twin-acquire": _twin_acquire(),
     "race:twin-publish": _twin_publish(),
     "race:renew-vs-release": _renew_vs_release(),
-    "frozen-acquire": _frozen_acquire(),
     "frozen-renew-release": _frozen_renew_release(),
-    "frozen-publish-rival-first": _frozen_publish_rival_first(),
     "frozen-legacy": _frozen_legacy(),
 }
 assert set(STEPS) == set(EPISODES)
