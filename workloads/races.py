@@ -67,7 +67,7 @@ frozen-renew-release       a's renew frozen, b releasing a's claim with the same
                            CAS tuple meanwhile; then a's release frozen, b
                            renewing with the same tuple meanwhile
 frozen-legacy              b's legacy transition of the (free or expired) side
-                           item frozen; meanwhile a acquires it (then releases)
+                           item frozen; meanwhile a acquires it
 killed-publish / -renew    a's call is SIGKILLed at a seeded point inside it
 legacy-writes              b's legacy transition and legacy create of a's held
                            item (both must be refused, §7)
@@ -832,15 +832,7 @@ def _frozen_legacy():
         wit = {"last_epoch": rb.get("last_epoch"), "active": rb.get("active")}
         return [("b", _frozen(x, legacy, tag)),
                 ("a", _rival(x.acquire("a", wit, "acquire-side", tup=tup, clock_ms=pin), tag))]
-
-    def release(x):   # the side item free again (reuse-item's publish finds no active claim there)
-        c = x.f.other_claim
-        if c is None:
-            return []
-        req = {"ledger_namespace": x.ns, "item_id": x.side, "owner_id": c["owner_id"], "epoch": c["epoch"],
-               "expected_expires_at": c["expires_at"]}
-        return [("a", {"f": "release", "value": req, "label": "release-side", "clock_ms": x.into_lease(c)})]
-    return (read, race, release)
+    return (read, race)
 
 
 def _stale_expiry():
