@@ -153,9 +153,12 @@ def publish(p: int, op_id: str, fence_owner: str, epoch: str) -> dict:
 
 
 def frozen_acquire(run):
-    """race:twin-acquire's frozen step: the free item, one witness, the rival inside the gap."""
-    rec = read(run, 0)
-    return [run.frozen("acquire", acquire(0, rec), T0, lambda: run.call(1, "acquire", acquire(1, rec), T0))]
+    """race:twin-acquire's frozen step: the claim taken over at its expiry by both, with one witness,
+    the rival inside the gap."""
+    a = hold(run)
+    witness, expires = {"last_epoch": a["epoch"], "active": a}, T0 + LEASE_MS
+    return [run.frozen("acquire", acquire(0, witness), expires,
+                       lambda: run.call(1, "acquire", acquire(1, witness), expires))]
 
 
 def frozen_renew(run):

@@ -201,14 +201,14 @@ def test_races_really_race_two_ops_at_one_instant(correct_run):
 
 
 def test_check_then_act_races_send_their_pairs_at_once_and_a_correct_backend_refuses_one(correct_run):
-    """race:twin-acquire / twin-publish / renew-vs-release: two ops at one instant,
+    """race:twin-acquire / twin-publish / stale-expiry's renew-vs-release: two ops at one instant,
     from two processes, on one witness / fence and revision / CAS tuple; the
     correct engine accepts exactly one of each pair (chaos.testing.cta_mutants)."""
     h, _, _ = correct_run
     ps = pairs(h)
     for race, labels in (("race:twin-acquire", ("acquire-twin", "acquire-twin")),
                          ("race:twin-publish", ("publish-twin", "publish-twin")),
-                         ("race:renew-vs-release", ("renew", "release"))):
+                         ("stale-expiry", ("renew-twin", "release-twin"))):
         firsts = [(i, d) for i, d in ps if i["intent"] == f"{race}:{labels[0]}"]
         assert firsts, race
         for inv, done in firsts:

@@ -173,16 +173,16 @@ FENCE_AIMS = {
 #: racer episode -> the op of its racing step that counts the race
 RACE_STEP = {"race:takeover-vs-publish": "takeover", "race:two-owners": "publish-old-owner",
              "race:publish-vs-release": "release", "race:twin-acquire": "acquire-twin",
-             "race:twin-publish": "publish-twin", "race:renew-vs-release": "release"}
+             "race:twin-publish": "publish-twin"}
 #: the races of claim decisions only (an advisory backend runs them too)
-CLAIM_RACES = ("race:twin-acquire", "race:renew-vs-release")
+CLAIM_RACES = ("race:twin-acquire",)
 
 #: frozen-call episode -> (path name, the frozen op's intents, needs a publishing backend): the path
 #: completes when the freeze landed inside the call (the check-then-act gap reached)
 FROZEN = {
     "frozen-publish": ("publish frozen inside its call while a rival takes over",
                        ("frozen-publish:frozen-publish", "race:twin-publish:frozen-publish"), True),
-    "race:twin-acquire": ("acquire frozen inside its call while a rival acquires with its witness",
+    "race:twin-acquire": ("takeover frozen inside its call while a rival takes over with its witness",
                           ("race:twin-acquire:frozen-acquire",), False),
     "frozen-renew-release": ("renew or release frozen inside its call while a rival uses its CAS tuple",
                              ("frozen-renew-release:frozen-renew", "frozen-renew-release:frozen-release"), False),
@@ -244,6 +244,8 @@ def _paths() -> tuple:
             name = probe_name(op, d)
             at = {-1: "expires_at - 1 ms", 0: "exactly expires_at", 1: "expires_at + 1 ms"}[d]
             out.append(Path(f"probe {op} at {at}", _intent(f"{name}:probe"), _landed, (name,), op == "publish"))
+    out.append(Path("renew vs release with one CAS tuple at once", _intent("stale-expiry:release-twin"), definite,
+                    ("stale-expiry",)))
     for race, step in RACE_STEP.items():
         out.append(Path(race, _intent(f"{race}:{step}"), definite, (race,), race not in CLAIM_RACES))
     inside = lambda a: bool((a.fault or {}).get("inside"))

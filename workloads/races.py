@@ -28,17 +28,16 @@ race:two-owners            b takes over (pinned at E); then a publishes
 race:publish-vs-release    a publishes ∥ b releases a's claim
 race:twin-acquire          a releases; b acquires the free item with the stale
                            witness a's hold used; then a ∥ b acquire it with
-                           one and the same (current) witness; the winner
-                           releases; then a's acquire with the new witness is
+                           one and the same (current) witness; then a's
+                           takeover of the winner's claim (at its expiry) is
                            frozen at the end of its write transaction while b
-                           acquires with the same witness (a goes on after)
+                           takes it over with the same witness (a goes on after)
 race:twin-publish          a ∥ b publish under a's fence, on one expected
                            revision, with their own operation ids; then a's
                            publish frozen like frozen-publish while b takes
                            over and publishes under its own fence on the
                            revision the pair knew before a's publish; a goes
                            on once b's publish has its reply
-race:renew-vs-release      a renews ∥ b releases a's claim (one CAS tuple)
 probe-<op>@<d>             renew, release or publish by a, or takeover by b,
                            decided at exactly E-1, E or E+1 ms (d = -1, 0, +1)
 fence-<dimension>          a publishes with a fence whose namespace, item,
@@ -50,7 +49,8 @@ reuse-bytes / -revision /  a's ok publish, then its operation_id with other
 -item                      bytes, another expected revision, another item
 stale-witness              b acquires with the witness a's acquire used; then
                            again, decided at E (the claim expired)
-stale-expiry               a renews, then renews again with the old expiry
+stale-expiry               a renews, then renews again with the old expiry;
+                           then a renews ∥ b releases a's claim (one CAS tuple)
 stale-revision             a publishes with an older (or never-seen) revision,
                            decided 1 ms into a's lease
 unbound-namespace          read, acquire and publish on a never-provisioned
@@ -145,7 +145,7 @@ EPISODES = (
        "frozen-publish", "killed-publish", "killed-renew",
        "legacy-writes", "bad-digest", "incomplete-retry", "invalid-candidate", "epoch-exhaustion",
        "noncanonical-requests", "refusals-keep-floor",
-       "race:twin-acquire", "race:twin-publish", "race:renew-vs-release", "frozen-renew-release", "frozen-legacy")
+       "race:twin-acquire", "race:twin-publish", "frozen-renew-release", "frozen-legacy")
 )
 
 #: what an episode needs of the backend beyond its public commands (``chaos.sut.abilities`` needs):
@@ -743,21 +743,14 @@ def _twin_acquire():
             return None
         return [("a", x.acquire("a", rec, "acquire-twin")), ("b", x.acquire("b", rec, "acquire-twin"))]
 
-    def release_winner(x):   # the item free again for the frozen twin
-        won = [(role, _own(x, role)) for role in ROLES if _own(x, role) is not None]
+    def frozen(x):   # both take the winner's claim over at its expiry, with one witness
+        won = [c for c in (_own(x, role) for role in ROLES) if c is not None]
         if len(won) != 1:
             return None
-        role, claim = won[0]
-        return [(role, x.release(claim, "release-winner", clock_ms=x.into_lease(claim)))]
-
-    def frozen(x):
-        rec = _free_record(x)
-        if rec is None:
-            return None
         tag = _tag(x)
-        return [("a", _frozen(x, x.acquire("a", rec, "frozen-acquire"), tag)),
-                ("b", _rival(x.acquire("b", rec, "acquire-same-witness"), tag))]
-    return (_release_first, stale, twins, release_winner, frozen)
+        return [("a", _frozen(x, x.takeover("a", won[0], "frozen-acquire"), tag)),
+                ("b", _rival(x.takeover("b", won[0], "acquire-same-witness"), tag))]
+    return (_release_first, stale, twins, frozen)
 
 
 def _twin_publish():
@@ -781,16 +774,6 @@ def _twin_publish():
                 ("b", dict(x.takeover("b", a, "takeover"), after_freeze=tag)),
                 ("b", dict(x.publish("b", "publish-rival", fence=fence), ends_freeze=tag))]
     return (twins, frozen)
-
-
-def _renew_vs_release():
-    def race(x):
-        a = _own(x)
-        if a is None:
-            return None
-        at = x.into_lease(a)   # the renew's new expiry differs from the tuple's: either order refuses one
-        return [("a", x.renew(a, "renew", clock_ms=at)), ("b", x.release(a, "release", clock_ms=at))]
-    return (race,)
 
 
 def _frozen_renew_release():
@@ -849,7 +832,16 @@ def _stale_expiry():
         if a is None or old is None or a["expires_at"] == old["expires_at"]:
             return None
         return [("a", x.renew(a, "stale-expiry", expires_at=old["expires_at"]))]
-    return (renew, stale)
+
+    def race(x):
+        a = _own(x)
+        if a is None:
+            return []
+        # 1 ms after the renew above: the renew's new expiry differs from the tuple's, so in either
+        # order one of the two must be refused (a check-then-act CAS accepts both)
+        at = x.into_lease(a) + 1
+        return [("a", x.renew(a, "renew-twin", clock_ms=at)), ("b", x.release(a, "release-twin", clock_ms=at))]
+    return (renew, stale, race)
 
 
 def _stale_revision():
@@ -1076,7 +1068,6 @@ STEPS: dict = {
     "refusals-keep-floor": _refusals_keep_floor(),
     "race:twin-acquire": _twin_acquire(),
     "race:twin-publish": _twin_publish(),
-    "race:renew-vs-release": _renew_vs_release(),
     "frozen-renew-release": _frozen_renew_release(),
     "frozen-legacy": _frozen_legacy(),
 }
