@@ -175,15 +175,11 @@ def frozen_release(run):
 
 
 def frozen_publish_rival_first(run):
-    """race:twin-publish's frozen step: a publishes, frozen; b takes over at a's expiry and publishes
-    on the revision the pair knew."""
+    """race:twin-publish's frozen step: a publishes, frozen; b publishes under the same fence on the
+    revision the pair knew, under its own operation id."""
     a = hold(run)
-    expires = T0 + LEASE_MS
-
-    def rival():
-        run.call(1, "acquire", acquire(1, {"last_epoch": a["epoch"], "active": a}), expires)
-        run.call(1, "publish", publish(1, "pub-b", owner(1), str(int(a["epoch"]) + 1)), expires)
-    return [run.frozen("publish", publish(0, "pub-a", a["owner_id"], a["epoch"]), T0 + 1, rival)]
+    return [run.frozen("publish", publish(0, "pub-a", a["owner_id"], a["epoch"]), T0 + 1,
+                       lambda: run.call(1, "publish", publish(1, "pub-b", a["owner_id"], a["epoch"]), T0 + 1))]
 
 
 def frozen_legacy(run):

@@ -248,7 +248,7 @@ def test_frozen_steps_freeze_the_first_call_and_send_its_rival_into_the_gap(corr
     assert got["frozen-renew-release:renew-same-tuple"] == {("fail", "claim-conflict")}
     assert got["race:twin-publish:publish-rival"] == {("fail", "ledger-revision-conflict")}
     # a stale witness on a free item and on an expired claim: claim-conflict
-    assert got["race:twin-acquire:stale-witness-free"] == {("fail", "claim-conflict")}
+    assert got["publish-after-release:stale-witness-free"] == {("fail", "claim-conflict")}
     assert got["stale-witness:stale-witness-expired"] == {("fail", "claim-conflict")}
 
 
@@ -486,12 +486,12 @@ def test_a_prologue_a_fault_cut_short_waits_before_its_rerun_like_an_undecided_s
 def test_a_stale_witness_on_a_free_or_expired_item_reaches_a_backend_that_checks_it_only_on_a_live_claim(tmp_path):
     # issue 33: the stale-witness episode aimed at a live claim only, which even a broken program checks;
     # the witness-ignored bug answered claim-held there and went unseen unless a slow machine expired the lease
-    cfg = ClaimsConfig(episodes=("stale-witness", "race:twin-acquire"))
+    cfg = ClaimsConfig(episodes=("stale-witness", "publish-after-release"))
     h, ctx, _ = run(tmp_path, cfg, workers=4, seconds=2, factory="chaos.testing.mutants:open_witness_ignored")
     got = collections.defaultdict(set)
     for inv, done in pairs(h):
         got[inv.get("intent")].add(done["type"])
-    assert got["stale-witness:stale-witness-expired"] == got["race:twin-acquire:stale-witness-free"] == {"ok"}
+    assert got["stale-witness:stale-witness-expired"] == got["publish-after-release:stale-witness-free"] == {"ok"}
     verdict = run_checkers(h, ctx)
     named = {a["type"] for a in verdict["checkers"]["dual_ownership"]["anomalies"]}
     assert verdict["valid"] is False and "witness-mismatch-accepted" in named
