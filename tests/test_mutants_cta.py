@@ -1,7 +1,7 @@
 """The check-then-act red team (``chaos.testing.cta_mutants``) pinned at unit
 level: the interleaving each racer episode's frozen step drives
-(``workloads.races``: race:twin-acquire, frozen-renew-release,
-race:twin-publish, frozen-legacy) is replayed against the mutant exactly as the write-release
+(``workloads.races``: publish-after-release, stale-expiry, race:twin-publish,
+legacy-writes) is replayed against the mutant exactly as the write-release
 freeze makes it (the first call stopped right after it ends a write
 transaction, the rival's calls run to their replies, then the first goes on);
 the checkers name each bug by its own rule, and the correct SQLite backend
@@ -153,7 +153,7 @@ def publish(p: int, op_id: str, fence_owner: str, epoch: str) -> dict:
 
 
 def frozen_acquire(run):
-    """race:twin-acquire's frozen step: the claim taken over at its expiry by both, with one witness,
+    """publish-after-release's frozen step: the claim taken over at its expiry by both, with one witness,
     the rival inside the gap."""
     a = hold(run)
     witness, expires = {"last_epoch": a["epoch"], "active": a}, T0 + LEASE_MS
@@ -162,13 +162,13 @@ def frozen_acquire(run):
 
 
 def frozen_renew(run):
-    """frozen-renew-release, first step: a's renew frozen, b releases with the same tuple."""
+    """stale-expiry, first step: a's renew frozen, b releases with the same tuple."""
     a = hold(run)
     return [run.frozen("renew", cas(a, True), T0 + 1, lambda: run.call(1, "release", cas(a, False), T0 + 1))]
 
 
 def frozen_release(run):
-    """frozen-renew-release, second step: a's claim as the first step's renew left it; a's release
+    """stale-expiry, last step: a's claim as the first step's renew left it; a's release
     frozen, b renews with the same tuple."""
     a = run.call(0, "renew", cas(hold(run), True), T0 + 1)["result"]["claim"]
     return [run.frozen("release", cas(a, False), T0 + 2, lambda: run.call(1, "renew", cas(a, True), T0 + 2))]
@@ -183,7 +183,7 @@ def frozen_publish_rival_first(run):
 
 
 def frozen_legacy(run):
-    """frozen-legacy: the legacy transition of a free item frozen, a rival acquires it."""
+    """legacy-writes, last step: the legacy transition of the free side item frozen, a rival acquires it."""
     rec = read(run, 1, SIDE)
     legacy = {"ledger_namespace": NS, "item_id": SIDE}
     return [run.frozen("legacy-transition", legacy, T0, lambda: run.call(1, "acquire", acquire(1, rec, SIDE), T0))]

@@ -171,7 +171,7 @@ def test_wrong_fences_reused_ids_stale_requests_and_unbound_namespaces_get_their
     assert got["race:two-owners:publish-old-owner"] == rejected("owner-mismatch")
     assert got["reuse-bytes:reuse-bytes"] == got["reuse-revision:reuse-revision"] == {("fail", "idempotency-conflict", None)}
     # another item under the same id is another identity (vectors.md §8.6): decided afresh, fenced out
-    # (no-active-claim; or, once frozen-legacy's rival has acquired the side item, by its claim)
+    # (no-active-claim; or, once legacy-writes' frozen step's rival has acquired the side item, by its claim)
     assert {c for _, c, _ in got["reuse-item:reuse-item"]} == {"claim-fence-rejected"}
     assert rejected("no-active-claim") <= got["reuse-item:reuse-item"]
     assert got["stale-witness:stale-witness"] == {("fail", "claim-conflict", None)}
@@ -201,14 +201,13 @@ def test_races_really_race_two_ops_at_one_instant(correct_run):
 
 
 def test_check_then_act_races_send_their_pairs_at_once_and_a_correct_backend_refuses_one(correct_run):
-    """race:twin-acquire / twin-publish / stale-expiry's renew-vs-release: two ops at one instant,
-    from two processes, on one witness / fence and revision / CAS tuple; the
+    """publish-after-release's twin acquires / race:twin-publish: two ops at one instant,
+    from two processes, on one witness / fence and revision; the
     correct engine accepts exactly one of each pair (chaos.testing.cta_mutants)."""
     h, _, _ = correct_run
     ps = pairs(h)
-    for race, labels in (("race:twin-acquire", ("acquire-twin", "acquire-twin")),
-                         ("race:twin-publish", ("publish-twin", "publish-twin")),
-                         ("stale-expiry", ("renew-twin", "release-twin"))):
+    for race, labels in (("publish-after-release", ("acquire-twin", "acquire-twin")),
+                         ("race:twin-publish", ("publish-twin", "publish-twin"))):
         firsts = [(i, d) for i, d in ps if i["intent"] == f"{race}:{labels[0]}"]
         assert firsts, race
         for inv, done in firsts:
@@ -219,7 +218,7 @@ def test_check_then_act_races_send_their_pairs_at_once_and_a_correct_backend_ref
                 assert other["value"]["claim_fence"] == inv["value"]["claim_fence"]
                 assert other["value"]["expected_revision"] == inv["value"]["expected_revision"]
                 assert other["value"]["operation_id"] != inv["value"]["operation_id"]
-            elif race == "race:twin-acquire":
+            else:
                 assert other["value"]["expected"] == inv["value"]["expected"]
             assert sorted((done["type"], odone["type"])) == ["fail", "ok"], (race, code(done), code(odone))
 
@@ -227,10 +226,10 @@ def test_check_then_act_races_send_their_pairs_at_once_and_a_correct_backend_ref
 def test_frozen_steps_freeze_the_first_call_and_send_its_rival_into_the_gap(correct_run):
     h, _, _ = correct_run
     invokes = [o for o in h if o["type"] == "invoke"]
-    for frozen, rival in (("race:twin-acquire:frozen-acquire", "race:twin-acquire:acquire-same-witness"),
-                          ("frozen-renew-release:frozen-renew", "frozen-renew-release:release-same-tuple"),
-                          ("frozen-renew-release:frozen-release", "frozen-renew-release:renew-same-tuple"),
-                          ("frozen-legacy:frozen-legacy-transition", "frozen-legacy:acquire-side"),
+    for frozen, rival in (("publish-after-release:frozen-acquire", "publish-after-release:acquire-same-witness"),
+                          ("stale-expiry:renew", "stale-expiry:release-same-tuple"),
+                          ("stale-expiry:frozen-release", "stale-expiry:renew-same-tuple"),
+                          ("legacy-writes:frozen-legacy-transition", "legacy-writes:acquire-side"),
                           ("race:twin-publish:frozen-publish", "race:twin-publish:publish-rival")):
         ops = [o for o in invokes if o["intent"] == frozen]
         assert ops, frozen
@@ -243,9 +242,9 @@ def test_frozen_steps_freeze_the_first_call_and_send_its_rival_into_the_gap(corr
     for inv, done in pairs(h):
         got[inv.get("intent")].add((done["type"], code(done)))
     # without a real freeze the simulation runs the first call whole: every rival is refused
-    assert got["race:twin-acquire:acquire-same-witness"] == {("fail", "claim-conflict")}
-    assert got["frozen-renew-release:release-same-tuple"] == {("fail", "claim-conflict")}
-    assert got["frozen-renew-release:renew-same-tuple"] == {("fail", "claim-conflict")}
+    assert got["publish-after-release:acquire-same-witness"] == {("fail", "claim-conflict")}
+    assert got["stale-expiry:release-same-tuple"] == {("fail", "claim-conflict")}
+    assert got["stale-expiry:renew-same-tuple"] == {("fail", "claim-conflict")}
     assert got["race:twin-publish:publish-rival"] == {("fail", "ledger-revision-conflict")}
     # a stale witness on a free item and on an expired claim: claim-conflict
     assert got["publish-after-release:stale-witness-free"] == {("fail", "claim-conflict")}

@@ -172,22 +172,19 @@ FENCE_AIMS = {
 
 #: racer episode -> the op of its racing step that counts the race
 RACE_STEP = {"race:takeover-vs-publish": "takeover", "race:two-owners": "publish-old-owner",
-             "race:publish-vs-release": "release", "race:twin-acquire": "acquire-twin",
-             "race:twin-publish": "publish-twin"}
-#: the races of claim decisions only (an advisory backend runs them too)
-CLAIM_RACES = ("race:twin-acquire",)
+             "race:publish-vs-release": "release", "race:twin-publish": "publish-twin"}
 
 #: frozen-call episode -> (path name, the frozen op's intents, needs a publishing backend): the path
 #: completes when the freeze landed inside the call (the check-then-act gap reached)
 FROZEN = {
     "frozen-publish": ("publish frozen inside its call while a rival takes over",
                        ("frozen-publish:frozen-publish", "race:twin-publish:frozen-publish"), True),
-    "race:twin-acquire": ("takeover frozen inside its call while a rival takes over with its witness",
-                          ("race:twin-acquire:frozen-acquire",), False),
-    "frozen-renew-release": ("renew or release frozen inside its call while a rival uses its CAS tuple",
-                             ("frozen-renew-release:frozen-renew", "frozen-renew-release:frozen-release"), False),
-    "frozen-legacy": ("legacy transition frozen inside its call while a rival acquires the item",
-                      ("frozen-legacy:frozen-legacy-transition",), False),
+    "publish-after-release": ("takeover frozen inside its call while a rival takes over with its witness",
+                              ("publish-after-release:frozen-acquire",), False),
+    "stale-expiry": ("renew or release frozen inside its call while a rival uses its CAS tuple",
+                     ("stale-expiry:renew", "stale-expiry:frozen-release"), False),
+    "legacy-writes": ("legacy transition frozen inside its call while a rival acquires the item",
+                      ("legacy-writes:frozen-legacy-transition",), False),
 }
 
 
@@ -244,10 +241,10 @@ def _paths() -> tuple:
             name = probe_name(op, d)
             at = {-1: "expires_at - 1 ms", 0: "exactly expires_at", 1: "expires_at + 1 ms"}[d]
             out.append(Path(f"probe {op} at {at}", _intent(f"{name}:probe"), _landed, (name,), op == "publish"))
-    out.append(Path("renew vs release with one CAS tuple at once", _intent("stale-expiry:release-twin"), definite,
-                    ("stale-expiry",)))
     for race, step in RACE_STEP.items():
-        out.append(Path(race, _intent(f"{race}:{step}"), definite, (race,), race not in CLAIM_RACES))
+        out.append(Path(race, _intent(f"{race}:{step}"), definite, (race,), True))
+    out.append(Path("acquire twins: one free item, one witness, at once", _intent("publish-after-release:acquire-twin"),
+                    definite, ("publish-after-release",)))
     inside = lambda a: bool((a.fault or {}).get("inside"))
     fired = lambda a: a.fault is not None
     # a signal that finds the call already answered is the harness's miss, not the backend's

@@ -26,11 +26,6 @@ race:takeover-vs-publish   a publishes (fence a) ∥ b takes over (pinned at E);
 race:two-owners            b takes over (pinned at E); then a publishes
                            (fence a) ∥ b publishes (fence b), both on R
 race:publish-vs-release    a publishes ∥ b releases a's claim
-race:twin-acquire          a releases; then a ∥ b acquire the free item with
-                           one and the same (current) witness; then a's
-                           takeover of the winner's claim (at its expiry) is
-                           frozen at the end of its write transaction while b
-                           takes it over with the same witness (a goes on after)
 race:twin-publish          a ∥ b publish under a's fence, on one expected
                            revision, with their own operation ids; then a's
                            publish frozen like frozen-publish while b publishes
@@ -42,15 +37,21 @@ fence-<dimension>          a publishes with a fence whose namespace, item,
                            owner (b's) or epoch (a's other one) is wrong;
                            ``publish-after-release``: after a's release
                            (meanwhile b acquires the free item with the
-                           stale witness a's hold used)
+                           stale witness a's hold used); then a ∥ b acquire
+                           the free item with one and the same witness; then
+                           a's takeover of the winner's claim (at its expiry)
+                           is frozen at the end of its write transaction while
+                           b takes it over with the same witness
 replay-after-ok / -fail    the identical publish twice (first ok, or first a
                            stored fence rejection)
 reuse-bytes / -revision /  a's ok publish, then its operation_id with other
 -item                      bytes, another expected revision, another item
 stale-witness              b acquires with the witness a's acquire used; then
                            again, decided at E (the claim expired)
-stale-expiry               a renews, then renews again with the old expiry;
-                           then a renews ∥ b releases a's claim (one CAS tuple)
+stale-expiry               a renews, frozen at the end of its write transaction
+                           while b releases with the same CAS tuple; then a
+                           renews again with the old expiry; then a releases,
+                           frozen, while b renews with the same tuple
 stale-revision             a publishes with an older (or never-seen) revision,
                            decided 1 ms into a's lease
 unbound-namespace          read, acquire and publish on a never-provisioned
@@ -63,14 +64,11 @@ frozen-publish             a's publish is SIGSTOPped inside the call (the
                            of its work); meanwhile b takes the item over (pinned
                            at E); a is SIGCONTed once b has its reply; then b
                            publishes
-frozen-renew-release       a's renew frozen, b releasing a's claim with the same
-                           CAS tuple meanwhile; then a's release frozen, b
-                           renewing with the same tuple meanwhile
-frozen-legacy              b's legacy transition of the (free or expired) side
-                           item frozen; meanwhile a acquires it
 killed-publish / -renew    a's call is SIGKILLed at a seeded point inside it
 legacy-writes              b's legacy transition and legacy create of a's held
-                           item (both must be refused, §7)
+                           item (both must be refused, §7), while a reads the
+                           side item; then b's legacy transition of the (free
+                           or expired) side item, frozen, while a acquires it
 bad-digest                 a publish whose candidate_sha256 is not the digest
                            of its bytes
 incomplete-retry           a's publish, then its operation id alone (§6: a
@@ -145,19 +143,18 @@ EPISODES = (
        "frozen-publish", "killed-publish", "killed-renew",
        "legacy-writes", "bad-digest", "incomplete-retry", "invalid-candidate", "epoch-exhaustion",
        "noncanonical-requests", "refusals-keep-floor",
-       "race:twin-acquire", "race:twin-publish", "frozen-renew-release", "frozen-legacy")
+       "race:twin-publish")
 )
 
 #: what an episode needs of the backend beyond its public commands (``chaos.sut.abilities`` needs):
 #: a run whose backend lacks one leaves the episode out up front and says why (``chaos.runner``)
 EPISODE_NEEDS = {
     "epoch-exhaustion": ("seed=store|admin",),   # a claim record seeded one short of the high-water mark
-    "legacy-writes": ("legacy-writes",),
+    "legacy-writes": ("legacy-writes", "freeze-call"),   # its last step freezes (check-then-act legacy write)
     "frozen-publish": ("freeze-call",),
-    "race:twin-acquire": ("freeze-call",),      # its last step freezes (the deterministic twin)
+    "publish-after-release": ("freeze-call",),  # its last step freezes (the deterministic twin acquire)
     "race:twin-publish": ("freeze-call",),
-    "frozen-renew-release": ("freeze-call",),
-    "frozen-legacy": ("freeze-call", "legacy-writes"),
+    "stale-expiry": ("freeze-call",),   # its renew and its release are frozen, each with a rival
     "killed-publish": ("kill-call",),
     "killed-renew": ("kill-call",),
 }
@@ -637,7 +634,7 @@ def _publish_after_release():
         if _free_record(x) is not None and x.f.witness is not None:
             ops.append(("b", x.acquire("b", x.f.witness, "stale-witness-free")))
         return ops
-    return (release, publish)
+    return (release, publish) + _twin_acquire()
 
 
 def _first_then(second):
@@ -727,17 +724,14 @@ def _rival(op: dict, tag: str) -> dict:
     return dict(op, after_freeze=tag, ends_freeze=tag)
 
 
-def _release_first(x: Ctx):
-    a = _own(x)
-    return None if a is None else [("a", x.release(a, "release", clock_ms=x.into_lease(a)))]
-
-
 def _free_record(x: Ctx) -> dict | None:
     rec = x.f.record
     return rec if x.f.released and rec is not None and rec.get("active") is None else None
 
 
 def _twin_acquire():
+    """Several owners on one free item with one witness: at once, then frozen (the check-then-act
+    acquire's gap), after a release (publish-after-release's last steps)."""
     def twins(x):
         rec = _free_record(x)
         if rec is None:
@@ -751,7 +745,7 @@ def _twin_acquire():
         tag = _tag(x)
         return [("a", _frozen(x, x.takeover("a", won[0], "frozen-acquire"), tag)),
                 ("b", _rival(x.takeover("b", won[0], "acquire-same-witness"), tag))]
-    return (_release_first, twins, frozen)
+    return (twins, frozen)
 
 
 def _twin_publish():
@@ -775,46 +769,22 @@ def _twin_publish():
     return (twins, frozen)
 
 
-def _frozen_renew_release():
-    def renew(x):
-        a = _own(x)
-        if a is None:
-            return None
-        tag, at = _tag(x), x.into_lease(a)
-        return [("a", _frozen(x, x.renew(a, "frozen-renew", clock_ms=at), tag)),
-                ("b", _rival(x.release(a, "release-same-tuple", clock_ms=at), tag))]
-
-    def release(x):
-        a = _own(x)
-        if a is None:
-            return None
-        # 1 ms later than the renew before: the rival renew's expiry differs from the renewed one
-        tag, at = _tag(x), x.into_lease(a) + 1
-        return [("a", _frozen(x, x.release(a, "frozen-release", clock_ms=at), tag)),
-                ("b", _rival(x.renew(a, "renew-same-tuple", clock_ms=at), tag))]
-    return (renew, release)
-
-
-def _frozen_legacy():
-    """On the side item: a permitted legacy write makes the checkers leave its tuple's ledger bytes
-    unjudged, and the race item's revision chain must stay judged."""
-    def read(x):
-        return [("b", x.read({"ledger_namespace": x.ns, "item_id": x.side}, "read-side"))]
-
-    def race(x):
-        rb = x.f.other
-        if not rb or rb.get("item_id") != x.side:
-            return None
-        tup = {"ledger_namespace": x.ns, "item_id": x.side}
-        pin = x.expires(rb["active"]) if rb.get("active") else None   # a leftover claim: decided at its expiry
-        legacy = {"f": "legacy-transition", "value": dict(tup), "label": "frozen-legacy-transition"}
-        if pin is not None:
-            legacy["clock_ms"] = pin
-        tag = _tag(x)
-        wit = {"last_epoch": rb.get("last_epoch"), "active": rb.get("active")}
-        return [("b", _frozen(x, legacy, tag)),
-                ("a", _rival(x.acquire("a", wit, "acquire-side", tup=tup, clock_ms=pin), tag))]
-    return (read, race)
+def _frozen_legacy(x: Ctx):
+    """b's legacy transition of the side item frozen while a acquires it. On the side item: a
+    permitted legacy write makes the checkers leave its tuple's ledger bytes unjudged, and the race
+    item's revision chain must stay judged."""
+    rb = x.f.other
+    if not rb or rb.get("item_id") != x.side:
+        return None
+    tup = {"ledger_namespace": x.ns, "item_id": x.side}
+    pin = x.expires(rb["active"]) if rb.get("active") else None   # a leftover claim: decided at its expiry
+    legacy = {"f": "legacy-transition", "value": dict(tup), "label": "frozen-legacy-transition"}
+    if pin is not None:
+        legacy["clock_ms"] = pin
+    tag = _tag(x)
+    wit = {"last_epoch": rb.get("last_epoch"), "active": rb.get("active")}
+    return [("b", _frozen(x, legacy, tag)),
+            ("a", _rival(x.acquire("a", wit, "acquire-side", tup=tup, clock_ms=pin), tag))]
 
 
 def _stale_expiry():
@@ -822,8 +792,12 @@ def _stale_expiry():
         a = _own(x)
         if a is None:
             return None
-        # decided 1 ms after the issue, so the new expiry differs from the old one
-        return [("a", x.renew(a, "renew", clock_ms=x.into_lease(a)))]
+        # decided 1 ms after the issue, so the new expiry differs from the old one; frozen at the end of
+        # its write transaction while b releases with the same CAS tuple (a check-then-act renew lets both
+        # through), then a goes on
+        tag, at = _tag(x), x.into_lease(a)
+        return [("a", _frozen(x, x.renew(a, "renew", clock_ms=at), tag)),
+                ("b", _rival(x.release(a, "release-same-tuple", clock_ms=at), tag))]
 
     def stale(x):
         a = _own(x)
@@ -832,15 +806,16 @@ def _stale_expiry():
             return None
         return [("a", x.renew(a, "stale-expiry", expires_at=old["expires_at"]))]
 
-    def race(x):
+    def release(x):
         a = _own(x)
         if a is None:
             return []
-        # 1 ms after the renew above: the renew's new expiry differs from the tuple's, so in either
-        # order one of the two must be refused (a check-then-act CAS accepts both)
-        at = x.into_lease(a) + 1
-        return [("a", x.renew(a, "renew-twin", clock_ms=at)), ("b", x.release(a, "release-twin", clock_ms=at))]
-    return (renew, stale, race)
+        # 1 ms after the renew: the rival renew's new expiry differs from the tuple's, so in either order
+        # one of the two must be refused (a check-then-act release lets both through)
+        tag, at = _tag(x), x.into_lease(a) + 1
+        return [("a", _frozen(x, x.release(a, "frozen-release", clock_ms=at), tag)),
+                ("b", _rival(x.renew(a, "renew-same-tuple", clock_ms=at), tag))]
+    return (renew, stale, release)
 
 
 def _stale_revision():
@@ -981,8 +956,9 @@ def _legacy_writes():
         # (correctly, §7), so a process-per-call program never took the refused path (epoch-wraps, seed 1)
         at = x.into_lease(a)
         return [("b", {"f": "legacy-transition", "value": dict(x.tup), "label": "legacy-transition", "clock_ms": at}),
-                ("b", {"f": "legacy-create", "value": dict(x.tup), "label": "legacy-create", "clock_ms": at})]
-    return (refused,)
+                ("b", {"f": "legacy-create", "value": dict(x.tup), "label": "legacy-create", "clock_ms": at}),
+                ("a", x.read({"ledger_namespace": x.ns, "item_id": x.side}, "read-side"))]   # for the next step
+    return (refused, _frozen_legacy)
 
 
 def _bad_digest():
@@ -1065,9 +1041,6 @@ STEPS: dict = {
     "epoch-exhaustion": _epoch_exhaustion(),
     "noncanonical-requests": _noncanonical(),
     "refusals-keep-floor": _refusals_keep_floor(),
-    "race:twin-acquire": _twin_acquire(),
     "race:twin-publish": _twin_publish(),
-    "frozen-renew-release": _frozen_renew_release(),
-    "frozen-legacy": _frozen_legacy(),
 }
 assert set(STEPS) == set(EPISODES)

@@ -22,11 +22,13 @@ revision checked, ledger bytes and the stored outcome written later: the
 checked, the write - which reports the record it wrote over - done later).
 
 The gap is where ``chaos.faults.lockfreeze`` stops a call (right after it
-ends a write transaction): the racers' ``frozen-*`` episodes
-(``workloads.races``) send the rival once the freeze landed and let the
-frozen call go on once the rival has its reply, so every shape is reached
-on every path that takes POSIX record locks; the ``race:*`` episodes send
-the two calls at once (timed), which reaches the ``-sleep`` shape by itself.
+ends a write transaction): the racers' frozen steps (``workloads.races``:
+the last steps of ``publish-after-release``, ``race:twin-publish`` and
+``legacy-writes``, the renew and the release of ``stale-expiry``) send the
+rival once the freeze landed and let the frozen call go on once the rival
+has its reply, so every shape is reached on every path that takes POSIX
+record locks; the twin steps send two calls at once (timed), which reaches
+the ``-sleep`` shape by itself. docs/mutants.md lists the episode per bug.
 
 ``CHECK_THEN_ACT`` lists them for ``chaos.testing.mutants.RED_TEAM`` (which
 gives each its ``open_<name>`` factory, so both paths load them: the Python
