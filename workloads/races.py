@@ -622,7 +622,9 @@ def _fence_dimension(dim: str):
 def _publish_after_release():
     def release(x):
         a = _own(x)
-        return None if a is None else [("a", x.release(a, "release"))]
+        # decided 1 ms into a's lease (like stale-revision's publish): the twin acquires after it need
+        # a release that succeeded, and on a process-per-call program real time may be past the lease
+        return None if a is None else [("a", x.release(a, "release", clock_ms=x.into_lease(a)))]
 
     def publish(x):
         # only after a release that succeeded (one that found its lease expired leaves an expired
@@ -804,7 +806,10 @@ def _stale_expiry():
         old = x.f.hold
         if a is None or old is None or a["expires_at"] == old["expires_at"]:
             return None
-        return [("a", x.renew(a, "stale-expiry", expires_at=old["expires_at"]))]
+        # pinned like the frozen steps around it: an unpinned call would persist real time as the floor,
+        # and on a process-per-call program real time is past the lease by then, so the frozen release
+        # after it met claim-expired, not its rival (split-release-reread, CLI seed 1: valid)
+        return [("a", x.renew(a, "stale-expiry", expires_at=old["expires_at"], clock_ms=x.into_lease(a)))]
 
     def release(x):
         a = _own(x)
