@@ -25,7 +25,7 @@ can run only queue behind each other), ``WORKLOAD_S`` of workload (a slow
 program's default run would grow it to 140 s, past the 90-s budget: 30 s for
 the Python class, which starts every episode kind in that time, 45 s for the
 CLI, whose racers reached 15-23 of the then 39 kinds in 30 s on a 2-core machine
-whose CPU-second is dear, and all 39 in 45 s (46 kinds since the check-then-act
+whose CPU-second is dear, and all 39 in 45 s (40 kinds since the check-then-act
 races, ``chaos.testing.cta_mutants``); where the machine slows
 down mid-run, the run goes on past its limit until the racers have
 exercised every kind, ``chaos.runner.rotation_ns``: a slow stretch costs the

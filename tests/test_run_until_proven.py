@@ -106,7 +106,7 @@ def test_a_slow_stretch_costs_time_not_coverage_the_racers_end_their_first_pass(
     assert _kinds(ops) == set(EPISODES)
     past = [o for o in ops if o["time"] >= 30 * SEC]
     assert past and not [o for o in past if o["intent"].startswith("agent")]
-    # (52 s with 39 kinds; 57 s with issue 33's check-then-act steps, 41 kinds: still short of the 60-s bound)
+    # (52 s with 39 kinds; 57 s with issue 33's check-then-act steps, 40 kinds: still short of the 60-s bound)
     assert max(o["time"] for o in ops) < 58 * SEC
 
 
