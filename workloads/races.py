@@ -705,10 +705,13 @@ def _stale_witness():
 
 # --------------------------------------------------------------------------- check-then-act races
 # A decision checked under the lock and written after it (chaos.testing.cta_mutants) shows only
-# when a rival's call runs inside that gap: the race:* episodes send the two calls at once (timed),
-# the frozen-* ones stop the first call right after it ends a write transaction (the gap itself,
+# when a rival's call runs inside that gap: the twin steps send two calls at once (timed); the frozen
+# steps stop the first call right after it ends a write transaction (the gap itself,
 # chaos.faults.lockfreeze), send the rival once the freeze landed, and let the first go on once the
 # rival has its reply. A correct backend's call has then committed everything: the rival is refused.
+# They are steps of the episodes of their decision (publish-after-release, race:twin-publish,
+# stale-expiry, legacy-writes), not kinds of their own: every kind costs a process-per-call program
+# a prologue in its first pass through the rotation (docs/mutants.md, issue 33).
 
 
 def _tag(x: Ctx) -> str:
