@@ -6,7 +6,7 @@ chaos.cli backend python --factory ...'``), for each seed: the verdict, the
 anomaly types that named the bug's rule, and the wall time.
 
     .venv/bin/python benchmarks/mutant_matrix.py --seeds 1-3
-        [--bugs a,b] [--paths python,external] [--jobs 2] [--json out.json]
+        [--bugs a,b | --bugs check-then-act] [--paths python,external] [--jobs 2] [--json out.json]
         [--control]   # the correct SQLite backend on both paths too (must stay valid;
                       # --control --bugs none: only that)
 
@@ -24,8 +24,9 @@ agents plus two racer pairs, since more CPU-bound processes than the cores
 can run only queue behind each other), ``WORKLOAD_S`` of workload (a slow
 program's default run would grow it to 140 s, past the 90-s budget: 30 s for
 the Python class, which starts every episode kind in that time, 45 s for the
-CLI, whose racers reached 15-23 of the 39 kinds in 30 s on a 2-core machine
-whose CPU-second is dear, and all 39 in 45 s; where the machine slows
+CLI, whose racers reached 15-23 of the then 39 kinds in 30 s on a 2-core machine
+whose CPU-second is dear, and all 39 in 45 s (40 kinds since the check-then-act
+races, ``chaos.testing.cta_mutants``); where the machine slows
 down mid-run, the run goes on past its limit until the racers have
 exercised every kind, ``chaos.runner.rotation_ns``: a slow stretch costs the
 cell time, not its coverage), every client behaviour of the claims workload
@@ -53,6 +54,7 @@ sys.path.insert(0, ROOT)
 
 from chaos.commands.test_all import RunRequest, run_one, seeds_of  # noqa: E402
 from chaos.nemesis import sut_options, supported  # noqa: E402,F401
+from chaos.testing.cta_mutants import CHECK_THEN_ACT  # noqa: E402
 from chaos.testing.mutants import RED_TEAM  # noqa: E402
 from workloads.coverage import intent_episode  # noqa: E402
 from workloads.races import EPISODES  # noqa: E402
@@ -144,7 +146,8 @@ def cell(bug: str | None, path: str, seed: int, store: str, budget: float) -> di
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", default="1-3")
-    ap.add_argument("--bugs", default=None, help="comma-separated planted bugs (default: all; none: only --control)")
+    ap.add_argument("--bugs", default=None, help="comma-separated planted bugs (default: all; none: only --control; "
+                                                 "check-then-act: the split-* class)")
     ap.add_argument("--paths", default="python,external")
     ap.add_argument("--jobs", type=int, default=1, help="runs at once (each starts 10 workers)")
     ap.add_argument("--budget", type=float, default=90.0, help="seconds a detection may take")
@@ -153,6 +156,7 @@ def main(argv=None) -> int:
     ap.add_argument("--keep", action="store_true", help="keep every run directory")
     args = ap.parse_args(argv)
     bugs = [] if args.bugs == "none" else [b for b in (args.bugs.split(",") if args.bugs else RED_TEAM) if b]
+    bugs = [n for b in bugs for n in ([row[0] for row in CHECK_THEN_ACT] if b == "check-then-act" else [b])]
     unknown = [b for b in bugs if b not in RED_TEAM]
     if unknown:
         ap.error(f"unknown planted bugs: {', '.join(unknown)} (known: {', '.join(RED_TEAM)})")

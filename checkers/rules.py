@@ -56,14 +56,15 @@ RULES: tuple[Rule, ...] = (
     Rule("epoch-exhausted", "§4, §5 Acquire 3", "epoch-exhausted only at the maximum last_epoch, after the "
          "witness and held checks", {"decisions": ("false-epoch-exhausted",)}),
     Rule("acquire-witness", "§5 Acquire 1", "an unequal CAS witness is claim-conflict; an equal one is never "
-         "claim-conflict", {"decisions": ("false-claim-conflict",), "dual_ownership": ("witness-mismatch-accepted",)}),
+         "claim-conflict; of two acquires with one witness, however they overlap, at most one succeeds", {"decisions": ("false-claim-conflict",), "dual_ownership": ("witness-mismatch-accepted",)}),
     Rule("acquire-held", "§5 Acquire 2", "an equal witness with an unexpired active claim is claim-held (no early "
          "takeover); claim-held needs exactly that",
          {"dual_ownership": ("early-takeover",), "decisions": ("false-claim-held",)}),
     Rule("acquire-next-epoch", "§5 Acquire 4", "a successful acquire allocates exactly last_epoch + 1",
          {"epochs": ("epoch-not-next",)}),
     Rule("renew-release-cas", "§5 Renew, Release", "owner, epoch and expected expiry are one CAS tuple: a "
-         "mismatch is claim-conflict, a matching expired tuple claim-expired, never a success",
+         "mismatch is claim-conflict, a matching expired tuple claim-expired, never a success; of two renews / "
+         "releases that each change one tuple, however they overlap, at most one succeeds",
          {"decisions": ("false-claim-conflict", "false-claim-expired", "renew-after-expiry",
                         "stale-expiry-accepted")}),
     Rule("complete-request", "§6", "every commit attempt, a retry after a lost reply included, carries the "

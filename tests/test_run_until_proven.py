@@ -106,7 +106,8 @@ def test_a_slow_stretch_costs_time_not_coverage_the_racers_end_their_first_pass(
     assert _kinds(ops) == set(EPISODES)
     past = [o for o in ops if o["time"] >= 30 * SEC]
     assert past and not [o for o in past if o["intent"].startswith("agent")]
-    assert max(o["time"] for o in ops) < 55 * SEC
+    # (52 s with 39 kinds; 57 s with issue 33's check-then-act steps, 40 kinds: still short of the 60-s bound)
+    assert max(o["time"] for o in ops) < 58 * SEC
 
 
 def test_the_rotation_extension_is_bounded_and_only_for_runs_of_the_default_length_or_more(tmp_path):

@@ -172,7 +172,20 @@ FENCE_AIMS = {
 
 #: racer episode -> the op of its racing step that counts the race
 RACE_STEP = {"race:takeover-vs-publish": "takeover", "race:two-owners": "publish-old-owner",
-             "race:publish-vs-release": "release"}
+             "race:publish-vs-release": "release", "race:twin-publish": "publish-twin"}
+
+#: frozen-call episode -> (path name, the frozen op's intents, needs a publishing backend): the path
+#: completes when the freeze landed inside the call (the check-then-act gap reached)
+FROZEN = {
+    "frozen-publish": ("publish frozen inside its call while a rival takes over",
+                       ("frozen-publish:frozen-publish", "race:twin-publish:frozen-publish"), True),
+    "publish-after-release": ("takeover frozen inside its call while a rival takes over with its witness",
+                              ("publish-after-release:frozen-acquire",), False),
+    "stale-expiry": ("renew or release frozen inside its call while a rival uses its CAS tuple",
+                     ("stale-expiry:renew", "stale-expiry:frozen-release"), False),
+    "legacy-writes": ("legacy transition frozen inside its call while a rival acquires the item",
+                      ("legacy-writes:frozen-legacy-transition",), False),
+}
 
 
 def _episodes(names) -> tuple:
@@ -194,6 +207,10 @@ def _paths() -> tuple:
              ("race:takeover-vs-publish", "race:two-owners", probe_name("takeover", 0))),
         Path("acquire with a stale witness", _intent("stale-witness:stale-witness"), _code("claim-conflict"),
              ("stale-witness",)),
+        Path("acquire with a stale witness on an expired claim", _intent("stale-witness:stale-witness-expired"),
+             _code("claim-conflict"), ("stale-witness",)),
+        Path("acquire with a stale witness on a free item", _intent("publish-after-release:stale-witness-free"),
+             _code("claim-conflict"), ("publish-after-release",)),
         Path("renew", lambda a: a.f == "renew", _ok, ("stale-expiry", probe_name("renew", -1))),
         Path("renew with a stale expiry", _intent("stale-expiry:stale-expiry"), _code("claim-conflict"),
              ("stale-expiry",)),
@@ -226,13 +243,16 @@ def _paths() -> tuple:
             out.append(Path(f"probe {op} at {at}", _intent(f"{name}:probe"), _landed, (name,), op == "publish"))
     for race, step in RACE_STEP.items():
         out.append(Path(race, _intent(f"{race}:{step}"), definite, (race,), True))
+    out.append(Path("acquire twins: one free item, one witness, at once", _intent("publish-after-release:acquire-twin"),
+                    definite, ("publish-after-release",)))
     inside = lambda a: bool((a.fault or {}).get("inside"))
     fired = lambda a: a.fault is not None
+    # a signal that finds the call already answered is the harness's miss, not the backend's
+    # answer: these are requested once the run made IN_CALL_TRIES attempts
+    for kind, (name, intents, publication) in FROZEN.items():
+        by = (kind, "race:twin-publish") if kind == "frozen-publish" else (kind,)
+        out.append(Path(name, _intent(*intents), inside, by, publication, reached=fired, min_reached=IN_CALL_TRIES))
     out += [
-        # a signal that finds the call already answered is the harness's miss, not the backend's
-        # answer: these are requested once the run made IN_CALL_TRIES attempts
-        Path("publish frozen inside its call while a rival takes over", _intent("frozen-publish:frozen-publish"),
-             inside, ("frozen-publish",), True, reached=fired, min_reached=IN_CALL_TRIES),
         Path("call killed inside its work", _intent("killed-publish:killed-call", "killed-renew:killed-call"),
              inside, ("killed-publish", "killed-renew"), reached=fired, min_reached=IN_CALL_TRIES),
         Path("legacy transition refused over an active claim", _intent("legacy-writes:legacy-transition"),

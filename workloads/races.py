@@ -26,17 +26,32 @@ race:takeover-vs-publish   a publishes (fence a) ∥ b takes over (pinned at E);
 race:two-owners            b takes over (pinned at E); then a publishes
                            (fence a) ∥ b publishes (fence b), both on R
 race:publish-vs-release    a publishes ∥ b releases a's claim
+race:twin-publish          a ∥ b publish under a's fence, on one expected
+                           revision, with their own operation ids; then a's
+                           publish frozen like frozen-publish while b publishes
+                           the same way (a's fence, the revision the pair knew
+                           before a's publish); a goes on once b has its reply
 probe-<op>@<d>             renew, release or publish by a, or takeover by b,
                            decided at exactly E-1, E or E+1 ms (d = -1, 0, +1)
 fence-<dimension>          a publishes with a fence whose namespace, item,
                            owner (b's) or epoch (a's other one) is wrong;
                            ``publish-after-release``: after a's release
+                           (meanwhile b acquires the free item with the
+                           stale witness a's hold used); then a ∥ b acquire
+                           the free item with one and the same witness; then
+                           a's takeover of the winner's claim (at its expiry)
+                           is frozen at the end of its write transaction while
+                           b takes it over with the same witness
 replay-after-ok / -fail    the identical publish twice (first ok, or first a
                            stored fence rejection)
 reuse-bytes / -revision /  a's ok publish, then its operation_id with other
 -item                      bytes, another expected revision, another item
-stale-witness              b acquires with the witness a's acquire used
-stale-expiry               a renews, then renews again with the old expiry
+stale-witness              b acquires with the witness a's acquire used; then
+                           again, decided at E (the claim expired)
+stale-expiry               a renews, frozen at the end of its write transaction
+                           while b releases with the same CAS tuple; then a
+                           renews again with the old expiry; then a releases,
+                           frozen, while b renews with the same tuple
 stale-revision             a publishes with an older (or never-seen) revision,
                            decided 1 ms into a's lease
 unbound-namespace          read, acquire and publish on a never-provisioned
@@ -51,7 +66,9 @@ frozen-publish             a's publish is SIGSTOPped inside the call (the
                            publishes
 killed-publish / -renew    a's call is SIGKILLed at a seeded point inside it
 legacy-writes              b's legacy transition and legacy create of a's held
-                           item (both must be refused, §7)
+                           item (both must be refused, §7), while a reads the
+                           side item; then b's legacy transition of the (free
+                           or expired) side item, frozen, while a acquires it
 bad-digest                 a publish whose candidate_sha256 is not the digest
                            of its bytes
 incomplete-retry           a's publish, then its operation id alone (§6: a
@@ -125,15 +142,19 @@ EPISODES = (
        "stale-witness", "stale-expiry", "stale-revision", "unbound-namespace",
        "frozen-publish", "killed-publish", "killed-renew",
        "legacy-writes", "bad-digest", "incomplete-retry", "invalid-candidate", "epoch-exhaustion",
-       "noncanonical-requests", "refusals-keep-floor")
+       "noncanonical-requests", "refusals-keep-floor",
+       "race:twin-publish")
 )
 
 #: what an episode needs of the backend beyond its public commands (``chaos.sut.abilities`` needs):
 #: a run whose backend lacks one leaves the episode out up front and says why (``chaos.runner``)
 EPISODE_NEEDS = {
     "epoch-exhaustion": ("seed=store|admin",),   # a claim record seeded one short of the high-water mark
-    "legacy-writes": ("legacy-writes",),
+    "legacy-writes": ("legacy-writes", "freeze-call"),   # its last step freezes (check-then-act legacy write)
     "frozen-publish": ("freeze-call",),
+    "publish-after-release": ("freeze-call",),  # its last step freezes (the deterministic twin acquire)
+    "race:twin-publish": ("freeze-call",),
+    "stale-expiry": ("freeze-call",),   # its renew and its release are frozen, each with a rival
     "killed-publish": ("kill-call",),
     "killed-renew": ("kill-call",),
 }
@@ -601,13 +622,21 @@ def _fence_dimension(dim: str):
 def _publish_after_release():
     def release(x):
         a = _own(x)
-        return None if a is None else [("a", x.release(a, "release"))]
+        # decided 1 ms into a's lease (like stale-revision's publish): the twin acquires after it need
+        # a release that succeeded, and on a process-per-call program real time may be past the lease
+        return None if a is None else [("a", x.release(a, "release", clock_ms=x.into_lease(a)))]
 
     def publish(x):
         # only after a release that succeeded (one that found its lease expired leaves an expired
-        # claim: the publish would be fenced out as claim-expired, not no-active-claim)
-        return [("a", x.publish("a", "publish-released"))] if x.f.released else None
-    return (release, publish)
+        # claim: the publish would be fenced out as claim-expired, not no-active-claim); meanwhile b
+        # tries the stale witness a's hold used on the now free item (claim-conflict, changing nothing)
+        if not x.f.released:
+            return None
+        ops = [("a", x.publish("a", "publish-released"))]
+        if _free_record(x) is not None and x.f.witness is not None:
+            ops.append(("b", x.acquire("b", x.f.witness, "stale-witness-free")))
+        return ops
+    return (release, publish) + _twin_acquire()
 
 
 def _first_then(second):
@@ -663,7 +692,104 @@ def _stale_witness():
         if _own(x) is None or x.f.witness is None:
             return None
         return [("b", x.acquire("b", x.f.witness, "stale-witness"))]
-    return (stale,)
+
+    def expired(x):
+        # the same stale witness once a's claim has expired: a backend that compares the witness only
+        # while a claim is live (witness-ignored on an expired item) lets this one through
+        a = _own(x)
+        if a is None or x.f.witness is None:
+            return []
+        return [("b", x.acquire("b", x.f.witness, "stale-witness-expired", clock_ms=x.expires(a)))]
+    return (stale, expired)
+
+
+# --------------------------------------------------------------------------- check-then-act races
+# A decision checked under the lock and written after it (chaos.testing.cta_mutants) shows only
+# when a rival's call runs inside that gap: the twin steps send two calls at once (timed); the frozen
+# steps stop the first call right after it ends a write transaction (the gap itself,
+# chaos.faults.lockfreeze), send the rival once the freeze landed, and let the first go on once the
+# rival has its reply. A correct backend's call has then committed everything: the rival is refused.
+# They are steps of the episodes of their decision (publish-after-release, race:twin-publish,
+# stale-expiry, legacy-writes), not kinds of their own: every kind costs a process-per-call program
+# a prologue in its first pass through the rotation (docs/mutants.md, issue 33).
+
+
+def _tag(x: Ctx) -> str:
+    """A run-unique rendezvous tag for a frozen call that has no operation id."""
+    return f"freeze_{x.owner('a')}_r{x.pair.pair}e{x.pair.n}.{x.pair.tries}s{x.pair.step}"
+
+
+def _frozen(x: Ctx, op: dict, tag: str) -> dict:
+    """Held exactly until the rival has its reply: the gap needs nothing longer (a minimum hold
+    only slows the rotation of a process-per-call program, whose calls take most of a second)."""
+    return dict(op, fault=dict(_fault(x, "freeze"), hold_ms=0, after="write-release", tag=tag))
+
+
+def _rival(op: dict, tag: str) -> dict:
+    return dict(op, after_freeze=tag, ends_freeze=tag)
+
+
+def _free_record(x: Ctx) -> dict | None:
+    rec = x.f.record
+    return rec if x.f.released and rec is not None and rec.get("active") is None else None
+
+
+def _twin_acquire():
+    """Several owners on one free item with one witness: at once, then frozen (the check-then-act
+    acquire's gap), after a release (publish-after-release's last steps)."""
+    def twins(x):
+        rec = _free_record(x)
+        if rec is None:
+            return None
+        return [("a", x.acquire("a", rec, "acquire-twin")), ("b", x.acquire("b", rec, "acquire-twin"))]
+
+    def frozen(x):   # both take the winner's claim over at its expiry, with one witness
+        won = [c for c in (_own(x, role) for role in ROLES) if c is not None]
+        if len(won) != 1:
+            return None
+        tag = _tag(x)
+        return [("a", _frozen(x, x.takeover("a", won[0], "frozen-acquire"), tag)),
+                ("b", _rival(x.takeover("b", won[0], "acquire-same-witness"), tag))]
+    return (twins, frozen)
+
+
+def _twin_publish():
+    def twins(x):
+        a = _own(x)
+        if a is None:
+            return None
+        at = x.into_lease(a)   # both inside a's lease, both under a's fence, both on the known revision
+        return [("a", x.publish("a", "publish-twin", clock_ms=at)), ("b", x.publish("b", "publish-twin", clock_ms=at))]
+
+    def frozen(x):
+        a = _own(x)
+        if a is None:
+            return None
+        at = x.into_lease(a)
+        pub = x.publish("a", "frozen-publish", clock_ms=at)
+        tag = pub["value"]["operation_id"]
+        # b publishes under the same fence on the revision the pair knew before a's publish, and a goes
+        # on only once b's publish has its reply: a's late write then comes after b's own commit
+        return [("a", _frozen(x, pub, tag)), ("b", _rival(x.publish("b", "publish-rival", clock_ms=at), tag))]
+    return (twins, frozen)
+
+
+def _frozen_legacy(x: Ctx):
+    """b's legacy transition of the side item frozen while a acquires it. On the side item: a
+    permitted legacy write makes the checkers leave its tuple's ledger bytes unjudged, and the race
+    item's revision chain must stay judged."""
+    rb = x.f.other
+    if not rb or rb.get("item_id") != x.side:
+        return None
+    tup = {"ledger_namespace": x.ns, "item_id": x.side}
+    pin = x.expires(rb["active"]) if rb.get("active") else None   # a leftover claim: decided at its expiry
+    legacy = {"f": "legacy-transition", "value": dict(tup), "label": "frozen-legacy-transition"}
+    if pin is not None:
+        legacy["clock_ms"] = pin
+    tag = _tag(x)
+    wit = {"last_epoch": rb.get("last_epoch"), "active": rb.get("active")}
+    return [("b", _frozen(x, legacy, tag)),
+            ("a", _rival(x.acquire("a", wit, "acquire-side", tup=tup, clock_ms=pin), tag))]
 
 
 def _stale_expiry():
@@ -671,16 +797,33 @@ def _stale_expiry():
         a = _own(x)
         if a is None:
             return None
-        # decided 1 ms after the issue, so the new expiry differs from the old one
-        return [("a", x.renew(a, "renew", clock_ms=x.into_lease(a)))]
+        # decided 1 ms after the issue, so the new expiry differs from the old one; frozen at the end of
+        # its write transaction while b releases with the same CAS tuple (a check-then-act renew lets both
+        # through), then a goes on
+        tag, at = _tag(x), x.into_lease(a)
+        return [("a", _frozen(x, x.renew(a, "renew", clock_ms=at), tag)),
+                ("b", _rival(x.release(a, "release-same-tuple", clock_ms=at), tag))]
 
     def stale(x):
         a = _own(x)
         old = x.f.hold
         if a is None or old is None or a["expires_at"] == old["expires_at"]:
             return None
-        return [("a", x.renew(a, "stale-expiry", expires_at=old["expires_at"]))]
-    return (renew, stale)
+        # pinned like the frozen steps around it: an unpinned call would persist real time as the floor,
+        # and on a process-per-call program real time is past the lease by then, so the frozen release
+        # after it met claim-expired, not its rival (split-release-reread, CLI seed 1: valid)
+        return [("a", x.renew(a, "stale-expiry", expires_at=old["expires_at"], clock_ms=x.into_lease(a)))]
+
+    def release(x):
+        a = _own(x)
+        if a is None:
+            return []
+        # 1 ms after the renew: the rival renew's new expiry differs from the tuple's, so in either order
+        # one of the two must be refused (a check-then-act release lets both through)
+        tag, at = _tag(x), x.into_lease(a) + 1
+        return [("a", _frozen(x, x.release(a, "frozen-release", clock_ms=at), tag)),
+                ("b", _rival(x.renew(a, "renew-same-tuple", clock_ms=at), tag))]
+    return (renew, stale, release)
 
 
 def _stale_revision():
@@ -821,8 +964,9 @@ def _legacy_writes():
         # (correctly, §7), so a process-per-call program never took the refused path (epoch-wraps, seed 1)
         at = x.into_lease(a)
         return [("b", {"f": "legacy-transition", "value": dict(x.tup), "label": "legacy-transition", "clock_ms": at}),
-                ("b", {"f": "legacy-create", "value": dict(x.tup), "label": "legacy-create", "clock_ms": at})]
-    return (refused,)
+                ("b", {"f": "legacy-create", "value": dict(x.tup), "label": "legacy-create", "clock_ms": at}),
+                ("a", x.read({"ledger_namespace": x.ns, "item_id": x.side}, "read-side"))]   # for the next step
+    return (refused, _frozen_legacy)
 
 
 def _bad_digest():
@@ -905,5 +1049,6 @@ STEPS: dict = {
     "epoch-exhaustion": _epoch_exhaustion(),
     "noncanonical-requests": _noncanonical(),
     "refusals-keep-floor": _refusals_keep_floor(),
+    "race:twin-publish": _twin_publish(),
 }
 assert set(STEPS) == set(EPISODES)

@@ -30,6 +30,7 @@ from backends.contract.capabilities import REQUIRED_WRITE_PATHS
 from backends.contract.values import is_epoch, is_owner_id
 from backends.engine import fence_rejection
 from backends.sqlite import SqliteBackend
+from chaos.testing.cta_mutants import CHECK_THEN_ACT
 from chaos.testing.mutants_base import StoreView, TxnView
 
 
@@ -894,6 +895,8 @@ RED_TEAM: dict[str, PlantedBug] = {b.name: b for b in (
        "a refusal that stops before the floor step (binding, schema, idempotency, digest, validation) changes "
        "no floor (vectors.md §5.1 rule 8)", FloorBeforeValidation, "floor-moved-by-refusal"),
 )}
+# the check-then-act class (chaos.testing.cta_mutants): a decision's atomicity broken, not a rule inside it
+RED_TEAM.update((row[0], _p(*row[:5], *row[5])) for row in CHECK_THEN_ACT)
 
 
 def _opener(cls):

@@ -18,7 +18,9 @@ at a time, exactly, without guessing an order:
   names (equality is expired) (§4, §5 Renew);
 * ``stale-expiry-accepted``: a renew/release accepted with an expected expiry
   that an earlier renew of the same generation had provably replaced (a
-  judgement across replies, in real-time order) (§5 Renew, Release);
+  judgement across replies, in real-time order), or two renews / releases
+  that each changed one CAS tuple both accepted with it, however they
+  overlapped (a check-then-act decision) (§5 Renew, Release);
 * ``false-epoch-exhausted``: ``epoch-exhausted`` below the maximum, or before
   the witness and held checks that precede it (§4, §5 Acquire 3);
 * ``false-fence-rejection``: fence details that are not the request's fence,
@@ -57,6 +59,7 @@ def check(history, ctx: dict | None = None) -> dict:
         elif f == "legacy-create" or f == "legacy-transition":
             judged += _legacy(out, op)
     judged += _stale_expiries_accepted(out, h)
+    judged += _one_tuple_accepted_twice(out, h)
     judged += _stored_conflicts(out, h)
     judged += _conflicts_against_known_revision(out, h, initial_revisions(ctx or {}) or {})
     return out.result({"decisions_judged": judged})
@@ -173,6 +176,47 @@ def _stale_expiries_accepted(out: Findings, h: History) -> int:
                     [*s.indices, *r.indices], tuple=list(r.key), epoch=str(r.epoch),
                     expected_expires_at=at(x), expires_at=at(y))
             break
+    return n
+
+
+def _one_tuple_accepted_twice(out: Findings, h: History) -> int:
+    """Two renews / releases R1, R2 accepted with one CAS tuple (owner, epoch,
+    X), each of which changed it (a release clears the claim, a renew whose
+    reply shows an expiry Y != X moves it): in either order the second found
+    the tuple gone, so one of them had to be claim-conflict, however the two
+    overlapped. The later-decided one is reported. Only a renew of that epoch
+    could set X again in between; where one that was not over before both
+    began may have (its outcome unknown, or its reply showing X), nothing is
+    said."""
+    groups: dict[tuple, list[Op]] = {}
+    lanes: dict[tuple, list[Op]] = {}
+    for op in h.ops:
+        if op.f == "renew" and op.key is not None and op.epoch is not None:
+            lanes.setdefault((op.key, op.epoch), []).append(op)
+        if ((op.f == "renew" or op.f == "release") and op.type == "ok" and op.definite and op.key is not None
+                and op.epoch is not None and op.exp_expires is not None and op.t is not None):
+            groups.setdefault((op.key, op.owner, op.epoch, op.exp_expires), []).append(op)
+    n = 0
+    for (key, _owner, epoch, x), ops in groups.items():
+        changed = [op for op in ops if op.f == "release" or _shown_expiry(op) not in (None, x)]
+        if len(changed) < 2:
+            continue
+        changed.sort(key=lambda op: (op.t, op.i))
+        first, second = changed[0], changed[1]
+        lo, hi = min(first.ip, second.ip), max(first.cp, second.cp)
+        # a renew that may have taken effect between the two (not over before both began) and set X
+        if any(q is not first and q is not second and q.ip < hi and (q.cp is None or q.cp > lo)
+               and (not q.definite or _shown_expiry(q) == x) for q in lanes.get((key, epoch), ())):
+            continue
+        n += 1
+        what = "cleared it" if first.f == "release" else f"moved its expiry to {at(_shown_expiry(first))}"
+        out.add("stale-expiry-accepted",
+                f"Tuple {fmt_tuple(key)}: {second.f} by {second.owner!r} was accepted at {at(second.t)} for "
+                f"{_cas_tuple(second)}, but {first.f} {first.i}, accepted for the very same CAS tuple at "
+                f"{at(first.t)}, {what}; in either order the second of the two found the tuple changed. "
+                "Owner, epoch and expected expiry are one CAS tuple, compared and written in one serialized "
+                "decision; a changed tuple is claim-conflict (contract §5 Renew, Release).",
+                [*first.indices, *second.indices], tuple=list(key), epoch=str(epoch), expected_expires_at=at(x))
     return n
 
 

@@ -24,7 +24,11 @@ names one owner generation. Checks:
    back) was answered over an unequal witness: ``witness-mismatch-accepted``
    too (the stale witness of a free or expired item, which check 3 does not
    see; its epoch is then not the witness's ``last_epoch + 1`` either, which
-   ``epochs`` reports as ``epoch-not-next``).
+   ``epochs`` reports as ``epoch-not-next``);
+5. two successful acquires of a tuple with one and the same witness: each
+   raised ``last_epoch`` past it, so whichever was decided second met an
+   unequal witness, however the two overlapped (a check-then-act acquire):
+   ``witness-mismatch-accepted`` on the later-decided one.
 """
 
 from __future__ import annotations
@@ -110,6 +114,7 @@ def _check(history, ctx: dict) -> dict:
                 op.indices, **common)
 
     _stale_last_epoch(h, out, flagged)
+    _one_witness_twice(h, out, flagged)
     return out.result({"tuples": len(lease_map), "lease_intervals": intervals})
 
 
@@ -148,6 +153,32 @@ def _stale_last_epoch(h, out: Findings, flagged: set) -> None:
             "claim-conflict (contract §5 Acquire, step 1).",
             [*op.indices, *proof_op.indices], tuple=list(op.key), witness_last_epoch=str(op.w_le),
             shown_last_epoch=str(maxes[n - 1]))
+
+
+def _one_witness_twice(h, out: Findings, flagged: set) -> None:
+    """Check 5: ok acquires of one tuple grouped by their exact witness."""
+    by_witness: dict = {}
+    for op in h.ops:
+        if (op.f != "acquire" or op.type != "ok" or not op.definite or op.key is None or op.w_le is None
+                or op.w_active is BAD or op.t is None):
+            continue
+        by_witness.setdefault((op.key, op.w_le, op.w_active), []).append(op)
+    for (key, w_le, w_active), ops in by_witness.items():
+        ops.sort(key=lambda op: (op.t, op.i))
+        first = ops[0]
+        for op in ops[1:]:
+            if op.i in flagged:
+                continue
+            flagged.add(op.i)
+            out.add(
+                "witness-mismatch-accepted",
+                f"Tuple {fmt_tuple(key)}: acquire by {op.owner!r} succeeded at {at(op.t)} with the CAS witness "
+                f"(last_epoch {w_le}, {active_text(w_active)}) that acquire {first.i} by {first.owner!r} had "
+                f"already succeeded with at {at(first.t)}; each success raises last_epoch past the witness, so "
+                "the second met an unequal record. An unequal witness must return claim-conflict, compared and "
+                "written in one serialized decision (contract §5 Acquire, step 1).",
+                [*first.indices, *op.indices], tuple=list(key), decided_at=at(op.t),
+                witness_last_epoch=str(w_le))
 
 
 def _witness_superseded(op: Op, w: tuple, gens: dict) -> tuple[str, Op] | None:
