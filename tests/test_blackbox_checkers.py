@@ -253,8 +253,9 @@ def test_a_run_whose_final_durable_check_could_not_run_is_unknown_never_valid():
 
     from chaos.nemesis import Coverage
     from chaos.runner import Run, RunConfig
+    from chaos.workload_kinds.base import WorkloadKind
 
-    class AllValid:  # every checker passed: only the final phase can make the run unknown
+    class AllValid(WorkloadKind):  # every checker passed: only the final phase can make the run unknown
         name = "claims"
 
         def ctx(self, cfg, world, capabilities):
