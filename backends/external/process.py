@@ -70,29 +70,32 @@ class _Bounded:
 
     def __init__(self, stream, limit: int, pgid: int):
         self.stream, self.limit, self.pgid = stream, limit, pgid
-        self.chunks: list[bytes] = []
-        self.size = 0
+        self.buf = bytearray()   # one growing buffer: a chunk list's per-read allocations cost up to 10x the bound
         self.over = False
 
     def drain(self) -> None:
+        chunk = bytearray(_CHUNK)
+        view = memoryview(chunk)
         while True:
             try:
-                chunk = self.stream.read1(_CHUNK)
+                n = self.stream.readinto1(chunk)
             except (OSError, ValueError):
                 return
-            if not chunk:
+            if not n:
                 return
-            if self.size + len(chunk) > self.limit:
-                self.chunks.append(chunk[:self.limit - self.size])
-                self.size = self.limit
+            if len(self.buf) + n > self.limit:
+                self.buf += view[:self.limit - len(self.buf)]
                 self.over = True
                 _kill_group(self.pgid)
                 return
-            self.chunks.append(chunk)
-            self.size += len(chunk)
+            self.buf += view[:n]
+
+    @property
+    def size(self) -> int:
+        return len(self.buf)
 
     def data(self) -> bytes:
-        return b"".join(self.chunks)
+        return bytes(self.buf)
 
 
 def _pump(proc, stdin: bytes, max_stdout: int, max_stderr: int) -> tuple[_Bounded, _Bounded, list]:
