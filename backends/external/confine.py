@@ -77,7 +77,7 @@ def status() -> tuple[bool, str]:
     """Whether writes can be confined here, and how or why not (one line)."""
     abi = abi_version()
     if abi > 0:
-        return True, f"Landlock ABI {abi}: external programs write only beneath the run directory"
+        return True, f"Landlock ABI {abi} (a write outside the run directory fails with EACCES)"
     errno = ctypes.get_errno()
     why = {38: "the kernel has no Landlock (ENOSYS)", 95: "Landlock is disabled at boot (EOPNOTSUPP)"}.get(
         errno, f"landlock_create_ruleset failed (errno {errno})")
