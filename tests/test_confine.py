@@ -107,3 +107,16 @@ def test_doctor_names_the_mechanism():
                           "print(json.dumps([r for r in findings() if r[0].startswith('Landlock')]))"],
                          capture_output=True, text=True, timeout=120, check=True).stdout
     assert json.loads(out)[0][1] is True
+
+
+def test_a_run_where_landlock_is_missing_says_so_in_its_notes(capsys, monkeypatch, tmp_path):
+    """Not a refusal: the run goes on, and its notes say writes were not
+    confined (the kernel's answer is replaced here; the rest is a real run)."""
+    from chaos import cli
+
+    monkeypatch.setattr(confine, "abi_version", lambda: 0)
+    code = cli.main(["run", "--backend", "external", "--command", f"{sys.executable} -m chaos.cli backend sqlite",
+                     "--store", str(tmp_path / "s"), "--workers", "1", "--time-limit", "1", "--nemesis", "none"])
+    capsys.readouterr()
+    notes = json.loads((tmp_path / "s" / "latest" / "results.json").read_text())["notes"]
+    assert code in (0, 2) and [n for n in notes if n.startswith("writes not confined: ")], notes
