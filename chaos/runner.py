@@ -470,6 +470,7 @@ class Run:
             target.setup(kind.namespaces(world), kind.durable(world))
         except (StoreUnavailable, UnknownBackend) as e:  # what the input names cannot be reached or loaded
             raise SetupFailed(f"--backend {cfg.backend}: {e}") from None
+        notes.extend(target.setup_notes)
         from chaos.replyview import capabilities_problem
 
         problem = capabilities_problem(target.capabilities)   # what the whole run is planned from

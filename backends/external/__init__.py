@@ -13,7 +13,11 @@
   fsync-shim preloads from ``chaos.faults``). ``backend.env`` may be changed
   between calls by a harness;
 * ``commit_lock``: the file the cooperating agents serialize their Git
-  commits on (Git-backed profiles, ``items.commit``).
+  commits on (Git-backed profiles, ``items.commit``);
+* ``write_root``: the one directory the program may write beneath (a run's
+  directory); default: its ledger directories. Where Landlock is available
+  (``backends.external.confine``) every invocation is confined to it, with
+  ``TMPDIR`` pointed at a private directory inside it.
 
 Besides the contract operations, ``call("commit", ...)`` is the cooperating
 agent's Git step (``backends.external.git``): ``{ledger_namespace, item_id,
@@ -91,6 +95,9 @@ class ExternalBackend:
         self.ledgers: dict[str, str] = dict(ledgers)
         self.env: dict[str, str] = dict(spec.get("env") or {})
         self.commit_lock: str | None = spec.get("commit_lock")
+        root = spec.get("write_root")
+        self.write_roots = (root,) if root else tuple(self.ledgers.values())
+        self.tmpdir = os.path.join(root, "tmp", "program") if root else os.path.join(self.write_roots[0], ".program-tmp")
         self.config = BackendConfig(name=self.profile.backend_name or self.profile.name,
                                     namespaces=[ns for ns in self.ledgers if ns])
         self.invocations = 0
@@ -110,13 +117,19 @@ class ExternalBackend:
     def argv(self, template: list[str], ledger: str, namespaces: list[str] | None = None, **extra) -> list[str]:
         return self.prefix + _expand(template, ledger, namespaces or [], self.profile, extra)
 
+    def run(self, argv: list[str], stdin: bytes, op: str) -> tuple[int, dict]:
+        """One confined invocation (the ``write_root`` of the module docstring)."""
+        os.makedirs(self.tmpdir, exist_ok=True)
+        return run_cli(argv, stdin, {"TMPDIR": self.tmpdir, **self.env}, self.profile.timeout_s, op,
+                       write_roots=self.write_roots)
+
     def invoke(self, argv: list[str], stdin: bytes, op: str = "") -> tuple[int, dict]:
         """One invocation, retrying a declared busy reply."""
         busy = self.profile.busy
         attempts = busy.attempts if busy else 1
         for attempt in range(attempts):
             self.invocations += 1
-            code, envelope = run_cli(argv, stdin, self.env, self.profile.timeout_s, op)
+            code, envelope = self.run(argv, stdin, op)
             if busy is None or not busy.matches(code, envelope) or attempt == attempts - 1:
                 return code, envelope
             time.sleep(busy.backoff_ms / 1000.0)
@@ -194,8 +207,7 @@ class ExternalBackend:
         template = self.profile.admin.get(what)
         if template is None:
             raise ValueError(f"profile {self.profile.name!r} has no admin {what!r}")
-        code, out = run_cli(self.argv(template, ledger, **extra), stdin, self.env, self.profile.timeout_s,
-                            f"admin {what}")
+        code, out = self.run(self.argv(template, ledger, **extra), stdin, f"admin {what}")
         if code != 0:
             raise RuntimeError(f"admin {what} failed (exit {code}): {out}")
         if what == "export":

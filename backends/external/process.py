@@ -11,6 +11,11 @@ contract reply is one JSON object; the largest a request can lead to is a few
 times the 11 MiB request limit) and ``MAX_STDERR`` of stderr are read; a
 program that prints more is killed with its group at once and the call is
 ``Indeterminate`` (``info``), so its output never grows the harness's memory.
+
+What a program writes is bounded too: given ``write_roots``, the child is
+confined with Landlock before it execs (``backends.external.confine``) and
+may write only beneath those directories (and ``/dev/null``); a write
+elsewhere fails with ``EACCES`` inside the program.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import signal
 import subprocess
 
 from backends.contract import loads_reply_line
+from backends.external import confine
 
 #: the exit codes of the contract (0, and 2-6); anything else is a protocol violation
 CONTRACT_EXITS = frozenset({0, 2, 3, 4, 5, 6})
@@ -126,16 +132,20 @@ def _pump(proc, stdin: bytes, max_stdout: int, max_stderr: int) -> tuple[_Bounde
 
 
 def run_cli(argv: list[str], stdin: bytes, env: dict, timeout_s: float, op: str = "",
-            max_stdout: int = MAX_STDOUT, max_stderr: int = MAX_STDERR) -> tuple[int, dict]:
+            max_stdout: int = MAX_STDOUT, max_stderr: int = MAX_STDERR,
+            write_roots: tuple[str, ...] = ()) -> tuple[int, dict]:
     """``(exit, envelope)`` of one invocation; raises ``Indeterminate``.
 
     The call is over when the program exits: then its process group is killed
     (a child it left running, even one holding our pipes, cannot keep the call
     open or outlive it) and the output read so far is its reply. Printing more
     than ``max_stdout`` / ``max_stderr`` bytes ends the call at once (the module
-    docstring)."""
+    docstring). With ``write_roots``, the program writes only beneath them
+    where Landlock is available (``confine.status()`` says where it is not)."""
+    ruleset = confine.ruleset(write_roots) if write_roots else None
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env={**os.environ, **env}, start_new_session=True)
+                            env={**os.environ, **env}, start_new_session=True,
+                            preexec_fn=None if ruleset is None else confine.restrict_in_child(ruleset))
     out_buf, err_buf, threads = _pump(proc, stdin, max_stdout, max_stderr)
     timed_out = False
     try:

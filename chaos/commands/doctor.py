@@ -97,6 +97,10 @@ def findings() -> list[tuple[str, bool, str, str]]:
     pg = sorted(glob.glob("/usr/lib/postgresql/*/bin/postgres")) or ([shutil.which("postgres")] if shutil.which("postgres") else [])
     out.append(("postgres binaries (--backend postgres)", bool(pg), pg[-1] if pg else "not found",
                 "apt-get install -y postgresql"))
+    from backends.external import confine
+
+    out.append(("Landlock (external programs write only in the run directory)", *confine.status(),
+                "Linux >= 5.13 with landlock in the lsm= boot list"))
     chrome = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
     out.append(("chromium (report screenshots)", bool(chrome), chrome or "not found", "apt-get install -y chromium"))
     return out

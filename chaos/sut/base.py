@@ -95,6 +95,7 @@ class Target:
         self.server = None      # PgServer when we run one
         self.proxy = None       # FaultProxy in front of the server (lost-reply)
         self.server_fsync = None  # FsyncFault preloaded into the server
+        self.setup_notes: list[str] = []   # what the run's notes say about its set-up (e.g. writes not confined)
 
     def setup(self, namespaces, durable: dict) -> None:
         backend = open_spec(self.spec)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 
+from backends.external import confine
 from backends.external.profile import capability_mismatches
 from chaos.errors import SetupFailed, UsageError
 from chaos.sut.abilities import can, cannot
@@ -39,6 +40,9 @@ class ExternalTarget(Target):
         if not self.black_box and "export" not in profile.admin:
             raise UsageError(f"profile {profile.name} has 'admin seed' but no 'admin export'")
         command = resolve_command(self.cfg.backend_command)
+        confined, how = confine.status()
+        if not confined:   # said up front, not a refusal: the run goes on unconfined
+            self.setup_notes.append(f"writes not confined: {how}")
         root = self.run.file("ledgers")
         os.makedirs(root, exist_ok=True)
         if profile.git:
@@ -49,7 +53,7 @@ class ExternalTarget(Target):
             os.makedirs(path, exist_ok=True)
         self.spec = {"backend": "external", "command": command, "profile": profile_path,
                      "ledgers": {ns: paths[i] for i, g in enumerate(groups) for ns in g},
-                     "commit_lock": self.run.file("tmp", "git-commit.lock")}
+                     "commit_lock": self.run.file("tmp", "git-commit.lock"), "write_root": self.run.path}
         self.backend = ExternalBackend(self.spec)
         try:
             adopted = self._provision(groups, paths)
@@ -177,7 +181,6 @@ def probe_program(command: str, profile, commands: bool = False) -> dict[str, st
     import tempfile
 
     from backends.external import ExternalBackend, Indeterminate
-    from backends.external.profile import capability_mismatches
     from backends.gitjournal.ledger import new_namespace
 
     from chaos.faults.procs import Leftovers
@@ -190,7 +193,7 @@ def probe_program(command: str, profile, commands: bool = False) -> dict[str, st
         os.makedirs(ledger)
         if profile.git:
             subprocess.run(["git", "init", "-q", root], check=True, capture_output=True)
-        backend = ExternalBackend({"command": resolve_command(command), "ledger": ledger})
+        backend = ExternalBackend({"command": resolve_command(command), "ledger": ledger, "write_root": scratch})
         backend.profile = profile
         who = f"profile {profile.name}"
         try:

@@ -146,7 +146,7 @@ class ExternalAdapter:
             for ns in group:
                 self.ledgers[ns] = os.path.join(root, f"ledger-{i + 1}")
             os.makedirs(os.path.join(root, f"ledger-{i + 1}"), exist_ok=True)
-        self.backend = ExternalBackend({"command": self.command, "ledgers": self.ledgers})
+        self.backend = ExternalBackend({"command": self.command, "ledgers": self.ledgers, "write_root": self.dir})
         self.backend.profile = xp
         self.backend.env = self._env(case)
         if self.xprofile.barrier_env:
