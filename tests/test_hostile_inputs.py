@@ -19,25 +19,13 @@ import yaml
 
 from chaos import cli
 from chaos.testing.synthetic import make_run
+from test_bad_input import chaos, one_line_254   # one definition of what a one-line usage error is
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = sys.executable
 VECTORS = os.environ.get("CHAOS_VECTORS") or os.path.join(ROOT, "..", "shared", "vectors", "work-claims")
 QUICK = ["--workers", "1", "--time-limit", "1", "--nemesis", "none"]
 SQLITE_CLI = f"{PY} -m chaos.cli backend sqlite"
-
-
-def one_line_254(code: int, err: str) -> str:
-    assert code == 254, err
-    assert "Traceback" not in err, err
-    lines = [ln for ln in err.splitlines() if ln.startswith("chaos: error:")]
-    assert len(lines) == 1 and len(lines[0]) < 1000, err
-    return lines[0]
-
-
-def chaos(capsys, *argv) -> tuple[int, str]:
-    code = cli.main([str(a) for a in argv])
-    return code, capsys.readouterr().err
 
 
 def chaos_sub(*argv, timeout: float = 180, cwd: str | None = None, env: dict | None = None,
