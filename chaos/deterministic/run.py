@@ -362,13 +362,14 @@ def run(cfg, report: bool = True, config_path: str | None = None) -> int:
     run_dir.link_latest()
     from chaos.reports.console import summary as console_summary
 
-    print(console_summary(dict(results, run_dir=run_dir.path), run_dir.path), file=sys.stderr)
     print(f"chaos: deterministic: seed {cfg.seed}, PCT depth {summary['depth']}, {summary['points']} scheduling "
           f"points, {results['stats']['ops']} ops in {summary['virtual_ns'] / SEC:.1f} virtual s "
           f"({time.monotonic() - wall0:.1f} wall s), history sha256 {results['history_sha256'][:16]}", file=sys.stderr)
     if previous is not None:
         print(f"chaos: deterministic: {'reproduced' if previous == results['history_sha256'] else 'NOT reproduced'}"
               f" the history of the run this config came from (sha256 {previous[:16]})", file=sys.stderr)
+    sys.stderr.flush()   # the verdict summary is stdout's, last (as chaos.runner prints it)
+    print(console_summary(dict(results, run_dir=run_dir.path), run_dir.path), flush=True)
     return results["exit_code"]
 
 
