@@ -120,3 +120,24 @@ def test_a_run_where_landlock_is_missing_says_so_in_its_notes(capsys, monkeypatc
     capsys.readouterr()
     notes = json.loads((tmp_path / "s" / "latest" / "results.json").read_text())["notes"]
     assert code in (0, 2) and [n for n in notes if n.startswith("writes not confined: ")], notes
+
+
+def test_an_issue_lock_program_is_confined_to_its_write_root(tmp_path):
+    """The second protocol's external programs go through the same bound."""
+    from backends.issuelock.external import ExternalLockBackend
+
+    root, outside = tmp_path / "run", tmp_path / "outside"
+    (root / "store").mkdir(parents=True)
+    outside.mkdir()
+    backend = ExternalLockBackend({"command": "true", "store": str(root / "store"), "write_root": str(root)})
+    script = ("import json, os\n"
+              "def write(p):\n"
+              "    try:\n"
+              "        open(p, 'w').write('x'); return 'ok'\n"
+              "    except OSError as e:\n"
+              "        return e.strerror\n"
+              f"print(json.dumps({{'outside': write({str(outside / 'escaped')!r}),"
+              f" 'inside': write({str(root / 'store' / 'lock')!r})}}))\n")
+    code, reply = backend._run([sys.executable, "-c", script], b"")
+    assert code == 0 and reply == {"outside": "Permission denied", "inside": "ok"}, reply
+    assert not (outside / "escaped").exists() and (root / "store" / "lock").exists()

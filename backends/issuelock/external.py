@@ -26,6 +26,7 @@ it; ``CHAOS_CLOCK_FILE`` is passed through ``env`` when a harness pins it).
 from __future__ import annotations
 
 import copy
+import os
 import shlex
 import time
 from dataclasses import dataclass, field
@@ -136,6 +137,10 @@ class ExternalLockBackend:
         self.profile = load_lock_profile(spec["profile"]) if spec.get("profile") else LockProfile("convention")
         self.store_dir = spec["store"]
         self.env = dict(spec.get("env") or {})
+        # what the program may write (backends.external.confine): beneath its run's or case's directory
+        root = spec.get("write_root")
+        self.write_roots = (root,) if root else (self.store_dir,)
+        self.tmpdir = os.path.join(root, "tmp", "program") if root else os.path.join(self.store_dir, ".program-tmp")
         self.store = _AdminStore(self)
         self.name = self.profile.name
         self.invocations = 0
@@ -151,14 +156,20 @@ class ExternalLockBackend:
         busy = self.profile.busy
         for attempt in range(busy.attempts if busy else 1):
             self.invocations += 1
-            code, envelope = run_cli(self._argv(template), raw, self.env, self.profile.timeout_s)
+            code, envelope = self._run(self._argv(template), raw)
             if busy is None or not busy.matches(code, envelope) or attempt == busy.attempts - 1:
                 return Reply(code, envelope)
             time.sleep(busy.backoff_ms / 1000)
         raise AssertionError("unreachable")
 
     def admin(self, what: str, stdin: bytes = b"") -> tuple[int, dict]:
-        return run_cli(self._argv(self.profile.admin[what]), stdin, self.env, self.profile.timeout_s)
+        return self._run(self._argv(self.profile.admin[what]), stdin)
+
+    def _run(self, argv: list, stdin: bytes) -> tuple[int, dict]:
+        """One confined invocation: it writes only beneath ``write_roots``."""
+        os.makedirs(self.tmpdir, exist_ok=True)
+        return run_cli(argv, stdin, {"TMPDIR": self.tmpdir, **self.env}, self.profile.timeout_s,
+                       write_roots=self.write_roots)
 
     def restart(self) -> None:
         return None   # every operation is a fresh process already

@@ -223,7 +223,8 @@ class ExternalLockSession(HostedLockSession):
 
         return {"protocol": "issue-lock", "backend": "external", "command": resolve_command(self.options["command"]),
                 "profile": os.path.abspath(self.options.get("profile") or DEFAULT_PROFILE),
-                "store": str(self.dir / "store"), "env": {"CHAOS_CLOCK_FILE": str(self.dir / "clock")}}
+                "store": str(self.dir / "store"), "write_root": str(self.dir),
+                "env": {"CHAOS_CLOCK_FILE": str(self.dir / "clock")}}
 
     def call(self, op: str, request: dict, at_ms: int):
         from backends.api import FileClock

@@ -121,7 +121,7 @@ class ExternalLockTarget(LockTarget):
         except LockProfileError as e:
             raise UsageError(str(e)) from None
         return {"protocol": "issue-lock", "backend": "external", "command": resolve_command(command),
-                "profile": profile, "store": os.path.join(self.base_dir, "store")}
+                "profile": profile, "store": os.path.join(self.base_dir, "store"), "write_root": self.base_dir}
 
 
 class PythonLockTarget(LockTarget):
