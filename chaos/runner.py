@@ -431,18 +431,7 @@ class Run:
                 signal.signal(s, h)
             history.close()
         run.write_json("results.json", results)
-        try:
-            from chaos import reports
-
-            if self.report:
-                reports.write_all(run.path)
-            else:
-                reports.write_junit(reports.load_run(run.path))
-        except Exception as e:  # a report failure never loses the verdict
-            print(f"chaos: report not written: {type(e).__name__}: {e}", file=sys.stderr)
-        not_linked = run.link_latest()
-        if not_linked:   # the verdict below still stands
-            print(f"chaos: {not_linked}", file=sys.stderr)
+        publish_run(run, self.report)
         if results.get("workload_coverage"):  # per path; the summary below says how many completed
             from workloads.coverage import format_table
 
@@ -546,10 +535,7 @@ class Run:
                 self.final_incomplete.append(f"final read-back {op['f']} ended info: {str(op.get('error', ''))[:160]}")
 
     def _results(self, cfg, run, ops, coverage, capabilities, started, notes, world, kind) -> dict:
-        client = [o for o in ops if o.get("process") != NEMESIS and o["type"] != "invoke"]
-        stats = {"ops": len(client), "ok": sum(o["type"] == "ok" for o in client),
-                 "fail": sum(o["type"] == "fail" for o in client), "info": sum(o["type"] == "info" for o in client),
-                 "duration_s": round(ops[-1]["time"] / 1e9, 3) if ops else 0.0}
+        stats = op_stats(ops)
         checker_results: dict = {}
         ctx: dict = {}
         known_report: list = []
@@ -568,8 +554,9 @@ class Run:
                 verdict = "valid" if v is True else "invalid" if v is False else "unknown"
             except Exception as e:
                 notes.append(f"checkers unavailable: {type(e).__name__}: {e}")
-        mismatch = next((str(o["error"]).split("ProfileMismatch: ", 1)[1] for o in client
-                         if o["type"] == "info" and "ProfileMismatch: " in str(o.get("error"))), None)
+        mismatch = next((str(o["error"]).split("ProfileMismatch: ", 1)[1] for o in ops
+                         if o.get("process") != NEMESIS and o["type"] == "info"
+                         and "ProfileMismatch: " in str(o.get("error"))), None)
         if mismatch:   # the profile's error (backends.external): those calls proved nothing about the program
             verdict = "unknown" if verdict == "valid" else verdict
             notes.insert(0, f"the program contradicts its profile, the calls it showed in are info: {mismatch}")
@@ -642,6 +629,31 @@ class Run:
         # set-up call, re-parented to this subreaper): everything under us that is new
         for pid in procs.descendants() - getattr(self, "children_before", set()):
             procs.ProcessTree(pid).kill()
+
+
+def op_stats(ops: list[dict]) -> dict:
+    """results.json's ``stats``: the client completions by type, and how long the history ran."""
+    client = [o for o in ops if o.get("process") != NEMESIS and o["type"] != "invoke"]
+    return {"ops": len(client), "ok": sum(o["type"] == "ok" for o in client),
+            "fail": sum(o["type"] == "fail" for o in client), "info": sum(o["type"] == "info" for o in client),
+            "duration_s": round(ops[-1]["time"] / 1e9, 3) if ops else 0.0}
+
+
+def publish_run(run: RunDir, report: bool) -> None:
+    """After results.json: the reports (report.html or only junit.xml), then ``store/latest``.
+    A report failure or a latest link left alone never loses the verdict: each is one line."""
+    try:
+        from chaos import reports
+
+        if report:
+            reports.write_all(run.path)
+        else:
+            reports.write_junit(reports.load_run(run.path))
+    except Exception as e:
+        print(f"chaos: report not written: {type(e).__name__}: {e}", file=sys.stderr)
+    not_linked = run.link_latest()
+    if not_linked:
+        print(f"chaos: {not_linked}", file=sys.stderr)
 
 
 def kill_landings(ops: list[dict]) -> dict[str, int]:

@@ -329,9 +329,12 @@ def run(cfg, report: bool = True, config_path: str | None = None) -> int:
             sched.kill(proc)        # fresh workers for the read-back, as the timed mode does
         sched.replies.clear()
         sched.vt += int(kind.settle_s(cfg) * SEC)   # every lease expires (virtually)
-        reads = kind.final_reads(history.snapshot(), world)
-        start = len(history.snapshot())
-        interpret(clients(reads), threads, driver, cfg.seed, process_of=process_of)
+        ops = history.snapshot()
+        start = len(ops)
+
+        def call(client_ops: list[dict], phase: str | None = None) -> None:   # the kind's final ops, each to completion
+            interpret(clients(client_ops), threads, driver, cfg.seed, process_of=process_of)
+        kind.final_phase(cfg, world, ops, call)
         final_incomplete = [f"final read-back {o['f']} ended info" for o in history.snapshot()[start:]
                             if o["type"] == "info"]
         for proc in list(driver.procs.values()):
@@ -356,10 +359,11 @@ def run(cfg, report: bool = True, config_path: str | None = None) -> int:
     if previous is not None:
         results["reproduced"] = {"of": previous, "same_history": previous == results["history_sha256"]}
     run_dir.write_json("results.json", results)
+    from chaos.runner import publish_run
+
     run_dir.write_json("wall.json", dict(wall, run_dir=run_dir.path, wall_s=round(time.monotonic() - wall0, 3),
                                          started_at=started))
-    _reports(run_dir.path, report)
-    run_dir.link_latest()
+    publish_run(run_dir, report)
     from chaos.reports.console import summary as console_summary
 
     print(f"chaos: deterministic: seed {cfg.seed}, PCT depth {summary['depth']}, {summary['points']} scheduling "
@@ -385,18 +389,6 @@ def previous_history(config_path: str | None) -> str | None:
     return digest if isinstance(digest, str) else None
 
 
-def _reports(path: str, report: bool) -> None:
-    from chaos import reports
-
-    try:
-        if report:
-            reports.write_all(path)
-        else:
-            reports.write_junit(reports.load_run(path))
-    except Exception as e:  # a report failure never loses the verdict
-        print(f"chaos: report not written: {type(e).__name__}: {e}", file=sys.stderr)
-
-
 #: what a checker result says about wall time (moved to wall.json: results.json holds only virtual times)
 WALL_FIELDS = ("seconds", "cpu_seconds")
 
@@ -420,13 +412,10 @@ def _without_wall(obj, path: str, wall: dict):
 def _results(cfg, kind, world, target, history, coverage, notes, summary) -> tuple[dict, dict]:
     """(results.json, wall.json): the first without a wall-clock field or the run dir's path, so
     equal runs give equal files; the second with what the wall clock said."""
-    from chaos.runner import Run
+    from chaos.runner import Run, op_stats
 
     ops = history.snapshot()
-    client = [o for o in ops if o.get("process") != NEMESIS and o["type"] in ("ok", "fail", "info")]
-    stats = {"ops": len(client), "ok": sum(o["type"] == "ok" for o in client),
-             "fail": sum(o["type"] == "fail" for o in client), "info": sum(o["type"] == "info" for o in client),
-             "duration_s": round(ops[-1]["time"] / 1e9, 3) if ops else 0.0}
+    stats = op_stats(ops)
     ctx = kind.ctx(cfg, world, target.capabilities)
     merged = kind.check(ops, ctx)
     v = merged.get("valid")
