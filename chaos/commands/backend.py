@@ -162,17 +162,12 @@ def opened(args):
     from backends.registry import open_backend
 
     spec = spec_for(args)
-    if args.name == "python":   # user code: a factory that raises or is no backend is one line, exit 254
+    if args.name != "reference":
         from chaos.sut.python import open_factory
 
-        backend = open_factory(spec, clock(), EnvBarrierHooks())
-        try:
-            yield backend
-        finally:
-            backend.close()
-        return
-    if args.name != "reference":
-        backend = open_backend(spec, clock(), EnvBarrierHooks())
+        # user code (python): a factory that raises or is no backend is one line, exit 254
+        opener = open_factory if args.name == "python" else open_backend
+        backend = opener(spec, clock(), EnvBarrierHooks())
         try:
             yield backend
         finally:
