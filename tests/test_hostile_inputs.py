@@ -306,6 +306,7 @@ def test_libfaketime_leaves_nothing_in_dev_shm(tmp_path):
     """Killed (and normally exiting) targets used to leave faketime_shm_<pid> / sem.faketime_sem_<pid>."""
     from chaos.faults.faketime import ClockFault
 
+    began = time.time() - 1   # a segment of a dead process whose pid was reused is older: not this test's
     clock = ClockFault(str(tmp_path / "clock"))
     clock.set_offset(-3600)
     env = {**os.environ, **clock.env()}
@@ -316,9 +317,15 @@ def test_libfaketime_leaves_nothing_in_dev_shm(tmp_path):
     p.kill()
     p.wait()
     done = subprocess.run([PY, "-c", "import os; print(os.getpid())"], env=env, capture_output=True, text=True)
+    def made_now(path: str) -> bool:
+        try:
+            return os.stat(path).st_mtime >= began
+        except FileNotFoundError:
+            return False
+
     for pid in (p.pid, int(done.stdout)):
-        assert not os.path.exists(f"/dev/shm/faketime_shm_{pid}")
-        assert not os.path.exists(f"/dev/shm/sem.faketime_sem_{pid}")
+        assert not made_now(f"/dev/shm/faketime_shm_{pid}")
+        assert not made_now(f"/dev/shm/sem.faketime_sem_{pid}")
 
 
 # ------------------------------------------------------------------ profiles against the program
