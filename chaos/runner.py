@@ -359,8 +359,6 @@ class Run:
         clean_stale_tmp(os.path.abspath(cfg.store))
         run = RunDir(cfg.store, cfg.name)
         self._watchdog(run)  # first: from here on a SIGKILL of this process leaves nothing behind
-        with open(os.path.join(run.tmp, ".owner"), "w") as f:
-            f.write(str(os.getpid()))
         started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         from chaos.sut.base import redact_dsn
 

@@ -14,6 +14,7 @@ and ``latest`` is a relative link to a directory inside it.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -81,14 +82,15 @@ class RunDir:
         check_name(name)
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + f".{int(time.time() * 1000) % 1000:03d}Z"
         base = os.path.join(self.root, name)
-        self.path = os.path.join(base, stamp)
         if os.path.islink(base):  # a link could lead anywhere: the run would be written there
             raise UsageError(f"store {self.root}: {base} is a symlink; a run directory is never made through one")
         try:
-            os.makedirs(os.path.join(self.path, "logs"), exist_ok=True)
-            os.makedirs(self.tmp, exist_ok=True)
+            os.makedirs(base, exist_ok=True)
+            self.path = _new_dir(os.path.join(base, stamp))
+            os.mkdir(os.path.join(self.path, "logs"))
+            _owned_tmp(self.tmp)
         except OSError as e:
-            raise UsageError(f"store {self.root}: cannot create the run directory {self.path} "
+            raise UsageError(f"store {self.root}: cannot create the run directory {os.path.join(base, stamp)} "
                              f"({e.strerror or e})") from None
 
     @property
@@ -143,6 +145,30 @@ class RunDir:
         return None
 
 
+def _new_dir(path: str) -> str:
+    """Make ``path`` (or ``path-2``, ``path-3``...) exclusively: two runs started
+    in the same millisecond (a campaign's workers) each get their own directory."""
+    for n in range(1, 1000):
+        candidate = path if n == 1 else f"{path}-{n}"
+        try:
+            os.mkdir(candidate)
+            return candidate
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no free run directory name", path)
+
+
+def _owned_tmp(tmp: str) -> None:
+    """Create ``tmp/`` with its ``.owner`` already inside (made under another
+    name, then renamed): another run's ``clean_stale_tmp`` never sees a live
+    run's tmp without its owner, so it never takes it for a dead run's."""
+    staging = f"{tmp}.new.{os.getpid()}"
+    os.mkdir(staging)
+    with open(os.path.join(staging, ".owner"), "w") as f:
+        f.write(str(os.getpid()))
+    os.rename(staging, tmp)
+
+
 def clean_stale_tmp(root: str) -> list[str]:
     """Remove ``tmp/`` dirs left under ``root`` by runs that were killed
     (their watchdog normally does it; this is the next start's sweep)."""
@@ -155,13 +181,26 @@ def clean_stale_tmp(root: str) -> list[str]:
         base = os.path.join(root, name)
         if name == "latest" or not os.path.isdir(base) or os.path.islink(base):
             continue
-        for run in os.listdir(base):
-            tmp = os.path.join(base, run, "tmp")
-            owner = os.path.join(base, run, "tmp", ".owner")
-            if os.path.isdir(tmp) and not _owner_alive(owner):
-                shutil.rmtree(tmp, ignore_errors=True)
-                removed.append(tmp)
+        for run in _listdir(base):
+            for entry in _listdir(os.path.join(base, run)):
+                path = os.path.join(base, run, entry)
+                if entry == "tmp":
+                    dead = not _owner_alive(os.path.join(path, ".owner"))
+                elif entry.startswith("tmp.new."):   # a run killed while it made its tmp/
+                    dead = not entry[8:].isdigit() or not os.path.exists(f"/proc/{entry[8:]}")
+                else:
+                    continue
+                if dead and os.path.isdir(path):
+                    shutil.rmtree(path, ignore_errors=True)
+                    removed.append(path)
     return removed
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except (NotADirectoryError, FileNotFoundError):   # a file, or a run removed while we looked
+        return []
 
 
 def _owner_alive(owner_file: str) -> bool:

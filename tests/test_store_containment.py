@@ -103,3 +103,21 @@ def test_serve_index_links_are_url_encoded(tmp_path):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_runs_started_in_the_same_millisecond_get_a_directory_each_and_keep_their_tmp(tmp_path, monkeypatch):
+    # a campaign starts many runs in one store at once: each must own its directory, and one
+    # run's sweep of dead runs' tmp/ must never take a live run's tmp/ (it did: exit 255)
+    from chaos.store import clean_stale_tmp
+
+    monkeypatch.setattr("time.time", lambda: 1_800_000_000.123)   # one stamp for both
+    first, second = RunDir(str(tmp_path), "t"), RunDir(str(tmp_path), "t")
+    assert first.path != second.path and second.path.endswith("-2")
+    for run in (first, second):
+        assert open(os.path.join(run.tmp, ".owner")).read() == str(os.getpid())
+    dead = tmp_path / "t" / "19700101T000000.000Z"
+    (dead / "tmp").mkdir(parents=True)                 # a killed run's leftover, no owner alive
+    (dead / "tmp.new.999999999").mkdir()               # one killed while it made its tmp/
+    removed = clean_stale_tmp(str(tmp_path))
+    assert sorted(removed) == sorted([str(dead / "tmp"), str(dead / "tmp.new.999999999")])
+    assert os.path.isdir(first.tmp) and os.path.isdir(second.tmp)
