@@ -75,6 +75,24 @@ def test_cleanup_leaves_nothing_even_after_an_exception():
     assert pids[0] not in procs.registered()
 
 
+def test_a_killed_server_leaves_no_shared_memory_behind():
+    # a SIGKILLed postmaster used to leave its DSM segment in /dev/shm and its
+    # System V segment for good (6-8 of each after a full test run)
+    with PgServer() as server:
+        with psycopg.connect(server.dsn(), autocommit=True) as c:
+            assert c.execute("SHOW dynamic_shared_memory_type").fetchone() == ("mmap",)
+        with open(os.path.join(server.data, "postmaster.pid")) as f:
+            shmid = f.read().splitlines()[6].split()[1]
+        server.kill()
+        assert _sysv_ids() and shmid in _sysv_ids()   # what the kill left behind
+    assert shmid not in _sysv_ids()
+
+
+def _sysv_ids() -> set[str]:
+    with open("/proc/sysvipc/shm") as f:
+        return {line.split()[1] for line in f.read().splitlines()[1:]}
+
+
 def test_start_failure_raises_and_cleans_up(monkeypatch):
     with private_pg_tmpdir() as tmp:
         monkeypatch.setenv(PG_TMPDIR_ENV, tmp)

@@ -167,6 +167,8 @@ class PgServer:
                 "fsync = on\nsynchronous_commit = on\nfull_page_writes = on\n"
                 f"shared_buffers = '{shared_buffers}'\nmax_connections = {max_connections}\n"
                 "logging_collector = off\nlog_min_messages = warning\n"
+                # DSM segments as files in the data dir, not /dev/shm: a killed server's go with the dir
+                "dynamic_shared_memory_type = mmap\n"
             )
 
     # ------------------------------------------------------------------ lifecycle
@@ -370,6 +372,7 @@ class PgServer:
                         self.kill()
             self._drop_pause_state()
         finally:
+            _remove_sysv_segment(self.data)
             shutil.rmtree(self.dir, ignore_errors=True)
             self._stop_guard()
             try:
@@ -415,6 +418,30 @@ def _start_guard(directory: str) -> subprocess.Popen:
                              stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, start_new_session=True)
     procs.register(guard.pid)
     return guard
+
+
+def _remove_sysv_segment(data: str) -> None:
+    """Remove the small System V segment a killed postmaster leaves behind (a
+    clean shutdown removes it itself; the next start would, but there is
+    none). Its id is on line 7 of ``postmaster.pid``; it goes only if nothing
+    is attached to it any more."""
+    try:
+        with open(os.path.join(data, "postmaster.pid")) as f:
+            fields = f.read().splitlines()[6].split()
+        shmid = int(fields[1])
+    except (OSError, IndexError, ValueError):
+        return
+    try:   # columns: key shmid perms size cpid lpid nattch ...
+        with open("/proc/sysvipc/shm") as f:
+            rows = [line.split() for line in f.read().splitlines()[1:]]
+    except OSError:
+        return
+    if not any(len(r) > 6 and r[1] == str(shmid) and r[6] == "0" for r in rows):
+        return   # gone already, or still attached: not ours to take
+    import ctypes
+
+    ipc_rmid = 0
+    ctypes.CDLL(None, use_errno=True).shmctl(shmid, ipc_rmid, None)
 
 
 def server_alive_pids(pids: list[int]) -> list[int]:
