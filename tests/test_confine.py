@@ -109,13 +109,16 @@ def test_doctor_names_the_mechanism():
     assert json.loads(out)[0][1] is True
 
 
-def test_a_run_where_landlock_is_missing_says_so_in_its_notes(capsys, monkeypatch, tmp_path):
+@pytest.mark.parametrize("workload, command", [("claims", "backend sqlite"), ("issue-lock", "lock-backend sqlite")])
+def test_a_run_where_landlock_is_missing_says_so_in_its_notes(capsys, monkeypatch, tmp_path, workload, command):
     """Not a refusal: the run goes on, and its notes say writes were not
-    confined (the kernel's answer is replaced here; the rest is a real run)."""
+    confined (the kernel's answer is replaced here; the rest is a real run),
+    for either protocol's programs."""
     from chaos import cli
 
     monkeypatch.setattr(confine, "abi_version", lambda: 0)
-    code = cli.main(["run", "--backend", "external", "--command", f"{sys.executable} -m chaos.cli backend sqlite",
+    code = cli.main(["run", "--backend", "external", "--workload", workload,
+                     "--command", f"{sys.executable} -m chaos.cli {command}",
                      "--store", str(tmp_path / "s"), "--workers", "1", "--time-limit", "1", "--nemesis", "none"])
     capsys.readouterr()
     notes = json.loads((tmp_path / "s" / "latest" / "results.json").read_text())["notes"]

@@ -109,6 +109,7 @@ class ExternalLockTarget(LockTarget):
     name = "external"
 
     def make_spec(self) -> dict:
+        from backends.external import confine
         from backends.issuelock.external import LockProfileError, load_lock_profile
         from chaos.sut.base import resolve_command
 
@@ -120,6 +121,9 @@ class ExternalLockTarget(LockTarget):
             load_lock_profile(profile)
         except LockProfileError as e:
             raise UsageError(str(e)) from None
+        confined, how = confine.status()
+        if not confined:   # said up front, not a refusal, as for the claims protocol's programs
+            self.setup_notes.append(f"writes not confined: {how}")
         return {"protocol": "issue-lock", "backend": "external", "command": resolve_command(command),
                 "profile": profile, "store": os.path.join(self.base_dir, "store"), "write_root": self.base_dir}
 
