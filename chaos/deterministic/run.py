@@ -237,6 +237,7 @@ class DeterministicDriver:
     def _reply(self, proc, line: bytes | None) -> None:
         op = self.inflight.pop(proc.pid, None)
         if line is None:
+            self._rearm_lost_replies(proc)
             if op is not None:
                 done = {"process": op["process"], "f": op["f"], "type": "info",
                         "error": f"worker {proc.name} died during the call"}
@@ -252,6 +253,7 @@ class DeterministicDriver:
         if op is None:
             return
         if "error" in msg:   # the call raised in the worker: outcome unknown, and a fresh worker next
+            self._rearm_lost_replies(proc)
             done = {"process": op["process"], "f": op["f"], "type": "info", "error": msg["error"][:500]}
             point = self._fault_point(proc)
             self.pending.append(dict(done, fault=point) if point else done)
@@ -314,6 +316,16 @@ class DeterministicDriver:
                              "value": {"mode": "reset", "targets": targets, "clocks_before_reset": before,
                                        "took_effect": took}})
         return took
+
+    def _rearm_lost_replies(self, proc) -> None:
+        """A lost reply whose call never replied (its worker died first, or the call raised) took no
+        effect: the rule fires again at the next matching point (the same one in every run)."""
+        for rule in self.sched.faults:
+            ev = rule.evidence
+            if rule.action == "lost-reply" and ev and ev["process"] == proc.name and not ev.get("reply_dropped"):
+                rule.evidence, rule.seen = None, rule.nth - 1
+                rule.value = {"rearmed": (rule.value or {}).get("rearmed", 0) + 1}
+                self.reported.discard((id(rule), proc.name))
 
     def _fault_point(self, proc, replied: bool = False) -> dict | None:
         """The exact fault that hit this worker during its current op, if one did: every fault that
