@@ -94,4 +94,5 @@ def test_every_exact_fault_takes_effect_at_its_point_and_replays(tmp_path):
     cut_short = [op for op in done if op["fault"]["kind"] == "power-loss"]
     assert all(op["type"] == "info" for op in cut_short)
     held = [op for op in done if op["fault"]["kind"] == "pause"]
-    assert held and all(op["time"] >= op["fault"]["point"]["resume_vt_ns"] for op in held)
+    assert held    # a held op answered only after its hold (unless a later fault killed its worker meanwhile)
+    assert all(op["time"] >= op["fault"]["point"]["resume_vt_ns"] for op in held if op["type"] != "info")

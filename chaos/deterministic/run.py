@@ -55,6 +55,8 @@ SCHEDULER_FAULTS = ("clock", "pause", "lost-reply")
 KILL_CALLS = frozenset({"creat", "write", "pwrite", "writev", "ftruncate", "fsync", "fdatasync", "lock", "unlock",
                         "flock", "rename", "link", "unlink", "mkdir"})
 SYNC_CALLS = frozenset({"fsync", "fdatasync"})
+#: a fault's point is the n-th match from this share (%) of the time limit on, drawn per fault
+AFTER_PERCENT = (5, 60)
 #: the calls a lost reply or a power cut may land at: changes to the store (not lock steps, which a
 #: read-only call takes too: its reply is not one whose loss hides a change)
 CHANGE_CALLS = KILL_CALLS - {"lock", "unlock", "flock"}
@@ -106,29 +108,37 @@ def refusal(cfg) -> str | None:
 
 
 def fault_rules(cfg, power=None) -> dict[str, list[FaultRule]]:
-    """Per requested fault, two exact points drawn from the seed: the n-th point of a matching call.
+    """Per requested fault, two exact points drawn from the seed: the n-th point of a matching call
+    from a virtual instant on (``AFTER_PERCENT`` of the time limit: every run reaches it, so the
+    point comes in every run that still changes the store after it; a count of points from the
+    start would miss in a run that makes fewer than drawn). The clock keeps its own draw.
     ``power`` (a ``PowerLoss`` journal of the store) is needed for ``power-loss``: its cut counts
     only points where a change is uncovered (a cut with nothing to undo would not take effect)."""
     rng = random.Random(f"faults:{cfg.seed}")
+    limit_ns = int(cfg.time_limit * SEC_NS)
+
+    def after() -> int:   # from a virtual instant the workload surely reaches, drawn over most of it
+        return rng.randint(*AFTER_PERCENT) * limit_ns // 100
     rules: dict[str, list[FaultRule]] = {}
     for name in cfg.nemesis:
         if name == "kill":
-            rules[name] = [FaultRule("kill", KILL_CALLS, nth=rng.randint(20, 400)) for _ in range(2)]
+            rules[name] = [FaultRule("kill", KILL_CALLS, nth=rng.randint(1, 20), after_ns=after()) for _ in range(2)]
         elif name == "fsync":
-            rules[name] = [FaultRule("EIO", SYNC_CALLS, nth=rng.randint(5, 60)) for _ in range(2)]
+            rules[name] = [FaultRule("EIO", SYNC_CALLS, nth=rng.randint(1, 3), after_ns=after()) for _ in range(2)]
         elif name == "clock":
             rules[name] = [clock_rule(rng, cfg.workers, expected_points(cfg)) for _ in range(2)]
         elif name == "pause":
             lo, hi = cfg.nemesis_opts.get("pause_ms", PAUSE_MS)
             cap_ms = int(cfg.time_limit * 1000 / 4)
-            rules[name] = [FaultRule("freeze", KILL_CALLS, nth=rng.randint(20, 400),
+            rules[name] = [FaultRule("freeze", KILL_CALLS, nth=rng.randint(1, 20), after_ns=after(),
                                      hold_ns=min(int(rng.randint(lo, hi) * (cfg.scale or 1.0)), cap_ms) * 1_000_000)
                            for _ in range(2)]
         elif name == "lost-reply":
-            rules[name] = [FaultRule("lost-reply", CHANGE_CALLS, nth=rng.randint(20, 400), when=in_call)
+            rules[name] = [FaultRule("lost-reply", CHANGE_CALLS, nth=rng.randint(1, 20), after_ns=after(), when=in_call)
                            for _ in range(2)]
         elif name == "power-loss":
-            rules[name] = [power_rule(rng, power, cfg.nemesis_opts.get("power_loss_mode", "drop")) for _ in range(2)]
+            rules[name] = [power_rule(rng, power, cfg.nemesis_opts.get("power_loss_mode", "drop"), after())
+                           for _ in range(2)]
     return rules
 
 
@@ -137,13 +147,14 @@ def in_call(thread) -> bool:
     return thread.proc.serving
 
 
-def power_rule(rng: random.Random, power, mode: str) -> FaultRule:
-    """One power cut: at the n-th change of the store made while another change is uncovered
-    (every process killed there, then ``power.power_off`` undoes what no fsync covers)."""
+def power_rule(rng: random.Random, power, mode: str, after_ns: int) -> FaultRule:
+    """One power cut: at the n-th change of the store from ``after_ns`` on made while another
+    change is uncovered (every process killed there, then ``power.power_off`` undoes what no
+    fsync covers)."""
     if mode == "mixed":
         mode = rng.choice(("drop", "torn"))
     seed = rng.randint(0, 2**31 - 1)
-    rule = FaultRule("power-loss", CHANGE_CALLS, nth=rng.randint(20, 400),
+    rule = FaultRule("power-loss", CHANGE_CALLS, nth=rng.randint(1, 20), after_ns=after_ns,
                      when=lambda thread: bool(power.refresh()), then=lambda: power.power_off(mode, seed))
     rule.value = {"mode": mode, "seed": seed}
     return rule

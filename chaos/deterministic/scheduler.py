@@ -65,8 +65,9 @@ class SchedulerStuck(RuntimeError):
 class FaultRule:
     """Fault the ``nth`` point matching ``calls`` (None: any call but start and
     sleep), ``process`` (a name prefix), ``index`` (the thread's syscall
-    index) and ``when`` (a predicate asked only at otherwise matching points:
-    a point where the fault could not take effect is not counted). ``action``:
+    index), reached at or after virtual time ``after_ns``, and ``when`` (a
+    predicate asked only at otherwise matching points: a point where the fault
+    could not take effect is not counted). ``action``:
 
     * ``kill``: SIGKILL the process at the point, before its call;
     * an errno name (``EIO``): the call fails with it, undone;
@@ -85,6 +86,7 @@ class FaultRule:
     process: str | None = None
     index: int | None = None
     nth: int = 1
+    after_ns: int = 0
     offsets: dict | None = None
     value: dict | None = None     # what the run records of the fault (a clock step's draw)
     hold_ns: int = 0              # freeze: how long (virtual) the thread is held
@@ -93,8 +95,8 @@ class FaultRule:
     seen: int = 0
     evidence: dict | None = None
 
-    def matches(self, thread: "Thread", call: str, seq: int) -> bool:
-        if self.evidence is not None:
+    def matches(self, thread: "Thread", call: str, seq: int, vt: int = 0) -> bool:
+        if self.evidence is not None or vt < self.after_ns:
             return False
         if self.calls is None and call in ("start", "sleep"):
             return False
@@ -167,7 +169,7 @@ class Scheduler:
         self.procs: dict[int, Proc] = {}
         self.running: tuple[int, int] | None = None   # (pid, tid) of the one thread that may run
         # the socket in sock_dir (a run's tmp/, swept after a killed run) when its path fits a sun_path
-        usable = sock_dir is not None and len(os.path.abspath(sock_dir)) < 90
+        usable = sock_dir is not None and len(os.path.abspath(sock_dir)) < 80   # + "/chaos-sched-XXXXXXXX/s" < 108
         self._dir = tempfile.mkdtemp(prefix="chaos-sched-", dir=sock_dir if usable else None)
         self.sock_path = os.path.join(self._dir, "s")
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -430,7 +432,7 @@ class Scheduler:
     def _grant(self, t: Thread) -> None:
         self.vt = max(self.vt, t.local_vt, t.wake_at if t.state == "sleeping" else 0) + self.step_ns
         err = 0
-        rule = None if t.held else next((r for r in self.faults if r.matches(t, t.call, t.seq)), None)
+        rule = None if t.held else next((r for r in self.faults if r.matches(t, t.call, t.seq, self.vt)), None)
         t.held = False
         point = {"process": t.proc.name, "thread": t.name, "call": t.call, "index": t.seq, "path": t.path,
                  "vt_ns": self.vt}
