@@ -16,14 +16,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from chaos.testing.cta_mutants import CHECK_THEN_ACT
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks.deterministic_soak import interrupt_on_term, run_child  # noqa: E402
+from chaos.testing.cta_mutants import CHECK_THEN_ACT  # noqa: E402
 
 #: the planted bugs that need concurrency (a rival between a check and its write, or two owners)
 CONCURRENCY = ("early-takeover", "fence-outside-commit", *(row[0] for row in CHECK_THEN_ACT))
@@ -35,28 +36,18 @@ def run_once(store: Path, mutant: str, seed: int, args) -> dict:
     cmd = [sys.executable, "-m", "chaos.cli", "run", "--deterministic", "--backend", "python", "--factory",
            RED_TEAM[mutant].factory, "--seed", str(seed), "--workers", str(args.workers), "--time-limit",
            str(args.time_limit), "--nemesis", args.nemesis, "--store", str(store), "--no-report"]
-    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        _, err = child.communicate()
-    except BaseException:     # Ctrl-C / SIGTERM: the run ends as on its own Ctrl-C (its workers reaped)
-        child.terminate()
-        child.wait()
-        raise
+    code, err = run_child(cmd)
     found = sorted(store.glob("*/2*/results.json"))
     if not found:
-        return {"verdict": f"no results (exit {child.returncode}): {err.strip()[-200:]}", "digest": None, "names": []}
+        return {"verdict": f"no results (exit {code}): {err.strip()[-200:]}", "digest": None, "names": []}
     r = json.loads(found[-1].read_text())
     names = sorted({a.get("type") for c in r["checkers"].values() if isinstance(c, dict) and c.get("valid") is False
                     for a in c.get("anomalies", []) if a.get("type")})
     return {"verdict": r["verdict"], "digest": r["history_sha256"], "names": names}
 
 
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt
-
-
 def main() -> int:
-    signal.signal(signal.SIGTERM, _interrupt)
+    interrupt_on_term()
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seeds", type=int, default=20)
     p.add_argument("--reruns", type=int, default=1)

@@ -28,22 +28,37 @@ def seeds_of(text: str) -> list[int]:
     return list(range(int(lo), int(hi or lo) + 1))
 
 
+def run_child(cmd: list[str]) -> tuple[int, str]:
+    """One ``chaos run``: (exit code, stderr). Ctrl-C or SIGTERM (``interrupt_on_term``) here ends
+    it as its own Ctrl-C does (its workers reaped), then goes on up."""
+    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _, err = child.communicate()
+    except BaseException:
+        child.terminate()
+        child.wait()
+        raise
+    return child.returncode, err
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def interrupt_on_term() -> None:
+    signal.signal(signal.SIGTERM, _interrupt)
+
+
 def one(store: Path, seed: int, args) -> dict:
     cmd = [sys.executable, "-m", "chaos.cli", "run", "--deterministic", "--backend", args.backend, "--seed", str(seed),
            "--workers", str(args.workers), "--time-limit", str(args.time_limit), "--nemesis", args.nemesis,
            "--store", str(store), "--no-report", *args.extra]
     t0 = time.monotonic()
-    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        _, err = child.communicate()
-    except BaseException:     # Ctrl-C / SIGTERM: the run ends as on its own Ctrl-C (its workers reaped)
-        child.terminate()
-        child.wait()
-        raise
+    code, err = run_child(cmd)
     wall = time.monotonic() - t0
     found = sorted(store.glob("*/2*/results.json"))
     if not found:
-        return {"seed": seed, "verdict": f"no results (exit {child.returncode}): {err.strip()[-300:]}",
+        return {"seed": seed, "verdict": f"no results (exit {code}): {err.strip()[-300:]}",
                 "wall": wall, "faults": {}, "missed": ["?"], "ops": 0, "points": 0}
     r = json.loads(found[-1].read_text())
     missed = [f["action"] for f in r["deterministic"]["faults"] if f.get("missed")]
@@ -51,12 +66,8 @@ def one(store: Path, seed: int, args) -> dict:
             "wall": wall, "faults": r["fault_coverage"], "missed": missed, "digest": r["history_sha256"][:12]}
 
 
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt
-
-
 def main() -> int:
-    signal.signal(signal.SIGTERM, _interrupt)
+    interrupt_on_term()
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seeds", default="1-20")
     p.add_argument("--backend", default="sqlite")
