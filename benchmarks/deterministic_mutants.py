@@ -35,7 +35,7 @@ def run_once(store: Path, mutant: str, seed: int, args) -> dict:
 
     cmd = [sys.executable, "-m", "chaos.cli", "run", "--deterministic", "--backend", "python", "--factory",
            RED_TEAM[mutant].factory, "--seed", str(seed), "--workers", str(args.workers), "--time-limit",
-           str(args.time_limit), "--nemesis", args.nemesis, "--store", str(store), "--no-report"]
+           str(args.time_limit), "--nemesis", args.nemesis, "--store", str(store), "--no-report", *args.extra]
     code, err = run_child(cmd)
     found = sorted(store.glob("*/2*/results.json"))
     if not found:
@@ -55,10 +55,11 @@ def main() -> int:
     p.add_argument("--time-limit", type=float, default=1.0)
     p.add_argument("--nemesis", default="none")
     p.add_argument("--mutants", default=",".join(CONCURRENCY))
+    p.add_argument("extra", nargs="*", help="more chaos run arguments (after --), e.g. -- --pct-depth 20")
     args = p.parse_args()
     ok = True
     print(f"{args.workers} workers, time limit {args.time_limit:g} s, nemesis {args.nemesis}, seeds 1-{args.seeds}, "
-          f"{args.reruns} re-run(s) of the finding seed", flush=True)
+          f"{args.reruns} re-run(s) of the finding seed {' '.join(args.extra)}", flush=True)
     with tempfile.TemporaryDirectory(prefix="det-mutants-") as d:
         for mutant in args.mutants.split(","):
             t0 = time.monotonic()
