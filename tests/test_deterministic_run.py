@@ -27,7 +27,7 @@ def _results(store: Path) -> list[dict]:
 def test_three_runs_of_one_seed_give_one_history(tmp_path):
     """Two runs by flags and a third from the first one's stored test.yaml."""
     for _ in range(2):
-        res = _run(tmp_path, "--deterministic", "--seed", "7", "--workers", "2", "--time-limit", "1")
+        res = _run(tmp_path, "--deterministic", "--seed", "4", "--workers", "2", "--time-limit", "1")
         assert res.returncode == 0, res.stderr[-2000:]
         assert "PCT depth 3" in res.stderr and "scheduling points" in res.stderr
     runs = _results(tmp_path)
@@ -53,7 +53,7 @@ def test_three_runs_of_one_seed_give_one_history(tmp_path):
     assert third["reproduced"] == {"of": first["history_sha256"], "same_history": True}
     assert third["deterministic"]["faults"] == faults[0]
     # another seed, another history
-    res = _run(tmp_path / "other", "--deterministic", "--seed", "8", "--workers", "2", "--time-limit", "1")
+    res = _run(tmp_path / "other", "--deterministic", "--seed", "5", "--workers", "2", "--time-limit", "1")
     assert res.returncode in (0, 2), res.stderr[-2000:]
     assert _results(tmp_path / "other")[0]["history_sha256"] not in digests
 
@@ -106,8 +106,8 @@ def test_deterministic_is_refused_up_front(tmp_path):
     res = _run(tmp_path, "--deterministic", "--backend", "postgres")
     assert res.returncode == 254
     assert res.stderr.strip().splitlines()[-1].startswith("chaos: error: --deterministic: --backend postgres:")
-    res = _run(tmp_path, "--deterministic", "--nemesis", "pause")
-    assert res.returncode == 254 and "pause not built at exact points yet" in res.stderr
+    res = _run(tmp_path, "--deterministic", "--nemesis", "restart")
+    assert res.returncode == 254 and "restart not built at exact points yet" in res.stderr
     assert not list(tmp_path.glob("*/2*"))   # refused before any run directory
 
 

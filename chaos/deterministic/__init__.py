@@ -22,7 +22,14 @@ NOT_CONTROLLED = {
 }
 #: Python-class factories not over SqliteStore known to keep all their state in files beside the
 #: spec's path (under the run dir) and to decide in the calling thread: the scheduler controls them
-FILE_FACTORIES = frozenset({"chaos.testing.filestore:open_backend", "chaos.testing.filestore:open_unlocked"})
+#: the check-then-act mutants (``chaos.testing.cta_mutants``, ``open_split_<decision>[_<shape>]``): the
+#: SQLite backend with its SqliteStore behind a view that splits one decision into two transactions;
+#: their state is only the SQLite file, decided in the calling thread (the -sleep gap is a virtual sleep)
+SPLIT_FACTORIES = frozenset(f"chaos.testing.mutants:open_split_{decision}{shape}"
+                            for decision in ("acquire", "renew", "release", "publish", "legacy_transition")
+                            for shape in ("", "_sleep", "_reread"))
+FILE_FACTORIES = frozenset({"chaos.testing.filestore:open_backend",
+                            "chaos.testing.filestore:open_unlocked"}) | SPLIT_FACTORIES
 ISSUE_LOCK = "the deterministic mode runs the claims workload only; the issue-lock workload is not built for it yet"
 
 

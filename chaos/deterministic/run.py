@@ -14,7 +14,8 @@ program bytes and config give the same ``history.jsonl`` byte for byte;
 summary (PCT depth, points, change points, the trace's digest, every fault's
 point).
 
-Faults are exact: ``kill`` and ``fsync`` (EIO) land at the n-th matching
+Faults are exact: ``kill``, ``fsync`` (EIO), ``pause`` (a freeze),
+``lost-reply``, ``power-loss`` and ``clock`` land at the n-th matching
 scheduling point, n drawn from the seed (``fault_rules``); the completion of
 the op in flight carries the point. The other nemeses are not built for this
 mode yet and are refused up front, as is a backend whose ``deterministic``
@@ -44,15 +45,28 @@ from workloads.generator import NEMESIS, clients, deadline
 from workloads.interpreter import interpret
 
 #: the nemeses this mode puts at exact points; the rest are refused (not built yet)
-EXACT_FAULTS = ("kill", "fsync", "clock")
+EXACT_FAULTS = ("kill", "fsync", "clock", "pause", "lost-reply", "power-loss")
 #: what ``--deterministic`` runs when no ``--nemesis`` is given (the clock only when asked for)
 DEFAULT_FAULTS = ("kill", "fsync")
-#: exact faults the scheduler makes by itself: the timed mode's tool for them (libfaketime) is not needed
-SCHEDULER_FAULTS = ("clock",)
+#: exact faults the scheduler makes by itself: the timed mode's tool for them (libfaketime, a worker
+#: host's exit after commit) is not needed
+SCHEDULER_FAULTS = ("clock", "pause", "lost-reply")
 #: the calls a kill may land before: every change to the store and every lock step
 KILL_CALLS = frozenset({"creat", "write", "pwrite", "writev", "ftruncate", "fsync", "fdatasync", "lock", "unlock",
                         "flock", "rename", "link", "unlink", "mkdir"})
 SYNC_CALLS = frozenset({"fsync", "fdatasync"})
+#: a fault's point is the n-th match from this share (%) of the time limit on, drawn per fault
+AFTER_PERCENT = (5, 60)
+#: the calls a lost reply or a power cut may land at: changes to the store (not lock steps, which a
+#: read-only call takes too: its reply is not one whose loss hides a change)
+CHANGE_CALLS = KILL_CALLS - {"lock", "unlock", "flock"}
+#: a freeze holds its thread this long (virtual ms), drawn as the timed pause draws its duration, but
+#: at most a quarter of the time limit: a frozen lock holder stalls every other worker, and a freeze
+#: as long as a short run would leave the other faults no points to land at
+PAUSE_MS = (1000, 4000)
+#: the scheduler's fault action -> the nemesis it serves (an errno is the fsync nemesis's)
+NEMESIS_OF = {"kill": "kill", "freeze": "pause", "lost-reply": "lost-reply", "power-loss": "power-loss",
+              "clock": "clock"}
 #: PCT: bugs of this depth get a known chance per run (docs/deterministic.md); ``--pct-depth``
 DEPTH = 3
 #: the expected number of scheduling points per run, over which the change points are drawn, per
@@ -93,18 +107,57 @@ def refusal(cfg) -> str | None:
     return None
 
 
-def fault_rules(cfg) -> dict[str, list[FaultRule]]:
-    """Per requested fault, two exact points drawn from the seed: the n-th point of a matching call."""
+def fault_rules(cfg, power=None) -> dict[str, list[FaultRule]]:
+    """Per requested fault, two exact points drawn from the seed: the n-th point of a matching call
+    from a virtual instant on (``AFTER_PERCENT`` of the time limit: every run reaches it, so the
+    point comes in every run that still changes the store after it; a count of points from the
+    start would miss in a run that makes fewer than drawn). The clock keeps its own draw.
+    ``power`` (a ``PowerLoss`` journal of the store) is needed for ``power-loss``: its cut counts
+    only points where a change is uncovered (a cut with nothing to undo would not take effect)."""
     rng = random.Random(f"faults:{cfg.seed}")
+    limit_ns = int(cfg.time_limit * SEC_NS)
+
+    def after() -> int:   # from a virtual instant the workload surely reaches, drawn over most of it
+        return rng.randint(*AFTER_PERCENT) * limit_ns // 100
     rules: dict[str, list[FaultRule]] = {}
     for name in cfg.nemesis:
         if name == "kill":
-            rules[name] = [FaultRule("kill", KILL_CALLS, nth=rng.randint(20, 400)) for _ in range(2)]
+            rules[name] = [FaultRule("kill", KILL_CALLS, nth=rng.randint(1, 20), after_ns=after()) for _ in range(2)]
         elif name == "fsync":
-            rules[name] = [FaultRule("EIO", SYNC_CALLS, nth=rng.randint(5, 60)) for _ in range(2)]
+            rules[name] = [FaultRule("EIO", SYNC_CALLS, nth=rng.randint(1, 3), after_ns=after()) for _ in range(2)]
         elif name == "clock":
             rules[name] = [clock_rule(rng, cfg.workers, expected_points(cfg)) for _ in range(2)]
+        elif name == "pause":
+            lo, hi = cfg.nemesis_opts.get("pause_ms", PAUSE_MS)
+            cap_ms = int(cfg.time_limit * 1000 / 4)
+            rules[name] = [FaultRule("freeze", KILL_CALLS, nth=rng.randint(1, 20), after_ns=after(),
+                                     hold_ns=min(int(rng.randint(lo, hi) * (cfg.scale or 1.0)), cap_ms) * 1_000_000)
+                           for _ in range(2)]
+        elif name == "lost-reply":
+            rules[name] = [FaultRule("lost-reply", CHANGE_CALLS, nth=rng.randint(1, 20), after_ns=after(), when=in_call)
+                           for _ in range(2)]
+        elif name == "power-loss":
+            rules[name] = [power_rule(rng, power, cfg.nemesis_opts.get("power_loss_mode", "drop"), after())
+                           for _ in range(2)]
     return rules
+
+
+def in_call(thread) -> bool:
+    """The point is inside a call the harness handed the worker (not its start-up): set by the run."""
+    return thread.proc.serving
+
+
+def power_rule(rng: random.Random, power, mode: str, after_ns: int) -> FaultRule:
+    """One power cut: at the n-th change of the store from ``after_ns`` on made while another
+    change is uncovered (every process killed there, then ``power.power_off`` undoes what no
+    fsync covers)."""
+    if mode == "mixed":
+        mode = rng.choice(("drop", "torn"))
+    seed = rng.randint(0, 2**31 - 1)
+    rule = FaultRule("power-loss", CHANGE_CALLS, nth=rng.randint(1, 20), after_ns=after_ns,
+                     when=lambda thread: bool(power.refresh()), then=lambda: power.power_off(mode, seed))
+    rule.value = {"mode": mode, "seed": seed}
+    return rule
 
 
 def expected_points(cfg) -> int:
@@ -132,14 +185,16 @@ def clock_rule(rng: random.Random, workers: int, points: int) -> FaultRule:
 class DeterministicDriver:
     """The interpreter's driver: virtual time, workers under the scheduler, completions in schedule order."""
 
-    def __init__(self, sched: Scheduler, history: HistoryWriter, spec: dict, log_dir: str):
+    def __init__(self, sched: Scheduler, history: HistoryWriter, spec: dict, log_dir: str,
+                 worker_env: dict | None = None):
         self.sched, self.history, self.spec, self.log_dir = sched, history, spec, log_dir
+        self.worker_env = worker_env or {}   # the power-loss journal's preload and files
         self.procs: dict = {}          # client thread -> its worker Proc
         self.started: dict = {}        # client thread -> incarnations started
         self.inflight: dict = {}       # worker pid -> the op it serves
         self.pending: list[dict] = []  # completions to hand out at the next wait
         self.ready: set = set()
-        self.reported: set = set()     # ids of the fault rules already named in a completion
+        self.reported: set = set()     # (rule id, process) of the fault points already named in a completion
         self.clocks_seen: dict = {}    # target thread -> the wall-clock offsets (ms) its replies showed
         self.ops = 0
 
@@ -178,7 +233,7 @@ class DeterministicDriver:
             return proc
         n = self.started.get(thread, 0)
         self.started[thread] = n + 1
-        env = {"CHAOS_DET_SPEC": json.dumps(self.spec)}
+        env = {**self.worker_env, "CHAOS_DET_SPEC": json.dumps(self.spec)}
         proc = self.sched.spawn(f"w{thread}.{n}", [sys.executable, "-m", "chaos.deterministic.worker"],
                                 control=True, env=env)
         self.procs[thread] = proc
@@ -193,6 +248,7 @@ class DeterministicDriver:
     def _reply(self, proc, line: bytes | None) -> None:
         op = self.inflight.pop(proc.pid, None)
         if line is None:
+            self._rearm_lost_replies(proc)
             if op is not None:
                 done = {"process": op["process"], "f": op["f"], "type": "info",
                         "error": f"worker {proc.name} died during the call"}
@@ -208,6 +264,7 @@ class DeterministicDriver:
         if op is None:
             return
         if "error" in msg:   # the call raised in the worker: outcome unknown, and a fresh worker next
+            self._rearm_lost_replies(proc)
             done = {"process": op["process"], "f": op["f"], "type": "info", "error": msg["error"][:500]}
             point = self._fault_point(proc)
             self.pending.append(dict(done, fault=point) if point else done)
@@ -219,7 +276,10 @@ class DeterministicDriver:
         self._clock_seen(proc, msg["wall_ms"])
         if "clock_ms" in op:
             done["clock_ms"] = op["clock_ms"]
-        point = self._fault_point(proc)
+        point = self._fault_point(proc, replied=True)
+        if point and point["kind"] == "lost-reply":   # the call went through; its reply never reaches the client
+            done = {"process": op["process"], "f": op["f"], "type": "info",
+                    "error": "reply lost (an exact lost-reply fault inside the call)"}
         if point:
             done["fault"] = point
         self.pending.append(done)
@@ -268,14 +328,61 @@ class DeterministicDriver:
                                        "took_effect": took}})
         return took
 
-    def _fault_point(self, proc) -> dict | None:
-        """The exact fault that hit this worker during its current op, if one did (said once)."""
+    def _rearm_lost_replies(self, proc) -> None:
+        """A lost reply whose call never replied (its worker died first, or the call raised) took no
+        effect: the rule fires again at the next matching point (the same one in every run)."""
         for rule in self.sched.faults:
             ev = rule.evidence
-            if ev and rule.action != "clock" and ev["process"] == proc.name and id(rule) not in self.reported:
-                self.reported.add(id(rule))
-                return {"kind": "kill" if rule.action == "kill" else "fsync", "inside": True, "point": dict(ev)}
+            if rule.action == "lost-reply" and ev and ev["process"] == proc.name and not ev.get("reply_dropped"):
+                rule.evidence, rule.seen = None, rule.nth - 1
+                rule.value = {"rearmed": (rule.value or {}).get("rearmed", 0) + 1}
+                self.reported.discard((id(rule), proc.name))
+
+    def _fault_point(self, proc, replied: bool = False) -> dict | None:
+        """The exact fault that hit this worker during its current op, if one did: every fault that
+        came since its last reply is said now, once (a power cut kills every worker: each op it cut
+        short names it), the completion names a lost reply first, else the first that came.
+        ``replied``: the worker replied (a lost reply then takes effect: the caller drops it)."""
+        came = []
+        for rule in self.sched.faults:
+            ev = rule.evidence
+            if not ev or rule.action == "clock" or (id(rule), proc.name) in self.reported:
+                continue
+            if ev["process"] == proc.name or proc.name in ev.get("killed", ()):
+                self.reported.add((id(rule), proc.name))
+                if rule.action == "lost-reply" and replied:
+                    ev["reply_dropped"] = True   # its evidence of effect: the caller drops the reply it handles
+                came.append(rule)
+        if not came:
+            return None
+        rule = next((r for r in came if r.action == "lost-reply"), came[0])
+        return {"kind": NEMESIS_OF.get(rule.action, "fsync"), "inside": True,
+                "point": {k: v for k, v in rule.evidence.items() if k != "killed"}}
+
+
+def took_effect(rule: FaultRule, clock_took: bool | None) -> bool:
+    """Whether a fault that came took effect. At an exact point a kill, an EIO and a freeze do;
+    a clock step once a target's own clock showed it (as in the timed mode); a lost reply once
+    the reply of the call it was in was dropped (not when the worker died first); a power cut
+    once it undid an uncovered change."""
+    if rule.action == "clock":
+        return clock_took is True
+    if rule.action == "lost-reply":
+        return bool(rule.evidence.get("reply_dropped"))
+    if rule.action == "power-loss":
+        return rule.evidence.get("undone", 0) > 0
+    return True
+
+
+def power_journal(cfg, target, run_dir):
+    """The power-loss journal of the target's durable store (``chaos.faults.powerloss``) when
+    ``power-loss`` is asked for: the workers run with its preload after the scheduling shim's."""
+    if "power-loss" not in cfg.nemesis:
         return None
+    from chaos.faults.powerloss import PowerLoss
+    from chaos.nemesis.power import durable_prefix
+
+    return PowerLoss(run_dir.tmp, durable_prefix(target))
 
 
 def _interrupt(signum, frame):
@@ -307,11 +414,11 @@ def run(cfg, report: bool = True, config_path: str | None = None) -> int:
     client_gen, world = kind.build(cfg)
     target = kind.target(cfg, run_dir, lambda pid: None, lambda path: None)
     history = HistoryWriter(run_dir.file("history.jsonl"))
-    rules = fault_rules(cfg)
+    power, rules = None, {}
     coverage = Coverage(cfg.nemesis)
     expected = expected_points(cfg)
     sched = Scheduler(cfg.seed, prefixes=[run_dir.path], depth=cfg.pct_depth, expected_points=expected, step_ns=STEP_NS,
-                      send_ns=CALL_NS, faults=[r for rs in rules.values() for r in rs], log_dir=run_dir.file("logs"),
+                      send_ns=CALL_NS, log_dir=run_dir.file("logs"),
                       sock_dir=run_dir.tmp)
     notes: list[str] = []
     clock_took = None
@@ -319,7 +426,11 @@ def run(cfg, report: bool = True, config_path: str | None = None) -> int:
     old_term = signal.signal(signal.SIGTERM, _interrupt)   # SIGTERM ends the run like Ctrl-C: everything reaped
     try:
         target.setup(kind.namespaces(world), kind.durable(world))
-        driver = DeterministicDriver(sched, history, target.spec, run_dir.file("logs"))
+        power = power_journal(cfg, target, run_dir)   # (the store's path is known once it is set up)
+        rules = fault_rules(cfg, power)
+        sched.faults = [r for rs in rules.values() for r in rs]
+        driver = DeterministicDriver(sched, history, target.spec, run_dir.file("logs"),
+                                     power.env() if power is not None else None)
         threads = list(range(cfg.workers))
         process_of = interpret(clients(deadline(int(cfg.time_limit * SEC), client_gen)), threads, driver, cfg.seed)
         driver.record_clock_faults()   # a step at the workload's last point is recorded before its heal
@@ -347,13 +458,14 @@ def run(cfg, report: bool = True, config_path: str | None = None) -> int:
         sched.close()
         target.close()
         history.close()
+        if power is not None:
+            power.cleanup()
         shutil.rmtree(run_dir.tmp, ignore_errors=True)
         signal.signal(signal.SIGTERM, old_term)
     for name, rs in rules.items():
         for r in rs:
-            if r.evidence is not None:   # at an exact point a fault that came took effect; one that never came is missed
-                # (a clock step counts once a target's own clock showed it, as in the timed mode)
-                coverage.fired(name, clock_took is True if name == "clock" else True)
+            if r.evidence is not None:   # a fault that never came is missed: not fired
+                coverage.fired(name, took_effect(r, clock_took))
     results, wall = _results(cfg, kind, world, target, history, coverage, notes + final_incomplete, summary)
     results["history_sha256"] = history_sha256(run_dir.file("history.jsonl"))
     if previous is not None:

@@ -24,11 +24,14 @@ reaches its deadline. No wall-clock time decides anything; wall time only
 bounds how long a running thread may go without reaching a point
 (``SchedulerStuck``).
 
-Exact faults (``FaultRule``): kill a process, or fail a call with an errno
-(fsync EIO), at the n-th point matching (process, call, syscall index), with
-the point as evidence. A kill is a SIGKILL while the thread waits at the
-point, before its call; the scheduler waits until the process is reaped
-before anything else runs.
+Exact faults (``FaultRule``): at the n-th point matching (process, call,
+syscall index), with the point as evidence: kill the process (a SIGKILL while
+the thread waits at the point, before its call; reaped before anything else
+runs); fail the call with an errno (fsync EIO); freeze the thread there for a
+virtual duration while the others run (it keeps its locks); let the call go on
+and mark its reply as lost (the caller drops it); cut the power (every process
+killed and reaped, then the rule's ``then`` undoes what no fsync covers); or
+step a clock.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 from chaos.deterministic import shim
 
@@ -60,24 +64,39 @@ class SchedulerStuck(RuntimeError):
 @dataclass
 class FaultRule:
     """Fault the ``nth`` point matching ``calls`` (None: any call but start and
-    sleep), ``process`` (a name prefix) and ``index`` (the thread's syscall
-    index). ``action``: ``kill``, an errno name (``EIO``), or ``clock``: from
-    that point on, the wall clock of every process whose name starts with a
-    key of ``offsets`` is stepped by its value (ns, forward or back) until
-    ``heal_clocks``; the call itself goes on."""
+    sleep), ``process`` (a name prefix), ``index`` (the thread's syscall
+    index), reached at or after virtual time ``after_ns``, and ``when`` (a
+    predicate asked only at otherwise matching points: a point where the fault
+    could not take effect is not counted). ``action``:
+
+    * ``kill``: SIGKILL the process at the point, before its call;
+    * an errno name (``EIO``): the call fails with it, undone;
+    * ``freeze``: the thread is held at the point for ``hold_ns`` of virtual
+      time while the others run (a pause: it keeps its locks), then goes on;
+    * ``lost-reply``: the call goes on; the caller is to drop the reply of
+      the request in flight (the scheduler only names the point);
+    * ``power-loss``: every process is killed and reaped, then ``then()``
+      (which undoes what no fsync covers) returns what the evidence records;
+    * ``clock``: from that point on, the wall clock of every process whose
+      name starts with a key of ``offsets`` is stepped by its value (ns,
+      forward or back) until ``heal_clocks``; the call itself goes on."""
 
     action: str
     calls: frozenset | None = None
     process: str | None = None
     index: int | None = None
     nth: int = 1
+    after_ns: int = 0
     offsets: dict | None = None
     value: dict | None = None     # what the run records of the fault (a clock step's draw)
+    hold_ns: int = 0              # freeze: how long (virtual) the thread is held
+    when: Callable[["Thread"], bool] | None = None
+    then: Callable[[], dict] | None = None
     seen: int = 0
     evidence: dict | None = None
 
-    def matches(self, thread: "Thread", call: str, seq: int) -> bool:
-        if self.evidence is not None:
+    def matches(self, thread: "Thread", call: str, seq: int, vt: int = 0) -> bool:
+        if self.evidence is not None or vt < self.after_ns:
             return False
         if self.calls is None and call in ("start", "sleep"):
             return False
@@ -86,6 +105,8 @@ class FaultRule:
         if self.process is not None and not thread.name.startswith(self.process):
             return False
         if self.index is not None and seq != self.index:
+            return False
+        if self.when is not None and not self.when(thread):
             return False
         self.seen += 1
         return self.seen == self.nth
@@ -101,6 +122,7 @@ class Proc:
     out_buf: bytes = b""
     threads: list = field(default_factory=list)
     gone: bool = False
+    serving: bool = False      # handed a line (``send``) and not yet replied: inside a request
 
 
 @dataclass
@@ -119,6 +141,7 @@ class Thread:
     path: str = ""
     local_vt: int = 0
     wake_at: int = 0
+    held: bool = False            # frozen at its current point by a fault: its next grant is not faulted again
 
 
 class Scheduler:
@@ -146,7 +169,7 @@ class Scheduler:
         self.procs: dict[int, Proc] = {}
         self.running: tuple[int, int] | None = None   # (pid, tid) of the one thread that may run
         # the socket in sock_dir (a run's tmp/, swept after a killed run) when its path fits a sun_path
-        usable = sock_dir is not None and len(os.path.abspath(sock_dir)) < 90
+        usable = sock_dir is not None and len(os.path.abspath(sock_dir)) < 80   # + "/chaos-sched-XXXXXXXX/s" < 108
         self._dir = tempfile.mkdtemp(prefix="chaos-sched-", dir=sock_dir if usable else None)
         self.sock_path = os.path.join(self._dir, "s")
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -164,9 +187,13 @@ class Scheduler:
               cwd: str | None = None) -> Proc:
         """Start ``argv`` under the shim as logical process ``name`` and let it
         run until it first stops. ``control``: its stdin/stdout are a line
-        channel (``send`` / ``replies``)."""
+        channel (``send`` / ``replies``). A preload in ``env`` (the power-loss journal) comes after
+        the scheduling shim's, so every call reaches it only once granted."""
         assert self.running is None
-        full_env = {**os.environ, **(env or {}), **self.env(name)}
+        sched_env = self.env(name)
+        if env and env.get("LD_PRELOAD"):
+            sched_env["LD_PRELOAD"] += " " + env["LD_PRELOAD"]
+        full_env = {**os.environ, **(env or {}), **sched_env}
         stderr = (open(os.path.join(self.log_dir, f"{name.replace('/', '_')}.stderr"), "ab")
                   if self.log_dir else subprocess.DEVNULL)
         try:
@@ -203,6 +230,7 @@ class Scheduler:
             raise BrokenPipeError(f"{proc.name} is gone")
         proc.popen.stdin.write(line)
         proc.popen.stdin.flush()
+        proc.serving = True
         self.vt += self.send_ns
         self.running = (proc.pid, proc.pid)
         self._settle()
@@ -358,6 +386,7 @@ class Scheduler:
         while b"\n" in proc.out_buf:
             line, _, proc.out_buf = proc.out_buf.partition(b"\n")
             self.replies.append((proc, line))
+            proc.serving = False
             for t in proc.threads:     # back in its control read: not at a point, not runnable
                 if t.state == "running":
                     t.state = "idle"
@@ -403,7 +432,8 @@ class Scheduler:
     def _grant(self, t: Thread) -> None:
         self.vt = max(self.vt, t.local_vt, t.wake_at if t.state == "sleeping" else 0) + self.step_ns
         err = 0
-        rule = next((r for r in self.faults if r.matches(t, t.call, t.seq)), None)
+        rule = None if t.held else next((r for r in self.faults if r.matches(t, t.call, t.seq, self.vt)), None)
+        t.held = False
         point = {"process": t.proc.name, "thread": t.name, "call": t.call, "index": t.seq, "path": t.path,
                  "vt_ns": self.vt}
         self.trace.append(f"{self.vt} {t.name} {t.call} {t.seq} {t.arg} {t.path}")
@@ -413,10 +443,17 @@ class Scheduler:
             if rule.action == "kill":
                 self.kill(t.proc)
                 return
+            if rule.action == "power-loss":
+                self._power_loss(rule)
+                return
+            if rule.action == "freeze":
+                rule.evidence.update(hold_ns=rule.hold_ns, resume_vt_ns=self.vt + rule.hold_ns)
+                t.state, t.wake_at, t.held = "sleeping", self.vt + rule.hold_ns, True
+                return
             if rule.action == "clock":
                 self.clock_offsets.update(rule.offsets or {})
                 rule.evidence["offsets_ns"] = dict(rule.offsets or {})
-            else:
+            elif rule.action != "lost-reply":
                 err = getattr(errno_mod, rule.action)
         call = t.call
         t.state = "running"
@@ -428,6 +465,17 @@ class Scheduler:
         self._settle()
         if call in RELEASES:
             self._release_blocked()
+
+    def _power_loss(self, rule: FaultRule) -> None:
+        """The power goes off at this point: every process is killed and reaped (in start order),
+        then the rule's ``then`` undoes the changes no fsync covers. By name, never pid order: the
+        dead processes' replies (``None``) are queued in kill order."""
+        live = sorted((p for p in self.procs.values() if not p.gone), key=lambda p: p.name)
+        for proc in live:
+            self.kill(proc)
+        rule.evidence["killed"] = [p.name for p in live]
+        if rule.then is not None:
+            rule.evidence.update(rule.then())
 
     def clock_offset(self, name: str) -> int:
         """The wall-clock offset (ns) of process ``name``: the longest matching prefix's."""
