@@ -162,6 +162,7 @@ class DeterministicDriver:
             return
         msg = {"f": op["f"], "value": op["value"], **({"clock_ms": op["clock_ms"]} if "clock_ms" in op else {})}
         self.inflight[proc.pid] = op
+        self.sched.begin_call(proc, op["f"])
         self.sched.send(proc, json.dumps(msg, ensure_ascii=False, separators=(",", ":")).encode() + b"\n")
 
     def wait(self, until: int | None) -> list[dict]:
@@ -287,9 +288,11 @@ def history_sha256(path: str) -> str:
         return hashlib.sha256(f.read()).hexdigest()
 
 
-def run(cfg, report: bool = True, config_path: str | None = None) -> int:
+def run(cfg, report: bool = True, config_path: str | None = None, rules: dict | None = None) -> int:
     """One deterministic run; the exit code is the verdict (0 valid, 1 invalid, 2 unknown).
-    ``config_path``: the test.yaml it re-runs (its run's history digest is compared)."""
+    ``config_path``: the test.yaml it re-runs (its run's history digest is compared). ``rules``
+    (fault name -> its ``FaultRule`` list) replaces the seed's draw (``fault_rules``): the crash
+    points of ``chaos explore`` name their exact kill."""
     from chaos.workload_kinds import workload_kind
     from workloads.generator import SEC
 
@@ -307,7 +310,7 @@ def run(cfg, report: bool = True, config_path: str | None = None) -> int:
     client_gen, world = kind.build(cfg)
     target = kind.target(cfg, run_dir, lambda pid: None, lambda path: None)
     history = HistoryWriter(run_dir.file("history.jsonl"))
-    rules = fault_rules(cfg)
+    rules = fault_rules(cfg) if rules is None else rules
     coverage = Coverage(cfg.nemesis)
     expected = expected_points(cfg)
     sched = Scheduler(cfg.seed, prefixes=[run_dir.path], depth=cfg.pct_depth, expected_points=expected, step_ns=STEP_NS,
