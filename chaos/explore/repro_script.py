@@ -33,13 +33,14 @@ class NoHooks:
         return lambda *a, **k: None
 
 
-def replay(data, quiet=False):
-    """Every call of ``data`` in order on a fresh store; True when each cited call's reply is the
-    one the run recorded (the replies the checker judged as breaking the rule)."""
+def replay(data, quiet=False, tmp_root=None):
+    """Every call of ``data`` in order on a fresh store (under ``tmp_root``, default $TMPDIR); True
+    when each cited call's reply is the one the run recorded (the replies the checker judged as
+    breaking the rule)."""
     module, _, fn = data["factory"].partition(":")
     factory = getattr(importlib.import_module(module), fn)
     clock = PinnedClock()
-    with tempfile.TemporaryDirectory(prefix="repro-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="repro-", dir=tmp_root) as tmp:
         spec = {"backend": "python", "factory": data["factory"], "path": os.path.join(tmp, "claims.db"),
                 "namespaces": data["namespaces"]}
         backend = factory(spec, clock, NoHooks())
