@@ -148,7 +148,7 @@ class Scheduler:
         self.procs: dict[int, Proc] = {}
         self.running: tuple[int, int] | None = None   # (pid, tid) of the one thread that may run
         # the socket in sock_dir (a run's tmp/, swept after a killed run) when its path fits a sun_path
-        usable = sock_dir is not None and len(os.path.abspath(sock_dir)) < 90
+        usable = sock_dir is not None and len(os.path.abspath(sock_dir)) < 80   # + "/chaos-sched-XXXXXXXX/s" < 108
         self._dir = tempfile.mkdtemp(prefix="chaos-sched-", dir=sock_dir if usable else None)
         self.sock_path = os.path.join(self._dir, "s")
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -60,12 +60,16 @@ def explore_one(task: dict, run_fn=None) -> dict:
     t0 = time.monotonic()
     console = io.StringIO()
     before = _runs(cfg)
+    crashed = None
     with contextlib.redirect_stdout(console), contextlib.redirect_stderr(console):
-        (run_fn or (lambda c: det_run.run(c, report=False)))(cfg)
+        try:
+            (run_fn or (lambda c: det_run.run(c, report=False)))(cfg)
+        except Exception as e:   # one seed's crash is that seed's result (printed and stored), not the campaign's end
+            crashed = f"{type(e).__name__}: {e}"
     made = sorted(_runs(cfg) - before)
     out["wall_s"] = round(time.monotonic() - t0, 2)
-    if not made:
-        out.update(verdict="error", error=console.getvalue()[-2000:])
+    if crashed or not made:
+        out.update(verdict="error", error=crashed or console.getvalue()[-2000:])
         return out
     run_dir = made[-1]
     import json
