@@ -60,9 +60,15 @@ def test_a_seed_that_breaks_a_rule_is_kept_with_its_exact_replay_line(found):
     assert summary[1]["schedules"] == 2 and summary[1]["anomalies"]["dual_ownership:early-takeover"] == [1]
 
 
-def test_a_valid_seed_leaves_no_run_behind(tmp_path):
-    res = explore_one(dict(DEFAULT_CONFIG, store=str(tmp_path), name="ok", seed=1, depth=1, points=None,
-                           workers=2, time_limit=0.5, nemesis=[]))
+def test_a_seed_runs_off_the_main_thread_as_a_cluster_worker_runs_it_and_a_valid_one_leaves_no_run(tmp_path):
+    import pickle
+    from concurrent.futures import ThreadPoolExecutor
+
+    assert pickle.loads(pickle.dumps(explore_one)) is explore_one    # a top-level function: it travels
+    task = dict(DEFAULT_CONFIG, store=str(tmp_path), name="ok", seed=1, depth=1, points=None, workers=2,
+                time_limit=0.5, nemesis=[])
+    with ThreadPoolExecutor(1) as pool:     # a Dask worker runs a task in a thread: no signal handler there
+        res = pool.submit(explore_one, pickle.loads(pickle.dumps(task))).result()
     assert res["verdict"] in ("valid", "unknown") and res["run_dir"] is None, res
     assert not os.path.exists(tmp_path / "ok")
 

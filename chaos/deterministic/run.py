@@ -30,6 +30,7 @@ import random
 import shutil
 import signal
 import sys
+import threading
 import time
 from dataclasses import asdict
 
@@ -319,7 +320,10 @@ def run(cfg, report: bool = True, config_path: str | None = None, rules: dict | 
     notes: list[str] = []
     clock_took = None
     wall0 = time.monotonic()
-    old_term = signal.signal(signal.SIGTERM, _interrupt)   # SIGTERM ends the run like Ctrl-C: everything reaped
+    # SIGTERM ends the run like Ctrl-C: everything reaped. Only the main thread may set a handler: a run in
+    # another thread (a cluster worker's task thread: chaos explore's explore_one) leaves its process's alone
+    main = threading.current_thread() is threading.main_thread()
+    old_term = signal.signal(signal.SIGTERM, _interrupt) if main else None
     try:
         target.setup(kind.namespaces(world), kind.durable(world))
         driver = DeterministicDriver(sched, history, target.spec, run_dir.file("logs"))
@@ -351,7 +355,8 @@ def run(cfg, report: bool = True, config_path: str | None = None, rules: dict | 
         target.close()
         history.close()
         shutil.rmtree(run_dir.tmp, ignore_errors=True)
-        signal.signal(signal.SIGTERM, old_term)
+        if main:
+            signal.signal(signal.SIGTERM, old_term)
     for name, rs in rules.items():
         for r in rs:
             if r.evidence is not None:   # at an exact point a fault that came took effect; one that never came is missed
