@@ -109,6 +109,13 @@ def script_data(run_dir: str, finding: str | None) -> dict:
         raise NotReproducible(f"{fid}: its anomaly cites no calls")
     with open(os.path.join(run_dir, "history.jsonl")) as f:
         ops = [json.loads(line) for line in f if line.strip()]
+    # a reply-only script shows a finding only when all its evidence is replies: one that cites the final
+    # durable state or a fault (e.g. a floor the store lost) would print SHOWN on a correct class too
+    beyond = sorted(i for i in cited if i >= len(ops) or not isinstance(ops[i].get("process"), int))
+    if beyond:
+        what = ", ".join(f"#{i} {ops[i].get('f') if i < len(ops) else '?'}" for i in beyond[:3])
+        raise NotReproducible(f"{fid}: its evidence includes history entries that are not calls ({what}); a "
+                              "script that checks replies only cannot show it (not built yet)")
     run_cfg = RunConfig(**_fields(cfg))
     kind = workload_kind(run_cfg)
     _, world = kind.build(run_cfg)
@@ -170,7 +177,19 @@ def minimal_calls(data: dict) -> dict:
 
 
 def write(run_dir: str, finding: str | None = None, python: str | None = None) -> dict:
-    """Write RUN/repro/<finding>/{repro.sh, data.json, README.md} after three runs that show it."""
+    """Write RUN/repro/<finding>/{repro.sh, data.json, README.md} after three runs that show it;
+    without ``finding``, for the first of the run's findings that a script can show."""
+    if finding is None:
+        from chaos.shrink import load_run
+
+        reasons = []
+        for fid, _, _ in findings(load_run(run_dir)[1]):
+            try:
+                return write(run_dir, fid, python)
+            except NotReproducible as e:
+                reasons.append(str(e))
+        if reasons:
+            raise NotReproducible("; ".join(reasons))
     data = minimal_calls(script_data(run_dir, finding))
     out = os.path.join(run_dir, "repro", data["finding"])
     os.makedirs(out, exist_ok=True)
