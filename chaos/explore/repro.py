@@ -119,7 +119,13 @@ def script_data(run_dir: str, finding: str | None) -> dict:
     run_cfg = RunConfig(**_fields(cfg))
     kind = workload_kind(run_cfg)
     _, world = kind.build(run_cfg)
-    return {"finding": fid, "explanation": anomaly.get("explanation", ""), "factory": factory,
+    ctx = kind.ctx(run_cfg, world, results.get("capabilities") or {})
+
+    def judge(history: list[dict]) -> dict:
+        merged = kind.check(history, ctx)
+        return {name: {a.get("type") for a in r.get("anomalies") or [] if isinstance(a, dict)}
+                for name, r in (merged.get("checkers") or {}).items() if isinstance(r, dict) and r.get("valid") is False}
+    return judge, {"finding": fid, "explanation": anomaly.get("explanation", ""), "factory": factory,
             "namespaces": list(kind.namespaces(world)), "seed": kind.durable(world), "calls": calls_of(ops, cited)}
 
 
@@ -144,22 +150,38 @@ def _tuple(call: dict):
     return (v.get("ledger_namespace"), v.get("item_id")) if isinstance(v, dict) else None
 
 
-def minimal_calls(data: dict) -> dict:
-    """ddmin over the uncited calls: the fewest with which every cited call still gets its reply
+def judged(data: dict, calls: list[dict], judge) -> bool:
+    """Do ``calls`` alone, one at a time in this order with the run's replies, break the finding's
+    rule by the suite's own checker (``judge(history) -> anomaly types per checker``)?"""
+    checker, _, anomaly = data["finding"].partition("-")
+    ops, t = [], 0
+    for n, c in enumerate(calls):
+        ops.append({"index": len(ops), "process": n, "type": "invoke", "f": c["f"], "value": c["value"], "time": t})
+        ops.append({"index": len(ops), "process": n, "type": "ok" if c["exit"] == 0 else "fail", "f": c["f"],
+                    "value": {"exit": c["exit"], "envelope": c["envelope"]}, "time": t + 1})
+        t += 2
+    return anomaly in judge(ops).get(checker, ())
+
+
+def minimal_calls(data: dict, judge) -> dict:
+    """ddmin over the uncited calls: the fewest with which every kept call gets the run's reply when
+    replayed one at a time and the suite's checker still judges those calls as breaking the rule
     (first without the calls on other items, which a one-item finding seldom needs)."""
     cited = [c for c in data["calls"] if c["cited"]]
     others = [c for c in data["calls"] if not c["cited"]]
 
     def ok(keep: list) -> bool:
         ids = {id(c) for c in keep}
-        return _shows(dict(data, calls=[c for c in data["calls"] if c["cited"] or id(c) in ids]))
+        calls = [c for c in data["calls"] if c["cited"] or id(c) in ids]
+        return judged(data, calls, judge) and _shows(dict(data, calls=calls))
 
-    if not ok(others):
-        raise NotReproducible("replayed one call at a time, the cited calls do not get the run's replies: the "
-                              "finding needs an interleaving inside calls or a killed call's partial effect")
     same_items = [c for c in others if _tuple(c) in {_tuple(x) for x in cited}]
-    if len(same_items) < len(others) and ok(same_items):
+    if ok(same_items):
         others = same_items
+    elif not ok(others):
+        raise NotReproducible("replayed one call at a time, the calls do not get the run's replies, or their "
+                              "replies alone do not break the rule: the finding needs an interleaving inside "
+                              "calls, a killed call's partial effect, or calls the run had overlap")
     n = 2
     while others:
         chunks = [others[i::n] for i in range(n) if others[i::n]]
@@ -190,7 +212,8 @@ def write(run_dir: str, finding: str | None = None, python: str | None = None) -
                 reasons.append(str(e))
         if reasons:
             raise NotReproducible("; ".join(reasons))
-    data = minimal_calls(script_data(run_dir, finding))
+    judge, data = script_data(run_dir, finding)
+    data = minimal_calls(data, judge)
     out = os.path.join(run_dir, "repro", data["finding"])
     os.makedirs(out, exist_ok=True)
     with open(SCRIPT) as f:
@@ -222,9 +245,9 @@ def readme(data: dict, run_dir: str) -> str:
              f"{os.path.join(run_dir, 'test.yaml')}`).", "",
              f"`sh repro.sh` calls `{data['factory']}` as its users do, {len(data['calls'])} calls one at a time on a "
              "fresh store seeded as the run's was, each decided at the instant the run's reply says "
-             "(`observed_at`), and prints each reply. It exits 0 and prints SHOWN when every call the finding "
-             "cites gets the reply the run recorded (the replies the checker judged as breaking the rule), "
-             "1 otherwise. It imports nothing of the claim-chaos harness; `repro.py` is the replay, "
+             "(`observed_at`), and prints each reply. It exits 0 and prints SHOWN when every call gets the "
+             "reply the run recorded: replies that the suite's checker judged, these calls alone in this order, "
+             "as breaking the rule; 1 otherwise. It imports nothing of the claim-chaos harness; `repro.py` is the replay, "
              "`data.json` its calls. Shown on 3 runs of 3 before it was kept.", "", "## Calls", ""]
     for n, c in enumerate(data["calls"], 1):
         lines.append(f"{n}. `{c['f']}` at {c['at_ms']} ms{' (cited)' if c['cited'] else ''}: exit {c['exit']}")
