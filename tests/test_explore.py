@@ -109,3 +109,18 @@ def test_explore_refuses_bad_input_in_one_line(tmp_path):
         res = subprocess.run([sys.executable, "-m", "chaos.cli", *argv, "--store", str(tmp_path)],
                              capture_output=True, text=True, timeout=60)
         assert res.returncode == 254 and len(res.stderr.strip().splitlines()) == 1, (argv, res.stderr)
+
+
+def test_the_docs_show_the_tables_the_commands_print():
+    """docs/explore.md's outputs are real runs; their table layouts must stay what the code prints."""
+    from chaos.explore.seeds import render
+
+    doc = open(os.path.join(os.path.dirname(__file__), "..", "docs", "explore.md")).read()
+    header = crashpoints.table({"rows": []})[0]
+    row = {"kind": "acquire", "serial": 4, "points": ["lock claims.db"] * 43,
+           "runs": [{"verdict": "valid", "anomalies": [], "killed_at": {"call": "lock"}, "crash": {"point": k}}
+                    for k in (1, 15, 29, 43)]}
+    assert header in doc and crashpoints.table({"rows": [row]})[1] in doc
+    summary = tally([{"seed": s, "depth": 3, "verdict": "invalid" if s == 3 else "valid",
+                      "anomalies": ["stale_write:stale-fence-accepted"] if s == 3 else []} for s in (1, 2, 3, 4)])
+    assert all(line in doc for line in render(summary)), render(summary)
