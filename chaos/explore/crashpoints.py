@@ -126,8 +126,13 @@ def explore(config: dict, seed: int, max_points: int | None = None, kinds=KINDS,
 
 
 def table(result: dict) -> list[str]:
-    """command kind x points reached x findings."""
+    """command kind x points reached x findings; first the recording (no kill): what it found was
+    there without a crash (its verdict is at best unknown: it asked for a kill and made none)."""
     lines = [f"{'kind':<9} {'call':>5} {'points':>6} {'killed':>6}  verdicts / findings"]
+    rec = result.get("recording")
+    if rec:
+        lines.append(f"{'no kill':<9} {'-':>5} {'-':>6} {'-':>6}  {rec['verdict']}"
+                     + (f"; {', '.join(rec['anomalies'])}" if rec["anomalies"] else ""))
     for row in result["rows"]:
         runs = row["runs"]
         killed = sum(1 for r in runs if r.get("killed_at"))
