@@ -119,7 +119,7 @@ def test_the_docs_show_the_tables_the_commands_print():
     header = crashpoints.table({"rows": []})[0]
     row = {"kind": "acquire", "serial": 4, "points": ["lock claims.db"] * 43,
            "runs": [{"verdict": "valid", "anomalies": [], "killed_at": {"call": "lock"}, "crash": {"point": k}}
-                    for k in (1, 15, 29, 43)]}
+                    for k in (1, 43)]}
     assert header in doc and crashpoints.table({"rows": [row]})[-1] in doc
     summary = tally([{"seed": s, "depth": 3, "verdict": "invalid" if s == 3 else "valid",
                       "anomalies": ["stale_write:stale-fence-accepted"] if s == 3 else []} for s in (1, 2, 3, 4)])
