@@ -289,9 +289,9 @@ def history_sha256(path: str) -> str:
         return hashlib.sha256(f.read()).hexdigest()
 
 
-def run(cfg, report: bool = True, config_path: str | None = None, rules: dict | None = None) -> int:
+def run(cfg, report: bool = True, config_path: str | None = None, exact_rules: dict | None = None) -> int:
     """One deterministic run; the exit code is the verdict (0 valid, 1 invalid, 2 unknown).
-    ``config_path``: the test.yaml it re-runs (its run's history digest is compared). ``rules``
+    ``config_path``: the test.yaml it re-runs (its run's history digest is compared). ``exact_rules``
     (fault name -> its ``FaultRule`` list) replaces the seed's draw (``fault_rules``): the crash
     points of ``chaos explore`` name their exact kill."""
     from chaos.workload_kinds import workload_kind
@@ -311,7 +311,7 @@ def run(cfg, report: bool = True, config_path: str | None = None, rules: dict | 
     client_gen, world = kind.build(cfg)
     target = kind.target(cfg, run_dir, lambda pid: None, lambda path: None)
     history = HistoryWriter(run_dir.file("history.jsonl"))
-    rules = fault_rules(cfg) if rules is None else rules
+    rules = fault_rules(cfg) if exact_rules is None else exact_rules
     coverage = Coverage(cfg.nemesis)
     expected = expected_points(cfg)
     sched = Scheduler(cfg.seed, prefixes=[run_dir.path], depth=cfg.pct_depth, expected_points=expected, step_ns=STEP_NS,

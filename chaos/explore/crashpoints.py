@@ -35,7 +35,7 @@ class CallRecorder(FaultRule):
         super().__init__("record")
         self.log: dict[int, dict] = {}
 
-    def matches(self, thread, call: str, seq: int) -> bool:
+    def matches(self, thread, call: str, seq: int, *_more) -> bool:   # (*_more: a newer scheduler's vt)
         served = thread.proc.call
         if served is not None and call not in NOT_POINTS:
             entry = self.log.setdefault(served[0], {"serial": served[0], "f": served[1],
@@ -51,7 +51,7 @@ class CallPointKill(FaultRule):
         super().__init__("kill")
         self.serial, self.kind, self.point = serial, kind, point
 
-    def matches(self, thread, call: str, seq: int) -> bool:
+    def matches(self, thread, call: str, seq: int, *_more) -> bool:   # (*_more: a newer scheduler's vt)
         served = thread.proc.call
         if self.evidence is not None or served != (self.serial, self.kind) or call in NOT_POINTS:
             return False
@@ -93,7 +93,7 @@ def explore_crash_point(task: dict) -> dict:
     from chaos.explore.seeds import explore_one
 
     rules, recorder = rules_for(task)
-    out = explore_one(task, run_fn=lambda cfg: det_run.run(cfg, report=False, rules=rules))
+    out = explore_one(task, run_fn=lambda cfg: det_run.run(cfg, report=False, exact_rules=rules))
     if recorder is not None:
         out["calls"] = list(recorder.log.values())
     else:
