@@ -39,6 +39,8 @@ COMMANDS = {
     "run": ("chaos.commands.run", "run a workload against a backend under faults and check it"),
     "check": ("chaos.commands.check", "re-check a stored run directory"),
     "shrink": ("chaos.commands.shrink", "shrink a failing run to the fewest faults, workers and time that still fail"),
+    "explore": ("chaos.commands.explore", "search interleavings (PCT seeds) and crash points of a backend on purpose"),
+    "repro": ("chaos.commands.repro", "write a deterministic run's finding as a standalone script (repro.sh)"),
     "conform": ("chaos.commands.conform", "replay the conformance vectors against a real backend"),
     "backend": ("chaos.commands.backend", "a backend's contract CLI (provision, claim ..., publish-claimed)"),
     "lock-backend": ("chaos.commands.lock_backend", "an issue-lock store's CLI (bootstrap, heartbeat, ..., recover)"),

@@ -32,6 +32,15 @@ seconds: the search ends early enough to leave, at the replays' measured pace
 (a loaded machine replays slowly), time to confirm its result and one fallback
 (the best config found so far is the result).
 
+A deterministic run (``chaos run --deterministic``) replays exactly: the same
+config gives the same history, so each candidate runs once and the minimal
+config is confirmed by one replay whose history digest must equal its
+candidate's (``shrink.json``: ``exact``, ``replayed_exactly``). Its fault
+units are its requested nemeses (the seed places each one's exact points);
+the time limit halves down to 0.5 s. A smaller candidate is another schedule,
+not a part of the original one: what is kept is a smaller run that breaks the
+same rule, exactly reproducible.
+
 ``replay`` is injectable (``Shrinker(..., replay=fn)``): tests drive the
 search with a simulated failure predicate.
 """
@@ -54,6 +63,8 @@ import yaml
 PREFERENCE = ("stale_write", "durability", "epochs", "floors", "idempotence", "dual_ownership",
               "capability_honesty", "envelopes", "linearizable")
 MIN_TIME_S = 2.0
+#: a deterministic run's floor: its virtual time costs no waiting, and a short run still replays exactly
+MIN_EXACT_TIME_S = 0.5
 
 
 @dataclass
@@ -88,14 +99,11 @@ def load_run(run_dir: str) -> tuple[dict, dict, list[dict]]:
     results = safeload.json_file(os.path.join(run_dir, "results.json"), safeload.RESULTS, "results.json")
     if not isinstance(cfg, dict) or not isinstance(results, dict):
         raise ValueError(f"{run_dir}: test.yaml and results.json must each hold a mapping (not a run directory?)")
-    if cfg.get("deterministic"):
-        from chaos.errors import UsageError
-
-        raise UsageError(f"{run_dir}: a deterministic run is not shrinkable yet (its faults are points, not a "
-                         f"timed list); 'chaos run --config {os.path.join(run_dir, 'test.yaml')}' replays it exactly")
     for key, types in (("workers", int), ("time_limit", (int, float)), ("nemesis", list)):
         if isinstance(cfg.get(key), bool) or not isinstance(cfg.get(key), types):
             raise ValueError(f"{run_dir}/test.yaml: '{key}' is missing or of the wrong type (not a run's test.yaml)")
+    if cfg.get("deterministic"):   # its faults are drawn from the seed per requested nemesis: those are its units
+        return cfg, results, [{"time": 0, "f": name, "value": None} for name in cfg["nemesis"]]
     rows = cfg.get("faults")
     if rows is None:
         path = os.path.join(run_dir, "schedule.jsonl")
@@ -121,7 +129,10 @@ def failing_invariant(results: dict) -> str | None:
 
 
 def fault_units(cfg: dict, ops: list[dict]) -> list[list[dict]]:
-    """Group planned ops into units: a fault and the heal that ends it."""
+    """Group planned ops into units: a fault and the heal that ends it (a deterministic run's
+    units are its requested nemeses: the seed places each one's faults)."""
+    if cfg.get("deterministic"):
+        return [[op] for op in ops]
     from chaos.nemesis import compose_packages
     from chaos.runner import RunConfig, nemesis_opts
 
@@ -150,6 +161,8 @@ def _fields(cfg: dict) -> dict:
 
 
 def with_units(cfg: dict, units: list[list[dict]]) -> dict:
+    if cfg.get("deterministic"):
+        return dict(cfg, nemesis=[u[0]["f"] for u in units])
     ops = sorted((op for u in units for op in u), key=lambda o: o["time"])
     return dict(cfg, faults=ops)
 
@@ -218,6 +231,12 @@ class Shrinker:
             raise ValueError(f"{run_dir}: no checker failed in this run (verdict {self.results.get('verdict')}); "
                              "nothing to shrink")
         self.units = fault_units(self.cfg, ops)
+        # a deterministic run replays exactly (same config, same history): one run per candidate decides,
+        # and one confirmation replay shows the minimal config's history is its own again
+        self.exact = bool(self.cfg.get("deterministic"))
+        if self.exact:
+            replays, confirm = 1, 1
+        self.min_time_s = MIN_EXACT_TIME_S if self.exact else MIN_TIME_S
         self.replays = replays
         self.majority = replays // 2 + 1
         self.confirm = confirm
@@ -293,6 +312,8 @@ class Shrinker:
             dirs.append(r.run_dir)
             if not r.checked:
                 inconclusive += 1
+                if self.exact:       # a replay is exact: running it again gives the same undecided check
+                    break
             elif r.failed:
                 yes += 1
                 kept = r.run_dir
@@ -329,7 +350,7 @@ class Shrinker:
         try:
             for inv in self.candidates:
                 self.invariant = inv
-                if self.fails(cfg, f"the original (explicit schedule), {inv}"):
+                if self.fails(cfg, f"the original ({'exact replay' if self.exact else 'explicit schedule'}), {inv}"):
                     break
             else:
                 raise ValueError(f"the original run does not fail {' or '.join(self.candidates)} again in a "
@@ -390,7 +411,7 @@ class Shrinker:
 
     def _time(self, cfg: dict, units: list) -> tuple[dict, list, bool]:
         changed = False
-        while cfg["time_limit"] / 2 >= MIN_TIME_S:
+        while cfg["time_limit"] / 2 >= self.min_time_s:
             t = round(cfg["time_limit"] / 2, 1)
             us = units_before(units, t)
             trial = with_units(dict(cfg, time_limit=t), us)
@@ -447,13 +468,29 @@ class Shrinker:
                 shutil.rmtree(r.run_dir, ignore_errors=True)
         return confirmed, done, keep
 
+    def _same_history(self, a: str | None, b: str | None) -> bool | None:
+        """Did two replays of one config write the same history (their results' digests)? None: unknown."""
+        digests = []
+        for d in (a, b):
+            try:
+                with open(os.path.join(d, "results.json")) as f:
+                    digests.append(json.load(f).get("history_sha256"))
+            except (OSError, TypeError, ValueError):
+                return None
+        return None if None in digests else digests[0] == digests[1]
+
     def _finish(self, cfg: dict, exhausted: bool) -> Outcome:
         """Confirm the smallest kept config; when it fails in fewer than 4 of 5 (a majority of 3 can
         be luck), fall back to the previous kept one, and so on, while the budget lasts."""
         os.makedirs(self.out_dir, exist_ok=True)
         candidates = [c for c in reversed(self.accepted) if c is not cfg] if self.accepted else []
+        kept_before = self.best_dir
         confirmed, done, keep_confirm = self._confirm(cfg)
         self.log(f"shrink: the minimal config fails {self.invariant} in {confirmed} of {done} replays")
+        exactly = self._same_history(kept_before, keep_confirm) if self.exact else None
+        if self.exact:
+            self.log(f"shrink: its replay {'wrote the same history' if exactly else 'did NOT write the same history'}"
+                     if exactly is not None else "shrink: its replay's history could not be compared")
         for older in candidates:
             if confirmed >= self.stable or self.elapsed() >= self.budget_s:
                 break
@@ -480,13 +517,14 @@ class Shrinker:
         outcome = Outcome(config=cfg, runs=self.runs, confirmed=confirmed, confirm_runs=done, minimal_dir=minimal,
                           reproduce=reproduce, budget_exhausted=exhausted, steps=self.steps)
         with open(os.path.join(self.out_dir, "shrink.json"), "w") as f:
-            json.dump({"original": self.run_dir, "invariant": self.invariant, "runs": self.runs,
+            json.dump({"original": self.run_dir, "invariant": self.invariant, "runs": self.runs, "exact": self.exact,
                        "elapsed_s": round(self.elapsed(), 1), "budget_s": self.budget_s,
                        "budget_exhausted": exhausted, "replays": self.replays,
                        "original_faults": len(self.units), "original_workers": self.cfg["workers"],
                        "faults": len(_units_of(cfg)), "fault_ops": len(cfg.get("faults") or []),
                        "workers": cfg["workers"], "time_limit": cfg["time_limit"],
                        "confirmed": confirmed, "confirm_runs": done, "reproduce": reproduce,
+                       "replayed_exactly": exactly,
                        "steps": self.steps}, f, indent=2)
         return outcome
 
@@ -502,7 +540,9 @@ class Shrinker:
 
 
 def _units_of(cfg: dict) -> list:
-    """Fault units of a candidate (a fault op and its heal count as one)."""
+    """Fault units of a candidate (a fault op and its heal count as one; a deterministic run's nemeses)."""
+    if cfg.get("deterministic"):
+        return [[{"time": 0, "f": name, "value": None}] for name in cfg.get("nemesis") or []]
     return fault_units(cfg, cfg.get("faults") or [])
 
 

@@ -111,9 +111,17 @@ def test_deterministic_is_refused_up_front(tmp_path):
     assert not list(tmp_path.glob("*/2*"))   # refused before any run directory
 
 
-def test_a_deterministic_run_is_not_shrunk_as_a_timed_one(tmp_path):
-    (tmp_path / "test.yaml").write_text("name: x\nbackend: sqlite\ndeterministic: true\nseed: 1\n")
-    (tmp_path / "results.json").write_text('{"verdict": "invalid"}')
+def test_a_deterministic_run_is_shrunk_as_an_exact_one_not_a_timed_one(tmp_path):
+    """Its faults are points drawn per nemesis, not a timed list: the nemeses are its units, one replay
+    decides a candidate (tests/test_shrink.py drives the search); a run with nothing failed is one line."""
+    from chaos.shrink import Shrinker
+
+    (tmp_path / "test.yaml").write_text("name: x\nbackend: sqlite\ndeterministic: true\nseed: 1\nworkers: 3\n"
+                                        "time_limit: 2\nnemesis: [kill, fsync]\n")
+    (tmp_path / "results.json").write_text('{"verdict": "invalid", "checkers": {"floors": {"valid": false}}}')
+    sh = Shrinker(str(tmp_path), log=lambda _: None)
+    assert sh.exact and sh.replays == 1 and [u[0]["f"] for u in sh.units] == ["kill", "fsync"]
+    (tmp_path / "results.json").write_text('{"verdict": "valid", "checkers": {}}')
     res = subprocess.run([sys.executable, "-m", "chaos.cli", "shrink", str(tmp_path)], capture_output=True, text=True,
                          timeout=120)
-    assert res.returncode == 254 and "not shrinkable yet" in res.stderr and "Traceback" not in res.stderr
+    assert res.returncode == 254 and "nothing to shrink" in res.stderr and "Traceback" not in res.stderr

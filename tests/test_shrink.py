@@ -158,6 +158,48 @@ def test_cli_refuses_a_non_run_directory_in_one_line(tmp_path):
     assert res.returncode == 254 and len(res.stderr.strip().splitlines()) == 1
 
 
+def test_a_deterministic_run_shrinks_with_one_replay_per_candidate_over_its_nemeses(tmp_path):
+    """Every replay of a deterministic run is exact: one run decides a candidate, and its fault
+    units are the requested nemeses (the seed places their points), never a timed list."""
+    run = _stored_run(tmp_path, nemesis=("kill", "fsync"), workers=4, time_limit=2.0)
+    cfg = yaml.safe_load(open(os.path.join(run, "test.yaml")))
+    cfg["deterministic"] = True
+    open(os.path.join(run, "test.yaml"), "w").write(yaml.safe_dump(cfg))
+
+    class NeedsFsync(Oracle):
+        def __call__(self, cfg, name):
+            self.calls += 1
+            assert "faults" not in cfg or cfg["faults"] is None   # a deterministic run is never given a timed list
+            failed = "fsync" in cfg["nemesis"] and cfg["workers"] >= 2
+            return Replay("invalid" if failed else "valid", failed, None, 0.0)
+
+    oracle = NeedsFsync(set())
+    sh = Shrinker(run, replay=oracle, log=lambda _: None, replays=3, confirm=5)
+    assert [u[0]["f"] for u in sh.units] == ["kill", "fsync"] and sh.exact
+    out = sh.shrink()
+    assert out.config["nemesis"] == ["fsync"] and out.config["workers"] == 2 and out.config["time_limit"] == 0.5
+    assert all(st["replays"] == 1 for st in out.steps) and out.confirm_runs == 1 and out.runs == oracle.calls
+
+
+@pytest.mark.slow
+def test_real_shrink_of_a_deterministic_planted_bug_runs_each_candidate_once_and_replays_exactly(tmp_path):
+    """A planted concurrency bug found by an exploration seed shrinks to fewer faults and workers;
+    each candidate is run once, and the minimal config's replay writes its candidate's history again."""
+    from chaos.explore.seeds import DEFAULT_CONFIG, explore_one
+
+    found = explore_one(dict(DEFAULT_CONFIG, backend="python", factory="chaos.testing.mutants:open_early_takeover",
+                             store=str(tmp_path / "store"), name="t", seed=1, depth=1, points=None, keep=True))
+    assert found["verdict"] == "invalid" and "dual_ownership:early-takeover" in found["anomalies"], found
+    lines: list[str] = []
+    res = Shrinker(found["run_dir"], log=lines.append, budget_s=400).shrink()
+    progress = "\n".join(lines)
+    assert res.config["nemesis"] == [] and res.config["workers"] <= 2, progress
+    assert all(st["replays"] == 1 for st in res.steps) and res.confirmed == res.confirm_runs == 1, progress
+    stored = json.loads(open(os.path.join(found["run_dir"], "shrunk", "shrink.json")).read())
+    assert stored["exact"] and stored["replayed_exactly"] is True, progress
+    assert os.path.isfile(os.path.join(res.minimal_dir, "report.html"))
+
+
 @pytest.mark.slow
 def test_real_shrink_of_a_planted_bug_reaches_a_small_run_that_fails_in_4_of_5(tmp_path):
     from chaos.testing.mutants import MUTANTS

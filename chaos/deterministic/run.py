@@ -31,6 +31,7 @@ import random
 import shutil
 import signal
 import sys
+import threading
 import time
 from dataclasses import asdict
 
@@ -217,6 +218,7 @@ class DeterministicDriver:
             return
         msg = {"f": op["f"], "value": op["value"], **({"clock_ms": op["clock_ms"]} if "clock_ms" in op else {})}
         self.inflight[proc.pid] = op
+        self.sched.begin_call(proc, op["f"])
         self.sched.send(proc, json.dumps(msg, ensure_ascii=False, separators=(",", ":")).encode() + b"\n")
 
     def wait(self, until: int | None) -> list[dict]:
@@ -394,9 +396,11 @@ def history_sha256(path: str) -> str:
         return hashlib.sha256(f.read()).hexdigest()
 
 
-def run(cfg, report: bool = True, config_path: str | None = None) -> int:
+def run(cfg, report: bool = True, config_path: str | None = None, exact_rules: dict | None = None) -> int:
     """One deterministic run; the exit code is the verdict (0 valid, 1 invalid, 2 unknown).
-    ``config_path``: the test.yaml it re-runs (its run's history digest is compared)."""
+    ``config_path``: the test.yaml it re-runs (its run's history digest is compared). ``exact_rules``
+    (fault name -> its ``FaultRule`` list) replaces the seed's draw (``fault_rules``): the crash
+    points of ``chaos explore`` name their exact kill."""
     from chaos.workload_kinds import workload_kind
     from workloads.generator import SEC
 
@@ -423,11 +427,14 @@ def run(cfg, report: bool = True, config_path: str | None = None) -> int:
     notes: list[str] = []
     clock_took = None
     wall0 = time.monotonic()
-    old_term = signal.signal(signal.SIGTERM, _interrupt)   # SIGTERM ends the run like Ctrl-C: everything reaped
+    # SIGTERM ends the run like Ctrl-C: everything reaped. Only the main thread may set a handler: a run in
+    # another thread (a cluster worker's task thread: chaos explore's explore_one) leaves its process's alone
+    main = threading.current_thread() is threading.main_thread()
+    old_term = signal.signal(signal.SIGTERM, _interrupt) if main else None
     try:
         target.setup(kind.namespaces(world), kind.durable(world))
         power = power_journal(cfg, target, run_dir)   # (the store's path is known once it is set up)
-        rules = fault_rules(cfg, power)
+        rules = fault_rules(cfg, power) if exact_rules is None else exact_rules
         sched.faults = [r for rs in rules.values() for r in rs]
         driver = DeterministicDriver(sched, history, target.spec, run_dir.file("logs"),
                                      power.env() if power is not None else None)
@@ -461,7 +468,8 @@ def run(cfg, report: bool = True, config_path: str | None = None) -> int:
         if power is not None:
             power.cleanup()
         shutil.rmtree(run_dir.tmp, ignore_errors=True)
-        signal.signal(signal.SIGTERM, old_term)
+        if main:
+            signal.signal(signal.SIGTERM, old_term)
     for name, rs in rules.items():
         for r in rs:
             if r.evidence is not None:   # a fault that never came is missed: not fired

@@ -123,6 +123,7 @@ class Proc:
     threads: list = field(default_factory=list)
     gone: bool = False
     serving: bool = False      # handed a line (``send``) and not yet replied: inside a request
+    call: tuple | None = None     # (serial, f) of the op it serves (``begin_call``): what a fault rule may name
 
 
 @dataclass
@@ -162,6 +163,7 @@ class Scheduler:
         self.vt = 0
         self.clock_offsets: dict[str, int] = {}   # process-name prefix -> wall-clock offset (ns): clock faults
         self.steps = 0
+        self.calls_begun = 0            # ops handed to controlled processes (``begin_call``)
         self.trace: list[str] = []
         self.notes: list[str] = []
         self.replies: list[tuple[Proc, bytes]] = []
@@ -234,6 +236,12 @@ class Scheduler:
         self.vt += self.send_ns
         self.running = (proc.pid, proc.pid)
         self._settle()
+
+    def begin_call(self, proc: Proc, f: str) -> None:
+        """Note that ``proc`` now serves an op of kind ``f`` (numbered in the order ops are handed
+        out), so a rule can name "call c of kind K" (``chaos.explore.crashpoints``)."""
+        self.calls_begun += 1
+        proc.call = (self.calls_begun, f)
 
     def kill(self, proc: Proc) -> None:
         """SIGKILL a process (its whole session) and reap it before anything else runs."""

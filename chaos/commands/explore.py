@@ -1,0 +1,162 @@
+"""``chaos explore``: search on purpose with the deterministic scheduler (docs/explore.md).
+
+``--seeds N``: N PCT schedules per depth (``--depth 1,2,3``) of a short
+workload on few items; prints per depth how many schedules found what and
+keeps every failing seed (its run dir and its ``chaos run --config`` line).
+``--crash-points``: kills one call of each mutating kind at each of its
+scheduling points in turn (``chaos.explore.crashpoints``) and prints the table
+kind x points reached x findings. Exit 1 when a schedule or crash point was
+invalid, 0 when every one was valid, 2 otherwise; 254 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+from chaos.errors import UsageError
+
+#: --crash-points' default time limit: a killed holder's lease expires and another worker's publish
+#: still completes within it (2 s left most kills of a renew or publish 'unknown': publish ok never done)
+CRASH_TIME_S = 4.0
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from chaos.explore.seeds import DEFAULT_CONFIG as D
+
+    p.add_argument("--seeds", type=int, default=None, help="PCT schedules per depth (seeds FIRST..FIRST+N-1)")
+    p.add_argument("--first-seed", type=int, default=1)
+    p.add_argument("--depth", default="1,2,3", help="PCT depths, comma-separated (default 1,2,3)")
+    p.add_argument("--points", type=int, default=None,
+                   help="scheduling points the change points are drawn over (default: measured by one run)")
+    p.add_argument("--crash-points", action="store_true", help="kill each mutating kind's call at each of its points")
+    p.add_argument("--seed", type=int, default=1, help="--crash-points: the seed of the recorded schedule")
+    p.add_argument("--max-points", type=int, default=None, help="--crash-points: at most this many points per kind")
+    p.add_argument("--kinds", default=None, help="--crash-points: command kinds (default acquire,renew,release,publish)")
+    p.add_argument("--backend", default=D["backend"])
+    p.add_argument("--factory", default=None, help="--backend python: MODULE:FUNCTION")
+    p.add_argument("--workers", type=int, default=D["workers"])
+    p.add_argument("--namespaces", type=int, default=D["namespaces"])
+    p.add_argument("--items", type=int, default=D["items"], help="items per namespace")
+    p.add_argument("--time-limit", type=float, default=None,
+                   help=f"virtual seconds per run (default {D['time_limit']:g}; --crash-points {CRASH_TIME_S:g}: "
+                        "after a kill the others need time for the lease to expire and the work to complete)")
+    p.add_argument("--nemesis", default=",".join(D["nemesis"]),
+                   help="--seeds: exact faults drawn per seed (kill, fsync, clock, or none)")
+    p.add_argument("--store", default=D["store"])
+    p.add_argument("--name", default=D["name"])
+    p.add_argument("--keep-all", action="store_true", help="keep every run dir (default: only failing ones)")
+
+
+def _ints(text: str, what: str) -> list[int]:
+    try:
+        out = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UsageError(f"{what}: comma-separated integers, not {text!r}") from None
+    if not out or any(d < 1 or d > 100 for d in out):
+        raise UsageError(f"{what}: integers in [1, 100]")
+    return out
+
+
+def config_of(args) -> dict:
+    from chaos.deterministic.run import refusal
+    from chaos.explore.seeds import run_config
+
+    from chaos.explore.seeds import DEFAULT_CONFIG
+
+    if args.time_limit is None:
+        args.time_limit = CRASH_TIME_S if args.crash_points else DEFAULT_CONFIG["time_limit"]
+    nemesis = [] if args.nemesis in ("", "none") else [n.strip() for n in args.nemesis.split(",")]
+    if args.workers < 1 or args.items < 1 or args.namespaces < 1 or not (0 < args.time_limit <= 3600):
+        raise UsageError("--workers, --items, --namespaces must be at least 1 and --time-limit in (0, 3600]")
+    if args.backend == "python" and not args.factory:
+        raise UsageError("--backend python needs --factory MODULE:FUNCTION")
+    config = {"backend": args.backend, "factory": args.factory, "workers": args.workers,
+              "namespaces": args.namespaces, "items": args.items, "time_limit": args.time_limit,
+              "nemesis": ["kill"] if args.crash_points else nemesis, "store": os.path.abspath(args.store),
+              "name": args.name, "keep": args.keep_all}
+    if args.factory:
+        from chaos.conform.adapters.python import check_factory
+
+        check_factory(args.factory)
+    why = refusal(run_config(dict(config, seed=1, depth=3, points=args.points)))
+    if why:
+        raise UsageError(why)
+    return config
+
+
+def run(args: argparse.Namespace) -> int:
+    if (args.seeds is None) == (not args.crash_points):
+        raise UsageError("give --seeds N or --crash-points (one of them)")
+    if args.seeds is not None and not 1 <= args.seeds <= 100_000:
+        raise UsageError("--seeds: an integer in [1, 100000]")
+    if args.max_points is not None and args.max_points < 1:
+        raise UsageError("--max-points: at least 1")
+    config = config_of(args)
+    t0 = time.monotonic()
+    if args.crash_points:
+        return _crash_points(args, config, t0)
+    return _seeds(args, config, t0)
+
+
+def _seeds(args, config: dict, t0: float) -> int:
+    from chaos.explore.seeds import calibrate, explore_one, render, tally, tasks
+
+    depths = _ints(args.depth, "--depth")
+    points = args.points
+    if points is None:
+        points, _ = calibrate(config)
+        print(f"chaos explore: one depth-1 run reached {points} scheduling points: change points are drawn over that")
+    results = []
+    for task in tasks(config, list(range(args.first_seed, args.first_seed + args.seeds)), depths, points):
+        res = explore_one(task)
+        results.append(res)
+        if res["verdict"] in ("invalid", "error", "refused"):
+            print(f"  depth {res['depth']} seed {res['seed']}: {res['verdict']} "
+                  f"{', '.join(res['anomalies']) or res.get('error') or ''}".rstrip(), flush=True)
+    summary = tally(results)
+    wall = time.monotonic() - t0
+    print(f"chaos explore: {len(results)} schedules in {wall:.0f} s ({60 * len(results) / max(wall, 1e-9):.1f} per minute)")
+    for line in render(summary):
+        print(line)
+    failing = [r for r in results if r["verdict"] == "invalid"]
+    for r in failing:
+        print(f"failing: depth {r['depth']} seed {r['seed']}: {r['reproduce']}")
+    _store(config, "explore.json", {"config": config, "depths": depths, "points": points, "wall_s": round(wall, 1),
+                                    "results": results})
+    return _code([r["verdict"] for r in results])
+
+
+def _crash_points(args, config: dict, t0: float) -> int:
+    from chaos.explore import crashpoints
+
+    kinds = tuple(k.strip() for k in args.kinds.split(",")) if args.kinds else crashpoints.KINDS
+    result = crashpoints.explore(dict(config, points=args.points), args.seed, args.max_points, kinds,
+                                 log=lambda line: print(line, flush=True))
+    wall = time.monotonic() - t0
+    runs = [r for row in result["rows"] for r in row["runs"]]
+    print(f"chaos explore --crash-points: {len(runs)} crash points in {wall:.0f} s "
+          f"({60 * len(runs) / max(wall, 1e-9):.1f} per minute); power loss: not built (kill only)")
+    for line in crashpoints.table(result):
+        print(line)
+    for r in runs:
+        if r["verdict"] == "invalid":
+            print(f"failing: {r['crash']['kind']} point {r['crash']['point']}: {r['run_dir']}")
+    _store(config, "crash-points.json", dict(result, wall_s=round(wall, 1)))
+    return _code([r["verdict"] for r in runs])
+
+
+def _code(verdicts: list[str]) -> int:
+    if "invalid" in verdicts:
+        return 1
+    return 0 if verdicts and all(v == "valid" for v in verdicts) else 2
+
+
+def _store(config: dict, name: str, data: dict) -> None:
+    path = os.path.join(config["store"], config["name"] + "-" + name)
+    os.makedirs(config["store"], exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(data, f, indent=1, default=str)
+    print(f"chaos explore: stored in {path}")

@@ -1,0 +1,35 @@
+"""``chaos repro RUN [--finding ID]``: a deterministic run's finding as a standalone script
+(``chaos.explore.repro``): RUN/repro/<finding>/repro.sh + README.md, kept only when it shows the
+finding on three runs out of three. Exit 0 when written, 1 when no standalone script could be
+made (the one line says why), 254 on bad input."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from chaos.errors import UsageError
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_dir", help="a stored deterministic run whose verdict is invalid")
+    p.add_argument("--finding", default=None, help="CHECKER-ANOMALY (default: the first in shrink's preference order)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from chaos.explore.repro import NotReproducible, write
+
+    if not os.path.isfile(os.path.join(args.run_dir, "test.yaml")) or \
+            not os.path.isfile(os.path.join(args.run_dir, "results.json")):
+        raise UsageError(f"{args.run_dir}: not a run directory (no test.yaml / results.json)")
+    try:
+        out = write(os.path.abspath(args.run_dir), args.finding)
+    except NotReproducible as e:
+        print(f"chaos repro: no standalone script: {e}", file=sys.stderr)
+        return 1
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    print(f"chaos repro: {out['finding']}: {out['calls']} calls, shown on {out['shown']} of 3 runs")
+    print(f"chaos repro: {os.path.join(out['dir'], 'repro.sh')} (README.md beside it)")
+    return 0

@@ -1,0 +1,150 @@
+"""Crash points, enumerated: kill one call of each mutating kind at each of its scheduling points.
+
+One recording run (no fault fires) notes, for every op handed to a worker
+(``Scheduler.begin_call``: its serial and kind), the scheduling points it
+reached. For each mutating kind (``KINDS``) the first call that changed the
+store (reached a point in ``CHANGES``) is the one explored; then one run per
+point k kills that call exactly there (``CallPointKill``: SIGKILL while it
+waits at its k-th point, before the syscall). Everything before the point is
+the recording's schedule (same seed, same history up to it), so the kill lands
+where it was asked; after it the workload goes on: the other workers contend,
+the killed worker's slot comes back as a fresh process, leases expire, the
+final phase reads everything back, and the checkers judge the history.
+
+Power loss (undo what no fsync covered) is not done here: the scheduler has no
+power-loss point yet (kill only; docs/explore.md says so).
+"""
+
+from __future__ import annotations
+
+from chaos.deterministic.scheduler import FaultRule
+
+#: the mutating command kinds of the claims workload (their recovery paths run inside them: an
+#: acquire that takes an expired claim over, a publish that replays a stored outcome)
+KINDS = ("acquire", "renew", "release", "publish")
+#: a call that reached one of these changed (or began to change) the store
+CHANGES = frozenset({"write", "pwrite", "writev", "ftruncate", "rename", "link", "unlink", "creat", "mkdir"})
+#: points that are not a syscall of the call (a thread's first contact, a virtual sleep)
+NOT_POINTS = ("start", "sleep")
+
+
+class CallRecorder(FaultRule):
+    """Never fires; notes each op's scheduling points (serial -> kind, process, points)."""
+
+    def __init__(self):
+        super().__init__("record")
+        self.log: dict[int, dict] = {}
+
+    def matches(self, thread, call: str, seq: int, vt: int = 0) -> bool:
+        served = thread.proc.call
+        if served is not None and call not in NOT_POINTS:
+            entry = self.log.setdefault(served[0], {"serial": served[0], "f": served[1],
+                                                    "process": thread.proc.name, "points": []})
+            entry["points"].append(f"{call} {thread.path}".strip())
+        return False
+
+
+class CallPointKill(FaultRule):
+    """Kill op ``serial`` (of kind ``kind``) at its ``point``-th scheduling point (1-based)."""
+
+    def __init__(self, serial: int, kind: str, point: int):
+        super().__init__("kill")
+        self.serial, self.kind, self.point = serial, kind, point
+
+    def matches(self, thread, call: str, seq: int, vt: int = 0) -> bool:
+        served = thread.proc.call
+        if self.evidence is not None or served != (self.serial, self.kind) or call in NOT_POINTS:
+            return False
+        self.seen += 1
+        return self.seen == self.point
+
+
+def targets(calls: list[dict], kinds=KINDS) -> dict[str, dict]:
+    """Per kind, the recorded call to explore: the first one that changed the store."""
+    out = {}
+    for entry in sorted(calls, key=lambda e: e["serial"]):
+        if entry["f"] in kinds and entry["f"] not in out and any(p.split(" ")[0] in CHANGES for p in entry["points"]):
+            out[entry["f"]] = entry
+    return out
+
+
+def pick_points(n: int, limit: int | None) -> list[int]:
+    """Points 1..n, or ``limit`` of them spread evenly (first and last included)."""
+    if not limit or n <= limit:
+        return list(range(1, n + 1))
+    if limit == 1:
+        return [1]
+    return sorted({1 + round(i * (n - 1) / (limit - 1)) for i in range(limit)})
+
+
+def rules_for(task: dict):
+    """(the run's fault rules, the recorder or None) of a crash-point task's plain data."""
+    crash = task.get("crash")
+    if crash:
+        return {"kill": [CallPointKill(int(crash["serial"]), crash["kind"], int(crash["point"]))]}, None
+    recorder = CallRecorder()
+    return {"record": [recorder]}, recorder
+
+
+def explore_crash_point(task: dict) -> dict:
+    """One crash-point run (``task["crash"] = {serial, kind, point}``) or the recording run (no
+    ``crash``): plain data in and out, like ``seeds.explore_one``."""
+    from chaos.deterministic import run as det_run
+    from chaos.explore.seeds import explore_one
+
+    rules, recorder = rules_for(task)
+    out = explore_one(task, run_fn=lambda cfg: det_run.run(cfg, report=False, exact_rules=rules))
+    if recorder is not None:
+        out["calls"] = list(recorder.log.values())
+    else:
+        out["crash"] = dict(task["crash"])
+        out["killed_at"] = next((r.evidence for rs in rules.values() for r in rs if r.evidence), None)
+    return out
+
+
+def explore(config: dict, seed: int, max_points: int | None = None, kinds=KINDS, log=print) -> dict:
+    """Record, then kill each kind's explored call at each of its points; the table's rows."""
+    base = dict(config, seed=seed, depth=int(config.get("depth", 3)), points=config.get("points"),
+                name=f"{config['name']}-crash")
+    recording = explore_crash_point(dict(base, keep=True))
+    chosen = targets(recording.get("calls", []), kinds)
+    log(f"recording: seed {seed}, {len(recording.get('calls', []))} calls, {recording['points']} scheduling points; "
+        f"explored: " + ", ".join(f"{k} call #{e['serial']} ({len(e['points'])} points)" for k, e in chosen.items()))
+    rows = []
+    for kind in kinds:
+        entry = chosen.get(kind)
+        row = {"kind": kind, "serial": entry and entry["serial"], "points": entry["points"] if entry else [],
+               "runs": []}
+        rows.append(row)
+        for k in pick_points(len(row["points"]), max_points) if entry else []:
+            res = explore_crash_point(dict(base, crash={"serial": entry["serial"], "kind": kind, "point": k}))
+            row["runs"].append(res)
+            log(f"  {kind} #{entry['serial']} point {k}/{len(row['points'])} ({row['points'][k - 1]}): "
+                f"{res['verdict']}" + (f" {', '.join(res['anomalies'])}" if res["anomalies"] else "")
+                + ("" if res.get("killed_at") else "  (the kill did not land)"))
+    return {"seed": seed, "recording": recording, "rows": rows}
+
+
+def table(result: dict) -> list[str]:
+    """command kind x points reached x findings; first the recording (no kill): what it found was
+    there without a crash (its verdict is at best unknown: it asked for a kill and made none)."""
+    lines = [f"{'kind':<9} {'call':>5} {'points':>6} {'killed':>6}  verdicts / findings"]
+    rec = result.get("recording")
+    if rec:
+        lines.append(f"{'no kill':<9} {'-':>5} {'-':>6} {'-':>6}  {rec['verdict']}"
+                     + (f"; {', '.join(rec['anomalies'])}" if rec["anomalies"] else ""))
+    for row in result["rows"]:
+        runs = row["runs"]
+        killed = sum(1 for r in runs if r.get("killed_at"))
+        verdicts: dict = {}
+        for r in runs:
+            verdicts[r["verdict"]] = verdicts.get(r["verdict"], 0) + 1
+        findings: dict = {}
+        for r in runs:
+            for name in r["anomalies"]:
+                findings.setdefault(name, []).append(r["crash"]["point"])
+        text = ", ".join(f"{v} {n}" for v, n in sorted(verdicts.items())) or "no call of this kind changed the store"
+        for name, points in sorted(findings.items()):
+            text += f"; {name} at points {','.join(map(str, points))}"
+        lines.append(f"{row['kind']:<9} {str(row['serial'] or '-'):>5} {len(row['points']):>6} {killed:>6}  {text}")
+    return lines

@@ -1,0 +1,126 @@
+"""``chaos explore`` and ``chaos repro``: seeds searched on purpose, calls killed at exact points,
+a finding written as a script that shows it without the harness (docs/explore.md)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from chaos.explore import crashpoints
+from chaos.explore.seeds import DEFAULT_CONFIG, explore_one, tally
+
+EARLY_TAKEOVER = "chaos.testing.mutants:open_early_takeover"
+
+
+def _thread(proc_name: str, call):
+    return SimpleNamespace(proc=SimpleNamespace(name=proc_name, call=call), path="claims.db")
+
+
+def test_a_call_point_kill_fires_at_the_kth_syscall_point_of_that_one_call_only():
+    rule = crashpoints.CallPointKill(serial=7, kind="acquire", point=2)
+    other, mine = _thread("w0.0", (6, "read")), _thread("w1.0", (7, "acquire"))
+    assert not rule.matches(other, "write", 1)            # another call
+    assert not rule.matches(mine, "start", 1)             # not a syscall of the call
+    assert not rule.matches(mine, "lock", 2)              # its first point
+    assert not rule.matches(other, "write", 3)
+    assert rule.matches(mine, "pwrite", 4)                # its second point
+    rule.evidence = {"call": "pwrite"}
+    assert not rule.matches(mine, "write", 5)             # fires once
+
+
+def test_the_recorder_never_fires_and_the_first_changing_call_of_each_kind_is_explored():
+    rec = crashpoints.CallRecorder()
+    for call, proc in [("lock", (1, "acquire")), ("unlock", (1, "acquire")), ("lock", (2, "acquire")),
+                       ("pwrite", (2, "acquire")), ("sleep", (2, "acquire")), ("lock", (3, "renew"))]:
+        assert not rec.matches(_thread("w0.0", proc), call, 0)
+    calls = list(rec.log.values())
+    assert [c["points"] for c in calls] == [["lock claims.db", "unlock claims.db"],
+                                            ["lock claims.db", "pwrite claims.db"], ["lock claims.db"]]
+    assert {k: e["serial"] for k, e in crashpoints.targets(calls).items()} == {"acquire": 2}
+    assert crashpoints.pick_points(43, 3) == [1, 22, 43] and crashpoints.pick_points(2, 5) == [1, 2]
+
+
+@pytest.fixture(scope="module")
+def found(tmp_path_factory):
+    """One exploration seed of a planted acquire bug (found by seed 1: docs/explore.md)."""
+    store = str(tmp_path_factory.mktemp("explore"))
+    return explore_one(dict(DEFAULT_CONFIG, backend="python", factory=EARLY_TAKEOVER, store=store, name="t",
+                            seed=1, depth=1, points=None))
+
+
+def test_a_seed_that_breaks_a_rule_is_kept_with_its_exact_replay_line(found):
+    assert found["verdict"] == "invalid" and "dual_ownership:early-takeover" in found["anomalies"], found
+    assert found["reproduce"] == f"chaos run --config {os.path.join(found['run_dir'], 'test.yaml')}"
+    summary = tally([found, dict(found, seed=2, verdict="valid", anomalies=[])])
+    assert summary[1]["schedules"] == 2 and summary[1]["anomalies"]["dual_ownership:early-takeover"] == [1]
+
+
+def test_a_seed_runs_off_the_main_thread_as_a_cluster_worker_runs_it_and_a_valid_one_leaves_no_run(tmp_path):
+    import pickle
+    from concurrent.futures import ThreadPoolExecutor
+
+    assert pickle.loads(pickle.dumps(explore_one)) is explore_one    # a top-level function: it travels
+    task = dict(DEFAULT_CONFIG, store=str(tmp_path), name="ok", seed=1, depth=1, points=None, workers=2,
+                time_limit=0.5, nemesis=[])
+    with ThreadPoolExecutor(1) as pool:     # a Dask worker runs a task in a thread: no signal handler there
+        res = pool.submit(explore_one, pickle.loads(pickle.dumps(task))).result()
+    assert res["verdict"] in ("valid", "unknown") and res["run_dir"] is None, res
+    assert not os.path.exists(tmp_path / "ok")
+
+
+def test_repro_writes_a_script_that_shows_the_finding_and_not_on_the_correct_backend(found, tmp_path):
+    res = subprocess.run([sys.executable, "-m", "chaos.cli", "repro", found["run_dir"]], capture_output=True,
+                         text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    out = os.path.join(found["run_dir"], "repro", "dual_ownership-overlapping-leases")
+    data = json.load(open(os.path.join(out, "data.json")))
+    assert 2 <= len(data["calls"]) <= 10 and os.path.isfile(os.path.join(out, "README.md"))
+    script = open(os.path.join(out, "repro.py")).read()
+    imports = [line for line in script.splitlines() if line.startswith(("import ", "from "))]
+    assert imports and not [line for line in imports if "chaos" in line or "backends" in line], imports
+    shown = subprocess.run(["sh", os.path.join(out, "repro.sh")], capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0 and "SHOWN" in shown.stdout
+    fixed = dict(data, factory="backends.sqlite:open_backend")   # the same calls on the correct class
+    not_shown = subprocess.run([sys.executable, os.path.join(out, "repro.py")], input=json.dumps(fixed),
+                               capture_output=True, text=True, timeout=120)
+    assert not_shown.returncode == 1 and "NOT SHOWN" in not_shown.stdout
+
+
+def test_a_kill_at_a_recorded_point_lands_on_that_call_there(tmp_path_factory):
+    # a short store path: the scheduler's socket lives under the run's tmp/ (a unix socket path is short)
+    base = dict(DEFAULT_CONFIG, store=str(tmp_path_factory.mktemp("k")), name="c", seed=1, depth=3, points=None, workers=2,
+                time_limit=0.5, nemesis=["kill"], keep=False)
+    recording = crashpoints.explore_crash_point(base)
+    entry = crashpoints.targets(recording["calls"])["acquire"]
+    res = crashpoints.explore_crash_point(dict(base, crash={"serial": entry["serial"], "kind": "acquire", "point": 2}))
+    at = res["killed_at"]
+    assert at and at["process"] == entry["process"] and f"{at['call']} {at['path']}".strip() == entry["points"][1]
+    assert res["verdict"] in ("valid", "unknown"), res     # the correct sqlite store recovers
+
+
+def test_explore_refuses_bad_input_in_one_line(tmp_path):
+    for argv in (["explore"], ["explore", "--seeds", "2", "--depth", "x"], ["explore", "--seeds", "1",
+                                                                          "--backend", "postgres"]):
+        res = subprocess.run([sys.executable, "-m", "chaos.cli", *argv, "--store", str(tmp_path)],
+                             capture_output=True, text=True, timeout=60)
+        assert res.returncode == 254 and len(res.stderr.strip().splitlines()) == 1, (argv, res.stderr)
+
+
+def test_the_docs_show_the_tables_the_commands_print():
+    """docs/explore.md's outputs are real runs; their table layouts must stay what the code prints."""
+    from chaos.explore.seeds import render
+
+    doc = open(os.path.join(os.path.dirname(__file__), "..", "docs", "explore.md")).read()
+    header = crashpoints.table({"rows": []})[0]
+    row = {"kind": "acquire", "serial": 4, "points": ["lock claims.db"] * 43,
+           "runs": [{"verdict": "valid", "anomalies": [], "killed_at": {"call": "lock"}, "crash": {"point": k}}
+                    for k in (1, 43)]}
+    assert header in doc and crashpoints.table({"rows": [row]})[-1] in doc
+    summary = tally([{"seed": s, "depth": 3, "verdict": "invalid" if s == 3 else "valid",
+                      "anomalies": ["stale_write:stale-fence-accepted"] if s == 3 else []} for s in (1, 2, 3, 4)])
+    assert all(line in doc for line in render(summary)), render(summary)
