@@ -1,0 +1,210 @@
+"""Fan a campaign's items out over a Dask distributed cluster, results as they complete.
+
+``fan_out(fn, items)`` runs ``fn(item)`` for every item on a cluster and yields
+``(item, result)`` in completion order, so a campaign report can grow while
+the slow items still run. ``fn`` must be a top-level (importable, picklable)
+function of one plain-data item: the workers are separate processes, possibly
+on other machines.
+
+- ``scheduler=None``: a ``LocalCluster`` on this machine (worker processes, one
+  thread each, every core unless ``workers=N``), listening on loopback only,
+  closed when the iterator ends, is closed, or is interrupted (Ctrl-C).
+- ``scheduler="tcp://host:port"``: a cluster someone else runs
+  (``dask-scheduler`` + ``dask-worker``); it is left running.
+- ``shard=(i, n)``: keep only the items whose index is ``i`` mod ``n``
+  (0-based ``i``; ``parse_shard`` reads the CLI's 1-based ``i/n``), for CI
+  systems that run their own matrix.
+
+An item never disappears: if ``fn`` raises, or the workers running it die
+(the local cluster runs an item again once after its worker died, then gives
+up), the item's result is an ``ItemError`` saying why. A remote scheduler
+applies its own retry setting (``distributed.scheduler.allowed-failures``,
+3 by default) before it gives up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator
+
+from chaos.errors import UsageError
+
+CONNECT_TIMEOUT_S = 10.0
+# a worker's exit must not be read as the end of the campaign: bounded waits for the close
+CLOSE_TIMEOUT_S = 20.0
+REAP_TIMEOUT_S = 5.0
+
+
+@dataclass(frozen=True)
+class ItemError:
+    """The result of an item that produced none: ``fn`` raised, or its worker died."""
+
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def parse_shard(text: str, flag: str = "--shard") -> tuple[int, int]:
+    """``"i/n"`` (1-based, 1 <= i <= n) -> the 0-based ``(i - 1, n)`` that ``fan_out`` takes."""
+    m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text or "")
+    if not m:
+        raise UsageError(f"{flag} {text!r}: expected i/n, e.g. 1/4 (shard i of n, counting from 1)")
+    i, n = int(m.group(1)), int(m.group(2))
+    if n < 1 or not 1 <= i <= n:
+        raise UsageError(f"{flag} {text}: i must be between 1 and n (n >= 1)")
+    return i - 1, n
+
+
+def shard_of(items: Iterable, shard: tuple[int, int] | None) -> list:
+    """The items whose index is ``i`` mod ``n`` (all of them when ``shard`` is None)."""
+    items = list(items)
+    if shard is None:
+        return items
+    i, n = shard
+    if not (isinstance(i, int) and isinstance(n, int) and n >= 1 and 0 <= i < n):
+        raise UsageError(f"shard {shard!r}: expected (i, n) with 0 <= i < n")
+    return items[i::n]
+
+
+def check_scheduler_address(address: str) -> None:
+    if not re.fullmatch(r"(tcp|tls)://[^\s/:]+:\d{1,5}", address or ""):
+        raise UsageError(f"--scheduler {address!r}: expected tcp://host:port")
+
+
+def fan_out(fn: Callable[[Any], Any], items: Iterable, *, scheduler: str | None = None,
+            workers: int | None = None, shard: tuple[int, int] | None = None) -> Iterator[tuple[Any, Any]]:
+    """Yield ``(item, fn(item))`` as each completes (``ItemError`` for an item that failed)."""
+    chosen = shard_of(items, shard)
+    if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 1):
+        raise UsageError(f"--workers {workers!r}: expected a positive integer")
+    if scheduler is not None:
+        check_scheduler_address(scheduler)
+    return _fan_out(fn, chosen, scheduler, workers)
+
+
+def _fan_out(fn, items: list, scheduler: str | None, workers: int | None):
+    if not items:
+        return
+    with _quiet_dask(), _cluster(scheduler, workers, len(items)) as client:
+        from distributed import as_completed
+
+        futures = {}
+        for index, item in enumerate(items):
+            futures[client.submit(fn, item, key=f"item-{index}", pure=False)] = item
+        for future in as_completed(futures, loop=client.loop):
+            yield futures[future], _result_of(future)
+            future.release()
+
+
+def _result_of(future) -> Any:
+    from distributed import KilledWorker
+
+    if future.status == "finished":
+        return future.result()
+    try:
+        error = future.exception()
+    except Exception as e:  # cancelled: the scheduler lost it
+        error = e
+    if isinstance(error, KilledWorker):
+        return ItemError("the worker running this item died (its process exited or was killed), "
+                         "and so did the one that ran it again")
+    return ItemError(f"{type(error).__name__}: {error}")
+
+
+@contextlib.contextmanager
+def _cluster(scheduler: str | None, workers: int | None, item_count: int):
+    import dask
+    from distributed import Client, LocalCluster
+
+    if scheduler is not None:
+        try:
+            client = Client(scheduler, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
+        except (OSError, TimeoutError) as e:
+            raise UsageError(f"--scheduler {scheduler}: cannot reach a Dask scheduler ({_one_line(e)})") from None
+        try:
+            yield client
+        finally:
+            client.close(timeout=CLOSE_TIMEOUT_S)
+        return
+    n = workers or os.cpu_count() or 1
+    n = min(n, item_count)  # an idle worker is only start-up time
+    before = _descendants()
+    cluster = client = None
+    # allowed-failures 1: an item whose worker died is run once more elsewhere (a bystander that
+    # shared the dying worker gets its result), and an item that kills its worker again gets an
+    # ItemError instead of taking down worker after worker; worker-saturation 1.0 and no stealing:
+    # a one-thread worker holds one item at a time, so a death touches as few items as it can
+    settings = {"distributed.scheduler.allowed-failures": 1, "distributed.scheduler.worker-saturation": 1.0,
+                "distributed.scheduler.work-stealing": False}
+    try:
+        with dask.config.set(settings):
+            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                   dashboard_address=None, memory_limit=0, silence_logs=logging.CRITICAL)
+            client = Client(cluster, set_as_default=False)
+            yield client
+    finally:
+        # what the cluster started, taken before the close so a worker's children are still known
+        started = {p for p in _descendants() - before if p.pid != _resource_tracker_pid()}
+        for closable in (client, cluster):
+            if closable is not None:
+                with contextlib.suppress(Exception):
+                    closable.close(timeout=CLOSE_TIMEOUT_S)
+        _reap(started)
+
+
+def _descendants() -> set:
+    import psutil
+
+    try:
+        return set(psutil.Process().children(recursive=True))
+    except psutil.Error:
+        return set()
+
+
+def _resource_tracker_pid() -> int | None:
+    """The pid of multiprocessing's resource tracker, which the first spawned worker starts but
+    which belongs to this process (it ignores SIGTERM and ends when this process does)."""
+    from multiprocessing import resource_tracker
+
+    return getattr(getattr(resource_tracker, "_resource_tracker", None), "_pid", None)
+
+
+def _reap(processes: set) -> None:
+    """Terminate, then kill, whatever the cluster started and its close left behind (by pid;
+    psutil refuses a pid that was reused since it was listed)."""
+    import psutil
+
+    alive = [p for p in processes if p.is_running()]
+    if not alive:
+        return
+    for sig in ("terminate", "kill"):
+        for p in alive:
+            with contextlib.suppress(psutil.Error):
+                getattr(p, sig)()
+        _, alive = psutil.wait_procs(alive, timeout=REAP_TIMEOUT_S)
+        if not alive:
+            return
+
+
+@contextlib.contextmanager
+def _quiet_dask():
+    """Dask logs every worker start, death and close; a campaign prints its own rows."""
+    loggers = [logging.getLogger(n) for n in ("distributed", "tornado")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
+
+
+def _one_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return (text[0] if text else type(error).__name__)[:200]
