@@ -143,8 +143,11 @@ def _cluster(scheduler: str | None, workers: int | None, item_count: int):
                 "distributed.scheduler.work-stealing": False}
     try:
         with dask.config.set(settings):
+            # the scheduler's health/metrics HTTP server is always on; a free loopback port, not
+            # 8787, so two campaigns side by side neither collide nor warn
             cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                   dashboard_address=None, memory_limit=0, silence_logs=logging.CRITICAL)
+                                   dashboard_address=None, scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+                                   memory_limit=0, silence_logs=logging.CRITICAL)
             client = Client(cluster, set_as_default=False)
             yield client
     finally:

@@ -55,12 +55,14 @@ def findings_of(results: dict) -> dict:
 class CampaignReport:
     """Appends each run to ``runs.jsonl`` and keeps ``campaign.md`` current."""
 
-    def __init__(self, directory: str, title: str, about: list[str], planned: int):
+    def __init__(self, directory: str, title: str, about: list[str], planned: int,
+                 started: float | None = None, started_utc: str | None = None):
+        """``started``: the campaign's ``time.monotonic()`` start, when it began before its first result."""
         self.directory, self.title, self.about, self.planned = directory, title, about, planned
         os.makedirs(directory, exist_ok=True)
         self.records: list[SeedRecord] = []
-        self.started = time.monotonic()
-        self.started_utc = _utc()
+        self.started = time.monotonic() if started is None else started
+        self.started_utc = started_utc or utc_now()
         self._written_at = 0.0
         self._jsonl = open(os.path.join(directory, "runs.jsonl"), "a", encoding="utf-8")
         self.summary_path = os.path.join(directory, "campaign.md")
@@ -156,5 +158,5 @@ def _cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")[:300]
 
 
-def _utc() -> str:
+def utc_now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

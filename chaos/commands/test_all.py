@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 
 from backends import safeload
 from chaos.campaign.fanout import check_scheduler_address, fan_out, parse_shard, shard_of
-from chaos.campaign.report import CampaignReport, SeedRecord, findings_of
+from chaos.campaign.report import CampaignReport, SeedRecord, findings_of, utc_now
 from chaos.commands.run import MAX_SECONDS
 from chaos.errors import ExitCode, UsageError, worst
 from chaos.store import check_name, writable_dir
@@ -326,18 +326,21 @@ def run(args: argparse.Namespace) -> int:
     name = str(matrix.get("name", "matrix")) + (f"-shard{shard[0] + 1}of{shard[1]}" if shard else "")
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     about = [f"matrix {os.path.abspath(args.matrix)}{of}", f"engine: {engine or 'one run at a time'}"]
-    campaign = CampaignReport(os.path.join(store, "campaigns", f"{name}-{stamp}"), f"chaos test-all {name}",
-                              about, len(requests))
+    started, started_utc = time.monotonic(), utc_now()
+    campaign = None  # made with the first result: a cluster that never answered leaves no empty report
     outcomes = []
     ending = "interrupted"
     try:
         for req, o in _outcomes(requests, args):
+            if campaign is None:
+                campaign = CampaignReport(os.path.join(store, "campaigns", f"{name}-{stamp}"),
+                                          f"chaos test-all {name}", about, len(requests), started, started_utc)
             outcomes.append(o)
             campaign.add(_record(o, campaign.elapsed()))
             _print_row(o)
         ending = "complete"
     finally:
-        summary = campaign.close(ending)
+        summary = campaign.close(ending) if campaign else "(no runs)"
     code = worst(o.exit_code for o in outcomes) if outcomes else ExitCode.VALID
     order = {id(r): i for i, r in enumerate(requests)}
     outcomes.sort(key=lambda o: order.get(id(o.request), 0))
