@@ -31,8 +31,10 @@ crash > usage > invalid > unknown > valid).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -326,29 +328,56 @@ def run(args: argparse.Namespace) -> int:
     name = str(matrix.get("name", "matrix")) + (f"-shard{shard[0] + 1}of{shard[1]}" if shard else "")
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     about = [f"matrix {os.path.abspath(args.matrix)}{of}", f"engine: {engine or 'one run at a time'}"]
-    started, started_utc = time.monotonic(), utc_now()
-    campaign = None  # made with the first result: a cluster that never answered leaves no empty report
-    outcomes = []
-    ending = "interrupted"
-    try:
-        for req, o in _outcomes(requests, args):
-            if campaign is None:
-                campaign = CampaignReport(os.path.join(store, "campaigns", f"{name}-{stamp}"),
-                                          f"chaos test-all {name}", about, len(requests), started, started_utc)
-            outcomes.append(o)
-            campaign.add(_record(o, campaign.elapsed()))
-            _print_row(o)
-        ending = "complete"
-    finally:
-        summary = campaign.close(ending) if campaign else "(no runs)"
+    where = os.path.join(store, "campaigns", f"{name}-{stamp}")
+    outcomes, summary, interrupted = _stream(requests, args, lambda started, started_utc: CampaignReport(
+        where, f"chaos test-all {name}", about, len(requests), started, started_utc))
     code = worst(o.exit_code for o in outcomes) if outcomes else ExitCode.VALID
     order = {id(r): i for i, r in enumerate(requests)}
     outcomes.sort(key=lambda o: order.get(id(o.request), 0))
     path = _write_matrix_junit(args, matrix, outcomes, f"{name}-{stamp}")
     counts = {v: sum(o.verdict == v for o in outcomes) for v in sorted({o.verdict for o in outcomes})}
     print(f"\n{', '.join(f'{n} {v}' for v, n in counts.items()) or 'no runs'}; junit: {path}; campaign: {summary}; "
-          f"exit {int(code)} ({code.name.lower()})")
+          + (str(interrupted) if interrupted else f"exit {int(code)} ({code.name.lower()})"), flush=True)
+    if interrupted:
+        raise KeyboardInterrupt
     return int(code)
+
+
+def _stream(requests: list[RunRequest], args, open_report) -> tuple[list, str, str | None]:
+    """Run every request, each outcome into the campaign report as it arrives; returns the outcomes,
+    the summary's path and, after a Ctrl-C, how far the campaign got (the caller re-raises)."""
+    started, started_utc = time.monotonic(), utc_now()
+    campaign = None  # made with the first result: a cluster that never answered leaves no empty report
+    outcomes, interrupted = [], None
+    try:  # closing: a Ctrl-C between two results still closes the cluster before the report is written
+        with _sigterm_as_ctrl_c(), contextlib.closing(_outcomes(requests, args)) as results:
+            for _, o in results:
+                campaign = campaign or open_report(started, started_utc)
+                outcomes.append(o)
+                campaign.add(_record(o, campaign.elapsed()))
+                _print_row(o)
+    except KeyboardInterrupt:  # what finished is reported (campaign and JUnit), then the exit is 130
+        interrupted = f"interrupted after {len(outcomes)} of {len(requests)} runs"
+    summary = campaign.close(interrupted or "complete") if campaign else "(no runs)"
+    return outcomes, summary, interrupted
+
+
+@contextlib.contextmanager
+def _sigterm_as_ctrl_c():
+    """SIGTERM stops a campaign as Ctrl-C does (cluster closed, report written, exit 130), not
+    mid-write with its workers left behind."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    try:
+        old = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread: signals are not ours to take
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
 
 
 def _engine(args) -> str | None:
