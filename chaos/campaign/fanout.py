@@ -36,6 +36,10 @@ from chaos.errors import UsageError
 CONNECT_TIMEOUT_S = 10.0
 # a worker's exit must not be read as the end of the campaign: bounded waits for the close
 CLOSE_TIMEOUT_S = 20.0
+RESUBMITS = 3  # times an item the cluster lost or cancelled (not a failure of its own) is run again
+# a loaded machine answers slowly: dask's 30 s connect/heartbeat timeouts made a client reconnect
+# mid-campaign (and the scheduler then dropped its every future)
+PATIENT_COMMS = {"distributed.comm.timeouts.connect": "180s", "distributed.comm.timeouts.tcp": "180s"}
 REAP_TIMEOUT_S = 5.0
 
 
@@ -93,12 +97,22 @@ def _fan_out(fn, items: list, scheduler: str | None, workers: int | None):
     with _quiet_dask(), _cluster(scheduler, workers, len(items)) as client:
         from distributed import as_completed
 
-        futures = {}
+        futures, resubmitted = {}, [0] * len(items)
         for index, item in enumerate(items):
-            futures[client.submit(fn, item, key=f"item-{index}", pure=False)] = item
-        for future in as_completed(futures, loop=client.loop):
-            yield futures[future], _result_of(future)
-            future.release()
+            futures[client.submit(fn, item, key=f"item-{index}", pure=False)] = index
+        pending = as_completed(futures, loop=client.loop)
+        for future in pending:
+            index = futures.pop(future)
+            if future.status in ("cancelled", "lost") and resubmitted[index] < RESUBMITS:
+                # lost: its result was on a worker that died before it was fetched; cancelled: the
+                # client lost its scheduler connection (seen on a heavily loaded machine) and the
+                # cluster dropped every future. Not the item's failure: run it again
+                resubmitted[index] += 1
+                again = client.submit(fn, items[index], key=f"item-{index}-again{resubmitted[index]}", pure=False)
+                futures[again] = index
+                pending.add(again)
+                continue
+            yield items[index], _result_of(future)
 
 
 def _result_of(future) -> Any:
@@ -106,10 +120,9 @@ def _result_of(future) -> Any:
 
     if future.status == "finished":
         return future.result()
-    try:
-        error = future.exception()
-    except Exception as e:  # cancelled: the scheduler lost it
-        error = e
+    if future.status != "error":
+        return ItemError(f"the cluster gave no result (the item's future is {future.status})")
+    error = future.exception()
     if isinstance(error, KilledWorker):
         return ItemError("the worker running this item died (its process exited or was killed), "
                          "and so did the one that ran it again")
@@ -122,14 +135,15 @@ def _cluster(scheduler: str | None, workers: int | None, item_count: int):
     from distributed import Client, LocalCluster
 
     if scheduler is not None:
-        try:
-            client = Client(scheduler, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
-        except (OSError, TimeoutError) as e:
-            raise UsageError(f"--scheduler {scheduler}: cannot reach a Dask scheduler ({_one_line(e)})") from None
-        try:
-            yield client
-        finally:
-            client.close(timeout=CLOSE_TIMEOUT_S)
+        with dask.config.set(PATIENT_COMMS):
+            try:
+                client = Client(scheduler, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
+            except (OSError, TimeoutError) as e:
+                raise UsageError(f"--scheduler {scheduler}: cannot reach a Dask scheduler ({_one_line(e)})") from None
+            try:
+                yield client
+            finally:
+                client.close(timeout=CLOSE_TIMEOUT_S)
         return
     n = workers or os.cpu_count() or 1
     n = min(n, item_count)  # an idle worker is only start-up time
@@ -140,7 +154,7 @@ def _cluster(scheduler: str | None, workers: int | None, item_count: int):
     # ItemError instead of taking down worker after worker; worker-saturation 1.0 and no stealing:
     # a one-thread worker holds one item at a time, so a death touches as few items as it can
     settings = {"distributed.scheduler.allowed-failures": 1, "distributed.scheduler.worker-saturation": 1.0,
-                "distributed.scheduler.work-stealing": False}
+                "distributed.scheduler.work-stealing": False, **PATIENT_COMMS}
     try:
         with dask.config.set(settings):
             # the scheduler's health/metrics HTTP server is always on; a free loopback port, not

@@ -36,7 +36,7 @@ class SeedRecord:
     run_s: float = 0.0        # the run's own wall time
     done_at_s: float = 0.0    # campaign time at which its result arrived
     run_dir: str | None = None
-    error: str | None = None  # why there is no run directory (crash, lost worker, timeout)
+    error: str | None = None  # why it crashed or has no run directory (the last line it printed, a lost worker)
 
     @property
     def group(self) -> tuple[str, str, str]:
@@ -122,7 +122,7 @@ def render(report: CampaignReport, final: bool, ending: str) -> str:
         lines += ["| backend | workload | nemeses | seed | verdict | findings | run s | done at s | run dir |",
                   "|---|---|---|---:|---|---|---:|---:|---|"]
         for r in bad:
-            where = r.run_dir or f"(none: {r.error})"
+            where = " ".join(x for x in (r.run_dir or "(no run dir)", f"({r.error})" if r.error else "") if x)
             lines.append(f"| {r.backend} | {r.workload} | {r.nemeses} | {r.seed} | {r.verdict} | "
                          f"{_findings(Counter(r.findings))} | {r.run_s:.1f} | {r.done_at_s:.1f} | {_cell(where)} |")
     else:

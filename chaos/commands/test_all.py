@@ -424,7 +424,7 @@ def _print_row(o: RunOutcome) -> None:
     ops = (o.results.get("stats") or {}).get("ops", "-")
     print(ROW.format(_label(req), ",".join(req.nemesis) or "none", req.seed, o.verdict, ops, f"{o.wall_s:.1f}",
                      o.run_dir or f"(no run dir: exit {o.exit_code})"), flush=True)
-    if not o.run_dir and o.output.strip():
+    if (not o.run_dir or o.verdict == "crashed") and o.output.strip():
         print("    " + o.output.strip().splitlines()[-1], flush=True)
     if o.verdict == "unknown":  # the row alone does not say why the run proved nothing
         for note in (o.results.get("notes") or [])[:3]:
@@ -438,7 +438,8 @@ def _record(o: RunOutcome, done_at: float) -> SeedRecord:
                       seed=req.seed, verdict=o.verdict, exit_code=o.exit_code, findings=findings_of(o.results),
                       ops=(o.results.get("stats") or {}).get("ops"), run_s=round(o.wall_s, 3),
                       done_at_s=round(done_at, 3), run_dir=o.run_dir,
-                      error=None if o.run_dir else (lines[-1][:300] if lines else f"exit {o.exit_code}"))
+                      error=None if o.run_dir and o.verdict != "crashed" else
+                      (lines[-1][:300] if lines else f"exit {o.exit_code}"))
 
 
 def _check_output_file(path: str, flag: str) -> None:
