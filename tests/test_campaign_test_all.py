@@ -101,13 +101,17 @@ def test_an_unreachable_scheduler_is_one_line_and_254(tmp_path, capsys, monkeypa
     assert not os.path.exists(tmp_path / "campaigns")  # nothing ran, so no campaign report
 
 
-def test_a_campaign_on_a_separately_started_scheduler(tmp_path, capsys):
+def test_a_campaign_on_a_separately_started_scheduler(tmp_path, capsys, monkeypatch):
     address_file = tmp_path / "scheduler.json"
     started = []
     try:
         started.append(_start([DASK, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
                                "--scheduler-file", str(address_file)], tmp_path / "scheduler.log"))
         address = _wait_for_address(address_file, started[0])
+        monkeypatch.setattr(fanout, "NO_WORKER_S", 2.0)  # a cluster without workers: an error, not a hang
+        assert list(fanout.fan_out(abs, [-1], scheduler=address)) == [
+            (-1, fanout.ItemError("no cluster worker for 2 s: never ran"))]
+        monkeypatch.undo()
         started.append(_start([DASK, "worker", address, "--host", "127.0.0.1", "--nworkers", "1",
                                "--nthreads", "1", "--no-dashboard"], tmp_path / "worker.log"))
         one_seed = TINY.replace("backends: [sqlite, {backend: python, factory: \"chaos.testing.planted:open_takeover\"}]",

@@ -15,11 +15,13 @@ on other machines.
   (0-based ``i``; ``parse_shard`` reads the CLI's 1-based ``i/n``), for CI
   systems that run their own matrix.
 
-An item never disappears: if ``fn`` raises, or the workers running it die
-(the local cluster runs an item again once after its worker died, then gives
-up), the item's result is an ``ItemError`` saying why. A remote scheduler
-applies its own retry setting (``distributed.scheduler.allowed-failures``,
-3 by default) before it gives up.
+An item never disappears: if ``fn`` raises, the item's result is an
+``ItemError`` saying why. If its worker dies under it, or the cluster loses or
+drops it, it is submitted again, up to ``RESUBMITS`` times, then it is an
+``ItemError`` too (so an item that kills its worker takes down three workers,
+which the local cluster restarts, not all of them). A remote scheduler adds
+its own retries first (``distributed.scheduler.allowed-failures``, 3 by
+default).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import contextlib
 import logging
 import os
 import re
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
@@ -36,7 +39,9 @@ from chaos.errors import UsageError
 CONNECT_TIMEOUT_S = 10.0
 # a worker's exit must not be read as the end of the campaign: bounded waits for the close
 CLOSE_TIMEOUT_S = 20.0
-RESUBMITS = 3  # times an item the cluster lost or cancelled (not a failure of its own) is run again
+NO_WORKER_S = 180.0  # a cluster with no worker this long gives its waiting items an ItemError
+POLL_S = 0.5
+RESUBMITS = 2  # times an item is run again after its worker died or the cluster lost or dropped it
 # a loaded machine answers slowly: dask's 30 s connect/heartbeat timeouts made a client reconnect
 # mid-campaign (and the scheduler then dropped its every future)
 PATIENT_COMMS = {"distributed.comm.timeouts.connect": "180s", "distributed.comm.timeouts.tcp": "180s"}
@@ -97,36 +102,66 @@ def _fan_out(fn, items: list, scheduler: str | None, workers: int | None):
     with _quiet_dask(), _cluster(scheduler, workers, len(items)) as client:
         from distributed import as_completed
 
-        futures, resubmitted = {}, [0] * len(items)
+        futures, attempts = {}, [1] * len(items)
         for index, item in enumerate(items):
             futures[client.submit(fn, item, key=f"item-{index}", pure=False)] = index
         pending = as_completed(futures, loop=client.loop)
-        for future in pending:
-            index = futures.pop(future)
-            if future.status in ("cancelled", "lost") and resubmitted[index] < RESUBMITS:
-                # lost: its result was on a worker that died before it was fetched; cancelled: the
-                # client lost its scheduler connection (seen on a heavily loaded machine) and the
-                # cluster dropped every future. Not the item's failure: run it again
-                resubmitted[index] += 1
-                again = client.submit(fn, items[index], key=f"item-{index}-again{resubmitted[index]}", pure=False)
-                futures[again] = index
-                pending.add(again)
+        no_worker_since = None
+        while not pending.is_empty():
+            if not pending.has_ready():
+                no_worker_since = None if _worker_count(client) else (no_worker_since or time.monotonic())
+                if no_worker_since is not None and time.monotonic() - no_worker_since > NO_WORKER_S:
+                    # a worker whose restart failed is never restarted again: with none left the
+                    # items would wait forever
+                    for index in futures.values():
+                        yield items[index], ItemError(f"no cluster worker for {NO_WORKER_S:.0f} s: never ran")
+                    return
+                time.sleep(POLL_S)
                 continue
-            yield items[index], _result_of(future)
+            for future in pending.next_batch(block=False):
+                index = futures.pop(future)
+                kind, value = _outcome(future)
+                if kind == "again" and attempts[index] <= RESUBMITS:
+                    attempts[index] += 1
+                    again = client.submit(fn, items[index], key=f"item-{index}-try{attempts[index]}", pure=False)
+                    futures[again] = index
+                    pending.add(again)
+                    continue
+                if kind == "again":
+                    value = ItemError(f"{value}, on each of {attempts[index]} tries")
+                yield items[index], value
 
 
-def _result_of(future) -> Any:
+def _worker_count(client) -> int:
+    try:
+        return len(client.scheduler_info().get("workers") or {})
+    except Exception:  # the scheduler did not answer this time: not evidence of no workers
+        return 1
+
+
+def _outcome(future) -> tuple[str, Any]:
+    """``("done", result or ItemError)``, or ``("again", why)`` when the item itself did not fail:
+    its worker died under it (a dying worker also takes the result it held, and whatever the
+    scheduler had just moved to it), the cluster lost its result, or the client lost its scheduler
+    connection (seen at load 28: the cluster then drops every future)."""
+    import asyncio
+
     from distributed import KilledWorker
 
-    if future.status == "finished":
-        return future.result()
-    if future.status != "error":
-        return ItemError(f"the cluster gave no result (the item's future is {future.status})")
-    error = future.exception()
+    died = "the worker running this item died (its process exited or was killed)"
+    try:
+        if future.status == "finished":
+            return "done", future.result()
+        error = future.exception() if future.status == "error" else None
+    except KilledWorker:  # finished when asked, then lost with its worker and rerun there
+        return "again", died
+    except (Exception, asyncio.CancelledError):  # the status moved on between the check and the fetch
+        error = None
     if isinstance(error, KilledWorker):
-        return ItemError("the worker running this item died (its process exited or was killed), "
-                         "and so did the one that ran it again")
-    return ItemError(f"{type(error).__name__}: {error}")
+        return "again", died
+    if error is not None:
+        return "done", ItemError(f"{type(error).__name__}: {error}")
+    return "again", f"the cluster gave no result (the item's future is {future.status})"
 
 
 @contextlib.contextmanager
@@ -149,11 +184,10 @@ def _cluster(scheduler: str | None, workers: int | None, item_count: int):
     n = min(n, item_count)  # an idle worker is only start-up time
     before = _descendants()
     cluster = client = None
-    # allowed-failures 1: an item whose worker died is run once more elsewhere (a bystander that
-    # shared the dying worker gets its result), and an item that kills its worker again gets an
-    # ItemError instead of taking down worker after worker; worker-saturation 1.0 and no stealing:
-    # a one-thread worker holds one item at a time, so a death touches as few items as it can
-    settings = {"distributed.scheduler.allowed-failures": 1, "distributed.scheduler.worker-saturation": 1.0,
+    # allowed-failures 0: dask's own retry (which counts every item on a dying worker, bystanders
+    # too) is replaced by fan_out's resubmission; worker-saturation 1.0 and no stealing: a
+    # one-thread worker holds one item at a time, so a death touches as few items as it can
+    settings = {"distributed.scheduler.allowed-failures": 0, "distributed.scheduler.worker-saturation": 1.0,
                 "distributed.scheduler.work-stealing": False, **PATIENT_COMMS}
     try:
         with dask.config.set(settings):
