@@ -37,13 +37,12 @@ from typing import Any, Callable, Iterable, Iterator
 from chaos.errors import UsageError
 
 CONNECT_TIMEOUT_S = 10.0
-# a worker's exit must not be read as the end of the campaign: bounded waits for the close
-CLOSE_TIMEOUT_S = 20.0
+CLOSE_TIMEOUT_S = 20.0  # closing the client and the cluster is bounded; _reap ends what outlives it
 NO_WORKER_S = 180.0  # a cluster with no worker this long gives its waiting items an ItemError
 POLL_S = 0.5
 RESUBMITS = 2  # times an item is run again after its worker died or the cluster lost or dropped it
-# a loaded machine answers slowly: dask's 30 s connect/heartbeat timeouts made a client reconnect
-# mid-campaign (and the scheduler then dropped its every future)
+# a loaded machine answers slowly: at load 28 a client reconnected mid-campaign (the scheduler then
+# dropped its every future), most likely after dask's 30 s comm timeouts; be more patient
 PATIENT_COMMS = {"distributed.comm.timeouts.connect": "180s", "distributed.comm.timeouts.tcp": "180s"}
 REAP_TIMEOUT_S = 5.0
 
