@@ -16,10 +16,11 @@ on other machines.
   systems that run their own matrix.
 
 An item never disappears: if ``fn`` raises, the item's result is an
-``ItemError`` saying why. If its worker dies under it, or the cluster loses or
-drops it, it is submitted again, up to ``RESUBMITS`` times, then it is an
-``ItemError`` too (so an item that kills its worker takes down three workers,
-which the local cluster restarts, not all of them). A remote scheduler adds
+``ItemError`` saying why. If its worker dies under it (twice more at most), or
+the cluster loses or drops its result (ten times more at most), it is
+submitted again (``RESUBMITS``); beyond that it is an ``ItemError`` too, and
+so are the items still waiting when the cluster has had no worker for
+``NO_WORKER_S``. A remote scheduler adds
 its own retries first (``distributed.scheduler.allowed-failures``, 3 by
 default).
 """
@@ -40,7 +41,10 @@ CONNECT_TIMEOUT_S = 10.0
 CLOSE_TIMEOUT_S = 20.0  # closing the client and the cluster is bounded; _reap ends what outlives it
 NO_WORKER_S = 180.0  # a cluster with no worker this long gives its waiting items an ItemError
 POLL_S = 0.5
-RESUBMITS = 2  # times an item is run again after its worker died or the cluster lost or dropped it
+# times an item is run again: after its worker died under it (so an item that kills its worker
+# takes down three, not all), and after the cluster lost its result or dropped it (not the item's
+# doing: a crasher's dying worker takes the finished results it still held)
+RESUBMITS = {"died": 2, "lost": 10}
 # a loaded machine answers slowly: at load 28 a client reconnected mid-campaign (the scheduler then
 # dropped its every future), most likely after dask's 30 s comm timeouts; be more patient
 PATIENT_COMMS = {"distributed.comm.timeouts.connect": "180s", "distributed.comm.timeouts.tcp": "180s"}
@@ -101,7 +105,7 @@ def _fan_out(fn, items: list, scheduler: str | None, workers: int | None):
     with _quiet_dask(), _cluster(scheduler, workers, len(items)) as client:
         from distributed import as_completed
 
-        futures, attempts = {}, [1] * len(items)
+        futures, attempts = {}, [{"died": 0, "lost": 0} for _ in items]
         for index, item in enumerate(items):
             futures[client.submit(fn, item, key=f"item-{index}", pure=False)] = index
         pending = as_completed(futures, loop=client.loop)
@@ -120,14 +124,16 @@ def _fan_out(fn, items: list, scheduler: str | None, workers: int | None):
             for future in pending.next_batch(block=False):
                 index = futures.pop(future)
                 kind, value = _outcome(future)
-                if kind == "again" and attempts[index] <= RESUBMITS:
-                    attempts[index] += 1
-                    again = client.submit(fn, items[index], key=f"item-{index}-try{attempts[index]}", pure=False)
-                    futures[again] = index
-                    pending.add(again)
-                    continue
-                if kind == "again":
-                    value = ItemError(f"{value}, on each of {attempts[index]} tries")
+                tries = attempts[index]
+                if kind in tries:
+                    tries[kind] += 1
+                    if tries[kind] <= RESUBMITS[kind]:
+                        again = client.submit(fn, items[index], pure=False,
+                                              key=f"item-{index}-try{sum(tries.values()) + 1}")
+                        futures[again] = index
+                        pending.add(again)
+                        continue
+                    value = ItemError(f"{value}, {tries[kind]} times")
                 yield items[index], value
 
 
@@ -139,10 +145,9 @@ def _worker_count(client) -> int:
 
 
 def _outcome(future) -> tuple[str, Any]:
-    """``("done", result or ItemError)``, or ``("again", why)`` when the item itself did not fail:
-    its worker died under it (a dying worker also takes the result it held, and whatever the
-    scheduler had just moved to it), the cluster lost its result, or the client lost its scheduler
-    connection (seen at load 28: the cluster then drops every future)."""
+    """``("done", result or ItemError)``; or ``("died", why)``: its worker died under it; or
+    ``("lost", why)``: the cluster lost its result (a dying worker takes the results it still held)
+    or dropped it (the client lost its scheduler connection, seen at load 28: every future dropped)."""
     import asyncio
 
     from distributed import KilledWorker
@@ -153,14 +158,14 @@ def _outcome(future) -> tuple[str, Any]:
             return "done", future.result()
         error = future.exception() if future.status == "error" else None
     except KilledWorker:  # finished when asked, then lost with its worker and rerun there
-        return "again", died
+        return "died", died
     except (Exception, asyncio.CancelledError):  # the status moved on between the check and the fetch
         error = None
     if isinstance(error, KilledWorker):
-        return "again", died
+        return "died", died
     if error is not None:
         return "done", ItemError(f"{type(error).__name__}: {error}")
-    return "again", f"the cluster gave no result (the item's future is {future.status})"
+    return "lost", f"the cluster gave no result (the item's future is {future.status})"
 
 
 @contextlib.contextmanager
