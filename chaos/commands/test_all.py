@@ -11,31 +11,44 @@ A matrix file (see ``matrices/smoke.yaml``, ``matrices/nightly.yaml``)::
     workers: 3
     store: store                 # optional; --store wins
 
-Runs are sequential (one at a time keeps a shared machine usable and the
-timings honest). Each combination runs through ``run_one``, which executes
-``chaos run`` in a subprocess (a crash of one run cannot take the matrix
-down) and reads the run directory it wrote. The command prints one table
-row per run (backend, nemeses, seed, verdict, ops, duration, run dir),
-writes a matrix JUnit file and exits with the worst result
-(``chaos.errors.worst``: crash > usage > invalid > unknown > valid).
+    deterministic: false         # optional: every run is `chaos run --deterministic`
+    reports: true                # optional: false skips each run's report.html (big campaigns)
+
+By default runs are sequential (one at a time keeps a shared machine usable
+and the timings honest). ``--workers N`` fans them out over a Dask
+``LocalCluster`` of N worker processes, ``--scheduler tcp://HOST:PORT`` over a
+running Dask cluster (``chaos.campaign.fanout``); ``--shard i/n`` keeps
+combinations i, i+n, ... for a CI system that runs its own matrix. Each
+combination runs through ``run_one``, which executes ``chaos run`` in a
+subprocess (a crash of one run cannot take the matrix down) and reads the run
+directory it wrote. The command prints one table row per run as it finishes
+(backend, nemeses, seed, verdict, ops, duration, run dir), streams every run
+into a campaign report (``chaos.campaign.report``: STORE/campaigns/...), writes
+a matrix JUnit file and exits with the worst result (``chaos.errors.worst``:
+crash > usage > invalid > unknown > valid).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import os
+import signal
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 
 from backends import safeload
+from chaos.campaign.fanout import check_scheduler_address, fan_out, parse_shard, shard_of
+from chaos.campaign.report import CampaignReport, SeedRecord, findings_of, utc_now
 from chaos.commands.run import MAX_SECONDS
 from chaos.errors import ExitCode, UsageError, worst
 from chaos.store import check_name, writable_dir
 
-MATRIX_KEYS = {"name", "workload", "workloads", "backends", "nemeses", "seeds", "time_limit", "workers", "store"}
+MATRIX_KEYS = {"name", "workload", "workloads", "backends", "nemeses", "seeds", "time_limit", "workers", "store",
+               "deterministic", "reports"}
 
 
 @dataclass
@@ -208,6 +221,12 @@ def expand(matrix: dict, path: str = "matrix", store: str | None = None) -> list
         _fail(path, "workers must be an integer between 1 and 200")
     prefix = matrix.get("name", "matrix")
     check_name(prefix, f"{path}: name")
+    run_flags = []
+    for key, flag, when in (("deterministic", "--deterministic", True), ("reports", "--no-report", False)):
+        if key in matrix and not isinstance(matrix[key], bool):
+            _fail(path, f"{key} must be true or false")
+        if matrix.get(key, not when) is when:
+            run_flags.append(flag)
     if not isinstance(matrix.get("store", "store"), str):
         _fail(path, "store must be a directory path")
     known_faults = _known_faults()
@@ -232,7 +251,8 @@ def expand(matrix: dict, path: str = "matrix", store: str | None = None) -> list
         out.append(RunRequest(backend=spec["backend"], workload=str(workload), nemesis=faults, seed=seed,
                               time_limit=float(time_limit), workers=workers,
                               store=store or str(matrix.get("store", "store")),
-                              name=f"{prefix}-{label}-{'-'.join(faults) or 'none'}", factory=spec.get("factory")))
+                              name=f"{prefix}-{label}-{'-'.join(faults) or 'none'}", factory=spec.get("factory"),
+                              extra_args=list(run_flags)))
     return out
 
 
@@ -271,6 +291,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--junit", default=None, metavar="PATH",
                         help="matrix JUnit file (default STORE/test-all-<name>-<UTC stamp>.xml)")
     parser.add_argument("--dry-run", action="store_true", help="list the combinations and exit")
+    parser.add_argument("--workers", type=int, default=None, metavar="N",
+                        help="fan the runs out over a Dask LocalCluster of N worker processes on this machine "
+                             "(loopback only; not the matrix's workers:, which each run's clients are); "
+                             "default: one run at a time, no cluster")
+    parser.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
+                        help="fan the runs out over a running Dask cluster (its workers need claim-chaos "
+                             "installed and the store path)")
+    parser.add_argument("--shard", default=None, metavar="i/n",
+                        help="run only combinations i, i+n, i+2n, ... (counting from 1), for a CI system "
+                             "that runs its own matrix")
 
 
 ROW = "{:<12} {:<22} {:>6} {:<10} {:>6} {:>8}  {}"
@@ -279,34 +309,137 @@ ROW = "{:<12} {:<22} {:>6} {:<10} {:>6} {:>8}  {}"
 def run(args: argparse.Namespace) -> int:
     matrix = load_matrix(args.matrix)
     requests = expand(matrix, args.matrix, args.store)
+    planned = len(requests)
+    shard = parse_shard(args.shard) if args.shard is not None else None
+    requests = shard_of(requests, shard)
+    engine = _engine(args)
     if not args.dry_run:  # refuse unusable outputs before minutes of runs, not after
         writable_dir(args.store or matrix.get("store", "store"), "--store" if args.store else f"{args.matrix}: store")
         if args.junit:
             _check_output_file(args.junit, "--junit")
-    print(f"{len(requests)} runs from {args.matrix}", flush=True)
+    of = f" (shard {args.shard} of {planned})" if shard else ""
+    print(f"{len(requests)} runs from {args.matrix}{of}" + (f", on {engine}" if engine else ""), flush=True)
     print(ROW.format("backend", "nemeses", "seed", "verdict", "ops", "seconds", "run dir"), flush=True)
     if args.dry_run:
         for r in requests:
-            print(ROW.format(r.backend, ",".join(r.nemesis) or "none", r.seed, "-", "-", "-", "-"))
+            print(ROW.format(_label(r), ",".join(r.nemesis) or "none", r.seed, "-", "-", "-", "-"))
         return 0
-    outcomes = []
-    for req in requests:
-        o = run_one(req)
-        outcomes.append(o)
-        ops = (o.results.get("stats") or {}).get("ops", "-")
-        print(ROW.format(req.backend if not req.factory else req.factory.rpartition(":")[2],
-                         ",".join(req.nemesis) or "none", req.seed, o.verdict, ops, f"{o.wall_s:.1f}",
-                         o.run_dir or f"(no run dir: exit {o.exit_code})"), flush=True)
-        if not o.run_dir and o.output.strip():
-            print("    " + o.output.strip().splitlines()[-1], flush=True)
-        if o.verdict == "unknown":  # the row alone does not say why the run proved nothing
-            for note in (o.results.get("notes") or [])[:3]:
-                print(f"    {note}", flush=True)
-    code = worst(o.exit_code for o in outcomes)
-    path = _write_matrix_junit(args, matrix, requests, outcomes)
+    store = os.path.abspath(args.store or matrix.get("store", "store"))
+    name = str(matrix.get("name", "matrix")) + (f"-shard{shard[0] + 1}of{shard[1]}" if shard else "")
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    about = [f"matrix {os.path.abspath(args.matrix)}{of}", f"engine: {engine or 'one run at a time'}"]
+    where = os.path.join(store, "campaigns", f"{name}-{stamp}")
+    outcomes, summary, interrupted = _stream(requests, args, lambda started, started_utc: CampaignReport(
+        where, f"chaos test-all {name}", about, len(requests), started, started_utc))
+    code = worst(o.exit_code for o in outcomes) if outcomes else ExitCode.VALID
+    order = {id(r): i for i, r in enumerate(requests)}
+    outcomes.sort(key=lambda o: order.get(id(o.request), 0))
+    path = _write_matrix_junit(args, matrix, outcomes, f"{name}-{stamp}")
     counts = {v: sum(o.verdict == v for o in outcomes) for v in sorted({o.verdict for o in outcomes})}
-    print(f"\n{', '.join(f'{n} {v}' for v, n in counts.items())}; junit: {path}; exit {int(code)} ({code.name.lower()})")
+    print(f"\n{', '.join(f'{n} {v}' for v, n in counts.items()) or 'no runs'}; junit: {path}; campaign: {summary}; "
+          + (str(interrupted) if interrupted else f"exit {int(code)} ({code.name.lower()})"), flush=True)
+    if interrupted:
+        raise KeyboardInterrupt
     return int(code)
+
+
+def _stream(requests: list[RunRequest], args, open_report) -> tuple[list, str, str | None]:
+    """Run every request, each outcome into the campaign report as it arrives; returns the outcomes,
+    the summary's path and, after a Ctrl-C, how far the campaign got (the caller re-raises)."""
+    started, started_utc = time.monotonic(), utc_now()
+    campaign = None  # made with the first result: a cluster that never answered leaves no empty report
+    outcomes, interrupted = [], None
+    try:  # closing: a Ctrl-C between two results still closes the cluster before the report is written
+        with _sigterm_as_ctrl_c(), contextlib.closing(_outcomes(requests, args)) as results:
+            for _, o in results:
+                campaign = campaign or open_report(started, started_utc)
+                outcomes.append(o)
+                campaign.add(_record(o, campaign.elapsed()))
+                _print_row(o)
+    except KeyboardInterrupt:  # what finished is reported (campaign and JUnit), then the exit is 130
+        interrupted = f"interrupted after {len(outcomes)} of {len(requests)} runs"
+    summary = campaign.close(interrupted or "complete") if campaign else "(no runs)"
+    return outcomes, summary, interrupted
+
+
+@contextlib.contextmanager
+def _sigterm_as_ctrl_c():
+    """SIGTERM stops a campaign as Ctrl-C does (cluster closed, report written, exit 130), not
+    mid-write with its workers left behind."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    try:
+        old = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread: signals are not ours to take
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def _engine(args) -> str | None:
+    """Where the runs go: None (one at a time, here), or the Dask cluster the flags name."""
+    if args.scheduler is not None and args.workers is not None:
+        raise UsageError("chaos test-all: --workers sizes a local cluster; a --scheduler's cluster has its own")
+    if args.scheduler is not None:
+        check_scheduler_address(args.scheduler)
+        return f"Dask scheduler {args.scheduler}"
+    if args.workers is not None:
+        if not 1 <= args.workers <= 512:
+            raise UsageError(f"chaos test-all: --workers {args.workers}: expected 1 to 512 worker processes")
+        return f"a Dask LocalCluster of {args.workers} worker processes"
+    return None
+
+
+def _outcomes(requests: list[RunRequest], args):
+    """``(request, outcome)`` for every request, as each run finishes."""
+    if args.scheduler is None and args.workers is None:
+        for req in requests:
+            yield req, run_one(req)
+        return
+    # runs side by side each need their own STORE/<name>/ (new_run_dir tells them apart by name)
+    items = [(i, {**req.__dict__, "name": f"{req.name}-seed{req.seed}"}) for i, req in enumerate(requests)]
+    for (i, _), result in fan_out(run_request, items, scheduler=args.scheduler, workers=args.workers):
+        if isinstance(result, RunOutcome):
+            result.request = requests[i]
+            yield requests[i], result
+        else:  # the run's worker died or the call failed: a crashed run, never a missing one
+            yield requests[i], RunOutcome(requests[i], int(ExitCode.CRASH), None, {}, 0.0, str(result))
+
+
+def run_request(item: tuple) -> RunOutcome:
+    """A cluster worker's part: ``item`` is ``(index, RunRequest fields)``, plain data."""
+    return run_one(RunRequest(**item[1]))
+
+
+def _label(req: RunRequest) -> str:
+    return req.backend if not req.factory else req.factory.rpartition(":")[2]
+
+
+def _print_row(o: RunOutcome) -> None:
+    req = o.request
+    ops = (o.results.get("stats") or {}).get("ops", "-")
+    print(ROW.format(_label(req), ",".join(req.nemesis) or "none", req.seed, o.verdict, ops, f"{o.wall_s:.1f}",
+                     o.run_dir or f"(no run dir: exit {o.exit_code})"), flush=True)
+    if (not o.run_dir or o.verdict == "crashed") and o.output.strip():
+        print("    " + o.output.strip().splitlines()[-1], flush=True)
+    if o.verdict == "unknown":  # the row alone does not say why the run proved nothing
+        for note in (o.results.get("notes") or [])[:3]:
+            print(f"    {note}", flush=True)
+
+
+def _record(o: RunOutcome, done_at: float) -> SeedRecord:
+    req = o.request
+    lines = o.output.strip().splitlines()
+    return SeedRecord(backend=_label(req), workload=req.workload, nemeses=",".join(req.nemesis) or "none",
+                      seed=req.seed, verdict=o.verdict, exit_code=o.exit_code, findings=findings_of(o.results),
+                      ops=(o.results.get("stats") or {}).get("ops"), run_s=round(o.wall_s, 3),
+                      done_at_s=round(done_at, 3), run_dir=o.run_dir,
+                      error=None if o.run_dir and o.verdict != "crashed" else
+                      (lines[-1][:300] if lines else f"exit {o.exit_code}"))
 
 
 def _check_output_file(path: str, flag: str) -> None:
@@ -322,14 +455,16 @@ def _check_output_file(path: str, flag: str) -> None:
         raise UsageError(f"{flag} {path}: directory {parent} is not writable") from None
 
 
-def _write_matrix_junit(args, matrix: dict, requests: list, outcomes: list) -> str:
+def _write_matrix_junit(args, matrix: dict, outcomes: list, campaign_name: str) -> str:
     from chaos.reports.junit import matrix_junit
     from chaos.reports.load import RunData, load_run
 
     runs = []
     for o in outcomes:
-        if o.run_dir:
+        if o.run_dir and os.path.isdir(o.run_dir):
             runs.append(load_run(o.run_dir))
+        elif o.run_dir:  # written by a worker on another machine: what it sent back is what we know
+            runs.append(RunData(run_dir=o.run_dir, results=o.results, test=o.results.get("test") or {}))
         else:
             r = o.request
             runs.append(RunData(run_dir="(none)", test={"name": r.name, "backend": r.backend, "seed": r.seed,
@@ -338,8 +473,7 @@ def _write_matrix_junit(args, matrix: dict, requests: list, outcomes: list) -> s
                                           o.output.strip()[-2000:]]))
     store = os.path.abspath(args.store or matrix.get("store", "store"))
     os.makedirs(store, exist_ok=True)
-    path = args.junit or os.path.join(store, f"test-all-{matrix.get('name', 'matrix')}-"
-                                             f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.xml")
+    path = args.junit or os.path.join(store, f"test-all-{campaign_name}.xml")
     with open(path, "w") as f:
         f.write(matrix_junit(runs, name=f"chaos test-all {matrix.get('name', '')}".strip()))
     return path

@@ -1,0 +1,1 @@
+"""Campaigns: many runs fanned out over a Dask cluster, gathered into one report."""
