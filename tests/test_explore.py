@@ -124,3 +124,12 @@ def test_the_docs_show_the_tables_the_commands_print():
     summary = tally([{"seed": s, "depth": 3, "verdict": "invalid" if s == 3 else "valid",
                       "anomalies": ["stale_write:stale-fence-accepted"] if s == 3 else []} for s in (1, 2, 3, 4)])
     assert all(line in doc for line in render(summary)), render(summary)
+
+
+def test_explore_on_a_cluster_refuses_conflicting_or_bad_flags_in_one_line(tmp_path):
+    for flags, says in ((["--parallel", "2", "--scheduler", "tcp://127.0.0.1:1"], "--parallel sizes a local cluster"),
+                        (["--parallel", "0"], "--parallel 0"), (["--shard", "3/2"], "--shard 3/2")):
+        res = subprocess.run([sys.executable, "-m", "chaos.cli", "explore", "--seeds", "1", "--depth", "1",
+                              "--points", "100", "--store", str(tmp_path / "s"), *flags],
+                             capture_output=True, text=True, timeout=300)
+        assert res.returncode == 254 and says in res.stderr and len(res.stderr.strip().splitlines()) == 1, res

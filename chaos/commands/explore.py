@@ -48,6 +48,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", default=D["store"])
     p.add_argument("--name", default=D["name"])
     p.add_argument("--keep-all", action="store_true", help="keep every run dir (default: only failing ones)")
+    p.add_argument("--parallel", type=int, default=None, metavar="N",
+                   help="--seeds: run the schedules on a Dask LocalCluster of N worker processes")
+    p.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
+                   help="--seeds: run the schedules on a running Dask cluster (claim-chaos installed on every "
+                        "worker, the same --store path seen by all)")
+    p.add_argument("--shard", default=None, metavar="i/n",
+                   help="--seeds: keep only schedules i, i+n, ... (for CI systems that run their own matrix)")
 
 
 def _ints(text: str, what: str) -> list[int]:
@@ -110,8 +117,7 @@ def _seeds(args, config: dict, t0: float) -> int:
         points, _ = calibrate(config)
         print(f"chaos explore: one depth-1 run reached {points} scheduling points: change points are drawn over that")
     results = []
-    for task in tasks(config, list(range(args.first_seed, args.first_seed + args.seeds)), depths, points):
-        res = explore_one(task)
+    for res in _explored(args, tasks(config, list(range(args.first_seed, args.first_seed + args.seeds)), depths, points)):
         results.append(res)
         if res["verdict"] in ("invalid", "error", "refused"):
             print(f"  depth {res['depth']} seed {res['seed']}: {res['verdict']} "
@@ -127,6 +133,30 @@ def _seeds(args, config: dict, t0: float) -> int:
     _store(config, "explore.json", {"config": config, "depths": depths, "points": points, "wall_s": round(wall, 1),
                                     "results": results})
     return _code([r["verdict"] for r in results])
+
+
+def _explored(args, all_tasks: list[dict]):
+    """Each schedule's result as it completes: here one after another, or on a Dask cluster
+    (``chaos.campaign.fanout``; a schedule whose worker died or raised is an ``error``, never lost)."""
+    from chaos.campaign.fanout import ItemError, fan_out, parse_shard
+    from chaos.explore.seeds import explore_one
+
+    shard = parse_shard(args.shard) if args.shard is not None else None
+    if args.parallel is None and args.scheduler is None:
+        from chaos.campaign.fanout import shard_of
+
+        for task in shard_of(all_tasks, shard):
+            yield explore_one(task)
+        return
+    if args.parallel is not None and args.scheduler is not None:
+        raise UsageError("--parallel sizes a local cluster; a --scheduler's cluster has its own")
+    if args.parallel is not None and not 1 <= args.parallel <= 512:
+        raise UsageError(f"--parallel {args.parallel}: expected 1 to 512 worker processes")
+    for task, res in fan_out(explore_one, all_tasks, scheduler=args.scheduler, workers=args.parallel, shard=shard):
+        if isinstance(res, ItemError):
+            res = {"seed": task["seed"], "depth": task["depth"], "verdict": "error", "anomalies": [],
+                   "error": str(res)}
+        yield res
 
 
 def _crash_points(args, config: dict, t0: float) -> int:
