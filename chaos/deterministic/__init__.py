@@ -14,8 +14,6 @@ NOT_CONTROLLED = {
     "postgres": "the PostgreSQL server is a multi-process server with its own shared-memory locks, latches and "
                 "background writers; the shim cannot serialize it, and a store reached over a socket is outside "
                 "the scheduler",
-    "gitjournal": "not built yet: each call runs git, and the scheduler does not yet follow forked and exec'd "
-                  "children through a call",
     "external": "not built yet: a black-box program's per-call processes and their threads (Node's libuv pool: "
                 "Wowbagger) are not driven by the scheduler yet",
     "reference": "an in-memory model, not a run target",

@@ -272,7 +272,8 @@ class DeterministicDriver:
         """The exact fault that hit this worker during its current op, if one did (said once)."""
         for rule in self.sched.faults:
             ev = rule.evidence
-            if ev and rule.action != "clock" and ev["process"] == proc.name and id(rule) not in self.reported:
+            # (a fault at a point of one of its children, git say, hit this worker's call too)
+            if ev and rule.action != "clock" and ev["process"].split("/", 1)[0] == proc.name and id(rule) not in self.reported:
                 self.reported.add(id(rule))
                 return {"kind": "kill" if rule.action == "kill" else "fsync", "inside": True, "point": dict(ev)}
         return None

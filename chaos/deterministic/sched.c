@@ -16,8 +16,17 @@
  * from the process's logical name. Without $CHAOS_SCHED_SOCK every call
  * goes straight to libc.
  *
+ * Children: a forked child is its own scheduled
+ * process "<parent>/f<N>" and says hello at once; an exec'd program gets that
+ * name in the envp it is given (execve and friends, posix_spawn), and the
+ * parent's blocking waits for it (waitpid/wait4/waitid, a read or write of a
+ * pipe or socket that would block, poll/select) are "W" stops: tried without
+ * blocking after each grant, never blocking for real.
+ *
  * Wire (text lines): hello "H <name> <pid> <tid>", point "P <seq> <call> <arg>
- * <local_vt> <path or ->", blocked "B <seq> <local_vt>"; reply
+ * <local_vt> <spawned> <path or ->", blocked "B <seq> <local_vt> <spawned>", waiting "W <seq>
+ * <local_vt> <spawned> <deadline_vt or -1> <what>" (spawned: the children this process started so far,
+ * so the scheduler waits for their hellos before it decides anything); reply
  * "G <vt> <errno or 0> [<offset>]": go on at virtual time vt, or fail the call with
  * errno without doing it (an exact fault); offset (ns, default 0) is added to
  * the wall clocks (REALTIME, TAI) the thread reads until its next grant: a
@@ -34,7 +43,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <spawn.h>
 #include <sys/file.h>
+#include <sys/select.h>
+#include <sys/wait.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -54,8 +67,13 @@ static char sock_path[108], prefixes[4096], name[256];
 static long long epoch_ns;          /* CLOCK_REALTIME at virtual time 0 */
 static long long mono_ns;           /* CLOCK_MONOTONIC at virtual time 0 */
 static unsigned char store_fd[FD_MAX];
+static unsigned char random_fd[FD_MAX];  /* /dev/urandom, /dev/random: their reads are the seeded stream */
+static unsigned char passthrough[FD_MAX]; /* the control channel ($CHAOS_SCHED_CONTROL): its reads block for real */
 static char *fd_path[FD_MAX];       /* the store path each store fd was opened with (named in its points) */
-static int next_thread, forks;
+static int next_thread;
+static volatile int forks;          /* children started: fork, vfork+exec (shared with a vfork child), posix_spawn */
+static pid_t my_pid;                /* a vfork child runs with its parent's memory: getpid() differs from this */
+static int is_child;                /* a forked child, or a program exec'd by one: it says hello at once */
 static int reads_are_points;        /* $CHAOS_SCHED_READS=1: read/pread of store fds are points too */
 static pthread_key_t conn_key;
 static unsigned long long rng_state; /* getrandom's stream, seeded from the name (see "randomness") */
@@ -68,19 +86,25 @@ static __thread long long grant_vt, reads;
 /* the process's wall-clock offset (a clock fault) the last grant carried: REALTIME reads only */
 static __thread long long grant_offset;
 
+static void remember_env(void);
+static void forget_passthrough(void);
 static long long env_ll(const char *k, long long dflt) { const char *v = getenv(k); return v && *v ? atoll(v) : dflt; }
 
 static void conn_gone(void *p) { (void)p; if (conn >= 0) { syscall(SYS_close, conn); conn = -1; } }
 
+static void ensure_conn(void);
 static void atfork_prepare(void) { __sync_fetch_and_add(&forks, 1); }
 static void atfork_child(void) {
     /* the child is a new scheduled process: its own connections, named after its parent and fork number */
+    if (conn >= 0) syscall(SYS_close, conn);
     conn = -1; next_thread = 0; seq = 0;
     char n[256]; snprintf(n, sizeof n, "%s/f%d", name, forks); memcpy(name, n, sizeof name);
-    forks = 0;
+    forks = 0; is_child = 1; my_pid = (pid_t)syscall(SYS_getpid);
     rng_seeded = 0; rng_state = 0;
     pthread_mutex_init(&rng_lock, NULL);
     pthread_setspecific(conn_key, (void *)1);
+    forget_passthrough();
+    ensure_conn();     /* its hello now, before anything else: the parent's next stop waits for it */
 }
 
 __attribute__((constructor)) static void init(void) {
@@ -94,7 +118,11 @@ __attribute__((constructor)) static void init(void) {
     reads_are_points = env_ll("CHAOS_SCHED_READS", 0) == 1;
     pthread_key_create(&conn_key, conn_gone);
     pthread_atfork(atfork_prepare, NULL, atfork_child);
+    my_pid = (pid_t)syscall(SYS_getpid);
+    is_child = env_ll("CHAOS_SCHED_CHILD", 0) == 1;
+    remember_env();
     enabled = 1;
+    if (is_child) ensure_conn();   /* a program exec'd by a scheduled process stops before it runs */
 }
 
 static void die(const char *why) {
@@ -126,6 +154,9 @@ static int wait_grant(void) {
 
 static long long local_vt(void) { return grant_vt + reads * US; }
 
+/* a vfork child (before its exec) shares its parent's memory and connection: it must not stop or write state */
+static int in_vfork_child(void) { return (pid_t)syscall(SYS_getpid) != my_pid; }
+
 static void ensure_conn(void) {
     if (conn >= 0) return;
     int fd = (int)syscall(SYS_socket, AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -143,8 +174,9 @@ static void ensure_conn(void) {
 
 /* one scheduling point: returns the errno the scheduler asks the call to fail with, or 0 */
 static int point(const char *call, long long arg, const char *path) {
+    if (in_vfork_child()) return 0;
     ensure_conn();
-    char m[4500]; int k = snprintf(m, sizeof m, "P %lu %s %lld %lld %s\n", ++seq, call, arg, local_vt(),
+    char m[4500]; int k = snprintf(m, sizeof m, "P %lu %s %lld %lld %d %s\n", ++seq, call, arg, local_vt(), forks,
                                    path && *path ? path : "-");
     if (k >= (int)sizeof m) k = sizeof m - 1, m[k - 1] = '\n';
     for (int i = 0; i < k - 1; i++) if (m[i] == '\n') m[i] = ' ';
@@ -154,10 +186,12 @@ static int point(const char *call, long long arg, const char *path) {
 
 /* the call would block: give up the turn, wait to be granted again, then the caller retries */
 static void blocked(void) {
-    char m[64]; int k = snprintf(m, sizeof m, "B %lu %lld\n", seq, local_vt());
+    char m[96]; int k = snprintf(m, sizeof m, "B %lu %lld %d\n", seq, local_vt(), forks);
     send_line(m, k);
     wait_grant();
 }
+
+static void fill_random(void *buf, size_t n);
 
 /* ---------------------------------------------------------------- store paths and fds */
 
@@ -202,7 +236,9 @@ static int open_common(const char *fn, int dirfd, const char *path, int flags, m
     if (!real) real = dlsym(RTLD_NEXT, "openat");
     (void)fn;
     int fd = real(dirfd, path, flags, mode);
-    if (store && fd >= 0 && fd < FD_MAX) { store_fd[fd] = 1; free(fd_path[fd]); fd_path[fd] = strdup(full); }
+    if (enabled && fd >= 0 && fd < FD_MAX && !in_vfork_child())
+        random_fd[fd] = path && (strcmp(path, "/dev/urandom") == 0 || strcmp(path, "/dev/random") == 0);
+    if (store && fd >= 0 && fd < FD_MAX && !in_vfork_child()) { store_fd[fd] = 1; free(fd_path[fd]); fd_path[fd] = strdup(full); }
     return fd;
 }
 
@@ -223,9 +259,214 @@ int creat64(const char *path, mode_t mode) { return open_common("creat64", AT_FD
 
 int close(int fd) {
     REAL(int, close, int);
-    if (is_store_fd(fd)) { FAIL_IF(point("close", fd, fd_path[fd])); store_fd[fd] = 0; }
+    if (is_store_fd(fd) && !in_vfork_child()) { FAIL_IF(point("close", fd, fd_path[fd])); store_fd[fd] = 0; }
+    if (fd >= 0 && fd < FD_MAX && !in_vfork_child()) passthrough[fd] = random_fd[fd] = 0;
     return real_close(fd);
 }
+
+/* ---------------------------------------------------------------- children and blocking waits */
+
+
+/* Where a thread would block for another process (its child's exit, a pipe or socket with nothing to
+ * read or no room to write, poll/select with nothing ready) it never blocks for real: it tells the
+ * scheduler "W" (waiting, until <deadline> when the call has a timeout) and tries again, without
+ * blocking, after each grant; the scheduler grants it again once another thread got somewhere. */
+
+/* wait until ready() says yes; returns 1 when the deadline (virtual, -1: none) passed first */
+static int wait_until(int (*ready)(void *), void *arg, long long timeout_ns, const char *what) {
+    if (ready(arg)) return 0;
+    if (!enabled || in_vfork_child() || timeout_ns == 0) return timeout_ns == 0;
+    ensure_conn();
+    long long deadline = timeout_ns < 0 ? -1 : local_vt() + timeout_ns;
+    ++seq;
+    for (;;) {
+        char m[160]; int k = snprintf(m, sizeof m, "W %lu %lld %d %lld %s\n", seq, local_vt(), forks, deadline, what);
+        send_line(m, k);
+        wait_grant();
+        if (ready(arg)) return 0;
+        if (deadline >= 0 && grant_vt >= deadline) return 1;
+    }
+}
+
+struct fd_wait { int fd; short events; };
+static int fd_ready(void *p) {
+    struct fd_wait *w = p; struct pollfd pf = { w->fd, w->events, 0 };
+    static int (*real_poll)(struct pollfd *, nfds_t, int);
+    if (!real_poll) real_poll = dlsym(RTLD_NEXT, "poll");
+    return real_poll(&pf, 1, 0) != 0;
+}
+
+/* a blocking read/write of a pipe or socket that would block: wait (never for the control channel) */
+static void wait_for_fd(int fd, short events, const char *what) {
+    if (!enabled || fd < 0 || (fd < FD_MAX && passthrough[fd])) return;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !(S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))) return;
+    static int (*real_fcntl)(int, int, ...);
+    if (!real_fcntl) real_fcntl = dlsym(RTLD_NEXT, "fcntl");
+    int fl = real_fcntl(fd, F_GETFL);
+    if (fl < 0 || (fl & O_NONBLOCK)) return;
+    struct fd_wait w = { fd, events };
+    wait_until(fd_ready, &w, -1, what);
+}
+
+struct poll_wait { struct pollfd *fds; nfds_t n; int result; };
+static int poll_ready(void *p) {
+    struct poll_wait *w = p;
+    static int (*real_poll)(struct pollfd *, nfds_t, int);
+    if (!real_poll) real_poll = dlsym(RTLD_NEXT, "poll");
+    w->result = real_poll(w->fds, w->n, 0);
+    return w->result != 0;
+}
+int poll(struct pollfd *fds, nfds_t n, int timeout_ms) {
+    REAL(int, poll, struct pollfd *, nfds_t, int);
+    if (!enabled || timeout_ms == 0 || in_vfork_child()) return real_poll(fds, n, timeout_ms);
+    struct poll_wait w = { fds, n, 0 };
+    if (wait_until(poll_ready, &w, timeout_ms < 0 ? -1 : timeout_ms * 1000000LL, "poll")) return 0;
+    return w.result;
+}
+int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask) {
+    REAL(int, ppoll, struct pollfd *, nfds_t, const struct timespec *, const sigset_t *);
+    if (!enabled || (tmo && !tmo->tv_sec && !tmo->tv_nsec) || in_vfork_child()) return real_ppoll(fds, n, tmo, mask);
+    (void)mask;
+    struct poll_wait w = { fds, n, 0 };
+    if (wait_until(poll_ready, &w, tmo ? tmo->tv_sec * SEC + tmo->tv_nsec : -1, "poll")) return 0;
+    return w.result;
+}
+
+struct select_wait { int n; fd_set *r, *w, *e, r0, w0, e0; int result; };
+static int select_ready(void *p) {
+    struct select_wait *s = p; struct timeval zero = { 0, 0 };
+    static int (*real_select)(int, fd_set *, fd_set *, fd_set *, struct timeval *);
+    if (!real_select) real_select = dlsym(RTLD_NEXT, "select");
+    if (s->r) *s->r = s->r0;
+    if (s->w) *s->w = s->w0;
+    if (s->e) *s->e = s->e0;
+    s->result = real_select(s->n, s->r, s->w, s->e, &zero);
+    return s->result != 0;
+}
+int select(int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *tv) {
+    REAL(int, select, int, fd_set *, fd_set *, fd_set *, struct timeval *);
+    if (!enabled || (tv && !tv->tv_sec && !tv->tv_usec) || in_vfork_child()) return real_select(n, r, w, e, tv);
+    struct select_wait s = { n, r, w, e, {{0}}, {{0}}, {{0}}, 0 };
+    if (r) s.r0 = *r;
+    if (w) s.w0 = *w;
+    if (e) s.e0 = *e;
+    if (wait_until(select_ready, &s, tv ? tv->tv_sec * SEC + tv->tv_usec * US : -1, "select")) {
+        if (r) FD_ZERO(r);
+        if (w) FD_ZERO(w);
+        if (e) FD_ZERO(e);
+        return 0;
+    }
+    return s.result;
+}
+
+struct child_wait { idtype_t idtype; id_t id; pid_t pid; int *status; int options; siginfo_t *info;
+                    struct rusage *ru; int kind; long result; };
+static int child_ready(void *p) {
+    struct child_wait *c = p;
+    static pid_t (*real_wait4)(pid_t, int *, int, struct rusage *);
+    static int (*real_waitid)(idtype_t, id_t, siginfo_t *, int);
+    if (!real_wait4) real_wait4 = dlsym(RTLD_NEXT, "wait4");
+    if (!real_waitid) real_waitid = dlsym(RTLD_NEXT, "waitid");
+    if (c->kind == 0) { c->result = real_wait4(c->pid, c->status, c->options | WNOHANG, c->ru); return c->result != 0; }
+    c->info->si_pid = 0;
+    c->result = real_waitid(c->idtype, c->id, c->info, c->options | WNOHANG);
+    return c->result != 0 || c->info->si_pid != 0;
+}
+pid_t wait4(pid_t pid, int *status, int options, struct rusage *ru) {
+    REAL(pid_t, wait4, pid_t, int *, int, struct rusage *);
+    if (!enabled || (options & WNOHANG) || in_vfork_child()) return real_wait4(pid, status, options, ru);
+    struct child_wait c = { P_ALL, 0, pid, status, options, NULL, ru, 0, 0 };
+    wait_until(child_ready, &c, -1, "waitpid");
+    return (pid_t)c.result;
+}
+pid_t waitpid(pid_t pid, int *status, int options) { return wait4(pid, status, options, NULL); }
+pid_t wait(int *status) { return wait4(-1, status, 0, NULL); }
+int waitid(idtype_t idtype, id_t id, siginfo_t *info, int options) {
+    REAL(int, waitid, idtype_t, id_t, siginfo_t *, int);
+    if (!enabled || (options & WNOHANG) || in_vfork_child()) return real_waitid(idtype, id, info, options);
+    struct child_wait c = { idtype, id, 0, NULL, options, info, NULL, 1, 0 };
+    wait_until(child_ready, &c, -1, "waitid");
+    return (int)c.result;
+}
+
+/* ---- exec'd children: their own name in the envp they get */
+
+#define ENV_MAX 4096
+static char *sched_env[16]; static int sched_envs;   /* LD_PRELOAD and CHAOS_SCHED_* as this process got them */
+
+static int is_sched_var(const char *kv) {
+    return strncmp(kv, "LD_PRELOAD=", 11) == 0 || strncmp(kv, "CHAOS_SCHED_", 12) == 0;
+}
+static void remember_env(void) {
+    extern char **environ;
+    for (char **e = environ; e && *e && sched_envs < 13; e++)
+        if (is_sched_var(*e) && strncmp(*e, "CHAOS_SCHED_NAME=", 17) && strncmp(*e, "CHAOS_SCHED_CHILD=", 18)
+                && strncmp(*e, "CHAOS_SCHED_CONTROL=", 20))
+            sched_env[sched_envs++] = strdup(*e);
+    if (env_ll("CHAOS_SCHED_CONTROL", 0) == 1) {
+        passthrough[0] = passthrough[1] = 1;   /* the harness's line channel: not for its children */
+        unsetenv("CHAOS_SCHED_CONTROL");
+    }
+}
+static void forget_passthrough(void) { passthrough[0] = passthrough[1] = 0; }
+
+/* envp for a child: its own, without the scheduler's variables, then ours with the child's name */
+static char **child_envp(char *const envp[], char **out, char *name_kv, size_t name_size, int new_child) {
+    int n = 0;
+    for (char *const *e = envp; e && *e && n < ENV_MAX - 20; e++) if (!is_sched_var(*e)) out[n++] = *e;
+    for (int i = 0; i < sched_envs; i++) out[n++] = sched_env[i];
+    if (new_child) snprintf(name_kv, name_size, "CHAOS_SCHED_NAME=%s/f%d", name, new_child);
+    else snprintf(name_kv, name_size, "CHAOS_SCHED_NAME=%s", name);
+    out[n++] = name_kv;
+    if (new_child || is_child) out[n++] = "CHAOS_SCHED_CHILD=1";
+    out[n] = NULL;
+    return out;
+}
+
+/* an exec in a vfork child (the parent's memory): count the child, so the parent's next stop waits for
+ * its hello; a failed exec takes it back */
+#define EXEC_WITH_ENV(call, envp) do { \
+    if (!enabled) return call(envp); \
+    int vf_ = in_vfork_child(), nth_ = vf_ ? __sync_add_and_fetch(&forks, 1) : 0; \
+    char *env_[ENV_MAX]; char kv_[300]; \
+    int r_ = call(child_envp(envp, env_, kv_, sizeof kv_, nth_)); \
+    if (vf_) __sync_sub_and_fetch(&forks, 1); \
+    return r_; } while (0)
+
+extern char **environ;
+int execve(const char *path, char *const argv[], char *const envp[]) {
+    REAL(int, execve, const char *, char *const[], char *const[]);
+#define CALL(e) real_execve(path, argv, e)
+    EXEC_WITH_ENV(CALL, envp);
+#undef CALL
+}
+int execv(const char *path, char *const argv[]) { return execve(path, argv, environ); }
+int execvpe(const char *file, char *const argv[], char *const envp[]) {
+    REAL(int, execvpe, const char *, char *const[], char *const[]);
+#define CALL(e) real_execvpe(file, argv, e)
+    EXEC_WITH_ENV(CALL, envp);
+#undef CALL
+}
+int execvp(const char *file, char *const argv[]) { return execvpe(file, argv, environ); }
+int fexecve(int fd, char *const argv[], char *const envp[]) {
+    REAL(int, fexecve, int, char *const[], char *const[]);
+#define CALL(e) real_fexecve(fd, argv, e)
+    EXEC_WITH_ENV(CALL, envp);
+#undef CALL
+}
+
+/* posix_spawn clones and execs inside libc (not through execve above): the parent names the child */
+#define SPAWN(fn) int fn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa, \
+        const posix_spawnattr_t *at, char *const argv[], char *const envp[]) { \
+    REAL(int, fn, pid_t *, const char *, const posix_spawn_file_actions_t *, const posix_spawnattr_t *, \
+         char *const[], char *const[]); \
+    if (!enabled || in_vfork_child()) return real_##fn(pid, path, fa, at, argv, envp); \
+    int nth = forks + 1; char *env[ENV_MAX]; char kv[300]; \
+    int r = real_##fn(pid, path, fa, at, argv, child_envp(envp, env, kv, sizeof kv, nth)); \
+    if (r == 0) __sync_add_and_fetch(&forks, 1); \
+    return r; }
+SPAWN(posix_spawn) SPAWN(posix_spawnp)
 
 /* ---------------------------------------------------------------- data */
 
@@ -235,6 +476,8 @@ int close(int fd) {
 ssize_t read(int fd, void *buf, size_t n) {
     REAL(ssize_t, read, int, void *, size_t);
     if (reads_are_points && is_store_fd(fd)) FAIL_IF(point("read", (long long)n, fd_path[fd]));
+    if (enabled && fd >= 0 && fd < FD_MAX && random_fd[fd]) { fill_random(buf, n); return (ssize_t)n; }
+    if (!is_store_fd(fd)) wait_for_fd(fd, POLLIN, "read-pipe");
     return real_read(fd, buf, n);
 }
 #define PREAD(fn) ssize_t fn(int fd, void *buf, size_t n, off_t off) { REAL(ssize_t, fn, int, void *, size_t, off_t); \
@@ -244,6 +487,7 @@ PREAD(pread) PREAD(pread64)
 ssize_t write(int fd, const void *buf, size_t n) {
     REAL(ssize_t, write, int, const void *, size_t);
     if (is_store_fd(fd)) FAIL_IF(point("write", (long long)n, fd_path[fd]));
+    else wait_for_fd(fd, POLLOUT, "write-pipe");
     return real_write(fd, buf, n);
 }
 #define PWRITE(fn) ssize_t fn(int fd, const void *buf, size_t n, off_t off) { REAL(ssize_t, fn, int, const void *, size_t, off_t); \
@@ -345,7 +589,7 @@ int fcntl64(int fd, int cmd, ...) { va_list ap; va_start(ap, cmd); void *arg = v
 
 /* getrandom/getentropy give a stream seeded from the process's logical name (splitmix64), so a
  * program's random ids, Python's os.urandom and uuid4 among them, are the same in every run.
- * (/dev/urandom opened as a file is not covered.) */
+ * A read of /dev/urandom or /dev/random opened through open() gives the same stream (git's temp names). */
 
 static unsigned long long splitmix64(void) {
     unsigned long long z = (rng_state += 0x9E3779B97F4A7C15ULL);

@@ -1,0 +1,99 @@
+"""The deterministic mode over programs that start programs (chaos.deterministic): a controlled
+process that runs ``git`` gets each child as a scheduled process of its own name, its waits for
+the child (poll of its pipes, waitpid) never block, and the same seed gives the same trace; the
+gitjournal backend (git per call) gives the same history in three runs. Real git, real processes."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from chaos import sut
+from chaos.deterministic.scheduler import FaultRule, Scheduler
+
+# writes a file, then runs git twice per round: one reading the repo, one writing an object from stdin
+GIT_CLIENT = """
+import os, subprocess, sys
+repo, who = sys.argv[1], sys.argv[2]
+for i in range(2):
+    with open(os.path.join(repo, f"{who}-{i}"), "w") as f:
+        f.write("x")
+    st = subprocess.run(["git", "-C", repo, "status", "--porcelain"], capture_output=True, timeout=30)
+    obj = subprocess.run(["git", "-C", repo, "hash-object", "-w", "--stdin"], input=who.encode() * 3,
+                         capture_output=True)
+    with open(os.path.join(repo, f"{who}-out"), "a") as f:
+        f.write(f"{i} {st.returncode} {st.stdout.count(b'??')} {obj.stdout.decode().strip()}\\n")
+"""
+
+
+def _git_run(tmp_path: Path, seed: int, faults=None) -> tuple[list[str], dict, dict]:
+    store = Path(tempfile.mkdtemp(dir=tmp_path, prefix="store-"))
+    repo = store / "repo"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    client = tmp_path / "git_client.py"
+    client.write_text(GIT_CLIENT)
+    with Scheduler(seed, prefixes=[str(store)], depth=3, expected_points=400, faults=faults, stuck_s=60) as s:
+        for who in ("a", "b"):
+            s.spawn(who, [sys.executable, str(client), str(repo), who])
+        s.run_all()
+        codes = {p.name: (p.popen.returncode if p.popen else None) for p in s.procs.values()}
+        trace, summary = list(s.trace), s.summary()
+    outs = {who: (repo / f"{who}-out").read_text() if (repo / f"{who}-out").exists() else None for who in ("a", "b")}
+    return trace, summary, dict(codes=codes, outs=outs)
+
+
+def test_git_children_are_scheduled_processes_and_replay(tmp_path):
+    runs = [_git_run(tmp_path, seed=4) for _ in range(3)]
+    trace, summary, seen = runs[0]
+    assert seen["codes"]["a"] == seen["codes"]["b"] == 0
+    # every git the client ran said what it did under a name of its own: a/f1 .. a/f4, b/f1 .. b/f4
+    names = {line.split(" ")[1].rsplit("/", 1)[0] for line in trace}
+    assert {f"{w}/f{n}" for w in "ab" for n in range(1, 5)} <= names, sorted(names)
+    assert any(re.search(r" (a|b)/f\d/t0 creat \d+ \d+ repo/\.git/objects/", line) for line in trace)
+    # the parents' waits for their children were stops, not blocking calls
+    assert any(" poll " in line or " waitpid " in line for line in trace)
+    assert all(r[2]["outs"]["a"] and r[2]["outs"]["b"] for r in runs)
+    # the same seed: the same order of every point (git's temp object names, from /dev/urandom, included)
+    assert runs[1][0] == trace and runs[2][0] == trace
+    assert {r[1]["trace_sha256"] for r in runs} == {summary["trace_sha256"]}
+    assert not summary["notes"]
+
+
+def test_a_kill_at_a_git_childs_point_kills_its_worker_tree(tmp_path):
+    """A kill that lands on a child's point ends the whole tree the harness started (the root)."""
+    rule = FaultRule("kill", frozenset({"creat"}), process="a/f", nth=1)
+    trace, summary, seen = _git_run(tmp_path, seed=4, faults=[rule])
+    point = summary["faults"][0]
+    assert point["process"].startswith("a/f") and point["call"] == "creat", point
+    assert seen["codes"]["a"] == -9 and seen["codes"]["b"] == 0
+    assert not any(line.split(" ")[1].startswith("a") for line in trace[trace.index(next(
+        line for line in trace if "FAULT kill" in line)) + 1:])
+
+
+def _run(store: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "chaos.cli", "run", "--store", str(store), "--no-report", *args],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_gitjournal_three_runs_of_one_seed_give_one_history(tmp_path):
+    assert sut.get("gitjournal").abilities({})["deterministic"].ok
+    args = ("--deterministic", "--backend", "gitjournal", "--seed", "5", "--workers", "2", "--time-limit", "2")
+    for _ in range(3):
+        res = _run(tmp_path, *args)
+        assert res.returncode in (0, 2), res.stderr[-2000:]
+    runs = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("*/2*/results.json"))]
+    assert len(runs) == 3
+    assert len({r["history_sha256"] for r in runs}) == 1
+    assert len({p.read_bytes() for p in tmp_path.glob("*/2*/results.json")}) == 1
+    first = runs[0]
+    assert first["stats"]["ops"] > 20 and first["deterministic"]["points"] > 300
+    assert first["verdict"] == "valid", first["notes"]
+    assert all(v["took_effect"] >= 1 for v in first["fault_coverage"].values())
+    # a kill and an EIO at named points, the lock's temp file named by its process, not its pid
+    hit = [f for f in first["deterministic"]["faults"] if not f.get("missed")]
+    assert {f["action"] for f in hit} == {"kill", "EIO"}
+    assert not any(re.search(r"\.\d{3,}\.", f["path"]) for f in hit), hit
