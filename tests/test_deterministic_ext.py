@@ -97,3 +97,29 @@ def test_gitjournal_three_runs_of_one_seed_give_one_history(tmp_path):
     hit = [f for f in first["deterministic"]["faults"] if not f.get("missed")]
     assert {f["action"] for f in hit} == {"kill", "EIO"}
     assert not any(re.search(r"\.\d{3,}\.", f["path"]) for f in hit), hit
+
+
+BLACKBOX = ("--backend", "external", "--command", "chaos backend sqlite",
+            "--profile", str(Path(__file__).resolve().parents[1] / "profiles" / "chaos-sqlite-blackbox.yaml"))
+
+
+def test_the_suites_cli_as_a_black_box_three_runs_of_one_seed_give_one_history(tmp_path):
+    """One CLI process per call, each the worker's child of its own name under the shim; the worker
+    waits for its reply through the scheduler (a poll over its pipes and its pidfd)."""
+    assert sut.get("external").abilities({"command": "chaos backend sqlite"})["deterministic"].ok
+    assert not sut.get("external").abilities({"command": "node wowbagger.js"})["deterministic"].ok
+    for _ in range(3):
+        res = _run(tmp_path, "--deterministic", *BLACKBOX, "--seed", "5", "--workers", "2", "--time-limit", "1")
+        assert res.returncode in (0, 2), res.stderr[-2000:]
+    runs = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("*/2*/results.json"))]
+    assert len(runs) == 3
+    assert len({r["history_sha256"] for r in runs}) == 1
+    assert len({p.read_bytes() for p in tmp_path.glob("*/2*/results.json")}) == 1
+    first = runs[0]
+    assert first["verdict"] != "invalid", first["notes"]
+    assert first["stats"]["ok"] > 10
+    # the faults landed inside the per-call CLI processes, named after their worker and call
+    hit = [f for f in first["deterministic"]["faults"] if not f.get("missed")]
+    assert {f["action"] for f in hit} == {"kill", "EIO"}
+    assert all(re.fullmatch(r"w\d+\.\d+/f\d+", f["process"]) for f in hit), hit
+    assert all(f["path"].startswith("ledgers/ledger-1/claims.db") for f in hit), hit

@@ -252,7 +252,15 @@ class Scheduler:
         self._end_slice(None)
 
     def _await_exit(self, proc: Proc) -> None:
-        """Wait (wall time bounds it) until a killed child is gone, then reap it."""
+        """SIGKILL a child of a killed process (it may lead a session of its own: a per-call program) and
+        its group, wait (wall time bounds it) until it is gone, then reap it."""
+        if proc.pidfd >= 0:
+            try:
+                if not select.select([proc.pidfd], [], [], 0)[0]:   # still alive: its pid is still its own
+                    os.killpg(proc.pid, signal.SIGKILL) if os.getpgid(proc.pid) == proc.pid else None
+                signal.pidfd_send_signal(proc.pidfd, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
         if proc.pidfd >= 0 and not select.select([proc.pidfd], [], [], self.stuck_s)[0]:
             raise SchedulerStuck(f"{proc.name} did not die {self.stuck_s:g} s after its parent's SIGKILL")
         self._reap(proc)
