@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+import pytest
 
 from chaos import sut
 from chaos.deterministic.scheduler import FaultRule, Scheduler
@@ -123,3 +126,35 @@ def test_the_suites_cli_as_a_black_box_three_runs_of_one_seed_give_one_history(t
     assert {f["action"] for f in hit} == {"kill", "EIO"}
     assert all(re.fullmatch(r"w\d+\.\d+/f\d+", f["process"]) for f in hit), hit
     assert all(f["path"].startswith("ledgers/ledger-1/claims.db") for f in hit), hit
+
+
+WOWBAGGER = Path(__file__).resolve().parents[1] / ".." / "shared" / "sut" / "wowbagger-0.1.0-alpha.7" / "bin" / "wowbagger.js"
+
+
+@pytest.mark.skipif(not WOWBAGGER.exists() or shutil.which("node") is None, reason="Wowbagger or node not here")
+def test_node_with_every_thread_controlled_repeats_its_schedule(tmp_path):
+    """The real Wowbagger program (Node) with CHAOS_SCHED_THREADS=1: its threads (main, libuv's pool,
+    V8's helpers) and its git child are all scheduled, their condition waits, joins and epoll are
+    scheduler waits, and three runs give one trace. (Its randomness does not repeat yet: the
+    backend stays refused; docs/deterministic.md.)"""
+    from chaos.deterministic.shim import THREADED_ENV
+
+    ledger = tmp_path / "repo" / "l1"
+    ledger.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(ledger.parent)], check=True)
+    res = subprocess.run(["node", str(WOWBAGGER), "provision", "--ledger", str(ledger), "--json"],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    traces = []
+    for _ in range(3):
+        with Scheduler(1, prefixes=[str(tmp_path / "repo")], stuck_s=60) as s:
+            s.spawn("n", ["node", str(WOWBAGGER), "claim", "capabilities", "--ledger", str(ledger), "--json"],
+                    env=THREADED_ENV)
+            s.run_all()
+            traces.append(list(s.trace))
+            assert s.procs and all(p.popen.returncode == 0 for p in s.procs.values() if p.popen)
+            assert not s.summary()["notes"]
+    names = {line.split(" ")[1] for line in traces[0]}
+    assert {"n/t0", "n/t1", "n/f1/t0"} <= names and len(names) >= 5, sorted(names)
+    assert any(" cond " in line for line in traces[0]) and any(" epoll " in line for line in traces[0])
+    assert traces[1] == traces[0] and traces[2] == traces[0]

@@ -15,8 +15,9 @@ NOT_CONTROLLED = {
                 "background writers; the shim cannot serialize it, and a store reached over a socket is outside "
                 "the scheduler",
     "external": "not built yet for this program: only the suite's own CLI (--command 'chaos backend ...') is "
-                "hosted deterministically; another program's threads (Node's libuv pool and V8's threads: "
-                "Wowbagger) block in futexes and epoll the shim does not interpose yet",
+                "hosted deterministically; Wowbagger's schedule repeats with every Node thread controlled, but its "
+                "randomness (OpenSSL's DRBG mixes the pid, a thread address and rdtsc), its pid in file names and "
+                "its set-up outside the scheduler (the minted namespace) do not",
     "reference": "an in-memory model, not a run target",
 }
 #: Python-class factories not over SqliteStore known to keep all their state in files beside the

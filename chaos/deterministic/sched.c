@@ -21,7 +21,9 @@
  * name in the envp it is given (execve and friends, posix_spawn), and the
  * parent's blocking waits for it (waitpid/wait4/waitid, a read or write of a
  * pipe or socket that would block, poll/select) are "W" stops: tried without
- * blocking after each grant, never blocking for real.
+ * blocking after each grant, never blocking for real. With $CHAOS_SCHED_THREADS=1 a program's
+ * threads are controlled too (pthread_create, mutexes, semaphores, condition variables, joins, epoll:
+ * "threads" below).
  *
  * Wire (text lines): hello "H <name> <pid> <tid>", point "P <seq> <call> <arg>
  * <local_vt> <spawned> <path or ->", blocked "B <seq> <local_vt> <spawned>", waiting "W <seq>
@@ -44,6 +46,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <poll.h>
+#include <signal.h>
+#include <semaphore.h>
+#include <sys/epoll.h>
 #include <spawn.h>
 #include <sys/file.h>
 #include <sys/select.h>
@@ -81,6 +86,9 @@ static int rng_seeded;
 static pthread_mutex_t rng_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static __thread int conn = -1;
+static __thread int my_idx = -1;    /* a thread made by pthread_create: the index its creator gave it */
+static int threads_too;             /* $CHAOS_SCHED_THREADS=1: futex waits and epoll are waits too (below) */
+static volatile int threads_made;   /* threads this process made (its points say so, like its children) */
 static __thread unsigned long seq;
 static __thread long long grant_vt, reads;
 /* the process's wall-clock offset (a clock fault) the last grant carried: REALTIME reads only */
@@ -99,7 +107,7 @@ static void atfork_child(void) {
     if (conn >= 0) syscall(SYS_close, conn);
     conn = -1; next_thread = 0; seq = 0;
     char n[256]; snprintf(n, sizeof n, "%s/f%d", name, forks); memcpy(name, n, sizeof name);
-    forks = 0; is_child = 1; my_pid = (pid_t)syscall(SYS_getpid);
+    forks = 0; threads_made = 0; my_idx = -1; is_child = 1; my_pid = (pid_t)syscall(SYS_getpid);
     rng_seeded = 0; rng_state = 0;
     pthread_mutex_init(&rng_lock, NULL);
     pthread_setspecific(conn_key, (void *)1);
@@ -121,6 +129,7 @@ __attribute__((constructor)) static void init(void) {
     my_pid = (pid_t)syscall(SYS_getpid);
     is_child = env_ll("CHAOS_SCHED_CHILD", 0) == 1;
     remember_env();
+    threads_too = env_ll("CHAOS_SCHED_THREADS", 0) == 1;
     enabled = 1;
     if (is_child) ensure_conn();   /* a program exec'd by a scheduled process stops before it runs */
 }
@@ -139,6 +148,10 @@ static void send_line(const char *buf, int len) {
 /* wait for "G <vt> <errno> [<offset>]\n"; returns the errno to fail the call with (0: go on) */
 static int wait_grant(void) {
     char buf[128]; int n = 0;
+    /* a signal (SIGCHLD of a child the scheduler reaped) waits until the thread is granted: its handler
+     * runs at the start of a slice, not whenever the kernel gets to a stopped thread */
+    sigset_t all, old; sigfillset(&all);
+    if (threads_too) pthread_sigmask(SIG_BLOCK, &all, &old);
     for (;;) { long k = syscall(SYS_read, conn, buf + n, 1);
         if (k < 0 && errno == EINTR) continue;
         if (k <= 0) die("the scheduler went away");
@@ -146,6 +159,7 @@ static int wait_grant(void) {
         if (++n >= (int)sizeof buf - 1) die("bad grant");
     }
     buf[n] = 0;
+    if (threads_too) pthread_sigmask(SIG_SETMASK, &old, NULL);
     long long vt = 0, offset = 0; int err = 0;
     if (sscanf(buf, "G %lld %d %lld", &vt, &err, &offset) < 2) die("bad grant");
     grant_vt = vt; grant_offset = offset; reads = 0;
@@ -166,8 +180,9 @@ static void ensure_conn(void) {
     if (syscall(SYS_connect, fd, &a, sizeof a) != 0) die("cannot reach the scheduler");
     conn = fd;
     pthread_setspecific(conn_key, (void *)1);
-    int idx = __sync_fetch_and_add(&next_thread, 1);
-    char m[400]; int k = snprintf(m, sizeof m, "H %s/t%d %d %ld\n", name, idx, getpid(), (long)syscall(SYS_gettid));
+    int idx = my_idx >= 0 ? my_idx : __sync_fetch_and_add(&next_thread, 1);
+    char m[400]; int k = snprintf(m, sizeof m, "H %s/t%d %d %ld%s\n", name, idx, getpid(), (long)syscall(SYS_gettid),
+                                  my_idx >= 0 ? " made" : "");
     send_line(m, k);
     wait_grant();
 }
@@ -176,7 +191,7 @@ static void ensure_conn(void) {
 static int point(const char *call, long long arg, const char *path) {
     if (in_vfork_child()) return 0;
     ensure_conn();
-    char m[4500]; int k = snprintf(m, sizeof m, "P %lu %s %lld %lld %d %s\n", ++seq, call, arg, local_vt(), forks,
+    char m[4500]; int k = snprintf(m, sizeof m, "P %lu %s %lld %lld %d.%d %s\n", ++seq, call, arg, local_vt(), forks, threads_made,
                                    path && *path ? path : "-");
     if (k >= (int)sizeof m) k = sizeof m - 1, m[k - 1] = '\n';
     for (int i = 0; i < k - 1; i++) if (m[i] == '\n') m[i] = ' ';
@@ -186,7 +201,7 @@ static int point(const char *call, long long arg, const char *path) {
 
 /* the call would block: give up the turn, wait to be granted again, then the caller retries */
 static void blocked(void) {
-    char m[96]; int k = snprintf(m, sizeof m, "B %lu %lld %d\n", seq, local_vt(), forks);
+    char m[96]; int k = snprintf(m, sizeof m, "B %lu %lld %d.%d\n", seq, local_vt(), forks, threads_made);
     send_line(m, k);
     wait_grant();
 }
@@ -280,7 +295,7 @@ static int wait_until(int (*ready)(void *), void *arg, long long timeout_ns, con
     long long deadline = timeout_ns < 0 ? -1 : local_vt() + timeout_ns;
     ++seq;
     for (;;) {
-        char m[160]; int k = snprintf(m, sizeof m, "W %lu %lld %d %lld %s\n", seq, local_vt(), forks, deadline, what);
+        char m[160]; int k = snprintf(m, sizeof m, "W %lu %lld %d.%d %lld %s\n", seq, local_vt(), forks, threads_made, deadline, what);
         send_line(m, k);
         wait_grant();
         if (ready(arg)) return 0;
@@ -388,6 +403,148 @@ int waitid(idtype_t idtype, id_t id, siginfo_t *info, int options) {
     struct child_wait c = { idtype, id, 0, NULL, options, info, NULL, 1, 0 };
     wait_until(child_ready, &c, -1, "waitid");
     return (int)c.result;
+}
+
+
+/* ---- threads (CHAOS_SCHED_THREADS=1: a program whose threads wait on each other, Node's libuv pool
+ * and V8's helpers): a new thread says hello before it runs (its index given by its creator, so names
+ * follow creation order), and its creator's next stop waits for that hello; a contended mutex, a
+ * semaphore, a condition variable, a join and epoll are waits like the others. A condition wait is
+ * ready once any thread of the process signalled a condition since it began (a spurious wakeup, which
+ * POSIX allows, otherwise). */
+
+static volatile unsigned long cond_signals;
+struct start_arg { void *(*fn)(void *); void *arg; int idx; };
+static void *thread_start(void *p) {
+    struct start_arg a = *(struct start_arg *)p; free(p);
+    my_idx = a.idx;
+    ensure_conn();
+    return a.fn(a.arg);
+}
+int pthread_create(pthread_t *t, const pthread_attr_t *at, void *(*fn)(void *), void *arg) {
+    REAL(int, pthread_create, pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+    if (!enabled || !threads_too || in_vfork_child()) return real_pthread_create(t, at, fn, arg);
+    struct start_arg *a = malloc(sizeof *a);
+    if (!a) return EAGAIN;
+    a->fn = fn; a->arg = arg; a->idx = __sync_fetch_and_add(&next_thread, 1);
+    int r = real_pthread_create(t, at, thread_start, a);
+    if (r == 0) __sync_fetch_and_add(&threads_made, 1); else free(a);
+    return r;
+}
+
+static int mutex_ready(void *m) {
+    static int (*real)(pthread_mutex_t *);
+    if (!real) real = dlsym(RTLD_NEXT, "pthread_mutex_trylock");
+    return real(m) == 0;
+}
+int pthread_mutex_lock(pthread_mutex_t *m) {
+    REAL(int, pthread_mutex_lock, pthread_mutex_t *);
+    if (!enabled || !threads_too || in_vfork_child() || conn < 0) return real_pthread_mutex_lock(m);
+    static int (*trylock)(pthread_mutex_t *);
+    if (!trylock) trylock = dlsym(RTLD_NEXT, "pthread_mutex_trylock");
+    int r = trylock(m);
+    if (r != EBUSY) return r;
+    wait_until(mutex_ready, m, -1, "mutex");
+    return 0;
+}
+
+static int sem_ready(void *s) {
+    static int (*real)(sem_t *);
+    if (!real) real = dlsym(RTLD_NEXT, "sem_trywait");
+    return real(s) == 0;
+}
+static long long abs_timeout(const struct timespec *abstime) {   /* the program took it from our clocks */
+    long long at = abstime->tv_sec * SEC + abstime->tv_nsec;
+    long long now = at > epoch_ns / 2 ? epoch_ns + grant_offset + local_vt() : mono_ns + local_vt();
+    return at > now ? at - now : 0;
+}
+int sem_wait(sem_t *s) {
+    REAL(int, sem_wait, sem_t *);
+    if (!enabled || !threads_too || in_vfork_child()) return real_sem_wait(s);
+    ensure_conn();
+    wait_until(sem_ready, s, -1, "sem");
+    return 0;
+}
+int sem_timedwait(sem_t *s, const struct timespec *abstime) {
+    REAL(int, sem_timedwait, sem_t *, const struct timespec *);
+    if (!enabled || !threads_too || in_vfork_child()) return real_sem_timedwait(s, abstime);
+    ensure_conn();
+    if (wait_until(sem_ready, s, abs_timeout(abstime), "sem")) { errno = ETIMEDOUT; return -1; }
+    return 0;
+}
+int sem_clockwait(sem_t *s, clockid_t c, const struct timespec *abstime) {
+    REAL(int, sem_clockwait, sem_t *, clockid_t, const struct timespec *);
+    if (!enabled || !threads_too || in_vfork_child()) return real_sem_clockwait(s, c, abstime);
+    ensure_conn();
+    if (wait_until(sem_ready, s, abs_timeout(abstime), "sem")) { errno = ETIMEDOUT; return -1; }
+    return 0;
+}
+
+int pthread_cond_signal(pthread_cond_t *c) {
+    REAL(int, pthread_cond_signal, pthread_cond_t *);
+    __sync_fetch_and_add(&cond_signals, 1);
+    return real_pthread_cond_signal(c);
+}
+int pthread_cond_broadcast(pthread_cond_t *c) {
+    REAL(int, pthread_cond_broadcast, pthread_cond_t *);
+    __sync_fetch_and_add(&cond_signals, 1);
+    return real_pthread_cond_broadcast(c);
+}
+static int cond_ready(void *seen) { return cond_signals != *(unsigned long *)seen; }
+static int cond_common(pthread_mutex_t *m, long long timeout_ns) {
+    static int (*unlock)(pthread_mutex_t *);
+    if (!unlock) unlock = dlsym(RTLD_NEXT, "pthread_mutex_unlock");
+    unsigned long seen = cond_signals;
+    unlock(m);
+    int late = wait_until(cond_ready, &seen, timeout_ns, "cond");
+    pthread_mutex_lock(m);
+    return late ? ETIMEDOUT : 0;
+}
+int pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m) {
+    REAL(int, pthread_cond_wait, pthread_cond_t *, pthread_mutex_t *);
+    if (!enabled || !threads_too || in_vfork_child()) return real_pthread_cond_wait(c, m);
+    ensure_conn();
+    return cond_common(m, -1);
+}
+int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m, const struct timespec *abstime) {
+    REAL(int, pthread_cond_timedwait, pthread_cond_t *, pthread_mutex_t *, const struct timespec *);
+    if (!enabled || !threads_too || in_vfork_child()) return real_pthread_cond_timedwait(c, m, abstime);
+    ensure_conn();
+    return cond_common(m, abs_timeout(abstime));
+}
+
+struct join_wait { pthread_t t; void **ret; int r; };
+static int join_ready(void *p) { struct join_wait *j = p; j->r = pthread_tryjoin_np(j->t, j->ret); return j->r != EBUSY; }
+int pthread_join(pthread_t t, void **ret) {
+    REAL(int, pthread_join, pthread_t, void **);
+    if (!enabled || !threads_too || in_vfork_child()) return real_pthread_join(t, ret);
+    struct join_wait j = { t, ret, 0 };
+    ensure_conn();
+    wait_until(join_ready, &j, -1, "join");
+    return j.r;
+}
+
+struct epoll_wait_ { int ep; struct epoll_event *ev; int max; int r; };
+static int epoll_ready(void *p) {
+    struct epoll_wait_ *w = p;
+    static int (*real)(int, struct epoll_event *, int, int);
+    if (!real) real = dlsym(RTLD_NEXT, "epoll_wait");
+    w->r = real(w->ep, w->ev, w->max, 0);
+    return w->r != 0 && !(w->r < 0 && errno == EINTR);
+}
+int epoll_wait(int ep, struct epoll_event *ev, int max, int timeout_ms) {
+    REAL(int, epoll_wait, int, struct epoll_event *, int, int);
+    if (!enabled || !threads_too || timeout_ms == 0 || in_vfork_child()) return real_epoll_wait(ep, ev, max, timeout_ms);
+    struct epoll_wait_ w = { ep, ev, max, 0 };
+    ensure_conn();
+    if (wait_until(epoll_ready, &w, timeout_ms < 0 ? -1 : timeout_ms * 1000000LL, "epoll")) return 0;
+    return w.r;
+}
+int epoll_pwait(int ep, struct epoll_event *ev, int max, int timeout_ms, const sigset_t *mask) {
+    REAL(int, epoll_pwait, int, struct epoll_event *, int, int, const sigset_t *);
+    if (!enabled || !threads_too || timeout_ms == 0 || in_vfork_child()) return real_epoll_pwait(ep, ev, max, timeout_ms, mask);
+    (void)mask;
+    return epoll_wait(ep, ev, max, timeout_ms);
 }
 
 /* ---- exec'd children: their own name in the envp they get */

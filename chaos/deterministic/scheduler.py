@@ -118,6 +118,8 @@ class Proc:
     gone: bool = False
     spawned: int = 0              # children it said it started (its points' count)
     children: set = field(default_factory=set)   # names of its children that said hello
+    threads_made: int = 0         # threads it said it made (pthread_create, with CHAOS_SCHED_THREADS=1)
+    made_hellos: int = 0          # of those, the ones that said hello
 
 
 @dataclass
@@ -336,10 +338,23 @@ class Scheduler:
         """A live process whose children have not all said hello yet (its name)."""
         for name in self._awaiting:
             proc = self.by_name.get(name)
-            if proc is not None and not proc.gone and proc.spawned > len(proc.children):
+            if proc is not None and not proc.gone and (proc.spawned > len(proc.children)
+                                                       or proc.threads_made > proc.made_hellos):
                 return name
         self._awaiting.clear()
         return None
+
+    def _await_thread_exit(self, t: Thread) -> None:
+        """A thread closes its connection before it is gone (a joiner's try and the process's thread
+        list see it later): wait until the kernel has let it go, so what the next thread sees does not
+        depend on how far it got. Wall time only bounds the wait."""
+        if t.tid == t.pid or t.proc.gone:
+            return
+        deadline = time.monotonic() + self.stuck_s
+        while os.path.exists(f"/proc/{t.pid}/task/{t.tid}"):
+            if time.monotonic() > deadline:
+                raise SchedulerStuck(f"{t.name} closed its connection but did not exit in {self.stuck_s:g} s")
+            time.sleep(0.0005)
 
     def _event(self, kind: str, obj, fileobj) -> None:
         if kind == "accept":
@@ -363,6 +378,7 @@ class Scheduler:
         if not data:
             if thread is not None:
                 self._thread_gone(thread)
+                self._await_thread_exit(thread)
                 self._moved = True
                 if self.running == (thread.pid, thread.tid):
                     last = all(x.state == "gone" for x in thread.proc.threads)
@@ -394,7 +410,7 @@ class Scheduler:
         return out
 
     def _hello(self, conn: socket.socket, line: str) -> None:
-        _, name, pid, tid = line.split(" ")
+        _, name, pid, tid, *made = line.split(" ")
         pid, tid = int(pid), int(tid)
         pname = name.rsplit("/", 1)[0]
         proc = self.procs.get(pid) or self._adopt(pname, pid, None)
@@ -403,6 +419,8 @@ class Scheduler:
         parent = self.by_name.get(pname.rsplit("/", 1)[0]) if "/" in pname else None
         if parent is not None:
             parent.children.add(pname)
+        if made:
+            proc.made_hellos += 1
         self._moved = True
         # a child's thread, or a second thread: a priority of its own name, whatever order the hellos came in
         first = "/" not in pname and name.endswith("/t0")
@@ -435,8 +453,9 @@ class Scheduler:
             t.state, t.wake_at = "waiting", int(wake)
         else:
             raise RuntimeError(f"{t.name}: bad message {line!r}")
-        if int(spawned) > t.proc.spawned:
-            t.proc.spawned = int(spawned)
+        forks, _, made = spawned.partition(".")
+        if int(forks) > t.proc.spawned or int(made or 0) > t.proc.threads_made:
+            t.proc.spawned, t.proc.threads_made = max(t.proc.spawned, int(forks)), max(t.proc.threads_made, int(made or 0))
             self._awaiting.add(t.proc.name)
         self._stopped(t)
 

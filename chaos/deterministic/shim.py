@@ -15,6 +15,12 @@ EPOCH_NS = 1_767_225_600 * 10**9
 MONO_NS = 1000 * 10**9
 
 
+#: what a multi-threaded program (Node: libuv's pool, V8's helpers) runs with: every thread controlled
+#: (its futex waits and epoll are scheduler waits), one pool thread, no io_uring (which would bypass
+#: every interposed call). Its schedule repeats; its randomness does not yet (docs/deterministic.md).
+THREADED_ENV = {"CHAOS_SCHED_THREADS": "1", "UV_THREADPOOL_SIZE": "1", "UV_USE_IO_URING": "0"}
+
+
 def build() -> str:
     """The shim's .so path (compiled with the system gcc on first use)."""
     return build_shim(SOURCE, "chaos-sched")
