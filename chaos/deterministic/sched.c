@@ -46,6 +46,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <poll.h>
+#include <sys/personality.h>
 #include <signal.h>
 #include <semaphore.h>
 #include <sys/epoll.h>
@@ -115,9 +116,20 @@ static void atfork_child(void) {
     ensure_conn();     /* its hello now, before anything else: the parent's next stop waits for it */
 }
 
-__attribute__((constructor)) static void init(void) {
+/* a program whose randomness mixes in addresses (OpenSSL's DRBG nonce: a thread's address; Node) runs
+ * with ASLR off: the shim re-executes it once with ADDR_NO_RANDOMIZE, where the kernel lets it */
+static void without_aslr(char **argv, char **envp) {
+    int p = personality(0xffffffff);
+    if (p == -1 || (p & ADDR_NO_RANDOMIZE) || !argv || !argv[0]) return;
+    if (personality(p | ADDR_NO_RANDOMIZE) == -1) return;
+    syscall(SYS_execve, "/proc/self/exe", argv, envp);   /* on failure: go on with ASLR (not deterministic) */
+}
+
+__attribute__((constructor)) static void init(int argc, char **argv, char **envp) {
+    (void)argc;
     const char *s = getenv("CHAOS_SCHED_SOCK"), *p = getenv("CHAOS_SCHED_PREFIX"), *n = getenv("CHAOS_SCHED_NAME");
     if (!s || !*s || strlen(s) >= sizeof sock_path) return;
+    if (env_ll("CHAOS_SCHED_THREADS", 0) == 1) without_aslr(argv, envp);
     snprintf(sock_path, sizeof sock_path, "%s", s);
     snprintf(prefixes, sizeof prefixes, "%s", p ? p : "");
     snprintf(name, sizeof name, "%s", n && *n ? n : "p");
@@ -552,8 +564,11 @@ int epoll_pwait(int ep, struct epoll_event *ev, int max, int timeout_ms, const s
 #define ENV_MAX 4096
 static char *sched_env[16]; static int sched_envs;   /* LD_PRELOAD and CHAOS_SCHED_* as this process got them */
 
+/* the variables a child gets from this process, whatever its caller's envp says (CHAOS_SCHED_THREADS
+ * is the caller's choice per program: it stays as given) */
 static int is_sched_var(const char *kv) {
-    return strncmp(kv, "LD_PRELOAD=", 11) == 0 || strncmp(kv, "CHAOS_SCHED_", 12) == 0;
+    return strncmp(kv, "LD_PRELOAD=", 11) == 0
+        || (strncmp(kv, "CHAOS_SCHED_", 12) == 0 && strncmp(kv, "CHAOS_SCHED_THREADS=", 20) != 0);
 }
 static void remember_env(void) {
     extern char **environ;
