@@ -110,7 +110,7 @@ def test_the_suites_cli_as_a_black_box_three_runs_of_one_seed_give_one_history(t
     """One CLI process per call, each the worker's child of its own name under the shim; the worker
     waits for its reply through the scheduler (a poll over its pipes and its pidfd)."""
     assert sut.get("external").abilities({"command": "chaos backend sqlite"})["deterministic"].ok
-    assert not sut.get("external").abilities({"command": "node wowbagger.js"})["deterministic"].ok
+    assert not sut.get("external").abilities({"command": "ruby prog.rb"})["deterministic"].ok
     for _ in range(3):
         res = _run(tmp_path, "--deterministic", *BLACKBOX, "--seed", "5", "--workers", "2", "--time-limit", "1")
         assert res.returncode in (0, 2), res.stderr[-2000:]
@@ -158,3 +158,21 @@ def test_node_with_every_thread_controlled_repeats_its_schedule(tmp_path):
     assert {"n/t0", "n/t1", "n/f1/t0"} <= names and len(names) >= 5, sorted(names)
     assert any(" cond " in line for line in traces[0]) and any(" epoll " in line for line in traces[0])
     assert traces[1] == traces[0] and traces[2] == traces[0]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not WOWBAGGER.exists() or shutil.which("node") is None, reason="Wowbagger or node not here")
+def test_wowbagger_three_runs_of_one_seed_give_one_history(tmp_path):
+    """The real program, one node per call with every thread controlled, its set-up (provision mints
+    the namespace) on the virtual epoch and seeded randomness: one history in three runs. Slow: about
+    36,000 scheduling points per run, 1.5-3 min each on the shared machine."""
+    args = ("--deterministic", "--backend", "external", "--command", f"node {WOWBAGGER}",
+            "--profile", str(Path(__file__).resolve().parents[1] / "profiles" / "wowbagger-0.1.0-alpha.7.yaml"),
+            "--seed", "5", "--workers", "2", "--time-limit", "1")
+    assert sut.get("external").abilities({"command": f"node {WOWBAGGER}"})["deterministic"].ok
+    for _ in range(3):
+        res = _run(tmp_path, *args)
+        assert res.returncode in (0, 2), res.stderr[-2000:]
+    runs = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("*/2*/results.json"))]
+    assert len(runs) == 3 and len({r["history_sha256"] for r in runs}) == 1
+    assert runs[0]["stats"]["ok"] > 10 and runs[0]["verdict"] != "invalid", runs[0]["notes"]

@@ -10,7 +10,8 @@ timeout, group kill and errors — whose one wait is a ``poll`` over the
 program's pipes and a pidfd of the program, a wait the shim turns into a
 scheduler stop (retried after another slice got somewhere, never blocking).
 The program runs under the shim as the worker's child ``w<n>.<k>/f<N>``; its
-timeout (the profile's ``timeout_s``) is virtual, as every clock here.
+timeout (the profile's ``timeout_s``) is virtual, as every clock here. A Node
+program (Wowbagger) runs with ``shim.THREADED_ENV``: every thread controlled.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from backends.contract import loads_reply_line
 from backends.external import ExternalBackend, confine
 from backends.external.process import (CONTRACT_EXITS, MAX_STDERR, MAX_STDOUT, Indeterminate, ReplyProtocolError,
                                        _excerpt, _kill_group)
+from chaos.deterministic.shim import THREADED_ENV
 
 _CHUNK = 1 << 16
 
@@ -32,8 +34,14 @@ class HostedExternalBackend(ExternalBackend):
 
     def run(self, argv: list[str], stdin: bytes, op: str) -> tuple[int, dict]:
         os.makedirs(self.tmpdir, exist_ok=True)
-        return run_cli(argv, stdin, {"TMPDIR": self.tmpdir, **self.env}, self.profile.timeout_s, op,
+        threaded = THREADED_ENV if is_node(argv) else {}   # its threads wait on each other: all controlled
+        return run_cli(argv, stdin, {"TMPDIR": self.tmpdir, **self.env, **threaded}, self.profile.timeout_s, op,
                        write_roots=self.write_roots)
+
+
+def is_node(argv: list[str]) -> bool:
+    """A Node program (libuv's pool, V8's threads): it runs with ``shim.THREADED_ENV``."""
+    return bool(argv) and os.path.basename(argv[0]) in ("node", "nodejs")
 
 
 def open_backend(spec: dict, clock=None, hooks=None) -> HostedExternalBackend:

@@ -320,7 +320,8 @@ def run(cfg, report: bool = True, config_path: str | None = None) -> int:
     wall0 = time.monotonic()
     old_term = signal.signal(signal.SIGTERM, _interrupt)   # SIGTERM ends the run like Ctrl-C: everything reaped
     try:
-        target.setup(kind.namespaces(world), kind.durable(world))
+        with setup_programs_virtual():
+            target.setup(kind.namespaces(world), kind.durable(world))
         client_gen, world = adapt_to_target(kind, cfg, target, world, notes, run_dir, client_gen)
         driver = DeterministicDriver(sched, history, target.spec, run_dir.file("logs"))
         threads = list(range(cfg.workers))
@@ -378,6 +379,27 @@ def run(cfg, report: bool = True, config_path: str | None = None) -> int:
     sys.stderr.flush()   # the verdict summary is stdout's, last (as chaos.runner prints it)
     print(console_summary(dict(results, run_dir=run_dir.path), run_dir.path), flush=True)
     return results["exit_code"]
+
+
+class setup_programs_virtual:
+    """While the target is set up, every program the harness starts (git init, a black-box program's
+    provision, the seeding commit) runs with the shim alone (``shim.alone_env``): the virtual epoch on
+    its clocks and seeded randomness, so a namespace it mints and a commit's hash are the same in every
+    run. The harness's own process is not affected (a preload applies to new processes only)."""
+
+    def __enter__(self):
+        from chaos.deterministic.shim import alone_env
+
+        self.saved = {k: os.environ.get(k) for k in alone_env("setup", threads=True)}
+        os.environ.update(alone_env("setup", threads=True))
+        return self
+
+    def __exit__(self, *exc):
+        for k, v in self.saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def prepare_for_backend(kind, cfg, notes: list) -> None:

@@ -125,9 +125,20 @@ static void without_aslr(char **argv, char **envp) {
     syscall(SYS_execve, "/proc/self/exe", argv, envp);   /* on failure: go on with ASLR (not deterministic) */
 }
 
+static int alone;
+static long long alone_reads;
 __attribute__((constructor)) static void init(int argc, char **argv, char **envp) {
     (void)argc;
     const char *s = getenv("CHAOS_SCHED_SOCK"), *p = getenv("CHAOS_SCHED_PREFIX"), *n = getenv("CHAOS_SCHED_NAME");
+    const char *a = getenv("CHAOS_SCHED_ALONE");
+    if (a && *a && (!s || !*s)) {
+        snprintf(name, sizeof name, "%s", a);
+        epoch_ns = env_ll("CHAOS_SCHED_EPOCH_NS", 1767225600LL * SEC);
+        mono_ns = env_ll("CHAOS_SCHED_MONO_NS", 1000LL * SEC);
+        if (env_ll("CHAOS_SCHED_THREADS", 0) == 1) without_aslr(argv, envp);
+        alone = 1;
+        return;
+    }
     if (!s || !*s || strlen(s) >= sizeof sock_path) return;
     if (env_ll("CHAOS_SCHED_THREADS", 0) == 1) without_aslr(argv, envp);
     snprintf(sock_path, sizeof sock_path, "%s", s);
@@ -263,7 +274,7 @@ static int open_common(const char *fn, int dirfd, const char *path, int flags, m
     if (!real) real = dlsym(RTLD_NEXT, "openat");
     (void)fn;
     int fd = real(dirfd, path, flags, mode);
-    if (enabled && fd >= 0 && fd < FD_MAX && !in_vfork_child())
+    if ((enabled || alone) && fd >= 0 && fd < FD_MAX && (alone || !in_vfork_child()))
         random_fd[fd] = path && (strcmp(path, "/dev/urandom") == 0 || strcmp(path, "/dev/random") == 0);
     if (store && fd >= 0 && fd < FD_MAX && !in_vfork_child()) { store_fd[fd] = 1; free(fd_path[fd]); fd_path[fd] = strdup(full); }
     return fd;
@@ -335,6 +346,30 @@ static void wait_for_fd(int fd, short events, const char *what) {
     struct fd_wait w = { fd, events };
     wait_until(fd_ready, &w, -1, what);
 }
+
+/* stdio reads a pipe with glibc's own read (not interposable): before a stdio read whose buffer is
+ * empty, wait as a read of its fd would (git cat-file --batch reads its requests with getdelim) */
+static void wait_for_stream(FILE *fp) {
+    if (enabled && fp && fp->_IO_read_ptr >= fp->_IO_read_end) wait_for_fd(fileno_unlocked(fp), POLLIN, "read-pipe");
+}
+ssize_t getdelim(char **line, size_t *n, int delim, FILE *fp) {
+    REAL(ssize_t, getdelim, char **, size_t *, int, FILE *);
+    wait_for_stream(fp);
+    return real_getdelim(line, n, delim, fp);
+}
+ssize_t getline(char **line, size_t *n, FILE *fp) { return getdelim(line, n, '\n', fp); }
+char *fgets(char *buf, int n, FILE *fp) {
+    REAL(char *, fgets, char *, int, FILE *);
+    wait_for_stream(fp);
+    return real_fgets(buf, n, fp);
+}
+size_t fread(void *buf, size_t size, size_t n, FILE *fp) {
+    REAL(size_t, fread, void *, size_t, size_t, FILE *);
+    wait_for_stream(fp);
+    return real_fread(buf, size, n, fp);
+}
+int fgetc(FILE *fp) { REAL(int, fgetc, FILE *); wait_for_stream(fp); return real_fgetc(fp); }
+int getc(FILE *fp) { REAL(int, getc, FILE *); wait_for_stream(fp); return real_getc(fp); }
 
 struct poll_wait { struct pollfd *fds; nfds_t n; int result; };
 static int poll_ready(void *p) {
@@ -648,7 +683,7 @@ SPAWN(posix_spawn) SPAWN(posix_spawnp)
 ssize_t read(int fd, void *buf, size_t n) {
     REAL(ssize_t, read, int, void *, size_t);
     if (reads_are_points && is_store_fd(fd)) FAIL_IF(point("read", (long long)n, fd_path[fd]));
-    if (enabled && fd >= 0 && fd < FD_MAX && random_fd[fd]) { fill_random(buf, n); return (ssize_t)n; }
+    if ((enabled || alone) && fd >= 0 && fd < FD_MAX && random_fd[fd]) { fill_random(buf, n); return (ssize_t)n; }
     if (!is_store_fd(fd)) wait_for_fd(fd, POLLIN, "read-pipe");
     return real_read(fd, buf, n);
 }
@@ -777,13 +812,13 @@ static void fill_random(void *buf, size_t n) {
 }
 ssize_t getrandom(void *buf, size_t n, unsigned int flags) {
     REAL(ssize_t, getrandom, void *, size_t, unsigned int);
-    if (!enabled) return real_getrandom(buf, n, flags);
+    if (!(enabled || alone)) return real_getrandom(buf, n, flags);
     fill_random(buf, n);
     return (ssize_t)n;
 }
 int getentropy(void *buf, size_t n) {
     REAL(int, getentropy, void *, size_t);
-    if (!enabled) return real_getentropy(buf, n);
+    if (!(enabled || alone)) return real_getentropy(buf, n);
     if (n > 256) { errno = EIO; return -1; }
     fill_random(buf, n);
     return 0;
@@ -796,6 +831,10 @@ static int virtual_clock(clockid_t c) {
         || c == CLOCK_MONOTONIC_COARSE || c == CLOCK_MONOTONIC_RAW || c == CLOCK_BOOTTIME;
 }
 static long long now_of(clockid_t c) {
+    if (alone) {   /* no scheduler: the virtual epoch, 1 us per read */
+        long long t = __sync_add_and_fetch(&alone_reads, 1) * US;
+        return (c == CLOCK_REALTIME || c == CLOCK_REALTIME_COARSE || c == CLOCK_TAI ? epoch_ns : mono_ns) + t;
+    }
     ensure_conn();
     reads++;
     if (c == CLOCK_REALTIME || c == CLOCK_REALTIME_COARSE || c == CLOCK_TAI)
@@ -805,17 +844,17 @@ static long long now_of(clockid_t c) {
 
 int clock_gettime(clockid_t c, struct timespec *ts) {
     REAL(int, clock_gettime, clockid_t, struct timespec *);
-    if (!enabled || !virtual_clock(c)) return real_clock_gettime(c, ts);
+    if (!(enabled || alone) || !virtual_clock(c)) return real_clock_gettime(c, ts);
     long long t = now_of(c); ts->tv_sec = t / SEC; ts->tv_nsec = t % SEC; return 0;
 }
 int gettimeofday(struct timeval *tv, void *tz) {
     REAL(int, gettimeofday, struct timeval *, void *);
-    if (!enabled) return real_gettimeofday(tv, tz);
+    if (!(enabled || alone)) return real_gettimeofday(tv, tz);
     long long t = now_of(CLOCK_REALTIME); if (tv) { tv->tv_sec = t / SEC; tv->tv_usec = (t % SEC) / US; } return 0;
 }
 time_t time(time_t *out) {
     REAL(time_t, time, time_t *);
-    if (!enabled) return real_time(out);
+    if (!(enabled || alone)) return real_time(out);
     time_t t = (time_t)(now_of(CLOCK_REALTIME) / SEC); if (out) *out = t; return t;
 }
 

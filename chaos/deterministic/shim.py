@@ -26,6 +26,14 @@ def build() -> str:
     return build_shim(SOURCE, "chaos-sched")
 
 
+def alone_env(name: str, threads: bool = False) -> dict:
+    """What a program started outside the scheduler (a run's set-up: provision, the seeding commit)
+    runs with: clocks at the virtual epoch, randomness seeded from ``name``; ``threads``: ASLR off
+    too (a program whose randomness mixes in addresses, Node's OpenSSL)."""
+    return {"LD_PRELOAD": build(), "CHAOS_SCHED_ALONE": name, "CHAOS_SCHED_EPOCH_NS": str(EPOCH_NS),
+            "CHAOS_SCHED_MONO_NS": str(MONO_NS), **({"CHAOS_SCHED_THREADS": "1"} if threads else {})}
+
+
 def env(sock: str, name: str, prefixes: list[str], reads: bool = False) -> dict:
     """What a process needs to run under the scheduler listening on ``sock``:
     ``name`` is its logical name in traces (never its pid, which differs

@@ -368,7 +368,8 @@ def _deterministic(opts: dict) -> tuple:
     if external_program_controlled(opts.get("command")):
         return can("each call's CLI process runs under the scheduling shim as the worker's child of its own name, "
                    "hosted in the worker's one thread (its pipes and exit a scheduler wait, never a wall-clock "
-                   "timeout): the ledger's files are the points, clocks, sleeps and randomness virtual", "sched-shim")
+                   "timeout; a Node program with every thread controlled and ASLR off): the ledger's files are the "
+                   "points, clocks, sleeps and randomness virtual; set-up programs on the virtual epoch", "sched-shim")
     return cannot(why_not("external", opts))
 
 
