@@ -71,7 +71,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--deterministic", action="store_true",
                    help="same seed, same history: every worker under one scheduler (PCT) on a virtual clock, "
                         "faults (kill, fsync; clock when asked) at exact scheduling points "
-                        "(docs/deterministic.md; sqlite and python only for now)")
+                        "(docs/deterministic.md; sqlite, python, gitjournal, the suite's own CLI as a black box and Wowbagger for now)")
     p.add_argument("--pct-depth", type=int, default=3,
                    help="--deterministic: PCT depth d (d - 1 priority change points; default 3)")
     p.add_argument("--pct-points", type=int, default=None,

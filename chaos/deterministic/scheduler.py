@@ -32,6 +32,15 @@ virtual duration while the others run (it keeps its locks); let the call go on
 and mark its reply as lost (the caller drops it); cut the power (every process
 killed and reaped, then the rule's ``then`` undoes what no fsync covers); or
 step a clock.
+
+Children (a controlled process runs ``git``, a per-call program, ...): a
+forked or exec'd child is its own process ``<parent>/f<N>`` that says hello
+at once; the parent's points say how many children it started, and the
+scheduler waits for their hellos before it decides anything, so the set of
+threads it chooses from is the same in every run. A wait for another process
+(waitpid, a pipe, poll/select) is a ``waiting`` stop: the thread is enabled
+again once another thread got somewhere (a point, a hello, an exit, a reply)
+or its virtual deadline passed, and then retries without blocking.
 """
 
 from __future__ import annotations
@@ -40,6 +49,8 @@ import errno as errno_mod
 import hashlib
 import os
 import random
+import re
+import select
 import selectors
 import shutil
 import signal
@@ -52,6 +63,10 @@ from typing import Callable
 
 from chaos.deterministic import shim
 
+#: calls whose argument is a byte count: the trace leaves it out (a lock file's content names its owner's pid)
+SIZED = frozenset({"write", "read"})
+#: a number in a path that may be a pid (a program's temp and lock files carry theirs)
+PID_IN_PATH = re.compile(r"(?<![0-9A-Za-z])[1-9][0-9]{1,6}(?![0-9A-Za-z])")
 #: calls after which a thread that reported "blocked" may succeed: they (or an exit) release locks
 RELEASES = frozenset({"unlock", "close"})
 
@@ -124,6 +139,10 @@ class Proc:
     gone: bool = False
     serving: bool = False      # handed a line (``send``) and not yet replied: inside a request
     call: tuple | None = None     # (serial, f) of the op it serves (``begin_call``): what a fault rule may name
+    spawned: int = 0              # children it said it started (its points' count)
+    children: set = field(default_factory=set)   # names of its children that said hello
+    threads_made: int = 0         # threads it said it made (pthread_create, with CHAOS_SCHED_THREADS=1)
+    made_hellos: int = 0          # of those, the ones that said hello
 
 
 @dataclass
@@ -135,7 +154,7 @@ class Thread:
     proc: Proc
     priority: float
     buf: bytes = b""
-    state: str = "ready"          # ready | sleeping | blocked | running | idle (control read) | gone
+    state: str = "ready"          # ready | sleeping | blocked | waiting | running | idle (control read) | gone
     call: str = "start"
     seq: int = 0
     arg: int = 0
@@ -143,6 +162,7 @@ class Thread:
     local_vt: int = 0
     wake_at: int = 0
     held: bool = False            # frozen at its current point by a fault: its next grant is not faulted again
+    since: int = 0                # waiting: the epoch of its last failed try
 
 
 class Scheduler:
@@ -169,7 +189,16 @@ class Scheduler:
         self.replies: list[tuple[Proc, bytes]] = []
         self.threads: list[Thread] = []
         self.procs: dict[int, Proc] = {}
-        self.running: tuple[int, int] | None = None   # (pid, tid) of the one thread that may run
+        self.by_name: dict[str, Proc] = {}
+        self.pid_names: dict[int, str] = {}   # every pid a controlled process had -> its logical name
+        # a waiting thread may retry once another thread's slice got somewhere: ``epoch`` counts the slices
+        # that did (a point, a hello, an exit, a reply), ``_moved`` says the current one did
+        self.epoch = 0
+        self._moved = False
+        self.running: tuple[int, int | None] | None = None   # (pid, tid) of the one thread that may run
+        # (pid, None): that thread's connection closed (an exit or an exec): its process runs until it is
+        # gone or says hello again
+        self._awaiting: set[str] = set()   # processes whose children's hellos are still to come
         # the socket in sock_dir (a run's tmp/, swept after a killed run) when its path fits a sun_path
         usable = sock_dir is not None and len(os.path.abspath(sock_dir)) < 80   # + "/chaos-sched-XXXXXXXX/s" < 108
         self._dir = tempfile.mkdtemp(prefix="chaos-sched-", dir=sock_dir if usable else None)
@@ -196,6 +225,8 @@ class Scheduler:
         if env and env.get("LD_PRELOAD"):
             sched_env["LD_PRELOAD"] += " " + env["LD_PRELOAD"]
         full_env = {**os.environ, **(env or {}), **sched_env}
+        if control:   # its stdin/stdout are the harness's: their reads block for real (not a wait for a child)
+            full_env["CHAOS_SCHED_CONTROL"] = "1"
         stderr = (open(os.path.join(self.log_dir, f"{name.replace('/', '_')}.stderr"), "ab")
                   if self.log_dir else subprocess.DEVNULL)
         try:
@@ -221,6 +252,8 @@ class Scheduler:
             pidfd = -1
         proc = Proc(name, pid, popen, pidfd)
         self.procs[pid] = proc
+        self.by_name[name] = proc
+        self.pid_names[pid] = name
         if pidfd >= 0:
             self._sel.register(pidfd, selectors.EVENT_READ, ("exit", proc))
         return proc
@@ -244,7 +277,7 @@ class Scheduler:
         proc.call = (self.calls_begun, f)
 
     def kill(self, proc: Proc) -> None:
-        """SIGKILL a process (its whole session) and reap it before anything else runs."""
+        """SIGKILL a process (its whole session) and reap it, and its children, before anything else runs."""
         if proc.gone:
             return
         try:
@@ -252,11 +285,34 @@ class Scheduler:
         except ProcessLookupError:
             pass
         self._reap(proc)
+        for child in [p for p in self.procs.values() if p.name.startswith(proc.name + "/") and not p.gone]:
+            self._await_exit(child)
+        self._end_slice(None)
+
+    def _await_exit(self, proc: Proc) -> None:
+        """SIGKILL a child of a killed process (it may lead a session of its own: a per-call program) and
+        its group, wait (wall time bounds it) until it is gone, then reap it."""
+        if proc.pidfd >= 0:
+            try:
+                if not select.select([proc.pidfd], [], [], 0)[0]:   # still alive: its pid is still its own
+                    os.killpg(proc.pid, signal.SIGKILL) if os.getpgid(proc.pid) == proc.pid else None
+                signal.pidfd_send_signal(proc.pidfd, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        if proc.pidfd >= 0 and not select.select([proc.pidfd], [], [], self.stuck_s)[0]:
+            raise SchedulerStuck(f"{proc.name} did not die {self.stuck_s:g} s after its parent's SIGKILL")
+        self._reap(proc)
+
+    def root(self, proc: Proc) -> Proc:
+        """The process the harness started that ``proc`` descends from (a kill ends its whole tree)."""
+        top = self.by_name.get(proc.name.split("/", 1)[0])
+        return top if top is not None and not top.gone else proc
 
     def _reap(self, proc: Proc) -> None:
         if proc.popen is not None:
             proc.popen.wait()
         proc.gone = True
+        self._moved = True
         for t in proc.threads:
             self._thread_gone(t)
         if proc.pidfd >= 0:
@@ -289,16 +345,52 @@ class Scheduler:
 
     # ------------------------------------------------------------------ the loop
 
-    def _settle(self) -> None:
-        """Wait until the running thread stops (a point, a control reply, its exit)."""
+    def _settle(self, subject: Thread | None = None) -> None:
+        """Wait until the running thread stops (a point, a control reply, its exit), then close the slice:
+        if it got somewhere, every waiting thread may retry, but not ``subject`` (the thread granted) if it
+        ended the slice waiting: nothing else ran since it looked. Decided per slice, not per message, so
+        the order messages arrive in within a slice changes nothing."""
         deadline = time.monotonic() + self.stuck_s
-        while self.running is not None:
+        while self.running is not None or self._unannounced():
             left = deadline - time.monotonic()
             if left <= 0:
+                if self.running is None:
+                    raise SchedulerStuck(f"{self._unannounced()} started children that never said hello "
+                                         f"in {self.stuck_s:g} s (a program the shim does not load into?)")
                 raise SchedulerStuck(f"pid {self.running[0]} tid {self.running[1]} ran {self.stuck_s:g} s "
                                      "without reaching a scheduling point")
             for key, _ in self._sel.select(timeout=min(left, 1.0)):
                 self._event(*key.data, key.fileobj)
+        self._end_slice(subject)
+
+    def _end_slice(self, subject: Thread | None) -> None:
+        if self._moved:
+            self.epoch += 1
+            self._moved = False
+        if subject is not None and subject.state == "waiting":
+            subject.since = self.epoch
+
+    def _unannounced(self) -> str | None:
+        """A live process whose children have not all said hello yet (its name)."""
+        for name in self._awaiting:
+            proc = self.by_name.get(name)
+            if proc is not None and not proc.gone and (proc.spawned > len(proc.children)
+                                                       or proc.threads_made > proc.made_hellos):
+                return name
+        self._awaiting.clear()
+        return None
+
+    def _await_thread_exit(self, t: Thread) -> None:
+        """A thread closes its connection before it is gone (a joiner's try and the process's thread
+        list see it later): wait until the kernel has let it go, so what the next thread sees does not
+        depend on how far it got. Wall time only bounds the wait."""
+        if t.tid == t.pid or t.proc.gone:
+            return
+        deadline = time.monotonic() + self.stuck_s
+        while os.path.exists(f"/proc/{t.pid}/task/{t.tid}"):
+            if time.monotonic() > deadline:
+                raise SchedulerStuck(f"{t.name} closed its connection but did not exit in {self.stuck_s:g} s")
+            time.sleep(0.0005)
 
     def _event(self, kind: str, obj, fileobj) -> None:
         if kind == "accept":
@@ -322,8 +414,11 @@ class Scheduler:
         if not data:
             if thread is not None:
                 self._thread_gone(thread)
+                self._await_thread_exit(thread)
+                self._moved = True
                 if self.running == (thread.pid, thread.tid):
-                    self.running = None
+                    last = all(x.state == "gone" for x in thread.proc.threads)
+                    self.running = (thread.pid, None) if last and not thread.proc.gone else None
                 self._release_blocked()
             else:
                 self._sel.unregister(conn)
@@ -351,10 +446,22 @@ class Scheduler:
         return out
 
     def _hello(self, conn: socket.socket, line: str) -> None:
-        _, name, pid, tid = line.split(" ")
+        _, name, pid, tid, *made = line.split(" ")
         pid, tid = int(pid), int(tid)
-        proc = self.procs.get(pid) or self._adopt(name.rsplit("/", 1)[0], pid, None)
-        t = Thread(name, pid, tid, conn, proc, self.depth + self.rng.random(), local_vt=self.vt)
+        pname = name.rsplit("/", 1)[0]
+        proc = self.procs.get(pid) or self._adopt(pname, pid, None)
+        if self.running == (pid, None):
+            self.running = (pid, tid)          # an exec'd image: it stops here, at its start
+        parent = self.by_name.get(pname.rsplit("/", 1)[0]) if "/" in pname else None
+        if parent is not None:
+            parent.children.add(pname)
+        if made:
+            proc.made_hellos += 1
+        self._moved = True
+        # a child's thread, or a second thread: a priority of its own name, whatever order the hellos came in
+        first = "/" not in pname and name.endswith("/t0")
+        rank = self.rng.random() if first else random.Random(f"{self.seed}:{name}").random()
+        t = Thread(name, pid, tid, conn, proc, self.depth + rank, local_vt=self.vt)
         proc.threads.append(t)
         self.threads.append(t)
         self._sel.modify(conn, selectors.EVENT_READ, ("thread", t))
@@ -363,18 +470,29 @@ class Scheduler:
     def _message(self, t: Thread, line: str) -> None:
         parts = line.split(" ", 6)
         if parts[0] == "P":
-            _, seq, call, arg, local_vt, path = parts[:6]
+            _, seq, call, arg, local_vt, spawned, path = parts
             t.seq, t.call, t.arg, t.local_vt = int(seq), call, int(arg), int(local_vt)
             t.path = self._relative(path)
             if call == "sleep":
                 t.state, t.wake_at = "sleeping", max(self.vt, t.local_vt) + t.arg
             else:
                 t.state = "ready"
+            self._moved = True
         elif parts[0] == "B":
-            t.local_vt = int(parts[2])
+            t.local_vt, spawned = int(parts[2]), parts[3]
             t.call, t.state = "retry", "blocked"
+        elif parts[0] == "W":   # W seq local_vt spawned deadline what
+            _, seq, local_vt, spawned, wake, what = parts[:6]
+            if int(seq) != t.seq:   # a new wait: the thread ran since its last stop (a retry did nothing)
+                self._moved = True
+            t.seq, t.local_vt, t.call, t.arg, t.path = int(seq), int(local_vt), what, int(wake), ""
+            t.state, t.wake_at = "waiting", int(wake)
         else:
             raise RuntimeError(f"{t.name}: bad message {line!r}")
+        forks, _, made = spawned.partition(".")
+        if int(forks) > t.proc.spawned or int(made or 0) > t.proc.threads_made:
+            t.proc.spawned, t.proc.threads_made = max(t.proc.spawned, int(forks)), max(t.proc.threads_made, int(made or 0))
+            self._awaiting.add(t.proc.name)
         self._stopped(t)
 
     def _stopped(self, t: Thread) -> None:
@@ -406,8 +524,14 @@ class Scheduler:
             return ""
         for p in self.prefixes:
             if path == p or path.startswith(p + "/"):
-                return path[len(p):].lstrip("/") or "."
-        return path
+                path = path[len(p):].lstrip("/") or "."
+                break
+        return PID_IN_PATH.sub(self._pid_name, path) if self.pid_names else path
+
+    def _pid_name(self, m: re.Match) -> str:
+        """A controlled process's pid in a path (a lock's temp file) by its logical name: pids differ between runs."""
+        name = self.pid_names.get(int(m.group(0)))
+        return f"{{pid:{name}}}" if name else m.group(0)
 
     def _release_blocked(self) -> None:
         for t in self.threads:
@@ -417,10 +541,11 @@ class Scheduler:
     # ------------------------------------------------------------------ choosing
 
     def enabled(self) -> list[Thread]:
-        return [t for t in self.threads if t.state == "ready" or (t.state == "sleeping" and t.wake_at <= self.vt)]
+        return [t for t in self.threads if t.state == "ready" or (t.state == "sleeping" and t.wake_at <= self.vt)
+                or (t.state == "waiting" and (t.since < self.epoch or 0 <= t.wake_at <= self.vt))]
 
     def next_wake(self) -> int | None:
-        wakes = [t.wake_at for t in self.threads if t.state == "sleeping"]
+        wakes = [t.wake_at for t in self.threads if t.state == "sleeping" or (t.state == "waiting" and t.wake_at >= 0)]
         return min(wakes) if wakes else None
 
     def step(self) -> bool:
@@ -438,18 +563,20 @@ class Scheduler:
         return True
 
     def _grant(self, t: Thread) -> None:
-        self.vt = max(self.vt, t.local_vt, t.wake_at if t.state == "sleeping" else 0) + self.step_ns
+        due = t.wake_at if t.state == "sleeping" or (t.state == "waiting" and 0 <= t.wake_at <= self.vt) else 0
+        self.vt = max(self.vt, t.local_vt, due) + self.step_ns
         err = 0
         rule = None if t.held else next((r for r in self.faults if r.matches(t, t.call, t.seq, self.vt)), None)
         t.held = False
         point = {"process": t.proc.name, "thread": t.name, "call": t.call, "index": t.seq, "path": t.path,
                  "vt_ns": self.vt}
-        self.trace.append(f"{self.vt} {t.name} {t.call} {t.seq} {t.arg} {t.path}")
+        arg = "-" if t.call in SIZED else t.arg   # a data call's size: a program's data may carry its pid
+        self.trace.append(f"{self.vt} {t.name} {t.call} {t.seq} {arg} {t.path}")
         if rule is not None:
             rule.evidence = dict(point, action=rule.action)
             self.trace.append(f"{self.vt} {t.name} FAULT {rule.action}")
             if rule.action == "kill":
-                self.kill(t.proc)
+                self.kill(self.root(t.proc))
                 return
             if rule.action == "power-loss":
                 self._power_loss(rule)
@@ -470,7 +597,7 @@ class Scheduler:
             t.conn.sendall(f"G {self.vt} {err} {self.clock_offset(t.proc.name)}\n".encode())
         except OSError:   # it died while stopped: its exit event says so
             pass
-        self._settle()
+        self._settle(t)
         if call in RELEASES:
             self._release_blocked()
 

@@ -15,9 +15,23 @@ EPOCH_NS = 1_767_225_600 * 10**9
 MONO_NS = 1000 * 10**9
 
 
+#: what a multi-threaded program (Node: libuv's pool, V8's helpers) runs with: every thread controlled
+#: (its futex waits and epoll are scheduler waits), one pool thread, no io_uring (which would bypass
+#: every interposed call). Its schedule repeats; its randomness does not yet (docs/deterministic.md).
+THREADED_ENV = {"CHAOS_SCHED_THREADS": "1", "UV_THREADPOOL_SIZE": "1", "UV_USE_IO_URING": "0"}
+
+
 def build() -> str:
     """The shim's .so path (compiled with the system gcc on first use)."""
     return build_shim(SOURCE, "chaos-sched")
+
+
+def alone_env(name: str, threads: bool = False) -> dict:
+    """What a program started outside the scheduler (a run's set-up: provision, the seeding commit)
+    runs with: clocks at the virtual epoch, randomness seeded from ``name``; ``threads``: ASLR off
+    too (a program whose randomness mixes in addresses, Node's OpenSSL)."""
+    return {"LD_PRELOAD": build(), "CHAOS_SCHED_ALONE": name, "CHAOS_SCHED_EPOCH_NS": str(EPOCH_NS),
+            "CHAOS_SCHED_MONO_NS": str(MONO_NS), **({"CHAOS_SCHED_THREADS": "1"} if threads else {})}
 
 
 def env(sock: str, name: str, prefixes: list[str], reads: bool = False) -> dict:

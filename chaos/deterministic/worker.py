@@ -2,7 +2,9 @@
 thread, run under the scheduling shim.
 
 Single-threaded on purpose (the shim serializes threads only at their points,
-and a worker host's thread per call would run unserialized between them):
+and a worker host's thread per call would run unserialized between them; a
+black-box program's per-call process is hosted in this thread too,
+``chaos.deterministic.host``):
 it opens the backend of ``$CHAOS_DET_SPEC`` with the process clock (which the
 shim makes the scheduler's virtual clock), prints ``{"ready": true}``, then
 reads one op per stdin line (``{"f", "value"}``) and writes one reply per
@@ -26,7 +28,13 @@ def main() -> int:
 
     random.seed(os.environ.get("CHAOS_SCHED_NAME", ""))
     clock = FixedClock(None)
-    backend = open_backend(json.loads(os.environ["CHAOS_DET_SPEC"]), clock, Hooks())
+    spec = json.loads(os.environ["CHAOS_DET_SPEC"])
+    if spec.get("backend") == "external":   # its per-call program in this one thread (chaos.deterministic.host)
+        from chaos.deterministic.host import open_backend as open_hosted
+
+        backend = open_hosted(spec, clock, Hooks())
+    else:
+        backend = open_backend(spec, clock, Hooks())
     out = sys.stdout
 
     def emit(obj: dict) -> None:

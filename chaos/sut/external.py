@@ -311,6 +311,7 @@ class ExternalSut(Sut):
             "lost-reply": can("workers: exit(137) after the CLI answered exit 0, before the reply", "exit-after-commit"),
             "power-loss": can("the ledger directory the CLI writes: un-fsynced changes undone (inherited preload)",
                               "powerloss-shim"),
+            "deterministic": _deterministic(opts),
             "advisory-setup": can(f"{who}: advisory_setup {xp.advisory_setup}", xp.advisory_setup)
             if xp.advisory_setup else cannot(f"{who} declares no way to set up an advisory (bypass) endpoint"),
             "write-paths": can(f"{who}: provision --write-paths") if xp.provision_write_paths
@@ -358,6 +359,18 @@ def _fault(who: str, spec: dict, name: str) -> tuple:
     if "fsync_match" in spec:
         return can(f"{who}: fsync EIO shim on paths matching {spec['fsync_match']!r}", "fsync")
     return cannot(f"{who} declares no mechanism for fault {name}")
+
+
+def _deterministic(opts: dict) -> tuple:
+    """The scheduler hosts the suite's own CLI as a black box; another program is refused with the reason."""
+    from chaos.deterministic import external_program_controlled, why_not
+
+    if external_program_controlled(opts.get("command")):
+        return can("each call's CLI process runs under the scheduling shim as the worker's child of its own name, "
+                   "hosted in the worker's one thread (its pipes and exit a scheduler wait, never a wall-clock "
+                   "timeout; a Node program with every thread controlled and ASLR off): the ledger's files are the "
+                   "points, clocks, sleeps and randomness virtual; set-up programs on the virtual epoch", "sched-shim")
+    return cannot(why_not("external", opts))
 
 
 SUT = ExternalSut()

@@ -61,6 +61,9 @@ class GitJournalSut(Sut):
             "legacy-writes": can("the engine's legacy refusals"),
             "claim-verify": can("GitJournalStore's claim-verify over the journal and HEAD"),
             "commit": cannot("chaos run does not commit this backend's items (claim-verify reads the journal)"),
+            "deterministic": can("one single-threaded worker process per client under the scheduling shim, and every "
+                                 "git it runs as a child of its own name (waits for it never block): the repository's "
+                                 "files are the points, clocks, sleeps and /dev/urandom virtual", "sched-shim"),
         }
 
     def target(self, cfg, run, note_pid, note_dir) -> Target:

@@ -1,0 +1,148 @@
+"""Host a black-box program's per-call processes in a deterministic worker.
+
+``backends.external.process.run_cli`` feeds and drains the program in three
+threads, which the scheduler would not serialize between their points (and a
+thread's first clock read, with Python's GIL held, would wait for a grant
+while the thread granted waits for the GIL). ``HostedExternalBackend`` is the
+same backend with one difference: its ``run`` is ``run_cli`` below, the same
+call in one thread — the same environment, confinement, output bounds,
+timeout, group kill and errors — whose one wait is a ``poll`` over the
+program's pipes and a pidfd of the program, a wait the shim turns into a
+scheduler stop (retried after another slice got somewhere, never blocking).
+The program runs under the shim as the worker's child ``w<n>.<k>/f<N>``; its
+timeout (the profile's ``timeout_s``) is virtual, as every clock here. A Node
+program (Wowbagger) runs with ``shim.THREADED_ENV``: every thread controlled.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import subprocess
+
+from backends.contract import loads_reply_line
+from backends.external import ExternalBackend, confine
+from backends.external.process import (CONTRACT_EXITS, MAX_STDERR, MAX_STDOUT, Indeterminate, ReplyProtocolError,
+                                       _excerpt, _kill_group)
+from chaos.deterministic.shim import THREADED_ENV
+
+_CHUNK = 1 << 16
+
+
+class HostedExternalBackend(ExternalBackend):
+    """``ExternalBackend`` whose per-call program is run by ``run_cli`` (one thread)."""
+
+    def run(self, argv: list[str], stdin: bytes, op: str) -> tuple[int, dict]:
+        os.makedirs(self.tmpdir, exist_ok=True)
+        threaded = THREADED_ENV if is_node(argv) else {}   # its threads wait on each other: all controlled
+        return run_cli(argv, stdin, {"TMPDIR": self.tmpdir, **self.env, **threaded}, self.profile.timeout_s, op,
+                       write_roots=self.write_roots)
+
+
+def is_node(argv: list[str]) -> bool:
+    """A Node program (libuv's pool, V8's threads): it runs with ``shim.THREADED_ENV``."""
+    return bool(argv) and os.path.basename(argv[0]) in ("node", "nodejs")
+
+
+def open_backend(spec: dict, clock=None, hooks=None) -> HostedExternalBackend:
+    return HostedExternalBackend(spec, clock, hooks)
+
+
+def run_cli(argv: list[str], stdin: bytes, env: dict, timeout_s: float, op: str = "",
+            max_stdout: int = MAX_STDOUT, max_stderr: int = MAX_STDERR,
+            write_roots: tuple[str, ...] = ()) -> tuple[int, dict]:
+    """``backends.external.process.run_cli`` in one thread: ``(exit, envelope)``; raises ``Indeterminate``."""
+    import time
+
+    ruleset = confine.ruleset(write_roots) if write_roots else None
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, **env}, start_new_session=True,
+                            preexec_fn=None if ruleset is None else confine.restrict_in_child(ruleset))
+    pidfd = os.pidfd_open(proc.pid)
+    out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
+    streams = {out_fd: ("stdout", bytearray(), max_stdout), err_fd: ("stderr", bytearray(), max_stderr)}
+    feed, sent, over, timed_out = proc.stdin.fileno(), 0, None, False
+    for fd in (feed, *streams):
+        os.set_blocking(fd, False)
+    if not stdin:
+        proc.stdin.close()
+        feed = None
+    deadline = time.monotonic() + timeout_s
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+    for fd in streams:
+        poller.register(fd, select.POLLIN)
+    if feed is not None:
+        poller.register(feed, select.POLLOUT)
+    try:
+        exited = False
+        while not exited and over is None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                timed_out = True
+                break
+            for fd, _ in poller.poll(max(1, int(left * 1000))):
+                if fd == pidfd:
+                    exited = True
+                elif fd == feed:
+                    try:
+                        sent += os.write(feed, stdin[sent:sent + _CHUNK])
+                    except (BrokenPipeError, OSError):
+                        sent = len(stdin)
+                    if sent >= len(stdin):
+                        poller.unregister(feed)
+                        proc.stdin.close()
+                        feed = None
+                elif fd in streams and not _drain(fd, streams, poller):
+                    over = streams[fd]
+    finally:
+        _kill_group(proc.pid)   # anything the call forked and left running in its group
+        proc.wait()
+        os.close(pidfd)
+        for fd in list(streams):
+            if over is None and not _drain(fd, streams, None):
+                over = streams[fd]
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            try:
+                stream.close()
+            except OSError:
+                pass
+    if over is not None:
+        raise Indeterminate(f"printed more than {over[2]} bytes on {over[0]} (killed with its process group; "
+                            f"a reply is one JSON object): {' '.join(argv)}")
+    if timed_out:
+        raise Indeterminate(f"timed out after {timeout_s} s: {' '.join(argv)}")
+    out, err = bytes(streams[out_fd][1]), bytes(streams[err_fd][1])
+    if proc.returncode < 0:
+        raise Indeterminate(f"killed by signal {-proc.returncode}: {' '.join(argv)}")
+    evidence = {"op": op, "argv": argv, "exit": proc.returncode, "stdout": _excerpt(out),
+                "stderr": _excerpt(err, tail=True)}
+    try:
+        envelope = loads_reply_line(out)
+    except ValueError as e:
+        raise ReplyProtocolError(f"exit {proc.returncode}, stdout is not one JSON object + LF ({e}); "
+                                 f"stderr: {_excerpt(err, tail=True)[-200:]!r}", dict(evidence, problem=str(e))) from None
+    if proc.returncode not in CONTRACT_EXITS:
+        raise ReplyProtocolError(f"exit {proc.returncode} is not a contract exit code",
+                                 dict(evidence, problem=f"exit {proc.returncode} is not a contract exit code"))
+    return proc.returncode, envelope
+
+
+def _drain(fd: int, streams: dict, poller) -> bool:
+    """Read what ``fd`` has now (it never blocks); False when the stream went over its bound."""
+    name, buf, limit = streams[fd]
+    while True:
+        try:
+            chunk = os.read(fd, _CHUNK)
+        except BlockingIOError:
+            return True
+        except OSError:
+            chunk = b""
+        if not chunk:
+            if poller is not None:
+                poller.unregister(fd)
+            return True
+        if len(buf) + len(chunk) > limit:
+            buf += chunk[:limit - len(buf)]
+            return False
+        buf += chunk
