@@ -276,10 +276,12 @@ def check_register(model: Model, start: tuple, ops: list[Operation], timeout: fl
     def out_of_time() -> bool:
         return deadline is not None and time.monotonic() >= deadline
 
-    def search(k: int, state: Any) -> LinearizabilityResult:
-        """Window ``k``'s search, within what is left of the partition's time budget."""
+    def search(k: int, state: Any, lo: int | None = None) -> LinearizabilityResult:
+        """Window ``k``'s search (from window ``lo`` on, if given), within what is left of the
+        partition's time budget."""
         m = replace(model, init=lambda: state, partition=None)
-        res = check_operations(m, window_ops[k], timeout=timeout, budget=left(), engine=engine)
+        span = window_ops[k] if lo is None else [op for w in window_ops[lo:k + 1] for op in w]
+        res = check_operations(m, span, timeout=timeout, budget=left(), engine=engine)
         if res.result != OK and out_of_time():
             part = res.partitions[0]
             res.result, part.result, part.explanation = UNKNOWN_RESULT, UNKNOWN_RESULT, None
@@ -295,12 +297,20 @@ def check_register(model: Model, start: tuple, ops: list[Operation], timeout: fl
 
     before: list[Any] = [frozenset([start])] + [None] * len(windows)  # the state each window starts from
     exact: list[str | None] = [PIN] + [None] * len(windows)  # ... and whether every linearization fits it
-    orders: list[list[int]] = [[] for _ in windows]  # each window's witness from ``before``
+    orders: list[list[int]] = [[] for _ in windows]  # each window's witness from ``before`` (op indices)
     configurations = 0
     k = 0
     while k < len(windows):
         res = search(k, before[k])
         configurations += res.partitions[0].configurations
+        lo = k
+        if res.result != OK and k and exact[k] is None and exact[k - 1] is None and not out_of_time():
+            # most hand-overs that do not fit are one linearization's choice in the window before: one
+            # cheap retry of both windows from the state before them (``valid`` soundly if it fits)
+            retry = search(k, before[k - 1], k - 1)
+            configurations += retry.partitions[0].configurations
+            if retry.result == OK:
+                res, lo = retry, k - 1
         if res.result != OK and exact[k] is None and not out_of_time():
             # the hand-over did not fit: the states every linearization reaches, from the last exact start on
             j = max(i for i in range(k + 1) if exact[i] is not None)
@@ -319,7 +329,8 @@ def check_register(model: Model, start: tuple, ops: list[Operation], timeout: fl
             return _explained(model, res, k, windows, bounded, before, exact, orders, configurations, left,
                               engine), stats
         part = res.partitions[0]
-        orders[k] = part.witness
+        span = [i for w in windows[lo:k + 1] for i in w]
+        orders[lo:k + 1] = [[span[i] for i in part.witness]] + [[] for _ in range(lo, k)]
         before[k + 1] = part.final_state
         if k + 1 < len(windows) and pins[k + 1] is not None and part.final_state == frozenset([pins[k + 1]]):
             exact[k + 1] = PIN
@@ -356,7 +367,7 @@ def _explained(model: Model, res: LinearizabilityResult, k: int, windows: list[l
             i -= 1
         else:  # the witnesses since the last exact start chain up to this one
             h = max(j for j in range(i) if exact[j] is not None)
-            chain = [windows[w][j] for w in range(h, i) for j in orders[w]]
+            chain = [j for w in range(h, i) for j in orders[w]]
             wanted = source(model, bounded, chain, before[h], wanted)
             pieces.append(chain)
             i = h
