@@ -46,7 +46,9 @@ what is left:
    ended in. All windows linearizable = a witness for the whole partition
    (the witnesses concatenate): ``valid``, soundly. The hand-over is one
    linearization's state, not every possible one, so a window that fails
-   from it is searched again from an *exact* start: the partition's own, a
+   from it is searched once more together with the window before it, from
+   that window's start (``valid`` soundly if that fits), then from an
+   *exact* start: the partition's own, a
    window start whose state the replies pin (``pinned.py``: the one state
    every linearization of the ops before it leaves; used only where the
    witness ended in exactly that state), or the union of the states every
