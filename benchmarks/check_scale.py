@@ -13,11 +13,12 @@ many of the linearizability checker's partitions it decided (``ok`` or
 ``illegal``, not ``unknown``) and the configurations of the largest.
 
 Every figure is measured in a fresh subprocess, so each process's peak RSS
-is its own (``os.wait4``'s ``ru_maxrss``; CPU is user + system, including
+is its own (``VmHWM``; CPU is ``os.wait4``'s user + system, including
 the helper process of ``--jobs 2``, which ``chaos check`` reaps):
 
 * ``chaos check`` itself (the Done-when figure; ``--jobs 2`` is its default):
-  the peak RSS of its largest process (``wait4``), of each of its two
+  the peak RSS of its own process (``VmHWM`` sampled from /proc, ``wait4``'s
+  ``ru_maxrss`` only if no sample was taken), of each of its two
   processes (the checking process and the read's helper process, which
   ``chaos check`` reaps), and the peak summed PSS of both (sampled from
   /proc: shared library pages counted once);
@@ -74,10 +75,12 @@ def measured(argv: list[str]) -> dict:
             else:
                 chunks[key.data].append(data)
     sampler.stop()
+    hwm = max(sampler.hwm_kb, sampler.hwm_now_kb())  # once more at EOF (a zombie has no VmHWM left)
     _, status, usage = os.wait4(p.pid, 0)
     p.returncode = os.waitstatus_to_exitcode(status)
     out, err = b"".join(chunks["out"]), b"".join(chunks["err"])
-    return {"wall": time.perf_counter() - t, "cpu": usage.ru_utime + usage.ru_stime, "rss_mb": usage.ru_maxrss / 1024,
+    return {"wall": time.perf_counter() - t, "cpu": usage.ru_utime + usage.ru_stime,
+            "rss_mb": (hwm or usage.ru_maxrss) / 1024,
             "pss_mb": sampler.peak_kb / 1024,
             "out": out.decode(), "err": err.decode()[-400:], "rc": p.returncode}
 
@@ -85,10 +88,12 @@ def measured(argv: list[str]) -> dict:
 class PssSampler:
     """Peak of the summed proportional set size (``Pss``, /proc/PID/smaps_rollup)
     of a process and its children, sampled every 0.2 s: memory of a process
-    tree that shares pages copy-on-write, each shared page counted once."""
+    tree that shares pages copy-on-write, each shared page counted once. And
+    the process's own peak RSS (``VmHWM``, /proc/PID/status): ``wait4``'s
+    ``ru_maxrss`` carries the parent's over exec, so a big parent inflates it."""
 
     def __init__(self, pid: int):
-        self.pid, self.peak_kb, self._stop = pid, 0, threading.Event()
+        self.pid, self.peak_kb, self.hwm_kb, self._stop = pid, 0, 0, threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
@@ -104,9 +109,17 @@ class PssSampler:
             return 0
         return kb + sum(self._pss_kb(k) for k in kids)
 
+    def hwm_now_kb(self) -> int:
+        try:
+            with open(f"/proc/{self.pid}/status") as f:
+                return next((int(line.split()[1]) for line in f if line.startswith("VmHWM:")), 0)
+        except (OSError, ValueError):
+            return 0
+
     def _run(self) -> None:
         while not self._stop.is_set():
             self.peak_kb = max(self.peak_kb, self._pss_kb(self.pid))
+            self.hwm_kb = max(self.hwm_kb, self.hwm_now_kb())
             self._stop.wait(0.2)
 
     def stop(self) -> None:

@@ -45,34 +45,43 @@ what is left:
    each window is searched from the state the previous window's witness
    ended in. All windows linearizable = a witness for the whole partition
    (the witnesses concatenate): ``valid``, soundly. The hand-over is one
-   linearization's state, not every possible one, so a window that fails is
-   searched again together with the windows before it (doubling the span
-   backwards) down to an *exact* start: the partition's own, or a window
-   start whose state the replies pin (``pinned.py``: the one state every
-   linearization of the ops before it leaves; used only where the witness
-   ended in exactly that state). Only a search from an exact start may say
-   ``illegal`` or end ``unknown``: the windows before it and that search are
-   together the plain search's verdict, and the explanation is the search's,
-   its prefix led by the witnesses before the span.
+   linearization's state, not every possible one, so a window that fails
+   from it is searched once more together with the window before it, from
+   that window's start (``valid`` soundly if that fits), then from an
+   *exact* start: the partition's own, a
+   window start whose state the replies pin (``pinned.py``: the one state
+   every linearization of the ops before it leaves; used only where the
+   witness ended in exactly that state), or the union of the states every
+   linearization leaves there (``reachable.py``), reached window by window
+   from the last exact start before it. The model is a power set, so the
+   ops after a quiet point are linearizable after some linearization of the
+   ops before it iff they are from that union: a search from an exact start
+   decides, ``illegal`` or ``unknown`` (its budget). The explanation is
+   the search's, its prefix led by a linearization of the windows before
+   (``reachable.order_to``, back to the last pinned start) that ends in a
+   state from which that prefix is legal.
 
 Memory: a configuration holds a bitset of its window's ops, so windows keep
 the memo small where one 20,000-op partition would hold 2.5 KB a
-configuration.
+configuration. The union of the states a window can leave costs every
+configuration of the window (a window of 1,200 busy ops: about 4 million,
+over the default memo budget), where a witness costs a few thousand.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Callable
 
 from backends.api import EPOCH_MAX
 
 from .checker import (
     ILLEGAL, OK, UNKNOWN_RESULT, UNLIMITED, Budget, LinearizabilityResult, PartitionResult, check_operations,
 )
-from .model import INF, UNKNOWN, Model, Operation
+from .model import INF, UNKNOWN, Model, Operation, fill_defaults
 from .pinned import pinned_states
+from .reachable import order_to, reached, replay, source
 
 MIN_SEGMENT = 128  # ops per window at least (a window is cut only at a quiet point)
 
@@ -231,22 +240,28 @@ class WitnessStats:
     info_closed: int = 0  # info ops whose window the evidence closed
     segments: int = 1  # windows
     pinned: int = 0  # window starts whose state the replies pin (see ``pinned``)
-    widened: int = 0  # spans searched again with windows before them (a hand-over that did not fit)
+    widened: int = 0  # window starts made exact by the states reached from an exact start before them
+
+
+PIN, REACHED = "pin", "reached"  # an exact window start: one state every linearization leaves, or their union
 
 
 def check_register(model: Model, start: tuple, ops: list[Operation], timeout: float | None,
                    budget: Budget | None, min_segment: int = MIN_SEGMENT,
                    engine: str = "auto") -> tuple[LinearizabilityResult, WitnessStats]:
     """One register's partition from the concrete state ``start``: ``valid``
-    from a chain of window witnesses; where a window fails, the search over
-    a span widened backwards to a window start whose state is exact (the
-    partition's start, or a pinned one), which decides.
+    from a chain of window witnesses; where a window fails from the state
+    its predecessor's witness handed over, it is searched again from an
+    exact start, which decides: the union of the states every linearization
+    leaves there (``reachable.reached``, window by window from the nearest
+    exact start before it: the partition's start, a pinned one, or one made
+    exact so before).
 
     ``model``'s states are power sets (``frozenset``). The result has one
     ``PartitionResult`` whose indices refer to ``ops``; on ``illegal`` its
-    explanation is the search's over the deciding span, its prefix led by the
-    witnesses of the windows before it (one linearization: the span starts
-    from the state they leave, the one state any linearization leaves).
+    explanation is the search's over the deciding window, its prefix led by
+    a linearization of the windows before it that ends in a state from which
+    that prefix is legal (``_lead_to``), the state the one after it all.
     """
     bounded, closed = bound_info_windows(ops)
     windows = segments(bounded, min_segment)
@@ -255,65 +270,115 @@ def check_register(model: Model, start: tuple, ops: list[Operation], timeout: fl
 
     budget = budget or UNLIMITED
     deadline = None if budget.seconds is None else time.monotonic() + budget.seconds
+    window_ops = [[bounded[i] for i in w] for w in windows]
 
-    def search(lo: int, hi: int, state: Any) -> tuple[list[int], LinearizabilityResult]:
-        """The span's search, within what is left of the partition's time budget."""
-        span = [i for w in windows[lo:hi] for i in w]
+    def left() -> Budget:
+        return budget if deadline is None else replace(budget, seconds=max(1e-3, deadline - time.monotonic()))
+
+    def out_of_time() -> bool:
+        return deadline is not None and time.monotonic() >= deadline
+
+    def search(k: int, state: Any, lo: int | None = None) -> LinearizabilityResult:
+        """Window ``k``'s search (from window ``lo`` on, if given), within what is left of the
+        partition's time budget."""
         m = replace(model, init=lambda: state, partition=None)
-        left = budget if deadline is None else replace(budget, seconds=max(1e-3, deadline - time.monotonic()))
-        res = check_operations(m, [bounded[i] for i in span], timeout=timeout, budget=left, engine=engine)
-        part = res.partitions[0]
-        if res.result != OK and deadline is not None and time.monotonic() >= deadline:
+        span = window_ops[k] if lo is None else [op for w in window_ops[lo:k + 1] for op in w]
+        res = check_operations(m, span, timeout=timeout, budget=left(), engine=engine)
+        if res.result != OK and out_of_time():
+            part = res.partitions[0]
             res.result, part.result, part.explanation = UNKNOWN_RESULT, UNKNOWN_RESULT, None
-        if part.result == UNKNOWN_RESULT:
-            part.reason = (f"search budget of {budget.describe(len(span))} used up ({len(ops)} ops in "
-                           f"{len(windows)} windows, the last search over {len(span)} of them, "
-                           f"{part.configurations:,} configurations); the verdict for this partition is unknown")
-        return span, res
+        return res
+
+    def unknown(k: int, configurations: int, why: str) -> tuple[LinearizabilityResult, WitnessStats]:
+        reason = (f"search budget of {budget.describe(len(windows[k]))} used up ({len(ops)} ops in "
+                  f"{len(windows)} windows, {why} window {k + 1} of {len(windows[k])} ops, {configurations:,} "
+                  f"configurations in all); the verdict for this partition is unknown")
+        return LinearizabilityResult(UNKNOWN_RESULT, [PartitionResult(list(range(len(ops))), UNKNOWN_RESULT,
+                                                                      configurations=configurations,
+                                                                      reason=reason)]), stats
 
     before: list[Any] = [frozenset([start])] + [None] * len(windows)  # the state each window starts from
-    exact = [True] + [False] * len(windows)  # ... is the one every linearization leaves
-    orders: list[list[int]] = [[] for _ in windows]  # each window's witness (a merged span's: its first)
+    exact: list[str | None] = [PIN] + [None] * len(windows)  # ... and whether every linearization fits it
+    orders: list[list[int]] = [[] for _ in windows]  # each window's witness from ``before`` (op indices)
     configurations = 0
     k = 0
     while k < len(windows):
+        res = search(k, before[k])
+        configurations += res.partitions[0].configurations
         lo = k
-        while True:
-            span, res = search(lo, k + 1, before[lo])
-            part = res.partitions[0]
-            configurations += part.configurations
-            if res.result == OK or exact[lo] or res.result == UNKNOWN_RESULT and deadline is not None \
-                    and time.monotonic() >= deadline:
-                break
-            stats.widened += 1
-            back = max(1, k + 1 - lo)  # double the span backwards, down to an exact start
-            lo = next(j for j in range(lo - 1, -1, -1) if exact[j] or j <= lo - back)
+        if res.result != OK and k and exact[k] is None and exact[k - 1] is None and not out_of_time():
+            # most hand-overs that do not fit are one linearization's choice in the window before: one
+            # cheap retry of both windows from the state before them (``valid`` soundly if it fits)
+            retry = search(k, before[k - 1], k - 1)
+            configurations += retry.partitions[0].configurations
+            if retry.result == OK:
+                res, lo = retry, k - 1
+        if res.result != OK and exact[k] is None and not out_of_time():
+            # the hand-over did not fit: the states every linearization reaches, from the last exact start on
+            j = max(i for i in range(k + 1) if exact[i] is not None)
+            for i in range(j, k):
+                states, spent = reached(model, window_ops[i], before[i], left(), engine)
+                configurations += spent
+                if states is None:
+                    return unknown(i, configurations, "reaching every state of")
+                before[i + 1], exact[i + 1] = states, REACHED
+                stats.widened += 1
+            res = search(k, before[k])
+            configurations += res.partitions[0].configurations
+        if res.result == UNKNOWN_RESULT:
+            return unknown(k, configurations, "searching")
         if res.result != OK:
-            prefix = [i for w in orders[:lo] for i in w]
-            return _decided(res, span, prefix, configurations, len(ops)), stats
-        for j in range(lo, k + 1):
-            orders[j] = []
-        orders[lo] = [span[i] for i in part.witness]
+            return _explained(model, res, k, windows, bounded, before, exact, orders, configurations, left,
+                              engine), stats
+        part = res.partitions[0]
+        span = [i for w in windows[lo:k + 1] for i in w]
+        orders[lo:k + 1] = [[span[i] for i in part.witness]] + [[] for _ in range(lo, k)]
         before[k + 1] = part.final_state
         if k + 1 < len(windows) and pins[k + 1] is not None and part.final_state == frozenset([pins[k + 1]]):
-            exact[k + 1] = True
+            exact[k + 1] = PIN
             stats.pinned += 1
         k += 1
     result = PartitionResult(list(range(len(ops))), OK, configurations=configurations)
     return LinearizabilityResult(OK, [result], res.engine), stats
 
 
-def _decided(res: LinearizabilityResult, span: list[int], prefix: list[int], configurations: int,
-             n: int) -> LinearizabilityResult:
-    """A deciding span's result in indices of the whole partition (``prefix``: the witness before the span)."""
+def _explained(model: Model, res: LinearizabilityResult, k: int, windows: list[list[int]], bounded: list[Operation],
+               before: list[Any], exact: list[str | None], orders: list[list[int]], configurations: int,
+               left: Callable[[], Budget], engine: str) -> LinearizabilityResult:
+    """Window ``k`` is not linearizable from its exact start: the partition's result, its
+    explanation's prefix a linearization of the windows before it and then the window's
+    longest prefix, and the model state after that whole prefix."""
     part = res.partitions[0]
     ex = part.explanation
-    if ex is not None:
-        ex.prefix = prefix + [span[i] for i in ex.prefix]
-        ex.stuck = [span[i] for i in ex.stuck]
-        ex.described = {span[i]: d for i, d in ex.described.items()}
-        ex.first_return = None if ex.first_return is None else span[ex.first_return]
-    partials = [prefix + [span[i] for i in seq] for seq in part.partial_linearizations]
-    result = PartitionResult(list(range(n)), part.result, partials, configurations, part.reason, ex, part.seconds)
-    return LinearizabilityResult(part.result if part.result in (OK, ILLEGAL) else UNKNOWN_RESULT, [result],
-                                 res.engine)
+    span = windows[k]
+    window = [span[i] for i in ex.prefix]
+    # a concrete start the window's prefix is legal from, and an order of the windows before that ends in it
+    wanted = next(s for s in before[k] if replay(model, bounded, window, frozenset([s])))
+    pieces = [window]
+    i = k
+    while i > 0:
+        if exact[i - 1] is not None:  # an exact start: search the window for an order that ends in ``wanted``
+            got = order_to(model, [bounded[j] for j in windows[i - 1]], before[i - 1], wanted, left(), engine)
+            if got is None:
+                reason = (f"window {k + 1} is not linearizable, but the search budget ran out finding the order "
+                          f"of window {i} that leads to it; the verdict for this partition is unknown")
+                return LinearizabilityResult(UNKNOWN_RESULT, [PartitionResult(
+                    list(range(len(bounded))), UNKNOWN_RESULT, configurations=configurations, reason=reason)])
+            order, wanted = got
+            pieces.append([windows[i - 1][j] for j in order])
+            i -= 1
+        else:  # the witnesses since the last exact start chain up to this one
+            h = max(j for j in range(i) if exact[j] is not None)
+            chain = [j for w in range(h, i) for j in orders[w]]
+            wanted = source(model, bounded, chain, before[h], wanted)
+            pieces.append(chain)
+            i = h
+    ex.prefix = [j for piece in reversed(pieces) for j in piece]
+    ex.state = replay(model, bounded, ex.prefix, before[0])
+    assert ex.state, "the explanation's prefix must be a linearization"
+    ex.state_text = fill_defaults(model).describe_state(ex.state)
+    ex.stuck = [span[i] for i in ex.stuck]
+    ex.described = {span[i]: d for i, d in ex.described.items()}
+    ex.first_return = None if ex.first_return is None else span[ex.first_return]
+    result = PartitionResult(list(range(len(bounded))), ILLEGAL, [], configurations, part.reason, ex, part.seconds)
+    return LinearizabilityResult(ILLEGAL, [result], res.engine)
