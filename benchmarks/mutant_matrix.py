@@ -178,8 +178,9 @@ def parse(argv) -> argparse.Namespace:
 
 
 def plan_of(args: argparse.Namespace) -> list[tuple]:
-    """The cells (bug, control, path, seed) to run, controls first; a name
-    the matrix does not know is a usage error, before any run starts."""
+    """The cells (bug, control, path, seed) to run: controls first, seed by
+    seed (a matrix cut short has as many seeds of each); a name the matrix
+    does not know is a usage error, before any run starts."""
     bugs = [] if args.bugs == "none" else [b for b in (args.bugs.split(",") if args.bugs else RED_TEAM) if b]
     bugs = [n for b in bugs for n in ([row[0] for row in CHECK_THEN_ACT] if b == "check-then-act" else [b])]
     unknown = [b for b in bugs if b not in RED_TEAM]
@@ -196,7 +197,7 @@ def plan_of(args: argparse.Namespace) -> list[tuple]:
         seeds = seeds_of(args.seeds)
     except ValueError:
         raise UsageError(f"mutant_matrix: --seeds {args.seeds}: not seeds like 1-3,7") from None
-    return ([(None, c, p, s) for c in controls for p in paths if p in CONTROLS[c] for s in seeds]
+    return ([(None, c, p, s) for s in seeds for c in controls for p in paths if p in CONTROLS[c]]
             + [(b, None, p, s) for b in bugs for p in paths for s in seeds])
 
 

@@ -43,6 +43,7 @@ def test_the_plan_names_every_control_on_the_paths_it_has():
                                             "--seeds", "1-2"]))
     finally:
         sys.modules.pop(spec.name, None)
+    assert [s for b, c, p, s in plan if b is None] == [1, 1, 1, 1, 2, 2, 2, 2]   # seed by seed
     controls = [(c, p) for b, c, p, s in plan if s == 1 and b is None]
     assert controls == [("sqlite", "python"), ("sqlite", "external"), ("reference", "external"),
                         ("postgres", "python")]
