@@ -7,8 +7,9 @@ anomaly types that named the bug's rule, and the wall time.
 
     .venv/bin/python benchmarks/mutant_matrix.py --seeds 1-3
         [--bugs a,b | --bugs check-then-act] [--paths python,external] [--jobs 2] [--json out.json]
-        [--control]   # the correct SQLite backend on both paths too (must stay valid;
-                      # --control --bugs none: only that)
+        [--control [sqlite,reference,postgres]]
+                      # correct backends too, on the paths each has (must stay valid;
+                      # bare --control: sqlite; --control X --bugs none: only those)
 
 The external path starts one CLI process per operation, so what a run
 exercises depends on what a call costs (``benchmarks/cli_call_cost.py``). The
@@ -53,6 +54,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from chaos.commands.test_all import RunRequest, run_one, seeds_of  # noqa: E402
+from chaos.errors import UsageError  # noqa: E402
 from chaos.nemesis import sut_options, supported  # noqa: E402,F401
 from chaos.testing.cta_mutants import CHECK_THEN_ACT  # noqa: E402
 from chaos.testing.mutants import RED_TEAM  # noqa: E402
@@ -61,24 +63,29 @@ from workloads.races import EPISODES  # noqa: E402
 
 PY = sys.executable
 PACKAGES = ("backends", "chaos", "checkers", "workloads")
-CONTROL = {"python": "backends.sqlite:open_backend", "external": "chaos backend sqlite"}
 WORKLOAD_S = {"python": 30.0, "external": 45.0}
+# the correct backends a control cell runs (they must stay valid), per path:
+# (``chaos run --backend``, its options); postgres is a server the suite starts
+CONTROLS = {
+    "sqlite": {"python": ("python", {"factory": "backends.sqlite:open_backend"}),
+               "external": ("external", {"command": f"{PY} -m chaos.cli backend sqlite"})},
+    "reference": {"external": ("external", {"command": f"{PY} -m chaos.cli backend reference"})},
+    "postgres": {"python": ("postgres", {})},
+}
+FLAGS = {"factory": "--factory", "command": "--command"}
 
 
-def request(path: str, factory: str | None, seed: int, store: str, name: str) -> RunRequest:
-    """The default ``chaos run`` of one planted bug on one path (``factory``
-    None: the correct SQLite backend, the control)."""
+def planted(path: str, factory: str) -> tuple[str, dict]:
+    """The backend and options running a planted bug's factory on ``path``."""
     if path == "python":
-        backend = "python"
-        opts = {"factory": factory or CONTROL["python"]}
-        extra = ["--factory", opts["factory"]]
-    else:
-        backend = "external"
-        command = (f"{PY} -m chaos.cli backend python --factory {factory}" if factory
-                   else f"{PY} -m chaos.cli backend sqlite")
-        opts = {"command": command}
-        extra = ["--command", command]
+        return "python", {"factory": factory}
+    return "external", {"command": f"{PY} -m chaos.cli backend python --factory {factory}"}
+
+
+def request(backend: str, opts: dict, path: str, seed: int, store: str, name: str) -> RunRequest:
+    """The default ``chaos run`` of one backend on one path."""
     nemesis = supported(backend, {**opts, "backend": backend})
+    extra = [arg for key, value in opts.items() for arg in (FLAGS[key], value)]
     return RunRequest(backend=backend, nemesis=list(nemesis), seed=seed, time_limit=WORKLOAD_S[path], workers=None,
                       store=store, name=name, extra_args=extra)
 
@@ -121,11 +128,17 @@ def episodes_reached(run_dir: str | None, kinds: set) -> int | None:
     return len(seen & kinds)
 
 
-def cell(bug: str | None, path: str, seed: int, store: str, budget: float) -> dict:
-    spec = RED_TEAM.get(bug) if bug else None
+def cell(bug: str | None, control: str | None, path: str, seed: int, store: str, budget: float) -> dict:
+    """One default run: planted ``bug`` (must be invalid by its rule within
+    ``budget``) or the correct backend ``control`` (must be valid)."""
+    spec = RED_TEAM[bug] if bug else None
+    backend, opts = planted(path, spec.factory) if spec else CONTROLS[control][path]
     kinds = set(EPISODES)
+    name = f"{bug or 'control-' + control}-{path}-{seed}"
+    # a store of its own per cell, no store/latest shared between runs side by
+    # side (a cell of session 13 ended in 3 s, exit 255, no run directory)
     t = time.monotonic()
-    out = run_one(request(path, spec.factory if spec else None, seed, store, f"{bug or 'control'}-{path}-{seed}"))
+    out = run_one(request(backend, opts, path, seed, os.path.join(store, name), name))
     wall = time.monotonic() - t
     r = out.results
     verdict = r.get("verdict") or f"no result (exit {out.exit_code})"
@@ -134,7 +147,7 @@ def cell(bug: str | None, path: str, seed: int, store: str, budget: float) -> di
         ok = verdict == "valid"
     else:
         ok = verdict == "invalid" and bool(names) and wall <= budget
-    return {"bug": bug or "control (correct sqlite)", "rule": spec.rule if spec else "-",
+    return {"bug": bug or f"control (correct {control})", "rule": spec.rule if spec else "-",
             "section": spec.section if spec else "-", "path": path, "seed": seed, "verdict": verdict,
             "named_by": names, "invalid_checkers": bad, "seconds": round(wall, 1), "ok": ok,
             "notes": (r.get("notes") or [])[:2], "run_dir": out.run_dir,
@@ -143,26 +156,58 @@ def cell(bug: str | None, path: str, seed: int, store: str, budget: float) -> di
             "timing": {k: (r.get("timing") or {}).get(k) for k in ("scale", "workers", "time_limit")}}
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # argparse exits 2; the suite's usage code is 254
+        raise UsageError(f"mutant_matrix: {message}")
+
+
+def parse(argv) -> argparse.Namespace:
+    ap = _Parser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", default="1-3")
     ap.add_argument("--bugs", default=None, help="comma-separated planted bugs (default: all; none: only --control; "
                                                  "check-then-act: the split-* class)")
     ap.add_argument("--paths", default="python,external")
     ap.add_argument("--jobs", type=int, default=1, help="runs at once (each starts 10 workers)")
     ap.add_argument("--budget", type=float, default=90.0, help="seconds a detection may take")
-    ap.add_argument("--control", action="store_true", help="also run the correct SQLite backend (must be valid)")
+    ap.add_argument("--control", nargs="?", const="sqlite", default=None,
+                    help=f"also run correct backends, which must stay valid (comma-separated, of "
+                         f"{', '.join(CONTROLS)}; default sqlite), each on the paths it has")
     ap.add_argument("--json", default=None)
     ap.add_argument("--keep", action="store_true", help="keep every run directory")
-    args = ap.parse_args(argv)
+    return ap.parse_args(argv)
+
+
+def plan_of(args: argparse.Namespace) -> list[tuple]:
+    """The cells (bug, control, path, seed) to run: controls first, seed by
+    seed (a matrix cut short has as many seeds of each); a name the matrix
+    does not know is a usage error, before any run starts."""
     bugs = [] if args.bugs == "none" else [b for b in (args.bugs.split(",") if args.bugs else RED_TEAM) if b]
     bugs = [n for b in bugs for n in ([row[0] for row in CHECK_THEN_ACT] if b == "check-then-act" else [b])]
     unknown = [b for b in bugs if b not in RED_TEAM]
     if unknown:
-        ap.error(f"unknown planted bugs: {', '.join(unknown)} (known: {', '.join(RED_TEAM)})")
+        raise UsageError(f"mutant_matrix: unknown planted bugs: {', '.join(unknown)} "
+                         f"(known: {', '.join(RED_TEAM)}, check-then-act, none)")
+    controls = [c for c in (args.control or "").split(",") if c]
+    if any(c not in CONTROLS for c in controls):
+        raise UsageError(f"mutant_matrix: unknown control backends: {args.control} (known: {', '.join(CONTROLS)})")
     paths = [p for p in args.paths.split(",") if p]
-    seeds = seeds_of(args.seeds)
-    plan = [(b, p, s) for b in ([None] if args.control else []) + bugs for p in paths for s in seeds]
+    if not paths or any(p not in WORKLOAD_S for p in paths):
+        raise UsageError(f"mutant_matrix: unknown paths: {args.paths} (known: {', '.join(WORKLOAD_S)})")
+    try:
+        seeds = seeds_of(args.seeds)
+    except ValueError:
+        raise UsageError(f"mutant_matrix: --seeds {args.seeds}: not seeds like 1-3,7") from None
+    return ([(None, c, p, s) for s in seeds for c in controls for p in paths if p in CONTROLS[c]]
+            + [(b, None, p, s) for b in bugs for p in paths for s in seeds])
+
+
+def main(argv=None) -> int:
+    try:
+        args = parse(argv)
+        plan = plan_of(args)
+    except UsageError as e:
+        print(e, file=sys.stderr)
+        return 254
     compile_sources()
     store = tempfile.mkdtemp(prefix="chaos-red-team-")
     started = time.monotonic()
@@ -170,7 +215,7 @@ def main(argv=None) -> int:
           f"{'kinds':>5}  verdict  named by", flush=True)
     cells = []
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        futures = [pool.submit(cell, b, p, s, store, args.budget) for b, p, s in plan]
+        futures = [pool.submit(cell, b, c, p, s, store, args.budget) for b, c, p, s in plan]
         for f in futures:
             c = f.result()
             cells.append(c)

@@ -81,6 +81,35 @@ def test_a_claim_commit_of_unknown_outcome_prints_no_reply_and_says_why_in_one_l
     assert b"claim commit outcome unknown" in res.stderr
 
 
+def test_a_reference_call_whose_save_fails_answers_store_unavailable_and_changes_nothing(tmp_path):
+    # the fsync nemesis on the reference CLI (the red team's reference control): the reply was
+    # printed before the JSON file was saved, so a failing fsync crashed the call with exit 255
+    # after it had acknowledged an acquire the file never got
+    from chaos.faults.failsync import build
+
+    ledger = str(tmp_path / "ledger")
+    ns = "wbns_" + "a" * 32
+    assert chaos("backend", "reference", "provision", "--ledger", ledger, "--namespace", ns, "--json").returncode == 0
+    (tmp_path / "failsync.on").touch()
+    env = {"LD_PRELOAD": build(), "FAILSYNC_FILE": str(tmp_path / "failsync.on"), "FAILSYNC_MATCH": "reference.json"}
+    body = {"ledger_namespace": ns, "item_id": "wb_01Q4837BM01W70T30B184GG1R6", "owner_id": "a",
+            "lease_duration_ms": 60000, "expected": {"last_epoch": "0", "active": None}}
+    res = chaos("backend", "reference", "claim", "acquire", "--ledger", ledger, "--input", "-", "--json",
+                stdin=json.dumps(body).encode(), env=env)
+    reply = one_line(res)
+    assert (res.returncode, reply["error"]["code"], reply["state"]) == (6, "claim-store-unavailable", "unchanged")
+    assert b"Traceback" not in res.stderr and res.stderr.count(b"\n") == 1
+    assert sorted(os.listdir(ledger)) == ["reference.json", "reference.json.lock"]   # no partial copy left
+    (tmp_path / "failsync.on").unlink()
+    read = json.dumps({"ledger_namespace": ns, "item_id": body["item_id"]}).encode()
+    res = chaos("backend", "reference", "claim", "read", "--ledger", ledger, "--input", "-", "--json", stdin=read)
+    assert one_line(res)["result"]["read_back"] == {**one_line(res)["result"]["read_back"], "last_epoch": "0",
+                                                     "active": None}   # "unchanged" was true
+    res = chaos("backend", "reference", "claim", "acquire", "--ledger", ledger, "--input", "-", "--json",
+                stdin=json.dumps(body).encode())
+    assert res.returncode == 0 and one_line(res)["result"]["claim"]["epoch"] == "1"   # saves once fsync works
+
+
 def test_a_bound_namespace_is_never_called_unbound_when_the_provisioning_cannot_be_read(tmp_path):
     # what the red team's CLI runs met (revision-unchecked, seed 2): a writer SIGKILLed inside its
     # transaction leaves a hot journal; while fsync fails, every reader must roll it back and cannot

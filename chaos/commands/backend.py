@@ -180,18 +180,59 @@ def opened(args):
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         saved = safeload.json_file(path, safeload.RESULTS, "reference store")
-        backend = open_backend({**saved["config"], "backend": "reference", "durable": saved["durable"]},
-                               clock(), EnvBarrierHooks())
+        engine = open_backend({**saved["config"], "backend": "reference", "durable": saved["durable"]},
+                              clock(), EnvBarrierHooks())
+        backend = SavedBeforeReply(engine, lambda: _save_reference(path, saved, engine))
         yield backend
-        saved["durable"] = backend.store.export_durable()
-        tmp = f"{path}.tmp.{os.getpid()}"
+        if not backend.called:   # admin seed / export: saved here (a call saved, or refused to, itself)
+            _save_reference(path, saved, engine)
+    finally:
+        os.close(fd)
+
+
+def _save_reference(path: str, saved: dict, engine) -> None:
+    """Write the reference's durable state beside its file, fsync, rename
+    over it: a failure leaves the file as it was (and no partial copy)."""
+    saved["durable"] = engine.store.export_durable()
+    tmp = f"{path}.tmp.{os.getpid()}"
+    try:
         with open(tmp, "w") as f:
             json.dump(saved, f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    finally:
-        os.close(fd)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+class SavedBeforeReply:
+    """The reference engine of one CLI call, its state saved before ``call``
+    returns the reply. Saved after the reply was printed, a failing save (the
+    fsync nemesis's EIO) crashed the process with exit 255 once it had
+    acknowledged a change the file never got; now that call's reply is
+    ``claim-store-unavailable``, true because the file is unchanged."""
+
+    def __init__(self, engine, save):
+        self.engine, self.save, self.called = engine, save, False
+
+    def __getattr__(self, name):
+        return getattr(self.engine, name)
+
+    def call(self, op: str, request: bytes | dict) -> Reply:
+        self.called = True
+        reply = self.engine.call(op, request)
+        try:
+            self.save()
+        except OSError as e:
+            from backends.contract import Code, surface_error
+
+            oid = reply.envelope.get("operation_id")
+            print(f"chaos backend reference: {op}: the store could not be saved ({e})", file=sys.stderr)
+            return surface_error(op, Code.CLAIM_STORE_UNAVAILABLE, {"reason": "io-failed"},
+                                 operation_id=oid if isinstance(oid, str) else None)
+        return reply
 
 
 def provision(args) -> dict:
