@@ -1,6 +1,6 @@
 """Shared fixtures of the PostgreSQL and fault-mechanism tests.
 
-Import the fixtures into a test module (``from pg_fixtures import pg_server, pg``):
+tests/conftest.py registers the fixtures (a test module only names them):
 ONE real server per test session (``pg_server``), restarted on demand when a
 test crashed it (``pg``). Everything skips cleanly without PostgreSQL binaries.
 """

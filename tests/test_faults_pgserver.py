@@ -17,7 +17,7 @@ import pytest
 
 from chaos.faults import procs
 from chaos.faults.pgserver import PgServer, PgServerError
-from pg_fixtures import PG_TMPDIR_ENV, needs_pg, pg, pg_server, private_pg_tmpdir, processes_marked  # noqa: F401
+from pg_fixtures import PG_TMPDIR_ENV, needs_pg, private_pg_tmpdir, processes_marked
 
 pytestmark = [needs_pg, pytest.mark.postgres]
 ROOT = os.geteuid() == 0

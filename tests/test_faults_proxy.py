@@ -11,7 +11,7 @@ from backends.postgres.deadline import Watchdog
 from chaos.faults.pgwire import SSL_REQUEST, FrontendScanner
 from chaos.faults.proxy import FaultProxy
 from chaos.nemesis.partition import COMMIT_STATEMENT
-from pg_fixtures import needs_pg, pg, pg_server  # noqa: F401
+from pg_fixtures import needs_pg
 
 pytestmark = [needs_pg, pytest.mark.postgres]
 

@@ -14,7 +14,7 @@ import pytest
 from chaos.commands.test_all import RunRequest, run_one
 from chaos.faults.proxy import FaultProxy
 from chaos.nemesis.partition import COMMIT_STATEMENT, Routes, cut_off_holders
-from pg_fixtures import needs_pg, pg, pg_server  # noqa: F401
+from pg_fixtures import needs_pg
 
 
 @pytest.fixture()

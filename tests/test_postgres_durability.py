@@ -13,7 +13,7 @@ import threading
 
 import pytest
 
-from pg_fixtures import NS1, acquire_req, item_id, needs_pg, open_pg, pg, pg_server, publish_req, release_req, seeded  # noqa: F401
+from pg_fixtures import NS1, acquire_req, item_id, needs_pg, open_pg, publish_req, release_req, seeded
 
 pytestmark = [needs_pg, pytest.mark.postgres]
 

@@ -15,8 +15,7 @@ import pytest
 from backends.api import CommitOutcomeUnknown
 from backends.postgres import admin
 from backends.postgres.store import PostgresStore
-from pg_fixtures import (ITEM, NS1, NS2, T0, acquire_req, backend, item_id, needs_pg, open_pg, pg, pg_server,  # noqa: F401
-                         publish_req, release_req, seeded)
+from pg_fixtures import ITEM, NS1, NS2, T0, acquire_req, item_id, needs_pg, open_pg, publish_req, release_req, seeded
 
 pytestmark = [needs_pg, pytest.mark.postgres]
 
