@@ -61,21 +61,29 @@ def test_usage_errors_exit_254_without_traceback(tmp_path):
     assert res.returncode == 254 and b"--ledger" in res.stderr
 
 
+def _acquire_with_failing_fsync(tmp_path, backend: str, match: str):
+    """An acquire of a free item on a provisioned ledger whose fsyncs of ``match`` fail (EIO shim)."""
+    from chaos.faults.failsync import build
+
+    ledger = str(tmp_path / "ledger")
+    assert chaos("backend", backend, "provision", "--ledger", ledger, "--namespace", NS, "--json").returncode == 0
+    (tmp_path / "failsync.on").touch()
+    env = {"LD_PRELOAD": build(), "FAILSYNC_FILE": str(tmp_path / "failsync.on"), "FAILSYNC_MATCH": match}
+    return chaos("backend", backend, "claim", "acquire", "--ledger", ledger, "--input", "-", "--json",
+                 stdin=json.dumps(FREE_ACQUIRE).encode(), env=env), ledger
+
+
+NS = "wbns_" + "a" * 32
+FREE_ACQUIRE = {"ledger_namespace": NS, "item_id": "wb_01Q4837BM01W70T30B184GG1R6", "owner_id": "a",
+                "lease_duration_ms": 60000, "expected": {"last_epoch": "0", "active": None}}
+
+
 def test_a_claim_commit_of_unknown_outcome_prints_no_reply_and_says_why_in_one_line(tmp_path):
     # the COMMIT fsync of claims.db fails (EIO shim): the acquire may have committed, and no
     # contract reply says "unknown" for a claim, so none is printed (chaos.commands.backend)
     from chaos.commands.backend import NO_REPLY_EXIT
-    from chaos.faults.failsync import build
 
-    ledger = str(tmp_path / "ledger")
-    ns = "wbns_" + "a" * 32
-    assert chaos("backend", "sqlite", "provision", "--ledger", ledger, "--namespace", ns, "--json").returncode == 0
-    (tmp_path / "failsync.on").touch()
-    env = {"LD_PRELOAD": build(), "FAILSYNC_FILE": str(tmp_path / "failsync.on"), "FAILSYNC_MATCH": "claims.db"}
-    body = {"ledger_namespace": ns, "item_id": "wb_01Q4837BM01W70T30B184GG1R6", "owner_id": "a",
-            "lease_duration_ms": 60000, "expected": {"last_epoch": "0", "active": None}}
-    res = chaos("backend", "sqlite", "claim", "acquire", "--ledger", ledger, "--input", "-", "--json",
-                stdin=json.dumps(body).encode(), env=env)
+    res, _ = _acquire_with_failing_fsync(tmp_path, "sqlite", "claims.db")
     assert (res.returncode, res.stdout) == (NO_REPLY_EXIT, b"")
     assert b"Traceback" not in res.stderr and res.stderr.count(b"\n") == 1
     assert b"claim commit outcome unknown" in res.stderr
@@ -85,28 +93,18 @@ def test_a_reference_call_whose_save_fails_answers_store_unavailable_and_changes
     # the fsync nemesis on the reference CLI (the red team's reference control): the reply was
     # printed before the JSON file was saved, so a failing fsync crashed the call with exit 255
     # after it had acknowledged an acquire the file never got
-    from chaos.faults.failsync import build
-
-    ledger = str(tmp_path / "ledger")
-    ns = "wbns_" + "a" * 32
-    assert chaos("backend", "reference", "provision", "--ledger", ledger, "--namespace", ns, "--json").returncode == 0
-    (tmp_path / "failsync.on").touch()
-    env = {"LD_PRELOAD": build(), "FAILSYNC_FILE": str(tmp_path / "failsync.on"), "FAILSYNC_MATCH": "reference.json"}
-    body = {"ledger_namespace": ns, "item_id": "wb_01Q4837BM01W70T30B184GG1R6", "owner_id": "a",
-            "lease_duration_ms": 60000, "expected": {"last_epoch": "0", "active": None}}
-    res = chaos("backend", "reference", "claim", "acquire", "--ledger", ledger, "--input", "-", "--json",
-                stdin=json.dumps(body).encode(), env=env)
+    res, ledger = _acquire_with_failing_fsync(tmp_path, "reference", "reference.json")
     reply = one_line(res)
     assert (res.returncode, reply["error"]["code"], reply["state"]) == (6, "claim-store-unavailable", "unchanged")
     assert b"Traceback" not in res.stderr and res.stderr.count(b"\n") == 1
     assert sorted(os.listdir(ledger)) == ["reference.json", "reference.json.lock"]   # no partial copy left
     (tmp_path / "failsync.on").unlink()
-    read = json.dumps({"ledger_namespace": ns, "item_id": body["item_id"]}).encode()
+    read = json.dumps({"ledger_namespace": NS, "item_id": FREE_ACQUIRE["item_id"]}).encode()
     res = chaos("backend", "reference", "claim", "read", "--ledger", ledger, "--input", "-", "--json", stdin=read)
     assert one_line(res)["result"]["read_back"] == {**one_line(res)["result"]["read_back"], "last_epoch": "0",
                                                      "active": None}   # "unchanged" was true
     res = chaos("backend", "reference", "claim", "acquire", "--ledger", ledger, "--input", "-", "--json",
-                stdin=json.dumps(body).encode())
+                stdin=json.dumps(FREE_ACQUIRE).encode())
     assert res.returncode == 0 and one_line(res)["result"]["claim"]["epoch"] == "1"   # saves once fsync works
 
 

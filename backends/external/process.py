@@ -165,20 +165,25 @@ def run_cli(argv: list[str], stdin: bytes, env: dict, timeout_s: float, op: str 
                                 f"group; a reply is one JSON object): {' '.join(argv)}")
     if timed_out:
         raise Indeterminate(f"timed out after {timeout_s} s: {' '.join(argv)}")
-    out, err = out_buf.data(), err_buf.data()
-    if proc.returncode < 0:
-        raise Indeterminate(f"killed by signal {-proc.returncode}: {' '.join(argv)}")
-    evidence = {"op": op, "argv": argv, "exit": proc.returncode, "stdout": _excerpt(out),
+    return judge_call(proc.returncode, out_buf.data(), err_buf.data(), op, argv)
+
+
+def judge_call(returncode: int, out: bytes, err: bytes, op: str, argv: list[str]) -> tuple[int, dict]:
+    """What a finished call answered: ``(exit, envelope)``, or ``Indeterminate`` (killed by a
+    signal), or ``ReplyProtocolError`` (not one JSON object + LF, not a contract exit code)."""
+    if returncode < 0:
+        raise Indeterminate(f"killed by signal {-returncode}: {' '.join(argv)}")
+    evidence = {"op": op, "argv": argv, "exit": returncode, "stdout": _excerpt(out),
                 "stderr": _excerpt(err, tail=True)}
     try:
         envelope = loads_reply_line(out)
     except ValueError as e:
-        raise ReplyProtocolError(f"exit {proc.returncode}, stdout is not one JSON object + LF ({e}); "
+        raise ReplyProtocolError(f"exit {returncode}, stdout is not one JSON object + LF ({e}); "
                                  f"stderr: {_excerpt(err, tail=True)[-200:]!r}", dict(evidence, problem=str(e))) from None
-    if proc.returncode not in CONTRACT_EXITS:
-        raise ReplyProtocolError(f"exit {proc.returncode} is not a contract exit code",
-                                 dict(evidence, problem=f"exit {proc.returncode} is not a contract exit code"))
-    return proc.returncode, envelope
+    if returncode not in CONTRACT_EXITS:
+        raise ReplyProtocolError(f"exit {returncode} is not a contract exit code",
+                                 dict(evidence, problem=f"exit {returncode} is not a contract exit code"))
+    return returncode, envelope
 
 
 def parse_reply(out: bytes, err: bytes = b"") -> dict:

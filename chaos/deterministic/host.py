@@ -20,10 +20,8 @@ import os
 import select
 import subprocess
 
-from backends.contract import loads_reply_line
 from backends.external import ExternalBackend, confine
-from backends.external.process import (CONTRACT_EXITS, MAX_STDERR, MAX_STDOUT, Indeterminate, ReplyProtocolError,
-                                       _excerpt, _kill_group)
+from backends.external.process import MAX_STDERR, MAX_STDOUT, Indeterminate, _kill_group, judge_call
 from chaos.deterministic.shim import THREADED_ENV
 
 _CHUNK = 1 << 16
@@ -112,20 +110,7 @@ def run_cli(argv: list[str], stdin: bytes, env: dict, timeout_s: float, op: str 
                             f"a reply is one JSON object): {' '.join(argv)}")
     if timed_out:
         raise Indeterminate(f"timed out after {timeout_s} s: {' '.join(argv)}")
-    out, err = bytes(streams[out_fd][1]), bytes(streams[err_fd][1])
-    if proc.returncode < 0:
-        raise Indeterminate(f"killed by signal {-proc.returncode}: {' '.join(argv)}")
-    evidence = {"op": op, "argv": argv, "exit": proc.returncode, "stdout": _excerpt(out),
-                "stderr": _excerpt(err, tail=True)}
-    try:
-        envelope = loads_reply_line(out)
-    except ValueError as e:
-        raise ReplyProtocolError(f"exit {proc.returncode}, stdout is not one JSON object + LF ({e}); "
-                                 f"stderr: {_excerpt(err, tail=True)[-200:]!r}", dict(evidence, problem=str(e))) from None
-    if proc.returncode not in CONTRACT_EXITS:
-        raise ReplyProtocolError(f"exit {proc.returncode} is not a contract exit code",
-                                 dict(evidence, problem=f"exit {proc.returncode} is not a contract exit code"))
-    return proc.returncode, envelope
+    return judge_call(proc.returncode, bytes(streams[out_fd][1]), bytes(streams[err_fd][1]), op, argv)
 
 
 def _drain(fd: int, streams: dict, poller) -> bool:
