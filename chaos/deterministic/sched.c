@@ -78,6 +78,7 @@ static unsigned char passthrough[FD_MAX]; /* the control channel ($CHAOS_SCHED_C
 static char *fd_path[FD_MAX];       /* the store path each store fd was opened with (named in its points) */
 static int next_thread;
 static volatile int forks;          /* children started: fork, vfork+exec (shared with a vfork child), posix_spawn */
+static __thread int forks_told;     /* the count this thread's last stop told the scheduler */
 static pid_t my_pid;                /* a vfork child runs with its parent's memory: getpid() differs from this */
 static int is_child;                /* a forked child, or a program exec'd by one: it says hello at once */
 static int reads_are_points;        /* $CHAOS_SCHED_READS=1: read/pread of store fds are points too */
@@ -108,7 +109,7 @@ static void atfork_child(void) {
     if (conn >= 0) syscall(SYS_close, conn);
     conn = -1; next_thread = 0; seq = 0;
     char n[256]; snprintf(n, sizeof n, "%s/f%d", name, forks); memcpy(name, n, sizeof name);
-    forks = 0; threads_made = 0; my_idx = -1; is_child = 1; my_pid = (pid_t)syscall(SYS_getpid);
+    forks = 0; forks_told = 0; threads_made = 0; my_idx = -1; is_child = 1; my_pid = (pid_t)syscall(SYS_getpid);
     rng_seeded = 0; rng_state = 0;
     pthread_mutex_init(&rng_lock, NULL);
     pthread_setspecific(conn_key, (void *)1);
@@ -214,7 +215,8 @@ static void ensure_conn(void) {
 static int point(const char *call, long long arg, const char *path) {
     if (in_vfork_child()) return 0;
     ensure_conn();
-    char m[4500]; int k = snprintf(m, sizeof m, "P %lu %s %lld %lld %d.%d %s\n", ++seq, call, arg, local_vt(), forks, threads_made,
+    forks_told = forks;
+    char m[4500]; int k = snprintf(m, sizeof m, "P %lu %s %lld %lld %d.%d %s\n", ++seq, call, arg, local_vt(), forks_told, threads_made,
                                    path && *path ? path : "-");
     if (k >= (int)sizeof m) k = sizeof m - 1, m[k - 1] = '\n';
     for (int i = 0; i < k - 1; i++) if (m[i] == '\n') m[i] = ' ';
@@ -224,7 +226,8 @@ static int point(const char *call, long long arg, const char *path) {
 
 /* the call would block: give up the turn, wait to be granted again, then the caller retries */
 static void blocked(void) {
-    char m[96]; int k = snprintf(m, sizeof m, "B %lu %lld %d.%d\n", seq, local_vt(), forks, threads_made);
+    forks_told = forks;
+    char m[96]; int k = snprintf(m, sizeof m, "B %lu %lld %d.%d\n", seq, local_vt(), forks_told, threads_made);
     send_line(m, k);
     wait_grant();
 }
@@ -312,13 +315,20 @@ int close(int fd) {
 
 /* wait until ready() says yes; returns 1 when the deadline (virtual, -1: none) passed first */
 static int wait_until(int (*ready)(void *), void *arg, long long timeout_ns, const char *what) {
-    if (ready(arg)) return 0;
-    if (!enabled || in_vfork_child() || timeout_ns == 0) return timeout_ns == 0;
+    /* Right after starting a child, readiness is a race: a vfork parent resumes before the kernel has
+     * closed the child's close-on-exec fds (subprocess's exec-error pipe reads as not ready, or ready).
+     * So the first try then comes after a stop, which the scheduler grants only once the child said
+     * hello from its new image (all its close-on-exec fds closed by then). */
+    int fresh_child = enabled && !in_vfork_child() && forks != forks_told;
+    if (!fresh_child && ready(arg)) return 0;
+    if (!enabled || in_vfork_child()) return timeout_ns == 0;   /* (not ready: a fresh child needs enabled) */
+    if (timeout_ns == 0) return fresh_child ? !ready(arg) : 1;
     ensure_conn();
     long long deadline = timeout_ns < 0 ? -1 : local_vt() + timeout_ns;
     ++seq;
     for (;;) {
-        char m[160]; int k = snprintf(m, sizeof m, "W %lu %lld %d.%d %lld %s\n", seq, local_vt(), forks, threads_made, deadline, what);
+        forks_told = forks;
+        char m[160]; int k = snprintf(m, sizeof m, "W %lu %lld %d.%d %lld %s\n", seq, local_vt(), forks_told, threads_made, deadline, what);
         send_line(m, k);
         wait_grant();
         if (ready(arg)) return 0;
