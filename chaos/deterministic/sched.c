@@ -318,8 +318,10 @@ static int wait_until(int (*ready)(void *), void *arg, long long timeout_ns, con
     /* Right after starting a child, readiness is a race: a vfork parent resumes before the kernel has
      * closed the child's close-on-exec fds (subprocess's exec-error pipe reads as not ready, or ready).
      * So the first try then comes after a stop, which the scheduler grants only once the child said
-     * hello from its new image (all its close-on-exec fds closed by then). */
-    int fresh_child = enabled && !in_vfork_child() && forks != forks_told;
+     * hello from its new image (all its close-on-exec fds closed by then). Not with every thread
+     * controlled: a stop there may hold a lock of the program's that the thread granted next needs (Node
+     * ran 60 s without a point); its waits for a child go through epoll, whose first try stays free. */
+    int fresh_child = enabled && !threads_too && !in_vfork_child() && forks != forks_told;
     if (!fresh_child && ready(arg)) return 0;
     if (!enabled || in_vfork_child()) return timeout_ns == 0;   /* (not ready: a fresh child needs enabled) */
     if (timeout_ns == 0) return fresh_child ? !ready(arg) : 1;
