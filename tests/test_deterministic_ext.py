@@ -82,19 +82,27 @@ def _run(store: Path, *args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=300)
 
 
+def _three_runs(store: Path, *args: str, same_results: bool = True) -> list[dict]:
+    """Three runs of one command in one store: each ends with a verdict (not a crash), all write one
+    history (and, with ``same_results``, one results.json); their results, in order."""
+    for _ in range(3):
+        res = _run(store, *args)
+        assert res.returncode in (0, 2), res.stderr[-2000:]
+    paths = sorted(store.glob("*/2*/results.json"))
+    runs = [json.loads(p.read_text()) for p in paths]
+    assert len(runs) == 3
+    assert len({r["history_sha256"] for r in runs}) == 1
+    if same_results:
+        assert len({p.read_bytes() for p in paths}) == 1
+    return runs
+
+
 def test_gitjournal_three_runs_of_one_seed_give_one_history(tmp_path):
     assert sut.get("gitjournal").abilities({})["deterministic"].ok
     args = ("--deterministic", "--backend", "gitjournal", "--seed", "4", "--workers", "2", "--time-limit", "2")
-    for _ in range(3):
-        res = _run(tmp_path, *args)
-        assert res.returncode in (0, 2), res.stderr[-2000:]
-    runs = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("*/2*/results.json"))]
-    assert len(runs) == 3
     # (one run in about six differed before a wait right after starting a child became a stop: a vfork
     # parent could read subprocess's exec-error pipe before or after the kernel closed the child's end)
-    assert len({r["history_sha256"] for r in runs}) == 1
-    assert len({p.read_bytes() for p in tmp_path.glob("*/2*/results.json")}) == 1
-    first = runs[0]
+    first = _three_runs(tmp_path, *args)[0]
     assert first["stats"]["ops"] > 20 and first["deterministic"]["points"] > 300
     assert first["verdict"] == "valid", first["notes"]
     assert all(v["took_effect"] >= 1 for v in first["fault_coverage"].values())
@@ -113,14 +121,7 @@ def test_the_suites_cli_as_a_black_box_three_runs_of_one_seed_give_one_history(t
     waits for its reply through the scheduler (a poll over its pipes and its pidfd)."""
     assert sut.get("external").abilities({"command": "chaos backend sqlite"})["deterministic"].ok
     assert not sut.get("external").abilities({"command": "ruby prog.rb"})["deterministic"].ok
-    for _ in range(3):
-        res = _run(tmp_path, "--deterministic", *BLACKBOX, "--seed", "5", "--workers", "2", "--time-limit", "1")
-        assert res.returncode in (0, 2), res.stderr[-2000:]
-    runs = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("*/2*/results.json"))]
-    assert len(runs) == 3
-    assert len({r["history_sha256"] for r in runs}) == 1
-    assert len({p.read_bytes() for p in tmp_path.glob("*/2*/results.json")}) == 1
-    first = runs[0]
+    first = _three_runs(tmp_path, "--deterministic", *BLACKBOX, "--seed", "5", "--workers", "2", "--time-limit", "1")[0]
     assert first["verdict"] != "invalid", first["notes"]
     assert first["stats"]["ok"] > 10
     # the faults landed inside the per-call CLI processes, named after their worker and call
@@ -174,9 +175,5 @@ def test_wowbagger_three_runs_of_one_seed_give_one_history(tmp_path):
     # (seed 5 meets F5, a documented Wowbagger bug, and ends invalid: in this mode the durability
     # checker does not yet name it, so its linearizability finding goes unacknowledged; docs/deterministic.md)
     assert sut.get("external").abilities({"command": f"node {WOWBAGGER}"})["deterministic"].ok
-    for _ in range(3):
-        res = _run(tmp_path, *args)
-        assert res.returncode in (0, 2), res.stderr[-2000:]
-    runs = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("*/2*/results.json"))]
-    assert len(runs) == 3 and len({r["history_sha256"] for r in runs}) == 1
+    runs = _three_runs(tmp_path, *args, same_results=False)
     assert runs[0]["stats"]["ok"] > 10 and runs[0]["verdict"] != "invalid", runs[0]["notes"]
