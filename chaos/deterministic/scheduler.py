@@ -62,6 +62,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from chaos.deterministic import shim
+from chaos.faults.procs import set_child_subreaper
 
 #: calls whose argument is a byte count: the trace leaves it out (a lock file's content names its owner's pid)
 SIZED = frozenset({"write", "read"})
@@ -203,6 +204,7 @@ class Scheduler:
         usable = sock_dir is not None and len(os.path.abspath(sock_dir)) < 80   # + "/chaos-sched-XXXXXXXX/s" < 108
         self._dir = tempfile.mkdtemp(prefix="chaos-sched-", dir=sock_dir if usable else None)
         self.sock_path = os.path.join(self._dir, "s")
+        set_child_subreaper()   # a killed worker's children are re-parented here, not to init (``_wait_reaped``)
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._listener.bind(self.sock_path)
         self._listener.listen(256)
@@ -301,7 +303,29 @@ class Scheduler:
                 pass
         if proc.pidfd >= 0 and not select.select([proc.pidfd], [], [], self.stuck_s)[0]:
             raise SchedulerStuck(f"{proc.name} did not die {self.stuck_s:g} s after its parent's SIGKILL")
+        self._wait_reaped(proc)
         self._reap(proc)
+
+    def _wait_reaped(self, proc: Proc) -> None:
+        """A dead child of a killed process is a zombie until someone reaps it, and a program that asks
+        whether a pid lives (``kill(pid, 0)``: a lock owner's liveness) sees it alive until then: reap it
+        here (its parent died first, so it was re-parented to this subreaper), or, where another process
+        is its reaper, wait until that one did. Either way before anything else runs: when init got round
+        to it was real time, and the next lock holder's decision with it."""
+        try:
+            os.waitpid(proc.pid, 0)
+            return
+        except ChildProcessError:
+            pass
+        deadline = time.monotonic() + self.stuck_s
+        while proc.pidfd >= 0:
+            try:
+                signal.pidfd_send_signal(proc.pidfd, 0)
+            except ProcessLookupError:
+                return
+            if time.monotonic() > deadline:
+                raise SchedulerStuck(f"{proc.name} died but was not reaped in {self.stuck_s:g} s")
+            time.sleep(0.0005)
 
     def root(self, proc: Proc) -> Proc:
         """The process the harness started that ``proc`` descends from (a kill ends its whole tree)."""
