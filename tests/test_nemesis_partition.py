@@ -125,13 +125,19 @@ def _history(out) -> list[dict]:
 @pytest.mark.postgres
 @pytest.mark.slow
 def test_partition_run_on_postgres_cuts_holders_off_while_rivals_take_over_and_stays_valid(tmp_path, pg):
-    out = _partition_run(tmp_path, pg, 1)
-    assert out.results["verdict"] == "valid", out.results["notes"]
-    history = _history(out)
-    assert cut_off_holders(history, workers=4), "no lease holder was cut off while a rival took its item"
+    # every run must be valid with the partition in effect; the takeover inside a cut is timing (at load
+    # 10 seed 1 once had none in 10 s): the next seed, at most three, until one run shows it
+    for seed in (1, 2, 3):
+        out = _partition_run(tmp_path, pg, seed)
+        assert out.results["verdict"] == "valid", out.results["notes"]
+        assert out.results["fault_coverage"]["partition"]["took_effect"] >= 1
+        history = _history(out)
+        if cut_off_holders(history, workers=4):
+            break
+    else:
+        raise AssertionError("no lease holder was cut off while a rival took its item, seeds 1-3")
     heals = [o["value"] for o in history if o.get("f") == "partition-heal" and o["type"] == "ok"]
     assert any(max(h.get("held_ms", {}).values(), default=0) >= 1500 for h in heals)   # held past a lease
-    assert out.results["fault_coverage"]["partition"]["took_effect"] >= 1
 
 
 TRUST_LEASE = "chaos.testing.lease_mutants:open_trust_lease_from_reply"
