@@ -6,7 +6,10 @@ an anomaly the bug's own rule names was among the findings, the re-runs' digests
 average, then the same rows as a markdown table.
 
     .venv/bin/python benchmarks/deterministic_mutants.py [--seeds 20] [--reruns 2] [--workers 4]
-        [--time-limit 2] [--nemesis none] [--mutants split-acquire,early-takeover,...]
+        [--time-limit 2] [--nemesis none] [--mutants split-acquire,early-takeover,...] [--correct]
+
+``--correct``: instead, the correct SQLite class the mutants derive from (``backends.sqlite``), same
+workload, seeds 1 to ``--seeds``: every run must end ``valid`` (no false alarm).
 
 Default mutants: ``CONCURRENCY`` (the check-then-act class of ``chaos.testing.cta_mutants`` and
 the bugs that need two owners or a rival between a check and its commit). Exit 0 when each was
@@ -30,13 +33,16 @@ from chaos.testing.cta_mutants import CHECK_THEN_ACT  # noqa: E402
 
 #: the planted bugs that need concurrency (a rival between a check and its write, or two owners)
 CONCURRENCY = ("early-takeover", "fence-outside-commit", *(row[0] for row in CHECK_THEN_ACT))
+#: the correct class the check-then-act mutants derive from
+CORRECT = "backends.sqlite:open_backend"
 
 
 def run_once(store: Path, mutant: str, seed: int, args) -> dict:
     from chaos.testing.mutants import RED_TEAM
 
+    factory = CORRECT if mutant == "correct" else RED_TEAM[mutant].factory
     cmd = [sys.executable, "-m", "chaos.cli", "run", "--deterministic", "--backend", "python", "--factory",
-           RED_TEAM[mutant].factory, "--seed", str(seed), "--workers", str(args.workers), "--time-limit",
+           factory, "--seed", str(seed), "--workers", str(args.workers), "--time-limit",
            str(args.time_limit), "--nemesis", args.nemesis, "--store", str(store), "--no-report", *args.extra]
     code, err = run_child(cmd)
     found = sorted(store.glob("*/2*/results.json"))
@@ -57,10 +63,13 @@ def main() -> int:
     p.add_argument("--time-limit", type=float, default=2.0)
     p.add_argument("--nemesis", default="none")
     p.add_argument("--mutants", default=",".join(CONCURRENCY))
+    p.add_argument("--correct", action="store_true", help=f"run {CORRECT} instead: every seed must be valid")
     p.add_argument("extra", nargs="*", help="more chaos run arguments (after --), e.g. -- --pct-depth 20")
     args = p.parse_args()
     from chaos.testing.mutants import RED_TEAM
 
+    if args.correct:
+        return correct(args)
     ok, table = True, []
     print(f"{args.workers} workers, time limit {args.time_limit:g} s, nemesis {args.nemesis}, seeds 1-{args.seeds}, "
           f"{args.reruns} re-run(s) of the finding seed {' '.join(args.extra)}", flush=True)
@@ -92,6 +101,22 @@ def main() -> int:
     print("\n| mutant | first finding seed | its rule named | re-run history |\n|---|---|---|---|")
     print("\n".join(table))
     return 0 if ok else 1
+
+
+def correct(args) -> int:
+    """The correct class under every seed: a verdict other than ``valid`` is printed with its notes."""
+    print(f"{CORRECT}: {args.workers} workers, time limit {args.time_limit:g} s, nemesis {args.nemesis}, "
+          f"seeds 1-{args.seeds} {' '.join(args.extra)}", flush=True)
+    verdicts = []
+    with tempfile.TemporaryDirectory(prefix="det-correct-") as d:
+        for seed in range(1, args.seeds + 1):
+            res = run_once(Path(d) / f"correct-{seed}", "correct", seed, args)
+            verdicts.append(res["verdict"])
+            if res["verdict"] != "valid":
+                print(f"  seed {seed:2d}: {res['verdict']} {', '.join(res['names'])}", flush=True)
+    print(f"  {verdicts.count('valid')} of {len(verdicts)} valid; load average "
+          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    return 0 if verdicts.count("valid") == len(verdicts) else 1
 
 
 if __name__ == "__main__":

@@ -15,7 +15,9 @@ a random priority from the seed when it first appears; at ``depth - 1`` change
 points, drawn from the seed over ``expected_points`` steps, the thread chosen
 at that step drops below every other; the enabled thread of highest priority
 runs. A bug needing ``depth`` ordering constraints is then hit with
-probability at least 1 / (threads * expected_points ** (depth - 1)) per run.
+probability at least 1 / (threads * expected_points ** (depth - 1)) per run
+(PCT's bound, for the change points alone: the release yields below reorder
+priorities too, and are measured, not proved).
 
 Those change points are spread over every point, and a check-then-act bug's
 gap (between the check's commit and the act's write) is a few points among
