@@ -15,7 +15,20 @@ a random priority from the seed when it first appears; at ``depth - 1`` change
 points, drawn from the seed over ``expected_points`` steps, the thread chosen
 at that step drops below every other; the enabled thread of highest priority
 runs. A bug needing ``depth`` ordering constraints is then hit with
-probability at least 1 / (threads * expected_points ** (depth - 1)) per run.
+probability at least 1 / (threads * expected_points ** (depth - 1)) per run
+(PCT's bound, for the change points alone: the release yields below reorder
+priorities too, and are measured, not proved).
+
+Those change points are spread over every point, and a check-then-act bug's
+gap (between the check's commit and the act's write) is a few points among
+tens of thousands: PCT alone did not land in it (docs/deterministic.md). So,
+with ``depth`` 2 or more, a thread that let a lock go or closed a store fd
+(``RELEASES``: the end of a transaction) and stopped at its next point yields
+there with chance ``release_yield`` (drawn from the seed) whenever another
+thread is enabled: its priority drops below every other, as at a change point.
+Those *release steps* are where a rival's whole call can run in the gap; a
+bug that needs one preemption there is hit with chance ``release_yield`` at
+each such step.
 
 Virtual time (``vt``, ns from 0) advances by ``step_ns`` per grant, by 1 us
 per clock read of the running thread, and jumps to the earliest sleeper's
@@ -70,6 +83,8 @@ SIZED = frozenset({"write", "read"})
 PID_IN_PATH = re.compile(r"(?<![0-9A-Za-z])[1-9][0-9]{1,6}(?![0-9A-Za-z])")
 #: calls after which a thread that reported "blocked" may succeed: they (or an exit) release locks
 RELEASES = frozenset({"unlock", "close"})
+#: the chance that a thread stopped right after a release yields to the others there (``release_yield``)
+RELEASE_YIELD = 0.125
 
 
 class SchedulerStuck(RuntimeError):
@@ -164,17 +179,24 @@ class Thread:
     wake_at: int = 0
     held: bool = False            # frozen at its current point by a fault: its next grant is not faulted again
     since: int = 0                # waiting: the epoch of its last failed try
+    released: bool = False        # its last grant was a release (``RELEASES``): it stops right after one
 
 
 class Scheduler:
     def __init__(self, seed: int, *, prefixes: list[str], depth: int = 3, expected_points: int = 1000,
                  step_ns: int = 10_000, faults: list[FaultRule] | None = None, stuck_s: float = 60.0,
-                 log_dir: str | None = None, reads: bool = False, send_ns: int = 0, sock_dir: str | None = None):
+                 log_dir: str | None = None, reads: bool = False, send_ns: int = 0, sock_dir: str | None = None,
+                 release_yield: float | None = None):
         if depth < 1 or expected_points < 1:
             raise ValueError("depth and expected_points must be at least 1")
         self.seed, self.depth, self.expected_points, self.step_ns = seed, depth, expected_points, step_ns
         self.rng = random.Random(f"pct:{seed}")
         self.change_points = sorted(self.rng.sample(range(1, expected_points + 1), min(depth - 1, expected_points)))
+        # depth 1 is one priority order, no change at all (chaos explore's baseline)
+        self.release_yield = (RELEASE_YIELD if depth > 1 else 0.0) if release_yield is None else release_yield
+        self.yield_rng = random.Random(f"pct-release:{seed}")   # its own stream: the threads' ranks stay as drawn
+        self.release_yields = 0         # release steps at which the released thread yielded
+        self.lowest = 0.0               # the priority the last yield gave: the next goes below it
         self.prefixes = [os.path.abspath(p) for p in prefixes]
         self.faults = list(faults or [])
         self.stuck_s = stuck_s
@@ -268,6 +290,8 @@ class Scheduler:
         proc.popen.stdin.write(line)
         proc.popen.stdin.flush()
         proc.serving = True
+        for t in proc.threads:     # a new call: its first point is not inside the last one's gap
+            t.released = False
         self.vt += self.send_ns
         self.running = (proc.pid, proc.pid)
         self._settle()
@@ -583,6 +607,12 @@ class Scheduler:
         if self.steps in self.change_points:
             chosen.priority = self.depth - 1 - self.change_points.index(self.steps)
             chosen = max(ready, key=lambda t: t.priority)
+        elif chosen.released and len(ready) > 1 and self.yield_rng.random() < self.release_yield:
+            self.lowest = min(self.lowest, *(t.priority for t in self.threads)) - 1
+            chosen.priority = self.lowest        # below every thread, a change point's drop included
+            self.release_yields += 1
+            self.trace.append(f"{self.vt} {chosen.name} YIELD")
+            chosen = max(ready, key=lambda t: t.priority)
         self._grant(chosen)
         return True
 
@@ -616,6 +646,7 @@ class Scheduler:
                 err = getattr(errno_mod, rule.action)
         call = t.call
         t.state = "running"
+        t.released = call in RELEASES
         self.running = (t.pid, t.tid)
         try:
             t.conn.sendall(f"G {self.vt} {err} {self.clock_offset(t.proc.name)}\n".encode())
@@ -697,6 +728,7 @@ class Scheduler:
     def summary(self) -> dict:
         return {"seed": self.seed, "depth": self.depth, "points": self.steps,
                 "expected_points": self.expected_points, "change_points": self.change_points,
+                "release_yield": self.release_yield, "release_yields": self.release_yields,
                 "virtual_ns": self.vt, "trace_sha256": self.digest(),
                 "faults": [r.evidence or {"action": r.action, "missed": True} for r in self.faults],
                 "notes": list(self.notes)}
