@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gzip
+import json
+from pathlib import Path
 from types import SimpleNamespace
 
 from chaos.history_store import HistoryWriter
@@ -49,3 +52,37 @@ def test_a_final_read_back_that_ended_info_makes_a_valid_run_unknown(tmp_path):
     results = _verdict(tmp_path, [SETUP_NOTE], ["final read-back read ended info"])
     assert results["verdict"] == "unknown" and results["exit_code"] == 2
     assert results["notes"] == [SETUP_NOTE, "final read-back read ended info"]
+
+
+F5_RUN = Path(__file__).resolve().parent / "data" / "wowbagger_det_f5_seed2.json.gz"
+WOWBAGGER_PROFILE = Path(__file__).resolve().parents[1] / "profiles" / "wowbagger-0.1.0-alpha.7.yaml"
+
+
+def _f5_run() -> tuple[list, dict]:
+    with gzip.open(F5_RUN, "rt") as f:
+        doc = json.load(f)
+    return doc["history"], doc["ctx"]
+
+
+def test_f5_met_in_deterministic_mode_is_named_by_durability_and_acknowledged_by_the_profile():
+    """A real deterministic Wowbagger run (stored: its history and checker context) met F5 (an
+    acquire refused clock-floor-persistence-failed after the EIO at its journal's fsync, its claim in
+    effect): durability names failed-acquire-took-effect on those ops, and the profile's F5
+    acknowledgements cover it, as in the timed mode; without them the run is invalid."""
+    import checkers
+    from backends.external.profile import load_profile
+
+    history, ctx = _f5_run()
+    bare = checkers.run_checkers(history, ctx)
+    assert bare["valid"] is False
+    named = bare["checkers"]["durability"]["anomalies"]
+    assert [(a["type"], a["data"]["owner"], a["data"]["epoch"], a["data"]["code"]) for a in named] == \
+        [("failed-acquire-took-effect", "agent-p1", "2", "clock-floor-persistence-failed")]
+    assert {22, 23, 55, 56} <= set(named[0]["ops"])
+    assert bare["checkers"]["linearizable"]["valid"] is False   # the claim the refusal left fits no order
+
+    known = load_profile(WOWBAGGER_PROFILE).known_deviations
+    merged = checkers.run_checkers(history, dict(ctx, known_deviations=known))
+    assert merged["valid"] is True, {k: v.get("anomalies") for k, v in merged["checkers"].items() if v["valid"] is not True}
+    matched = {d["id"]: d.get("matched", 0) for d in merged["known_deviations"]}
+    assert matched["F5-refused-acquire-took-effect"] == 1 and matched["F5-nonlinearizable"] >= 1
