@@ -26,7 +26,8 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks.deterministic_soak import WOWBAGGER, backend_args, interrupt_on_term, run_child, seeds_of  # noqa: E402
+from benchmarks.deterministic_soak import (WOWBAGGER, backend_args, interrupt_on_term, run_child, seeds_of,  # noqa: E402
+                                           why_not_valid)
 
 MODES = ("timed", "deterministic")
 
@@ -43,7 +44,7 @@ def one(store: str, deterministic: bool, seed: int, args) -> dict:
         raise SystemExit(f"no results ({MODES[deterministic]}, seed {seed}, exit {code}): {err[-1500:]}")
     results = json.loads(found[-1].read_text())
     return {"seed": seed, "mode": MODES[deterministic], "ops": results["stats"]["ops"], "wall": wall,
-            "verdict": results["verdict"], "load": os.getloadavg()[0]}
+            "verdict": results["verdict"], "why": why_not_valid(results), "load": os.getloadavg()[0]}
 
 
 def main() -> int:
@@ -66,7 +67,7 @@ def main() -> int:
                 row = one(os.path.join(d, f"{MODES[deterministic]}-{seed}"), deterministic, seed, args)
                 rows.append(row)
                 print(f"  seed {seed:3d} {row['mode']:14s} {row['ops']:6d} ops  {row['wall']:7.1f} s wall  "
-                      f"{row['ops'] / row['wall']:8.2f} ops/s  ({row['verdict']}, load {row['load']:.1f})", flush=True)
+                      f"{row['ops'] / row['wall']:8.2f} ops/s  ({row['verdict']}, load {row['load']:.1f})  {row['why']}", flush=True)
     rate = {}
     for mode in MODES:
         mine = [r for r in rows if r["mode"] == mode]
