@@ -86,3 +86,14 @@ def test_f5_met_in_deterministic_mode_is_named_by_durability_and_acknowledged_by
     assert merged["valid"] is True, {k: v.get("anomalies") for k, v in merged["checkers"].items() if v["valid"] is not True}
     matched = {d["id"]: d.get("matched", 0) for d in merged["known_deviations"]}
     assert matched["F5-refused-acquire-took-effect"] == 1 and matched["F5-nonlinearizable"] >= 1
+
+
+def test_a_final_read_back_that_ended_info_says_why():
+    """Wowbagger seed 8 (6 s): the final commit answered git-failed behind the index.lock a killed git
+    left; the note says so, not only that it ended info."""
+    from chaos.deterministic.run import _info_reason
+
+    reply = {"exit": 1, "envelope": {"ok": False, "error": {"code": "git-failed", "message": "index.lock exists"}}}
+    assert "git-failed" in _info_reason({"f": "commit", "type": "info", "value": reply})
+    assert _info_reason({"f": "read", "type": "info", "error": "worker w0.0 died during the call"}) == \
+        "worker w0.0 died during the call"

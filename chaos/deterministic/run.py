@@ -462,7 +462,7 @@ def run(cfg, report: bool = True, config_path: str | None = None, exact_rules: d
         def call(client_ops: list[dict], phase: str | None = None) -> None:   # the kind's final ops, each to completion
             interpret(clients(client_ops), threads, driver, cfg.seed, process_of=process_of)
         kind.final_phase(cfg, world, ops, call)
-        final_incomplete = [f"final read-back {o['f']} ended info" for o in history.snapshot()[start:]
+        final_incomplete = [f"final read-back {o['f']} ended info: {_info_reason(o)}" for o in history.snapshot()[start:]
                             if o["type"] == "info"]
         for proc in list(driver.procs.values()):
             sched.kill(proc)
@@ -504,6 +504,14 @@ def run(cfg, report: bool = True, config_path: str | None = None, exact_rules: d
     sys.stderr.flush()   # the verdict summary is stdout's, last (as chaos.runner prints it)
     print(console_summary(dict(results, run_dir=run_dir.path), run_dir.path), flush=True)
     return results["exit_code"]
+
+
+def _info_reason(op: dict) -> str:
+    """Why an op ended info, in one bounded line: the harness's error, else the reply's (a black box's
+    exit 1 with an envelope: Wowbagger's ``git-failed`` behind a stale ``index.lock``, say)."""
+    value = op.get("value") if isinstance(op.get("value"), dict) else {}
+    envelope = value.get("envelope") if isinstance(value.get("envelope"), dict) else {}
+    return str(op.get("error") or envelope.get("error") or f"exit {value.get('exit')}")[:160]
 
 
 class setup_programs_virtual:
