@@ -1,13 +1,18 @@
-"""Soak of the deterministic mode: one ``chaos run --deterministic`` per seed, one at a time; per
-seed the verdict, ops, scheduling points, wall seconds and, per requested fault, how many of its
-exact points came and took effect (a point that never came is ``missed``: the run is then
-``unknown``). Prints one row per seed, the totals and the load average.
+"""Soak of the deterministic mode: one ``chaos run --deterministic`` per seed and backend, one at a
+time; per run the verdict, per requested fault how many of its exact points came (fired), took
+effect and never came (missed: the run is then ``unknown``), ops, scheduling points, wall seconds,
+and why a run that is not ``valid`` is not (its notes, or its checkers' unacknowledged anomalies).
+Prints one table per backend, its totals and the load average.
 
-    .venv/bin/python benchmarks/deterministic_soak.py [--seeds 1-20] [--backend sqlite]
-        [--workers 10] [--time-limit 2] [--nemesis kill,fsync,pause,lost-reply,power-loss]
-        [--store DIR]   # keep the runs (default: a temporary directory, removed)
+    .venv/bin/python benchmarks/deterministic_soak.py [--backends sqlite,gitjournal,wowbagger]
+        [--seeds 1-20] [--workers 10] [--time-limit 2] [--nemesis kill,fsync,pause,lost-reply,power-loss]
+        [--wowbagger PATH/bin/wowbagger.js] [--store DIR]   # keep the runs (default: a temporary dir, removed)
+        [-- more chaos run arguments]
 
-Exit 0 when every run is ``valid`` and no requested fault missed or failed to take effect, else 1.
+``wowbagger`` is ``--backend external`` with the real program (``node PATH``) and its profile
+(``profiles/wowbagger-0.1.0-alpha.7.yaml``: its documented bugs are acknowledged as in the timed
+mode). Exit 0 when every run is ``valid`` and no requested fault missed or took effect fewer than
+twice (every exact fault draws two points), else 1.
 """
 
 from __future__ import annotations
@@ -15,12 +20,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+WOWBAGGER = REPO.parent / "shared" / "sut" / "wowbagger-0.1.0-alpha.7" / "bin" / "wowbagger.js"
+WOWBAGGER_PROFILE = REPO / "profiles" / "wowbagger-0.1.0-alpha.7.yaml"
+#: every exact fault draws this many points per run (``chaos.deterministic.run.fault_rules``)
+POINTS_PER_FAULT = 2
 
 
 def seeds_of(text: str) -> list[int]:
@@ -49,55 +61,100 @@ def interrupt_on_term() -> None:
     signal.signal(signal.SIGTERM, _interrupt)
 
 
-def one(store: Path, seed: int, args) -> dict:
-    cmd = [sys.executable, "-m", "chaos.cli", "run", "--deterministic", "--backend", args.backend, "--seed", str(seed),
-           "--workers", str(args.workers), "--time-limit", str(args.time_limit), "--nemesis", args.nemesis,
-           "--store", str(store), "--no-report", *args.extra]
+def backend_args(backend: str, wowbagger: Path) -> list[str]:
+    """The ``chaos run`` arguments that select ``backend`` (``wowbagger``: the real program, black box)."""
+    if backend == "wowbagger":
+        return ["--backend", "external", "--command", f"node {wowbagger}", "--profile", str(WOWBAGGER_PROFILE)]
+    return ["--backend", backend]
+
+
+def why_not_valid(results: dict) -> str:
+    """What made a run other than ``valid``: the anomalies no profile acknowledged, else its notes."""
+    if results["verdict"] == "valid":
+        return ""
+    found = sorted({a for c in results["checkers"].values() if c.get("valid") is False
+                    for a in (c.get("stats") or {}).get("anomalies_by_type", {})})
+    known = {k["anomaly"] for k in results.get("known_deviations") or [] if k.get("matched")}
+    unacknowledged = [a for a in found if a not in known]
+    if unacknowledged:
+        return "anomalies: " + ", ".join(unacknowledged)
+    return "; ".join(n[:120] for n in results.get("notes") or [] if not n.startswith("racer episodes left out"))
+
+
+def one(store: Path, seed: int, backend: str, args) -> dict:
+    cmd = [sys.executable, "-m", "chaos.cli", "run", "--deterministic", *backend_args(backend, args.wowbagger),
+           "--seed", str(seed), "--workers", str(args.workers), "--time-limit", str(args.time_limit),
+           "--nemesis", args.nemesis, "--store", str(store), "--no-report", *args.extra]
     t0 = time.monotonic()
     code, err = run_child(cmd)
     wall = time.monotonic() - t0
     found = sorted(store.glob("*/2*/results.json"))
     if not found:
-        return {"seed": seed, "verdict": f"no results (exit {code}): {err.strip()[-300:]}",
+        return {"seed": seed, "verdict": "error", "why": f"no results (exit {code}): {err.strip()[-300:]}",
                 "wall": wall, "faults": {}, "missed": ["?"], "ops": 0, "points": 0}
     r = json.loads(found[-1].read_text())
     missed = [f["action"] for f in r["deterministic"]["faults"] if f.get("missed")]
     return {"seed": seed, "verdict": r["verdict"], "ops": r["stats"]["ops"], "points": r["deterministic"]["points"],
-            "wall": wall, "faults": r["fault_coverage"], "missed": missed, "digest": r["history_sha256"][:12]}
+            "wall": wall, "faults": r["fault_coverage"], "missed": missed, "digest": r["history_sha256"][:12],
+            "why": why_not_valid(r), "run_dir": str(found[-1].parent)}
+
+
+def row_text(row: dict) -> str:
+    faults = " ".join(f"{k} {v['fired']}/{v['took_effect']}" for k, v in row["faults"].items())
+    return (f"{row['seed']:4d}  {row['verdict']:8s} {faults:22s} {','.join(row['missed']) or '-':10s} "
+            f"{row['ops']:5d} {row['points']:8d} {row['wall']:7.1f}  {os.getloadavg()[0]:5.1f}  {row['why']}")
+
+
+def soak(backend: str, base: Path, args) -> list[dict]:
+    print(f"== {backend}: {args.workers} workers, {args.time_limit:g} s, nemesis {args.nemesis}", flush=True)
+    print(f"{'seed':>4s}  {'verdict':8s} {'faults fired/took effect':22s} {'missed':10s} {'ops':>5s} "
+          f"{'points':>8s} {'wall s':>7s}  {'load':>5s}  why not valid", flush=True)
+    rows = []
+    for seed in seeds_of(args.seeds):
+        row = one(base / backend / f"seed{seed}", seed, backend, args)
+        rows.append(row)
+        print(row_text(row), flush=True)
+    return rows
+
+
+def short_of_faults(row: dict) -> bool:
+    return bool(row["missed"]) or any(v["took_effect"] < POINTS_PER_FAULT for v in row["faults"].values())
 
 
 def main() -> int:
     interrupt_on_term()
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seeds", default="1-20")
-    p.add_argument("--backend", default="sqlite")
+    p.add_argument("--backends", "--backend", default="sqlite",
+                   help="comma-separated: sqlite, gitjournal, wowbagger, or any --backend chaos run takes")
     p.add_argument("--workers", type=int, default=10)
     p.add_argument("--time-limit", type=float, default=2.0)
     p.add_argument("--nemesis", default="kill,fsync,pause,lost-reply,power-loss")
+    p.add_argument("--wowbagger", type=Path, default=WOWBAGGER, help="the program's bin/wowbagger.js")
     p.add_argument("--store", help="keep the runs here")
     p.add_argument("extra", nargs="*", help="more chaos run arguments (after --)")
     args = p.parse_args()
+    backends = [b for b in args.backends.split(",") if b]
+    if "wowbagger" in backends and not args.wowbagger.exists():
+        print(f"deterministic_soak: {args.wowbagger}: no such file (--wowbagger)", file=sys.stderr)
+        return 254
     base = Path(args.store) if args.store else Path(tempfile.mkdtemp(prefix="det-soak-"))
-    rows = []
+    failed = False
     try:
-        for seed in seeds_of(args.seeds):
-            row = one(base / f"seed{seed}", seed, args)
-            rows.append(row)
-            faults = " ".join(f"{k} {v['took_effect']}/{v['fired']}" for k, v in row["faults"].items())
-            print(f"seed {seed:3d}  {row['verdict']:8s} {row['ops']:6d} ops {row['points']:8d} points "
-                  f"{row['wall']:6.1f} s  {faults}  missed: {','.join(row['missed']) or '-'}  "
-                  f"{row.get('digest', '')}  load {os.getloadavg()[0]:.1f}", flush=True)
+        for backend in backends:
+            rows = soak(backend, base, args)
+            short = [r for r in rows if short_of_faults(r)]
+            bad = [r for r in rows if r["verdict"] != "valid"]
+            failed = failed or bool(short or bad)
+            verdicts = {v: sum(1 for r in rows if r["verdict"] == v) for v in dict.fromkeys(r["verdict"] for r in rows)}
+            print(f"{backend}: {len(rows)} runs: " + ", ".join(f"{n} {v}" for v, n in verdicts.items())
+                  + f"; {len(short)} with a fault missed or short of {POINTS_PER_FAULT} taking effect; "
+                  f"{sum(r['ops'] for r in rows)} ops, {sum(r['wall'] for r in rows):.0f} s wall; "
+                  f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
     finally:
         if not args.store:
-            import shutil
             shutil.rmtree(base, ignore_errors=True)
-    short = [r for r in rows if r["missed"] or any(v["took_effect"] < 2 for v in r["faults"].values())]
-    bad = [r for r in rows if r["verdict"] != "valid"]
-    print(f"{len(rows)} runs ({args.backend}, {args.workers} workers, {args.time_limit:g} s, {args.nemesis}): "
-          f"{len(rows) - len(bad)} valid, {len(short)} with a fault missed or short of 2 taking effect; "
-          f"{sum(r['ops'] for r in rows)} ops, {sum(r['wall'] for r in rows):.0f} s wall; "
-          f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
-    return 0 if not bad and not short else 1
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -462,7 +462,7 @@ def run(cfg, report: bool = True, config_path: str | None = None, exact_rules: d
         def call(client_ops: list[dict], phase: str | None = None) -> None:   # the kind's final ops, each to completion
             interpret(clients(client_ops), threads, driver, cfg.seed, process_of=process_of)
         kind.final_phase(cfg, world, ops, call)
-        final_incomplete = [f"final read-back {o['f']} ended info" for o in history.snapshot()[start:]
+        final_incomplete = [f"final read-back {o['f']} ended info: {_info_reason(o)}" for o in history.snapshot()[start:]
                             if o["type"] == "info"]
         for proc in list(driver.procs.values()):
             sched.kill(proc)
@@ -483,7 +483,7 @@ def run(cfg, report: bool = True, config_path: str | None = None, exact_rules: d
         for r in rs:
             if r.evidence is not None:   # a fault that never came is missed: not fired
                 coverage.fired(name, took_effect(r, clock_took))
-    results, wall = _results(cfg, kind, world, target, history, coverage, notes + final_incomplete, summary)
+    results, wall = _results(cfg, kind, world, target, history, coverage, notes, summary, final_incomplete)
     results["history_sha256"] = history_sha256(run_dir.file("history.jsonl"))
     if previous is not None:
         results["reproduced"] = {"of": previous, "same_history": previous == results["history_sha256"]}
@@ -504,6 +504,14 @@ def run(cfg, report: bool = True, config_path: str | None = None, exact_rules: d
     sys.stderr.flush()   # the verdict summary is stdout's, last (as chaos.runner prints it)
     print(console_summary(dict(results, run_dir=run_dir.path), run_dir.path), flush=True)
     return results["exit_code"]
+
+
+def _info_reason(op: dict) -> str:
+    """Why an op ended info, in one bounded line: the harness's error, else the reply's (a black box's
+    exit 1 with an envelope: Wowbagger's ``git-failed`` behind a stale ``index.lock``, say)."""
+    value = op.get("value") if isinstance(op.get("value"), dict) else {}
+    envelope = value.get("envelope") if isinstance(value.get("envelope"), dict) else {}
+    return str(op.get("error") or envelope.get("error") or f"exit {value.get('exit')}")[:160]
 
 
 class setup_programs_virtual:
@@ -582,9 +590,11 @@ def _without_wall(obj, path: str, wall: dict):
     return obj
 
 
-def _results(cfg, kind, world, target, history, coverage, notes, summary) -> tuple[dict, dict]:
+def _results(cfg, kind, world, target, history, coverage, notes, summary, final_incomplete) -> tuple[dict, dict]:
     """(results.json, wall.json): the first without a wall-clock field or the run dir's path, so
-    equal runs give equal files; the second with what the wall clock said."""
+    equal runs give equal files; the second with what the wall clock said. ``notes`` are the set-up's
+    (racer episodes left out, what a black box turned out to be): said, as the timed mode says them,
+    not a reason for ``unknown``; ``final_incomplete`` (a final read-back that ended info) is one."""
     from chaos.runner import Run, op_stats
 
     ops = history.snapshot()
@@ -596,7 +606,8 @@ def _results(cfg, kind, world, target, history, coverage, notes, summary) -> tup
     merged = kind.check(ops, ctx)
     v = merged.get("valid")
     verdict = "valid" if v is True else "invalid" if v is False else "unknown"
-    if verdict == "valid" and notes:
+    notes = notes + final_incomplete
+    if verdict == "valid" and final_incomplete:
         verdict = "unknown"
     missing = coverage.missing()
     if missing and verdict == "valid":
