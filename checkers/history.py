@@ -823,8 +823,8 @@ def raw_findings(fd: int, size: int, path: str, tolerant: bool) -> tuple[list, l
             problems = envelope_problems(f, exit_code, env, req)
             if problems:
                 shapes.append((pos, problems))
-            if f == "publish":
-                requests += [(pos, kind, data) for kind, data in request_problems(exit_code, env, req)]
+            if f in CHECKED_OPS:
+                requests += [(pos, kind, data) for kind, data in request_problems(exit_code, env, req, f)]
     return shapes, requests
 
 
