@@ -30,6 +30,7 @@ import hashlib
 import json
 import os
 import pickle
+import re
 import signal
 import subprocess
 import tempfile
@@ -101,6 +102,9 @@ _NAN = float("nan")
 #: which orjson reads as a float; and ``{`` as ``[`` (one count of the brackets)
 _DIGITS_AS_ZERO = bytes.maketrans(b"123456789{", b"000000000[")
 _LONG_NUMBER = b"0" * 19
+#: ... and whether such a run can be a number: a number's digits never follow a quote (a string's do:
+#: the canonical epochs ``"18446744073709551614"`` of a busy history, one line in seven)
+_LONG_NUMBER_TOKEN = re.compile(rb'(?<![0-9"])[0-9]{19}')
 
 
 def decode_line(raw: bytes) -> Any:
@@ -110,10 +114,10 @@ def decode_line(raw: bytes) -> Any:
     go to ``json``: orjson refuses NaN, infinities, lone surrogates, bytes
     that are not UTF-8 and nesting past 1024 levels (``json`` may refuse
     less deep), and reads integers past 64 bits as floats, so a line with 19
-    digits in a row or many brackets never reaches it
+    digits in a row that do not follow a quote, or many brackets, never reaches it
     (tests/test_history_decode.py diffs the two)."""
     folded = raw.translate(_DIGITS_AS_ZERO)
-    if _LONG_NUMBER not in folded and folded.count(b"[") < 200:
+    if folded.count(b"[") < 200 and (_LONG_NUMBER not in folded or _LONG_NUMBER_TOKEN.search(raw) is None):
         try:
             return orjson.loads(raw)
         except orjson.JSONDecodeError:
