@@ -30,7 +30,6 @@ import hashlib
 import json
 import os
 import pickle
-import re
 import signal
 import subprocess
 import tempfile
@@ -102,9 +101,22 @@ _NAN = float("nan")
 #: which orjson reads as a float; and ``{`` as ``[`` (one count of the brackets)
 _DIGITS_AS_ZERO = bytes.maketrans(b"123456789{", b"000000000[")
 _LONG_NUMBER = b"0" * 19
-#: ... and whether such a run can be a number: a number's digits never follow a quote (a string's do:
-#: the canonical epochs ``"18446744073709551614"`` of a busy history, one line in seven)
-_LONG_NUMBER_TOKEN = re.compile(rb'(?<![0-9"])[0-9]{19}')
+_QUOTE, _ZERO = ord('"'), ord("0")
+
+
+def _maybe_long_number(folded: bytes) -> bool:
+    """Might a run of 19 digits (``folded``: every digit a zero) be a number?
+    A number's digits never follow a quote; a string's may (the canonical
+    epochs ``"18446744073709551614"`` of a busy history, one line in seven)."""
+    at = folded.find(_LONG_NUMBER)
+    while at >= 0:  # ``at`` starts a run: the search resumes past the end of the one before
+        if at == 0 or folded[at - 1] != _QUOTE:
+            return True
+        end = at + len(_LONG_NUMBER)
+        while end < len(folded) and folded[end] == _ZERO:
+            end += 1
+        at = folded.find(_LONG_NUMBER, end)
+    return False
 
 
 def decode_line(raw: bytes) -> Any:
@@ -117,7 +129,7 @@ def decode_line(raw: bytes) -> Any:
     digits in a row that do not follow a quote, or many brackets, never reaches it
     (tests/test_history_decode.py diffs the two)."""
     folded = raw.translate(_DIGITS_AS_ZERO)
-    if folded.count(b"[") < 200 and (_LONG_NUMBER not in folded or _LONG_NUMBER_TOKEN.search(raw) is None):
+    if folded.count(b"[") < 200 and (_LONG_NUMBER not in folded or not _maybe_long_number(folded)):
         try:
             return orjson.loads(raw)
         except orjson.JSONDecodeError:
