@@ -11,7 +11,8 @@ revisions are interned, and the raw dicts are dropped: each client operation
 is one compact ``Op`` holding exactly what the checkers read (a million ops
 fit in about 1.1 GB, with the checkers' own tables). What needs the raw reply
 is done while it is in hand: the envelope shape check (``envelope_problems``),
-the publish request and candidate check (``request_problems``), the identity
+the request check of publish, acquire, renew and release and the candidate
+check (``request_problems``), the identity
 of stored envelopes (``env_id``, a digest of canonical JSON) and the worker's
 reply-protocol evidence (``protocol``). ``History.read(path, jobs=2)`` does the
 two raw-reply checks in a helper process reading the same file
