@@ -95,7 +95,7 @@ def _schema_pointer(f: str, req: dict) -> str | None:
 #: ``(rule, type, value) -> rule(value)`` for string and integer members: the
 #: rules are pure. Bounded (cleared when full) so memory stays flat.
 _RULED: dict[tuple, bool] = {}
-_RULED_MAX = 65536
+_RULED_MAX = 8192
 
 
 def _well_formed(value, schema: dict) -> bool:
