@@ -3,7 +3,7 @@
 checker, and whether the cost grows linearly.
 
     python benchmarks/check_scale.py [--sizes 100k,300k,1m] [--dir /tmp/claim-chaos-scale]
-        [--per-checker 100k,300k,1m] [--jobs 2] [--hard [--plant]]
+        [--per-checker 100k,300k,1m] [--jobs 2] [--hard [--plant]] [--against CHECKOUT]
 
 ``--hard``: the histories of ``benchmarks/hard_history.py`` instead (a
 long run on a few busy items: many overlapping ops per item, ~10 % info
@@ -11,6 +11,9 @@ ops, restarts, the clock moving both ways); ``--plant`` forges one takeover
 into each, so the checker must find it. Each ``chaos check`` row says how
 many of the linearizability checker's partitions it decided (``ok`` or
 ``illegal``, not ``unknown``) and the configurations of the largest.
+``--against CHECKOUT``: each ``chaos check`` row is measured in that other
+checkout too, right before this one's (before / after a change, side by side
+in one run: the same load for both).
 
 Every figure is measured in a fresh subprocess, so each process's peak RSS
 is its own (``VmHWM``; CPU is ``os.wait4``'s user + system, including
@@ -56,11 +59,12 @@ DEFAULT_JOBS = min(2, os.cpu_count() or 1)  # chaos check's own default (chaos/c
 READ_ONLY = "import sys; from checkers.history import History; h = History.read(sys.argv[1]); print(len(h.ops))"
 
 
-def measured(argv: list[str]) -> dict:
-    """Run ``argv``: its wall time, CPU (user + system, its reaped children
-    included) and peak RSS, from ``os.wait4`` of exactly this child."""
+def measured(argv: list[str], root: str = ROOT) -> dict:
+    """Run ``argv`` in the checkout ``root``: its wall time, CPU (user + system,
+    its reaped children included) and peak RSS, from ``os.wait4`` of exactly this child."""
     t = time.perf_counter()
-    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, (root, os.environ.get("PYTHONPATH")))))
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=root, env=env)
     sampler = PssSampler(p.pid)
     # read both pipes to EOF before waiting, so a large output cannot block the child
     sel = selectors.DefaultSelector()
@@ -154,7 +158,7 @@ def decided(result: dict) -> str:
 
 
 def row(name: str, m: dict, ops: int, extra: str = "") -> str:
-    return (f"  {name:<32} {m['wall']:8.1f} s {m['cpu']:8.1f} s {m['rss_mb']:9.0f} MB "
+    return (f"  {name:<40} {m['wall']:8.1f} s {m['cpu']:8.1f} s {m['rss_mb']:9.0f} MB "
             f"{m['cpu'] / ops * 1e6:8.1f} us/op  {extra}")
 
 
@@ -167,13 +171,16 @@ def main() -> int:
     ap.add_argument("--dir", default="/tmp/claim-chaos-scale")
     ap.add_argument("--hard", action="store_true", help="busy-item histories (benchmarks/hard_history.py)")
     ap.add_argument("--plant", action="store_true", help="with --hard: one forged takeover in each history")
+    ap.add_argument("--against", metavar="CHECKOUT", help="another checkout of this repository (say the code "
+                    "before a change, from git archive; its C extension built): each chaos check row is "
+                    "measured there too, right before this checkout's")
     args = ap.parse_args()
     sizes = [s for s in args.sizes.split(",") if s]
     args.jobs = [int(j) for j in args.jobs.split(",") if j]
     per = {s for s in args.per_checker.split(",") if s}
     py = sys.executable
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
-    print(f"  {'':<32} {'wall':>10} {'cpu':>10} {'peak RSS':>12} {'cpu/op':>12}")
+    print(f"  {'':<40} {'wall':>10} {'cpu':>10} {'peak RSS':>12} {'cpu/op':>12}")
     per_op: dict[int, dict[str, float]] = {}
     for size in sizes:
         kind = ("hard-planted" if args.plant else "hard") if args.hard else ""
@@ -181,8 +188,8 @@ def main() -> int:
         ops = info["ops"]
         print(f"{size}: {ops:,} ops, {info['entries']:,} history entries, {info['bytes'] / 2**20:,.0f} MiB "
               f"(generated in {info['seconds']} s; {d})")
-        for jobs in args.jobs:
-            whole = measured([py, "-m", "chaos.cli", "check", d, "--json", "--jobs", str(jobs)])
+        for jobs, root in [(j, r) for j in args.jobs for r in ([args.against] if args.against else []) + [ROOT]]:
+            whole = measured([py, "-m", "chaos.cli", "check", d, "--json", "--jobs", str(jobs)], root)
             procs = {}
             try:
                 result = json.loads(whole["out"])
@@ -196,8 +203,11 @@ def main() -> int:
                 split = (f"peak RSS per process {parent:.0f} + {helper:.0f} = {parent + helper:.0f} MB (helper cpu "
                          f"{procs['helper']['cpu_s']:.1f} s); peak PSS of both {whole['pss_mb']:.0f} MB")
             label = f"chaos check --jobs {jobs}" + (" (default)" if jobs == DEFAULT_JOBS else "")
+            if args.against:
+                label = ("before: " if root == args.against else "after:  ") + label
             print(row(label, whole, ops, f"{verdict}; {split}"), flush=True)
-            per_op.setdefault(jobs, {})[size] = whole["cpu"] / ops
+            if root == ROOT:
+                per_op.setdefault(jobs, {})[size] = whole["cpu"] / ops
         if size not in per:
             continue
         read = measured([py, "-c", READ_ONLY, os.path.join(d, "history.jsonl")])

@@ -11,7 +11,8 @@ revisions are interned, and the raw dicts are dropped: each client operation
 is one compact ``Op`` holding exactly what the checkers read (a million ops
 fit in about 1.1 GB, with the checkers' own tables). What needs the raw reply
 is done while it is in hand: the envelope shape check (``envelope_problems``),
-the publish request and candidate check (``request_problems``), the identity
+the request check of publish, acquire, renew and release and the candidate
+check (``request_problems``), the identity
 of stored envelopes (``env_id``, a digest of canonical JSON) and the worker's
 reply-protocol evidence (``protocol``). ``History.read(path, jobs=2)`` does the
 two raw-reply checks in a helper process reading the same file
@@ -101,6 +102,22 @@ _NAN = float("nan")
 #: which orjson reads as a float; and ``{`` as ``[`` (one count of the brackets)
 _DIGITS_AS_ZERO = bytes.maketrans(b"123456789{", b"000000000[")
 _LONG_NUMBER = b"0" * 19
+_QUOTE, _ZERO = ord('"'), ord("0")
+
+
+def _maybe_long_number(folded: bytes) -> bool:
+    """Might a run of 19 digits (``folded``: every digit a zero) be a number?
+    A number's digits never follow a quote; a string's may (the canonical
+    epochs ``"18446744073709551614"`` of a busy history, one line in seven)."""
+    at = folded.find(_LONG_NUMBER)
+    while at >= 0:  # ``at`` starts a run: the search resumes past the end of the one before
+        if at == 0 or folded[at - 1] != _QUOTE:
+            return True
+        end = at + len(_LONG_NUMBER)
+        while end < len(folded) and folded[end] == _ZERO:
+            end += 1
+        at = folded.find(_LONG_NUMBER, end)
+    return False
 
 
 def decode_line(raw: bytes) -> Any:
@@ -110,10 +127,10 @@ def decode_line(raw: bytes) -> Any:
     go to ``json``: orjson refuses NaN, infinities, lone surrogates, bytes
     that are not UTF-8 and nesting past 1024 levels (``json`` may refuse
     less deep), and reads integers past 64 bits as floats, so a line with 19
-    digits in a row or many brackets never reaches it
+    digits in a row that do not follow a quote, or many brackets, never reaches it
     (tests/test_history_decode.py diffs the two)."""
     folded = raw.translate(_DIGITS_AS_ZERO)
-    if _LONG_NUMBER not in folded and folded.count(b"[") < 200:
+    if folded.count(b"[") < 200 and (_LONG_NUMBER not in folded or not _maybe_long_number(folded)):
         try:
             return orjson.loads(raw)
         except orjson.JSONDecodeError:
@@ -823,8 +840,8 @@ def raw_findings(fd: int, size: int, path: str, tolerant: bool) -> tuple[list, l
             problems = envelope_problems(f, exit_code, env, req)
             if problems:
                 shapes.append((pos, problems))
-            if f == "publish":
-                requests += [(pos, kind, data) for kind, data in request_problems(exit_code, env, req)]
+            if f in CHECKED_OPS:
+                requests += [(pos, kind, data) for kind, data in request_problems(exit_code, env, req, f)]
     return shapes, requests
 
 

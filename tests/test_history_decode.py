@@ -74,6 +74,8 @@ digits = st.text("0123456789", min_size=1, max_size=40)
 @example("", "18446744073709551616", "", "")  # past 64 bits: orjson would say 1.8446744073709552e+19
 @example("-", "9223372036854775809", "", "")
 @example("", "1", "e400", "")                   # json: inf; orjson refuses
+@example("", "1", ".5e", "18446744073709551616")  # a long exponent (its digits follow an e)
+@example("", "1", ".", "18446744073709551616")   # a long fraction
 def test_number_literals_decode_as_json_reads_them(sign, whole, tail, frac):
     check(f'{{"n":{sign}{whole}{tail}{frac}}}\n'.encode())
 
@@ -95,3 +97,16 @@ def test_deep_nesting_is_refused_where_json_refuses_it():
     for depth in (150, 199, 200, 900, 1020, 1030, 5000):
         check(b"[" * depth + b"]" * depth + b"\n", deep=True)
         check(b'{"a":' * depth + b"1" + b"}" * depth + b"\n", deep=True)
+
+
+def test_long_digit_runs_in_strings_and_numbers():
+    """A run of 19+ digits inside a string (a canonical epoch near 2^64) is
+    no number, and orjson reads that line; one that is a number, after any
+    character that can lead a number's digits, is read as ``json`` reads it."""
+    check(b'{"last_epoch":"18446744073709551614","n":1}\n')
+    big = b"18446744073709551616"
+    for doc in (b'{"n":X}', b'{"n":-X}', b'{"n": X}', b'{"n":\tX}', b"[1,X]", b"[X]", b"X",
+                b'{"n":1.X}', b'{"n":1eX}', b'{"n":1E+X}', b'{"n":1e-X}'):
+        line = doc.replace(b"X", big)
+        check(line + b"\n")
+        check(b'{"e":"18446744073709551614","d":' + line + b"}\n")

@@ -26,11 +26,13 @@ from checkers.history import History
 def _planted(seed: int) -> tuple[list[dict], dict]:
     """A simulated history with raw-reply findings planted: every accepted
     publish carries a candidate whose id is not the item's (digest matching),
-    and every second ok read reply lacks ``contract_version``."""
+    every second ok read reply lacks ``contract_version``, and the first
+    decided acquire asked for a lease out of range (a noncanonical request)."""
     history, ctx = simulate(seed, n_workers=4, steps=300, n_items=2, p_lost=0.1)
     history = copy.deepcopy(history)
     invokes: dict = {}
     reads = 0
+    acquires: list = []
     for rec in history:
         if rec.get("process") == "nemesis":
             continue
@@ -45,6 +47,9 @@ def _planted(seed: int) -> tuple[list[dict], dict]:
             data = b"---\nschema_version: 1\nid: wb_not_this_item\n---\nbody\n"
             inv["value"]["candidate_source_base64"] = base64.b64encode(data).decode()
             inv["value"]["candidate_sha256"] = "sha256:" + hashlib.sha256(data).hexdigest()
+        elif rec["f"] == "acquire" and rec["type"] in ("ok", "fail") and not acquires:
+            acquires.append(inv)
+            inv["value"]["lease_duration_ms"] = 86_400_001
         elif rec["f"] == "read" and rec["type"] == "ok":
             reads += 1
             if reads % 2:
@@ -70,6 +75,7 @@ def test_the_helper_finds_what_one_process_finds(tmp_path, helper_always, seed):
     assert two._pending is not None  # the helper ran
     shapes, requests = _findings(one)
     assert shapes and requests  # the planted findings are there (the test can fail)
+    assert {kind for _, kind, _ in requests} == {"invalid-candidate-accepted", "noncanonical-request-decided"}
     helper_shapes, helper_requests = _findings(two)
     assert helper_shapes == shapes, (len(helper_shapes), len(shapes), two.helper)
     assert helper_requests == requests, (len(helper_requests), len(requests), two.helper)

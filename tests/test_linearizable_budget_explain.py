@@ -172,3 +172,21 @@ def test_the_prefix_is_the_longest_there_is(ops, symmetry) -> None:
             ex = res.partitions[0].explanation
             _check_explanation(etcd_model, ops, ex)
             assert len(ex.prefix) == _longest_prefix(etcd_model, ops)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_the_time_budget_is_cpu_time_so_load_never_decides(engine: str, monkeypatch) -> None:
+    """A search the budget lets finish finishes however long the machine keeps it waiting:
+    the wall clock here jumps an hour between any two looks (a loaded machine), the search's
+    own CPU time stays within its budget, and the verdict is the search's."""
+    import types
+
+    import checkers.linearizable.checker as checker_mod
+
+    hours = iter(range(0, 10**9, 3600))
+    monkeypatch.setattr(checker_mod, "time", types.SimpleNamespace(monotonic=lambda: next(hours),
+                                                                  thread_time=time.thread_time))
+    ops = [Operation(i, (WRITE, i % 4), 0, None, 100, 0) for i in range(14)] + [Operation(99, (READ,), 0, 9, 100, 0)]
+    res = check_operations(etcd_model, ops, budget=Budget(60, None, None), symmetry=False, engine=engine)
+    assert res.result == "illegal", res.reasons  # 2**14 x 4 configurations: many slices, decided
+    assert res.partitions[0].configurations > 4 * 1024 and res.partitions[0].seconds < 60

@@ -109,7 +109,7 @@ class PartitionResult:
     configurations: int = 0  # memo size: how much search this partition took
     reason: str = ""
     explanation: Explanation | None = None
-    seconds: float = 0.0  # wall time spent in this partition's search
+    seconds: float = 0.0  # CPU time spent in this partition's search
     final_state: Any = None  # on ``ok``: the model state after the witness (a window hands it on)
     witness: list[int] = field(default_factory=list)  # on ``ok``: the linearization (positions in the partition)
 
@@ -141,8 +141,9 @@ class LinearizabilityResult:
 class Budget:
     """What one partition's search may spend before it ends ``unknown`` with the reason.
 
-    ``seconds``: wall time spent searching this partition (its own slices,
-    not the others'); ``configurations``: memo entries; ``memo_bytes``: the
+    ``seconds``: CPU time spent searching this partition (its own slices,
+    not the others'; CPU, not wall, so the verdict does not depend on the
+    machine's load); ``configurations``: memo entries; ``memo_bytes``: the
     memo's size, counted the same way for both engines as ``configurations
     x config_bytes(ops)``: what the compiled core holds per configuration
     (its hash, state id and op bitset, and up to four 8-byte table slots), so
@@ -609,7 +610,10 @@ def check_operations(model: Model, ops: Sequence[Operation], timeout: float | No
             indices = [[index_of[x] for x in map(id, part)] for part in parts]
     else:
         parts, indices = [ops], [list(range(len(ops)))]
-    clock = time.monotonic
+    clock = time.monotonic  # the whole check's timeout: wall time
+    # a partition's budget: CPU time of this thread (the search runs in it), so a loaded machine
+    # slows a search down without turning its verdict unknown
+    spend = time.thread_time
     deadline = clock() + timeout if timeout else INF
     results = [PartitionResult(idx, UNKNOWN_RESULT) for idx in indices]
     seconds = budget.seconds
@@ -621,28 +625,28 @@ def check_operations(model: Model, ops: Sequence[Operation], timeout: float | No
     for part, res in zip(parts, results):
         if illegal and not verbose:
             break
-        now = clock()
-        if now > deadline:
+        if clock() > deadline:
             break
         if not part:
             res.result = OK
             continue
+        now = spend()
         part = list(part)
         max_conf = cap if memo_bytes is None else max(1, min(cap, memo_bytes // config_bytes(len(part))))
         search = search_with(model, part, _twins(part) if symmetry else None, verbose, max_conf)
         found = search.slice()
         if found is None:
-            running.append(_Running(res, part, search, clock() - now))
+            running.append(_Running(res, part, search, spend() - now))
         else:
-            _finish(model, res, part, search.states, found, clock() - now, budget)
+            _finish(model, res, part, search.states, found, spend() - now, budget)
             illegal = illegal or found.verdict == ILLEGAL
     while running and not (illegal and not verbose):
-        now = clock()
-        if now > deadline:
+        if clock() > deadline:
             break
         run = running.popleft()
+        now = spend()
         found = run.search.slice()
-        run.spent += clock() - now
+        run.spent += spend() - now
         if found is not None:
             _finish(model, run.result, run.ops, run.search.states, found, run.spent, budget)
             illegal = illegal or found.verdict == ILLEGAL

@@ -269,14 +269,15 @@ def check_register(model: Model, start: tuple, ops: list[Operation], timeout: fl
     stats = WitnessStats(info_closed=closed, segments=len(windows))
 
     budget = budget or UNLIMITED
-    deadline = None if budget.seconds is None else time.monotonic() + budget.seconds
+    # the budget is CPU time of this thread, as ``check_operations`` counts it (not wall: load never decides)
+    deadline = None if budget.seconds is None else time.thread_time() + budget.seconds
     window_ops = [[bounded[i] for i in w] for w in windows]
 
     def left() -> Budget:
-        return budget if deadline is None else replace(budget, seconds=max(1e-3, deadline - time.monotonic()))
+        return budget if deadline is None else replace(budget, seconds=max(1e-3, deadline - time.thread_time()))
 
     def out_of_time() -> bool:
-        return deadline is not None and time.monotonic() >= deadline
+        return deadline is not None and time.thread_time() >= deadline
 
     def search(k: int, state: Any, lo: int | None = None) -> LinearizabilityResult:
         """Window ``k``'s search (from window ``lo`` on, if given), within what is left of the

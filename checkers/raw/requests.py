@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 from backends.contract import Code
-from backends.contract.schemas import first_invalid_pointer
+from backends.contract.schemas import SCHEMAS, first_invalid_pointer
 
 #: definite publish codes of steps after §6 step 2 (digest) and after step 5 (candidate validation)
 AFTER_DIGEST = frozenset(("ledger-namespace-unbound", "idempotency-conflict", "ledger-invalid", "claim-fence-rejected",
@@ -50,14 +50,14 @@ def request_problems(exit_code, env, req, f: str = "publish") -> list[tuple[str,
         return []
     code = (env.get("error") or {}).get("code") if isinstance(env.get("error"), dict) else None
     if f != "publish":
-        return _noncanonical(f, req, code)
+        return _noncanonical(f, req, code, _schema_pointer(f, req))
     missing = sorted(PUBLISH_MEMBERS - set(req))
     if missing:
         return [] if code in NOT_A_JUDGEMENT else [("incomplete-request-accepted", {"missing": missing,
                                                                                        "code": code})]
-    noncanonical = _noncanonical(f, req, code)
-    if noncanonical or first_invalid_pointer(f, req) is not None:
-        return noncanonical
+    pointer = _schema_pointer(f, req)
+    if pointer is not None:
+        return _noncanonical(f, req, code, pointer)
     if exit_code != 0 and code not in AFTER_DIGEST:
         return []
     data = _decoded(req)
@@ -77,13 +77,56 @@ def request_problems(exit_code, env, req, f: str = "publish") -> list[tuple[str,
     return []
 
 
-def _noncanonical(f: str, req: dict, code) -> list[tuple[str, dict]]:
-    if code in NOT_A_JUDGEMENT:
-        return []
-    pointer = first_invalid_pointer(f, req)
-    if pointer is None:
+def _noncanonical(f: str, req: dict, code, pointer: str | None) -> list[tuple[str, dict]]:
+    if pointer is None or code in NOT_A_JUDGEMENT:
         return []
     return [("noncanonical-request-decided", {"op": f, "pointer": pointer, "value": _at(req, pointer), "code": code})]
+
+
+def _schema_pointer(f: str, req: dict) -> str | None:
+    """``first_invalid_pointer(f, req)``. Almost every request is well formed,
+    and proving that needs no pointer: ``_well_formed`` asks the schema's own
+    rules without building one, remembering their verdicts on repeated values
+    (owners, tuples, instants recur from op to op); only a request it does not
+    prove well formed goes to ``first_invalid_pointer`` for its pointer."""
+    return None if _well_formed(req, SCHEMAS[f]) else first_invalid_pointer(f, req)
+
+
+#: ``(rule, type, value) -> rule(value)`` for string and integer members: the
+#: rules are pure. Bounded (cleared when full) so memory stays flat.
+_RULED: dict[tuple, bool] = {}
+_RULED_MAX = 8192
+
+
+def _well_formed(value, schema: dict) -> bool:
+    """True only if ``schemas._check_object(value, schema)`` passes: exactly
+    the schema's members, each passing its rule (a nested object, a
+    ``("nullable", rule)``, or a predicate)."""
+    if not isinstance(value, dict) or value.keys() != schema.keys():
+        return False
+    for key, rule in schema.items():
+        member = value[key]
+        if type(rule) is tuple:  # ("nullable", rule)
+            if member is None:
+                continue
+            rule = rule[1]
+        if type(rule) is dict:
+            if not _well_formed(member, rule):
+                return False
+            continue
+        kind = type(member)
+        if kind is str or kind is int:
+            memo = (rule, kind, member)
+            ok = _RULED.get(memo)
+            if ok is None:
+                if len(_RULED) >= _RULED_MAX:
+                    _RULED.clear()
+                ok = _RULED[memo] = bool(rule(member))
+        else:
+            ok = rule(member)
+        if not ok:
+            return False
+    return True
 
 
 def _at(doc, pointer: str) -> str:
