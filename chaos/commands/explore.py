@@ -37,6 +37,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kinds", default=None, help="--crash-points: command kinds (default acquire,renew,release,publish)")
     p.add_argument("--backend", default=D["backend"])
     p.add_argument("--factory", default=None, help="--backend python: MODULE:FUNCTION")
+    p.add_argument("--command", dest="backend_command", default=None,
+                   help="--backend external: the program's command line (e.g. 'node .../wowbagger.js')")
+    p.add_argument("--profile", default=None, help="--backend external: the program's profile YAML")
     p.add_argument("--workers", type=int, default=D["workers"])
     p.add_argument("--namespaces", type=int, default=D["namespaces"])
     p.add_argument("--items", type=int, default=D["items"], help="items per namespace")
@@ -83,7 +86,10 @@ def config_of(args) -> dict:
     config = {"backend": args.backend, "factory": args.factory, "workers": args.workers,
               "namespaces": args.namespaces, "items": args.items, "time_limit": args.time_limit,
               "nemesis": ["kill"] if args.crash_points else nemesis, "store": os.path.abspath(args.store),
-              "name": args.name, "keep": args.keep_all}
+              "name": args.name, "keep": args.keep_all, "backend_command": args.backend_command,
+              "profile": args.profile and os.path.abspath(args.profile)}
+    if args.backend == "external" and not (args.backend_command and args.profile):
+        raise UsageError("--backend external needs --command CMD and --profile YAML")
     if args.factory:
         from chaos.conform.adapters.python import check_factory
 

@@ -19,7 +19,8 @@ import time
 
 #: an exploration's config: plain data, so it travels to a cluster worker unchanged
 DEFAULT_CONFIG = {"backend": "sqlite", "factory": None, "workers": 3, "namespaces": 1, "items": 2,
-                  "time_limit": 2.0, "nemesis": ["kill"], "store": "store", "name": "explore", "keep": False}
+                  "time_limit": 2.0, "nemesis": ["kill"], "store": "store", "name": "explore", "keep": False,
+                  "backend_command": None, "profile": None}
 CONFIG_KEYS = tuple(DEFAULT_CONFIG)
 FAILED = ("invalid",)
 
@@ -31,7 +32,8 @@ def run_config(task: dict):
     return RunConfig(name=task["name"], backend=task["backend"], workload="claims", nemesis=list(task["nemesis"]),
                      workers=int(task["workers"]), time_limit=float(task["time_limit"]), seed=int(task["seed"]),
                      store=task["store"], claims={"namespaces": int(task["namespaces"]), "items": int(task["items"])},
-                     factory=task.get("factory"), deterministic=True, pct_depth=int(task["depth"]),
+                     factory=task.get("factory"), backend_command=task.get("backend_command"),
+                     profile=task.get("profile"), deterministic=True, pct_depth=int(task["depth"]),
                      pct_points=task.get("points"), command="chaos explore")
 
 
