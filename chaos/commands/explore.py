@@ -125,9 +125,10 @@ def _seeds(args, config: dict, t0: float) -> int:
     results = []
     for res in _explored(args, tasks(config, list(range(args.first_seed, args.first_seed + args.seeds)), depths, points)):
         results.append(res)
-        if res["verdict"] in ("invalid", "error", "refused"):
+        if res["verdict"] in ("invalid", "error", "refused") or res.get("known"):
             print(f"  depth {res['depth']} seed {res['seed']}: {res['verdict']} "
-                  f"{', '.join(res['anomalies']) or res.get('error') or ''}".rstrip(), flush=True)
+                  f"{', '.join(res['anomalies']) or res.get('error') or ''}".rstrip()
+                  + "".join(f"; found {k}, known" for k in res.get("known") or []), flush=True)
     summary = tally(results)
     wall = time.monotonic() - t0
     print(f"chaos explore: {len(results)} schedules in {wall:.0f} s ({60 * len(results) / max(wall, 1e-9):.1f} per minute)")
@@ -136,6 +137,9 @@ def _seeds(args, config: dict, t0: float) -> int:
     failing = [r for r in results if r["verdict"] == "invalid"]
     for r in failing:
         print(f"failing: depth {r['depth']} seed {r['seed']}: {r['reproduce']}")
+    for r in results:
+        if r["verdict"] != "invalid" and r.get("known"):
+            print(f"known finding: depth {r['depth']} seed {r['seed']}: {r['reproduce']}")
     _store(config, "explore.json", {"config": config, "depths": depths, "points": points, "wall_s": round(wall, 1),
                                     "results": results})
     return _code([r["verdict"] for r in results])
