@@ -364,6 +364,8 @@ def write(run_dir: str, finding: str | None = None, log=print) -> dict:
                               f"(last output: {results[-1][1].strip()[-400:]})")
     with open(os.path.join(out, "README.md"), "w") as f:
         f.write(readme(data, run_dir, results[0][1]))
+    with open(os.path.join(out, "calls.json"), "w") as f:   # what the script was rendered from (``render``)
+        json.dump(data, f, indent=1)
     return {"finding": data["finding"], "dir": out, "calls": sum(c["f"] != "commit" for c in data["calls"]),
             "shown": shown}
 
