@@ -34,6 +34,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--crash-points", action="store_true", help="kill each mutating kind's call at each of its points")
     p.add_argument("--seed", type=int, default=1, help="--crash-points: the seed of the recorded schedule")
     p.add_argument("--max-points", type=int, default=None, help="--crash-points: at most this many points per kind")
+    p.add_argument("--fault", default="kill", choices=("kill", "eio"),
+                   help="--crash-points: kill the call at each point, or fail each of its fsyncs with EIO")
     p.add_argument("--kinds", default=None, help="--crash-points: command kinds (default acquire,renew,release,publish)")
     p.add_argument("--backend", default=D["backend"])
     p.add_argument("--factory", default=None, help="--backend python: MODULE:FUNCTION")
@@ -85,7 +87,8 @@ def config_of(args) -> dict:
         raise UsageError("--backend python needs --factory MODULE:FUNCTION")
     config = {"backend": args.backend, "factory": args.factory, "workers": args.workers,
               "namespaces": args.namespaces, "items": args.items, "time_limit": args.time_limit,
-              "nemesis": ["kill"] if args.crash_points else nemesis, "store": os.path.abspath(args.store),
+              "nemesis": [args.fault.replace("eio", "fsync")] if args.crash_points else nemesis,
+              "store": os.path.abspath(args.store),
               "name": args.name, "keep": args.keep_all, "backend_command": args.backend_command,
               "profile": args.profile and os.path.abspath(args.profile)}
     if args.backend == "external" and not (args.backend_command and args.profile):
@@ -174,11 +177,12 @@ def _crash_points(args, config: dict, t0: float) -> int:
 
     kinds = tuple(k.strip() for k in args.kinds.split(",")) if args.kinds else crashpoints.KINDS
     result = crashpoints.explore(dict(config, points=args.points), args.seed, args.max_points, kinds,
-                                 log=lambda line: print(line, flush=True))
+                                 log=lambda line: print(line, flush=True),
+                                 action="EIO" if args.fault == "eio" else "kill")
     wall = time.monotonic() - t0
     runs = [r for row in result["rows"] for r in row["runs"]]
     print(f"chaos explore --crash-points: {len(runs)} crash points in {wall:.0f} s "
-          f"({60 * len(runs) / max(wall, 1e-9):.1f} per minute); power loss: not built (kill only)")
+          f"({60 * len(runs) / max(wall, 1e-9):.1f} per minute); power loss: not built (kill or fsync EIO only)")
     for line in crashpoints.table(result):
         print(line)
     for r in runs:

@@ -168,19 +168,21 @@ def script_data(run_dir: str, finding: str | None) -> tuple:
 
 
 def _seeded_items(run_dir: str, ns: str, items: list[str]) -> dict[str, str]:
-    """item id -> the bytes the run seeded it with (its ledger's first Git commit), as text."""
+    """item id -> the bytes the run seeded it with (the first Git commit of its ledgers, in the ledger
+    bound to ``ns`` that holds it: a deterministic run's ledgers may all be bound to one name), as text."""
     repo = os.path.join(run_dir, "ledgers")
     first = subprocess.run(["git", "-C", repo, "rev-list", "--max-parents=0", "HEAD"], capture_output=True,
                            text=True).stdout.split()
-    ledger = next((d for d in sorted(os.listdir(repo)) if _read(os.path.join(repo, d, ".wowbagger", "namespace")) == ns),
-                  None)
-    if not first or not ledger:
+    ledgers = [d for d in sorted(os.listdir(repo)) if _read(os.path.join(repo, d, ".wowbagger", "namespace")) == ns]
+    if not first or not ledgers:
         raise NotReproducible(f"{repo}: no seed commit or no ledger bound to {ns}: its items' seeded bytes are unknown")
     out = {}
     for item in items:
-        res = subprocess.run(["git", "-C", repo, "show", f"{first[-1]}:{ledger}/{item}.md"], capture_output=True)
-        if res.returncode == 0:
-            out[item] = res.stdout.decode()
+        for ledger in ledgers:
+            res = subprocess.run(["git", "-C", repo, "show", f"{first[-1]}:{ledger}/{item}.md"], capture_output=True)
+            if res.returncode == 0:
+                out[item] = res.stdout.decode()
+                break
     return out
 
 

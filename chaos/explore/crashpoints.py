@@ -65,10 +65,11 @@ class CallRecorder(FaultRule):
 
 
 class CallPointKill(FaultRule):
-    """Kill op ``serial`` (of kind ``kind``) at its ``point``-th scheduling point (1-based)."""
+    """Kill op ``serial`` (of kind ``kind``) at its ``point``-th scheduling point (1-based); with
+    ``action="EIO"`` that point's call fails with EIO instead (an fsync point: a failing disk)."""
 
-    def __init__(self, serial: int, kind: str, point: int):
-        super().__init__("kill")
+    def __init__(self, serial: int, kind: str, point: int, action: str = "kill"):
+        super().__init__(action)
         self.serial, self.kind, self.point = serial, kind, point
         self.calls = WorkerCalls()
 
@@ -98,13 +99,14 @@ def pick_points(n: int, limit: int | None) -> list[int]:
     return sorted({1 + round(i * (n - 1) / (limit - 1)) for i in range(limit)})
 
 
-def explored_points(points: list[str], limit: int | None, changes_only: bool) -> list[int]:
-    """The 1-based points to kill at: all (or ``limit`` spread evenly), or only those before a change
+def explored_points(points: list[str], limit: int | None, changes_only: bool, action: str = "kill") -> list[int]:
+    """The 1-based points to fault at: all (or ``limit`` spread evenly), or only those before a change
     to a file (a black-box program's call is a process of its own: thousands of start-up points that
-    change nothing, where a kill is the same as one before its first change)."""
-    if not changes_only:
+    change nothing, where a kill is the same as one before its first change); an EIO only at fsyncs."""
+    if not changes_only and action == "kill":
         return pick_points(len(points), limit)
-    at = [i + 1 for i, p in enumerate(points) if p.split(" ")[0] in CHANGES | SYNCS]
+    kinds = CHANGES | SYNCS if action == "kill" else SYNCS
+    at = [i + 1 for i, p in enumerate(points) if p.split(" ")[0] in kinds]
     return [at[i - 1] for i in pick_points(len(at), limit)]
 
 
@@ -112,7 +114,9 @@ def rules_for(task: dict):
     """(the run's fault rules, the recorder or None) of a crash-point task's plain data."""
     crash = task.get("crash")
     if crash:
-        return {"kill": [CallPointKill(int(crash["serial"]), crash["kind"], int(crash["point"]))]}, None
+        action = crash.get("action", "kill")
+        return {"kill" if action == "kill" else "fsync": [
+            CallPointKill(int(crash["serial"]), crash["kind"], int(crash["point"]), action)]}, None
     recorder = CallRecorder()
     return {"record": [recorder]}, recorder
 
@@ -133,8 +137,10 @@ def explore_crash_point(task: dict) -> dict:
     return out
 
 
-def explore(config: dict, seed: int, max_points: int | None = None, kinds=KINDS, log=print) -> dict:
-    """Record, then kill each kind's explored call at each of its points; the table's rows."""
+def explore(config: dict, seed: int, max_points: int | None = None, kinds=KINDS, log=print,
+            action: str = "kill") -> dict:
+    """Record, then kill each kind's explored call at each of its points (``action="EIO"``: fail
+    each of its fsyncs with EIO instead); the table's rows."""
     base = dict(config, seed=seed, depth=int(config.get("depth", 3)), points=config.get("points"),
                 name=f"{config['name']}-crash")
     recording = explore_crash_point(dict(base, keep=True))
@@ -147,14 +153,15 @@ def explore(config: dict, seed: int, max_points: int | None = None, kinds=KINDS,
         row = {"kind": kind, "serial": entry and entry["serial"], "points": entry["points"] if entry else [],
                "runs": []}
         rows.append(row)
-        for k in explored_points(row["points"], max_points, config.get("backend") == "external"):
-            res = explore_crash_point(dict(base, crash={"serial": entry["serial"], "kind": kind, "point": k}))
+        for k in explored_points(row["points"], max_points, config.get("backend") == "external", action):
+            res = explore_crash_point(dict(base, crash={"serial": entry["serial"], "kind": kind, "point": k,
+                                                        "action": action}))
             row["runs"].append(res)
             log(f"  {kind} #{entry['serial']} point {k}/{len(row['points'])} ({row['points'][k - 1]}): "
                 f"{res['verdict']}" + (f" {', '.join(res['anomalies'])}" if res["anomalies"] else "")
                 + "".join(f"; found {name}, known" for name in res.get("known") or [])
-                + ("" if res.get("killed_at") else "  (the kill did not land)"))
-    return {"seed": seed, "recording": recording, "rows": rows}
+                + ("" if res.get("killed_at") else "  (the fault did not land)"))
+    return {"seed": seed, "action": action, "recording": recording, "rows": rows}
 
 
 def table(result: dict) -> list[str]:

@@ -49,8 +49,10 @@ static int fd_fault(const char *call, int fd) {
 
 #define REAL(name) static __typeof__(name) *real; if (!real) real = dlsym(RTLD_NEXT, #name)
 
-int fsync(int fd) { REAL(fsync); if (fd_fault("fsync", fd)) { errno = EIO; return -1; } return real(fd); }
-int fdatasync(int fd) { REAL(fdatasync); if (fd_fault("fdatasync", fd)) { errno = EIO; return -1; } return real(fd); }
+/* a directory's sync is its own point ("dirsync"), as the scheduler names it */
+static const char *sync_call(int fd, const char *fn) { struct stat st; return fstat(fd, &st) == 0 && S_ISDIR(st.st_mode) ? "dirsync" : fn; }
+int fsync(int fd) { REAL(fsync); if (fd_fault(sync_call(fd, "fsync"), fd)) { errno = EIO; return -1; } return real(fd); }
+int fdatasync(int fd) { REAL(fdatasync); if (fd_fault(sync_call(fd, "fdatasync"), fd)) { errno = EIO; return -1; } return real(fd); }
 ssize_t write(int fd, const void *b, size_t n) { REAL(write); if (fd_fault("write", fd)) { errno = EIO; return -1; } return real(fd, b, n); }
 ssize_t pwrite(int fd, const void *b, size_t n, off_t o) { REAL(pwrite); if (fd_fault("pwrite", fd)) { errno = EIO; return -1; } return real(fd, b, n, o); }
 ssize_t pwrite64(int fd, const void *b, size_t n, off_t o) { REAL(pwrite64); if (fd_fault("pwrite", fd)) { errno = EIO; return -1; } return real(fd, b, n, o); }
@@ -61,6 +63,12 @@ int rename(const char *a, const char *b) { REAL(rename); if (fault("rename", b))
 int unlink(const char *p) { REAL(unlink); if (fault("unlink", p)) { errno = EIO; return -1; } return real(p); }
 int mkdir(const char *p, mode_t m) { REAL(mkdir); if (fault("mkdir", p)) { errno = EIO; return -1; } return real(p, m); }
 int link(const char *a, const char *b) { REAL(link); if (fault("link", b)) { errno = EIO; return -1; } return real(a, b); }
+/* the *at forms: the match is a file name, so a path relative to the directory fd matches as well */
+int renameat(int od, const char *a, int nd, const char *b) { REAL(renameat); if (fault("rename", b)) { errno = EIO; return -1; } return real(od, a, nd, b); }
+int renameat2(int od, const char *a, int nd, const char *b, unsigned f) { REAL(renameat2); if (fault("rename", b)) { errno = EIO; return -1; } return real(od, a, nd, b, f); }
+int linkat(int od, const char *a, int nd, const char *b, int f) { REAL(linkat); if (fault("link", b)) { errno = EIO; return -1; } return real(od, a, nd, b, f); }
+int unlinkat(int d, const char *p, int f) { REAL(unlinkat); if (fault("unlink", p)) { errno = EIO; return -1; } return real(d, p, f); }
+int mkdirat(int d, const char *p, mode_t m) { REAL(mkdirat); if (fault("mkdir", p)) { errno = EIO; return -1; } return real(d, p, m); }
 
 /* a file created (O_CREAT) is the scheduler's "creat" point */
 static int open_fault(const char *p, int flags) { return (flags & O_CREAT) && fault("creat", p); }
@@ -70,5 +78,7 @@ int open64(const char *p, int flags, ...) { REAL(open64); mode_t m = 0; if (flag
   if (open_fault(p, flags)) { errno = EIO; return -1; } return real(p, flags, m); }
 int openat(int d, const char *p, int flags, ...) { REAL(openat); mode_t m = 0; if (flags & O_CREAT) { va_list a; va_start(a, flags); m = va_arg(a, mode_t); va_end(a); }
   if (open_fault(p, flags)) { errno = EIO; return -1; } return real(d, p, flags, m); }
+int creat(const char *p, mode_t m) { REAL(creat); if (fault("creat", p)) { errno = EIO; return -1; } return real(p, m); }
+int creat64(const char *p, mode_t m) { REAL(creat64); if (fault("creat", p)) { errno = EIO; return -1; } return real(p, m); }
 int openat64(int d, const char *p, int flags, ...) { REAL(openat64); mode_t m = 0; if (flags & O_CREAT) { va_list a; va_start(a, flags); m = va_arg(a, mode_t); va_end(a); }
   if (open_fault(p, flags)) { errno = EIO; return -1; } return real(d, p, flags, m); }
