@@ -11,9 +11,9 @@ the run recorded (those replies are what the checker judged as breaking the
 rule). The script is kept only when it shows the finding on three runs out
 of three; otherwise the output says why (the finding needs an interleaving
 inside calls, or a killed call's partial effect, which one-at-a-time calls
-cannot give) and no script is written. A black-box program's script (plain
-program calls, libfaketime, the fault shim) is not built yet: the mode does
-not drive those programs yet.
+cannot give) and no script is written. A black-box program's finding
+(``--backend external``) is written as plain program calls by
+``chaos.explore.blackbox``.
 """
 
 from __future__ import annotations
