@@ -48,6 +48,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--time-limit", type=float, default=None,
                    help=f"virtual seconds per run (default {D['time_limit']:g}; --crash-points {CRASH_TIME_S:g}: "
                         "after a kill the others need time for the lease to expire and the work to complete)")
+    p.add_argument("--lease-ms", type=int, default=None, help="the agents' lease (default: the workload's, 1500)")
+    p.add_argument("--work-ms", default=None, metavar="LO,HI",
+                   help="the agents' work time between acquire and renew (default: the workload's, 100,2000)")
     p.add_argument("--nemesis", default=",".join(D["nemesis"]),
                    help="--seeds: exact faults drawn per seed (kill, fsync, clock, or none)")
     p.add_argument("--store", default=D["store"])
@@ -72,6 +75,18 @@ def _ints(text: str, what: str) -> list[int]:
     return out
 
 
+def _work_ms(text: str | None) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        lo, hi = (int(x) for x in text.split(","))
+    except ValueError:
+        raise UsageError(f"--work-ms: LO,HI in ms, not {text!r}") from None
+    if not 0 <= lo <= hi <= 3_600_000:
+        raise UsageError("--work-ms: 0 <= LO <= HI <= 3600000")
+    return [lo, hi]
+
+
 def config_of(args) -> dict:
     from chaos.deterministic.run import refusal
     from chaos.explore.seeds import run_config
@@ -81,6 +96,8 @@ def config_of(args) -> dict:
     if args.time_limit is None:
         args.time_limit = CRASH_TIME_S if args.crash_points else DEFAULT_CONFIG["time_limit"]
     nemesis = [] if args.nemesis in ("", "none") else [n.strip() for n in args.nemesis.split(",")]
+    if args.lease_ms is not None and not 1 <= args.lease_ms <= 3_600_000:
+        raise UsageError("--lease-ms: 1 to 3600000")
     if args.workers < 1 or args.items < 1 or args.namespaces < 1 or not (0 < args.time_limit <= 3600):
         raise UsageError("--workers, --items, --namespaces must be at least 1 and --time-limit in (0, 3600]")
     if args.backend == "python" and not args.factory:
@@ -90,7 +107,8 @@ def config_of(args) -> dict:
               "nemesis": [args.fault.replace("eio", "fsync")] if args.crash_points else nemesis,
               "store": os.path.abspath(args.store),
               "name": args.name, "keep": args.keep_all, "backend_command": args.backend_command,
-              "profile": args.profile and os.path.abspath(args.profile)}
+              "profile": args.profile and os.path.abspath(args.profile), "lease_ms": args.lease_ms,
+              "work_ms": _work_ms(args.work_ms)}
     if args.backend == "external" and not (args.backend_command and args.profile):
         raise UsageError("--backend external needs --command CMD and --profile YAML")
     if args.factory:
