@@ -26,6 +26,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import time
 
 from chaos.explore.repro import NotReproducible
 
@@ -33,6 +34,8 @@ HERE = os.path.dirname(__file__)
 RUNS_TO_KEEP = 3
 #: the n-th matching syscall of a faulted call tried when placing its fault
 MAX_NTH = 6
+#: how long dropping needless calls may take (each try runs the whole script once)
+MINIMISE_S = 300.0
 #: the ops of a claims run that are program calls (``commit`` is the cooperating agent's Git step)
 PROGRAM_OPS = ("read", "acquire", "renew", "release", "publish", "publication-read", "verify", "capabilities")
 #: the scheduler's fault actions the shim makes
@@ -73,7 +76,7 @@ def _epoch_ms(ops: list[dict]) -> int:
 def _decided_ms(op: dict, epoch_ms: int) -> int:
     from chaos.explore.repro import decided_at
 
-    if op.get("type") == "info" or not isinstance(op.get("value"), dict):
+    if not isinstance(op.get("value"), dict) or not isinstance(op["value"].get("envelope"), dict):   # no reply
         return epoch_ms + int(op.get("time", 0)) // 1_000_000
     return decided_at(op)
 
@@ -110,7 +113,8 @@ def calls_of(ops: list[dict], cited: set[int], ns: str, epoch_ms: int) -> list[d
             continue
         fault = op.get("fault") if isinstance(op.get("fault"), dict) else None
         point = (fault or {}).get("point") or {}
-        killed = op["type"] == "info"
+        value = op.get("value") if isinstance(op.get("value"), dict) else {}
+        killed = op["type"] == "info" and not isinstance(value.get("envelope"), dict)   # no reply at all
         if killed and not (fault and point.get("action") == "kill"):
             raise NotReproducible(f"call #{op['index']} ({op['f']}) has no reply and no kill at a point: "
                                   f"{op.get('error', 'outcome unknown')}")
@@ -122,7 +126,6 @@ def calls_of(ops: list[dict], cited: set[int], ns: str, epoch_ms: int) -> list[d
                 raise NotReproducible(f"call #{op['index']}: a fault at a lock step has no shim yet")
             shim = {"call": point["call"], "match": _match(point.get("path", ""), ns),
                     "action": ACTIONS[point["action"]], "nth": 1, "path": point.get("path")}
-        value = op.get("value") if isinstance(op.get("value"), dict) else {}
         calls.append({"f": op["f"], "request": req, "at_ms": _decided_ms(op, epoch_ms), "killed": killed,
                       "exit": value.get("exit"), "envelope": value.get("envelope"), "fault": shim,
                       "cited": bool({inv["index"], op["index"]} & cited), "index": op["index"]})
@@ -318,6 +321,24 @@ def place_faults(data: dict, out: str, faketime_lib: str, log=print) -> None:
         c["fault"]["nth"] = best[1]
 
 
+def fewer_calls(data: dict, out: str, faketime_lib: str, judge, log=print, budget_s: float = MINIMISE_S) -> dict:
+    """Drop, one at a time from the first, each call the finding neither cites nor faults while the
+    rest still show it (every reply the run's) and the suite's checker, given the rest alone, still
+    reports the rule broken; within ``budget_s`` (each try is a whole run of the script)."""
+    t0 = time.monotonic()
+    i = 0
+    while i < len(data["calls"]) and time.monotonic() - t0 < budget_s:
+        c = data["calls"][i]
+        trial = dict(data, calls=data["calls"][:i] + data["calls"][i + 1:])
+        if c["cited"] or c["fault"] or not judged(trial, judge) \
+                or run_script(_materialise(trial, out, faketime_lib))[0] != 1:
+            i += 1
+            continue
+        log(f"chaos repro: without call {c['index']} ({c['f']}) the rest still show it: dropped")
+        data = trial
+    return data
+
+
 def judged(data: dict, judge) -> bool:
     """Do these calls alone, one at a time in this order with the run's replies, break the finding's
     rule by the suite's own checker? (A killed call is an ``info`` op: its outcome unknown.)"""
@@ -357,6 +378,7 @@ def write(run_dir: str, finding: str | None = None, log=print) -> dict:
     out = os.path.join(run_dir, "repro", data["finding"])
     lib = library_path()
     place_faults(data, out, lib, log)
+    data = fewer_calls(data, out, lib, judge, log)
     sh = _materialise(data, out, lib)
     results = [run_script(sh) for _ in range(RUNS_TO_KEEP)]
     shown = sum(code == 1 for code, _ in results)
