@@ -12,10 +12,12 @@ gcc), ``check.py`` (the final check, standard library only) and a README.
 The fault's point: the scheduler names the syscall and the file (its
 ``fault.point``), not which of that call's syscalls on that file it was, so
 the n-th is searched (1..``MAX_NTH``): the n kept is the first with which the
-most calls, in order, get the run's replies. The script is kept only when
-every call gets the run's reply (instants left out) on three runs of three;
-those replies were checked first to break the rule by the suite's own checker
-given these calls alone in this order (``judged``).
+most calls, in order, get the run's replies; then each call the finding
+neither cites nor faults is dropped while the rest still show it
+(``fewer_calls``). The script is kept only when every call gets the run's
+reply (instants left out) on three runs of three; the suite's own checker,
+given those calls alone in this order with the run's replies, reports the
+rule broken (``judged``; a set of calls it does not judge broken is said).
 """
 
 from __future__ import annotations
