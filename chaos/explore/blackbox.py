@@ -336,7 +336,7 @@ def fewer_calls(data: dict, out: str, faketime_lib: str, judge, log=print, budge
                 or run_script(_materialise(trial, out, faketime_lib))[0] != 1:
             i += 1
             continue
-        log(f"chaos repro: without call {c['index']} ({c['f']}) the rest still show it: dropped")
+        log(f"chaos repro: without the {c['f']} of history #{c['index']} the rest still show it: dropped")
         data = trial
     return data
 
