@@ -96,7 +96,7 @@ def calls_of(ops: list[dict], cited: set[int], ns: str, epoch_ms: int) -> list[d
     completion order, each with its reply (or ``killed``) and its fault."""
     by_index = {op["index"]: op for op in ops}
     items = {(by_index[i].get("value") or {}).get("item_id") for i in cited
-             if i in by_index and isinstance(by_index[i].get("value"), dict)}
+             if i in by_index and isinstance(by_index[i].get("value"), dict)} - {None}
     invoked, calls = {}, []
     for op in ops:
         if op["index"] > max(cited):
@@ -113,7 +113,7 @@ def calls_of(ops: list[dict], cited: set[int], ns: str, epoch_ms: int) -> list[d
         touched = set(req.get("item_ids") or []) | {req.get("item_id")}
         if not touched & items and not {inv["index"], op["index"]} & cited:
             continue
-        fault = op.get("fault") if isinstance(op.get("fault"), dict) else None
+        fault = op.get("fault") if isinstance(op.get("fault"), dict) and op["fault"].get("inside") else None
         point = (fault or {}).get("point") or {}
         value = op.get("value") if isinstance(op.get("value"), dict) else {}
         killed = op["type"] == "info" and not isinstance(value.get("envelope"), dict)   # no reply at all
