@@ -42,7 +42,8 @@ MINIMISE_S = 300.0
 PROGRAM_OPS = ("read", "acquire", "renew", "release", "publish", "publication-read", "verify", "capabilities")
 #: the scheduler's fault actions the shim makes
 ACTIONS = {"kill": "KILL", "EIO": "EIO"}
-UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+#: a random part of a file name (a lock candidate's uuid, a temp file's hex suffix)
+RANDOM = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[0-9a-f]{16,}")
 
 
 def findings(results: dict) -> list[tuple[str, str, dict]]:
@@ -75,19 +76,23 @@ def _epoch_ms(ops: list[dict]) -> int:
     raise NotReproducible("the history has no wall-clock stamp: not a deterministic run of this suite")
 
 
-def _decided_ms(op: dict, epoch_ms: int) -> int:
+def _decided_ms(op: dict, invoked: dict, epoch_ms: int) -> int:
+    """The instant to pin a call's clock at: the ``observed_at`` its reply reports (the program's own
+    word), else the instant it was invoked (a killed call, or a reply without an instant, such as
+    ``publication-outcome-unknown``: its decision came after the invocation, its reply much later)."""
     from chaos.explore.repro import decided_at
 
-    if not isinstance(op.get("value"), dict) or not isinstance(op["value"].get("envelope"), dict):   # no reply
-        return epoch_ms + int(op.get("time", 0)) // 1_000_000
-    return decided_at(op)
+    value = op.get("value") if isinstance(op.get("value"), dict) else {}
+    if isinstance(value.get("envelope"), dict) and '"observed_at"' in json.dumps(value["envelope"]):
+        return decided_at(op)
+    return epoch_ms + int(invoked.get("time", 0)) // 1_000_000
 
 
 def _match(path: str, ns: str) -> str:
     """The shim's FAULT_MATCH for a fault's file: its name with the run's namespace as @NS@, cut
-    before a random part (a lock candidate's uuid)."""
+    before a random part (a lock candidate's uuid, a temp file's hex suffix)."""
     name = os.path.basename(path).replace(ns, "@NS@")
-    m = UUID.search(name)
+    m = RANDOM.search(name)
     return name[:m.start()] if m else name
 
 
@@ -128,7 +133,7 @@ def calls_of(ops: list[dict], cited: set[int], ns: str, epoch_ms: int) -> list[d
                 raise NotReproducible(f"call #{op['index']}: a fault at a lock step has no shim yet")
             shim = {"call": point["call"], "match": _match(point.get("path", ""), ns),
                     "action": ACTIONS[point["action"]], "nth": 1, "path": point.get("path")}
-        calls.append({"f": op["f"], "request": req, "at_ms": _decided_ms(op, epoch_ms), "killed": killed,
+        calls.append({"f": op["f"], "request": req, "at_ms": _decided_ms(op, inv, epoch_ms), "killed": killed,
                       "exit": value.get("exit"), "envelope": value.get("envelope"), "fault": shim,
                       "cited": bool({inv["index"], op["index"]} & cited), "index": op["index"]})
     return calls

@@ -1,8 +1,9 @@
 # The final check of a black-box reproduction (written by ``chaos repro`` beside repro.sh as check.py).
 # Python's standard library only: nothing of the claim-chaos harness. It reads what each program call
 # of repro.sh printed (OUT/<n>.json, OUT/<n>.exit) and compares it with the reply the deterministic run
-# recorded (expected.json; the run's namespace is @NS@, its instants are left out because libfaketime
-# pins them only to the millisecond the reply reports). Exit 1 and "BROKEN" with the rule in words when
+# recorded (expected.json; the run's namespace is @NS@; left out: its instants, because libfaketime
+# pins only the millisecond the reply reports, and operation_digest, a digest over the request, whose
+# namespace differs). Exit 1 and "BROKEN" with the rule in words when
 # every call got the run's reply, i.e. the replies that the suite's checker judged, these calls alone in
 # this order, as breaking the rule; exit 0 "NOT SHOWN" when a reply differs.
 import json
@@ -13,9 +14,11 @@ KILLED = 128 + 9   # the shell's exit status of a program ended by SIGKILL
 
 
 def without_instants(value, ns):
-    """``value`` with the run's namespace as @NS@ and every ``*_at`` instant left out."""
+    """``value`` with the run's namespace as @NS@; every ``*_at`` instant, message and
+    ``operation_digest`` (a digest of a request naming the namespace) left out."""
     if isinstance(value, dict):
-        return {k: without_instants(v, ns) for k, v in value.items() if not k.endswith("_at") and k != "message"}
+        return {k: without_instants(v, ns) for k, v in value.items()
+                if not k.endswith("_at") and k not in ("message", "operation_digest")}
     if isinstance(value, list):
         return [without_instants(v, ns) for v in value]
     if isinstance(value, str) and ns:
