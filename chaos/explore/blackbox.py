@@ -146,6 +146,8 @@ def script_data(run_dir: str, finding: str | None) -> tuple:
     from chaos.shrink import load_run
 
     cfg, results, _ = load_run(run_dir)
+    if not cfg.get("deterministic"):
+        raise NotReproducible("not a deterministic run: its calls' instants and fault points are not recorded exactly")
     found = findings(results)
     if not found:
         raise NotReproducible(f"the run found nothing (verdict {results.get('verdict')})")
