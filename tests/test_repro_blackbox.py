@@ -48,6 +48,9 @@ def test_the_script_shows_the_finding_and_not_without_its_fault(tmp_path):
     res = subprocess.run(["bash", str(sh)], capture_output=True, text=True, timeout=120)
     assert res.returncode == 1, res.stdout + res.stderr
     assert f"BROKEN ({name})" in res.stdout and "NOT as in the run" not in res.stdout, res.stdout
+    # the rule, checked on the script's own replies: the refused acquire's claim is held
+    assert "shown by these replies: acquire 1 by agent-p1 answered exit 6 state unchanged, yet read 2 shows " \
+           "agent-p1 holding epoch 1" in res.stdout, res.stdout
 
     plain = subprocess.run(["bash", str(_script(tmp_path, name, without_fault=True))], capture_output=True,
                            text=True, timeout=120)

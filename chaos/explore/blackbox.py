@@ -276,9 +276,11 @@ def expected(data: dict) -> dict:
     """expected.json for check.py: each call's reply as the run recorded it (instants left out)."""
     from chaos.explore.blackbox_check import without_instants
 
-    return {"finding": data["finding"], "rule": data["rule"], "explanation": data["explanation"],
+    ns = data["namespace"]
+    return {"finding": data["finding"], "type": data["type"], "rule": data["rule"], "explanation": data["explanation"],
             "calls": [{"n": c["n"], "f": c["f"], "cited": c["cited"], "killed": c["killed"], "exit": c["exit"],
-                       "reply": without_instants(c["envelope"], data["namespace"])} for c in data["calls"]]}
+                       "reply": without_instants(c["envelope"], ns),
+                       "request": json.loads(json.dumps(c["request"]).replace(ns, "@NS@"))} for c in data["calls"]]}
 
 
 def _materialise(data: dict, out: str, faketime_lib: str) -> str:
