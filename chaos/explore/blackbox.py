@@ -414,8 +414,9 @@ def readme(data: dict, run_dir: str, output: str) -> str:
              "libfaketime (`FAKETIME_LIB`); it imports nothing of claim-chaos. It provisions a fresh ledger, "
              "writes the items with the run's seeded bytes, makes each call below one at a time with the run's "
              "exact request, its clock frozen at the instant the run decided it, the fault at its point through "
-             "`faultshim.c`, then `check.py` compares every reply with the run's (instants left out): exit 1 and "
-             "BROKEN when all are the run's, 0 and NOT SHOWN otherwise. It showed the finding on 3 runs of 3 "
+             "`faultshim.c`, then `check.py` compares every reply with the run's (instants left out) and, for the "
+             "rules it knows (F4, F5, F7's), checks the rule on these replies, instants included: exit 1 and "
+             "BROKEN when both hold, 0 and NOT SHOWN otherwise. It showed the finding on 3 runs of 3 "
              "before it was kept.", "", "## Calls", ""]
     for c in data["calls"]:
         f = c["fault"]
