@@ -45,6 +45,23 @@ def test_the_recorder_never_fires_and_the_first_changing_call_of_each_kind_is_ex
     assert crashpoints.pick_points(43, 3) == [1, 22, 43] and crashpoints.pick_points(2, 5) == [1, 2]
 
 
+def test_a_black_box_programs_points_are_its_workers_call_and_only_changes_are_explored():
+    """A program run per call is the worker's child (``w1.0/f2``): its points are the call the worker
+    serves. For such a call only points before a change (kill) or an fsync (EIO) are explored."""
+    rule = crashpoints.CallPointKill(serial=7, kind="publish", point=2, action="EIO")
+    worker = _thread("w1.0", (7, "publish"))
+    child = SimpleNamespace(proc=SimpleNamespace(name="w1.0/f2", call=None), path="journal.ndjson")
+    stranger = SimpleNamespace(proc=SimpleNamespace(name="w0.0/f1", call=None), path="journal.ndjson")
+    assert not rule.matches(worker, "mkdir", 1)           # the worker's own first point
+    assert not rule.matches(stranger, "fsync", 2)         # another worker's child
+    assert rule.matches(child, "fsync", 3) and rule.action == "EIO"
+    points = ["mkdir tmp", "open a", "read a", "write j", "fsync j", "rename i", "fsync j"]
+    assert crashpoints.explored_points(points, None, changes_only=True) == [1, 4, 5, 6, 7]
+    assert crashpoints.explored_points(points, None, changes_only=True, action="EIO") == [5, 7]
+    assert crashpoints.explored_points(points, 2, changes_only=True) == [1, 7]
+    assert crashpoints.explored_points(points, None, changes_only=False) == list(range(1, 8))
+
+
 @pytest.fixture(scope="module")
 def found(tmp_path_factory):
     """One exploration seed of a planted acquire bug (found by seed 1: docs/explore.md)."""

@@ -34,15 +34,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--crash-points", action="store_true", help="kill each mutating kind's call at each of its points")
     p.add_argument("--seed", type=int, default=1, help="--crash-points: the seed of the recorded schedule")
     p.add_argument("--max-points", type=int, default=None, help="--crash-points: at most this many points per kind")
+    p.add_argument("--fault", default="kill", choices=("kill", "eio"),
+                   help="--crash-points: kill the call at each point, or fail each of its fsyncs with EIO")
     p.add_argument("--kinds", default=None, help="--crash-points: command kinds (default acquire,renew,release,publish)")
     p.add_argument("--backend", default=D["backend"])
     p.add_argument("--factory", default=None, help="--backend python: MODULE:FUNCTION")
+    p.add_argument("--command", dest="backend_command", default=None,
+                   help="--backend external: the program's command line (e.g. 'node .../wowbagger.js')")
+    p.add_argument("--profile", default=None, help="--backend external: the program's profile YAML")
     p.add_argument("--workers", type=int, default=D["workers"])
     p.add_argument("--namespaces", type=int, default=D["namespaces"])
     p.add_argument("--items", type=int, default=D["items"], help="items per namespace")
     p.add_argument("--time-limit", type=float, default=None,
                    help=f"virtual seconds per run (default {D['time_limit']:g}; --crash-points {CRASH_TIME_S:g}: "
                         "after a kill the others need time for the lease to expire and the work to complete)")
+    p.add_argument("--lease-ms", type=int, default=None, help="the agents' lease (default: the workload's, 1500)")
+    p.add_argument("--work-ms", default=None, metavar="LO,HI",
+                   help="the agents' work time between acquire and renew (default: the workload's, 100,2000)")
     p.add_argument("--nemesis", default=",".join(D["nemesis"]),
                    help="--seeds: exact faults drawn per seed (kill, fsync, clock, or none)")
     p.add_argument("--store", default=D["store"])
@@ -67,6 +75,18 @@ def _ints(text: str, what: str) -> list[int]:
     return out
 
 
+def _work_ms(text: str | None) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        lo, hi = (int(x) for x in text.split(","))
+    except ValueError:
+        raise UsageError(f"--work-ms: LO,HI in ms, not {text!r}") from None
+    if not 0 <= lo <= hi <= 3_600_000:
+        raise UsageError("--work-ms: 0 <= LO <= HI <= 3600000")
+    return [lo, hi]
+
+
 def config_of(args) -> dict:
     from chaos.deterministic.run import refusal
     from chaos.explore.seeds import run_config
@@ -76,14 +96,21 @@ def config_of(args) -> dict:
     if args.time_limit is None:
         args.time_limit = CRASH_TIME_S if args.crash_points else DEFAULT_CONFIG["time_limit"]
     nemesis = [] if args.nemesis in ("", "none") else [n.strip() for n in args.nemesis.split(",")]
+    if args.lease_ms is not None and not 1 <= args.lease_ms <= 3_600_000:
+        raise UsageError("--lease-ms: 1 to 3600000")
     if args.workers < 1 or args.items < 1 or args.namespaces < 1 or not (0 < args.time_limit <= 3600):
         raise UsageError("--workers, --items, --namespaces must be at least 1 and --time-limit in (0, 3600]")
     if args.backend == "python" and not args.factory:
         raise UsageError("--backend python needs --factory MODULE:FUNCTION")
     config = {"backend": args.backend, "factory": args.factory, "workers": args.workers,
               "namespaces": args.namespaces, "items": args.items, "time_limit": args.time_limit,
-              "nemesis": ["kill"] if args.crash_points else nemesis, "store": os.path.abspath(args.store),
-              "name": args.name, "keep": args.keep_all}
+              "nemesis": [args.fault.replace("eio", "fsync")] if args.crash_points else nemesis,
+              "store": os.path.abspath(args.store),
+              "name": args.name, "keep": args.keep_all, "backend_command": args.backend_command,
+              "profile": args.profile and os.path.abspath(args.profile), "lease_ms": args.lease_ms,
+              "work_ms": _work_ms(args.work_ms)}
+    if args.backend == "external" and not (args.backend_command and args.profile):
+        raise UsageError("--backend external needs --command CMD and --profile YAML")
     if args.factory:
         from chaos.conform.adapters.python import check_factory
 
@@ -119,9 +146,10 @@ def _seeds(args, config: dict, t0: float) -> int:
     results = []
     for res in _explored(args, tasks(config, list(range(args.first_seed, args.first_seed + args.seeds)), depths, points)):
         results.append(res)
-        if res["verdict"] in ("invalid", "error", "refused"):
+        if res["verdict"] in ("invalid", "error", "refused") or res.get("known"):
             print(f"  depth {res['depth']} seed {res['seed']}: {res['verdict']} "
-                  f"{', '.join(res['anomalies']) or res.get('error') or ''}".rstrip(), flush=True)
+                  f"{', '.join(res['anomalies']) or res.get('error') or ''}".rstrip()
+                  + "".join(f"; found {k}, known" for k in res.get("known") or []), flush=True)
     summary = tally(results)
     wall = time.monotonic() - t0
     print(f"chaos explore: {len(results)} schedules in {wall:.0f} s ({60 * len(results) / max(wall, 1e-9):.1f} per minute)")
@@ -130,6 +158,9 @@ def _seeds(args, config: dict, t0: float) -> int:
     failing = [r for r in results if r["verdict"] == "invalid"]
     for r in failing:
         print(f"failing: depth {r['depth']} seed {r['seed']}: {r['reproduce']}")
+    for r in results:
+        if r["verdict"] != "invalid" and r.get("known"):
+            print(f"known finding: depth {r['depth']} seed {r['seed']}: {r['reproduce']}")
     _store(config, "explore.json", {"config": config, "depths": depths, "points": points, "wall_s": round(wall, 1),
                                     "results": results})
     return _code([r["verdict"] for r in results])
@@ -164,11 +195,12 @@ def _crash_points(args, config: dict, t0: float) -> int:
 
     kinds = tuple(k.strip() for k in args.kinds.split(",")) if args.kinds else crashpoints.KINDS
     result = crashpoints.explore(dict(config, points=args.points), args.seed, args.max_points, kinds,
-                                 log=lambda line: print(line, flush=True))
+                                 log=lambda line: print(line, flush=True),
+                                 action="EIO" if args.fault == "eio" else "kill")
     wall = time.monotonic() - t0
     runs = [r for row in result["rows"] for r in row["runs"]]
     print(f"chaos explore --crash-points: {len(runs)} crash points in {wall:.0f} s "
-          f"({60 * len(runs) / max(wall, 1e-9):.1f} per minute); power loss: not built (kill only)")
+          f"({60 * len(runs) / max(wall, 1e-9):.1f} per minute); power loss: not built (kill or fsync EIO only)")
     for line in crashpoints.table(result):
         print(line)
     for r in runs:

@@ -14,7 +14,8 @@ from chaos.errors import UsageError
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir", help="a stored deterministic run whose verdict is invalid")
-    p.add_argument("--finding", default=None, help="CHECKER-ANOMALY (default: the first in shrink's preference order)")
+    p.add_argument("--finding", default=None, help="CHECKER-ANOMALY, or a known deviation's id (F5-...) of a "
+                   "black-box program (default: the first in shrink's preference order)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -24,7 +25,13 @@ def run(args: argparse.Namespace) -> int:
             not os.path.isfile(os.path.join(args.run_dir, "results.json")):
         raise UsageError(f"{args.run_dir}: not a run directory (no test.yaml / results.json)")
     try:
-        out = write(os.path.abspath(args.run_dir), args.finding)
+        if _backend(args.run_dir) == "external":   # a black-box program: plain program calls
+            from chaos.explore import blackbox
+
+            out = blackbox.write(os.path.abspath(args.run_dir), args.finding,
+                                 log=lambda line: print(line, file=sys.stderr, flush=True))
+        else:
+            out = write(os.path.abspath(args.run_dir), args.finding)
     except NotReproducible as e:
         print(f"chaos repro: no standalone script: {e}", file=sys.stderr)
         return 1
@@ -33,3 +40,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"chaos repro: {out['finding']}: {out['calls']} calls, shown on {out['shown']} of 3 runs")
     print(f"chaos repro: {os.path.join(out['dir'], 'repro.sh')} (README.md beside it)")
     return 0
+
+
+def _backend(run_dir: str) -> str | None:
+    from chaos.shrink import load_run
+
+    return load_run(run_dir)[0].get("backend")

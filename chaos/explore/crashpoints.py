@@ -24,8 +24,27 @@ from chaos.deterministic.scheduler import FaultRule
 KINDS = ("acquire", "renew", "release", "publish")
 #: a call that reached one of these changed (or began to change) the store
 CHANGES = frozenset({"write", "pwrite", "writev", "ftruncate", "rename", "link", "unlink", "creat", "mkdir"})
+SYNCS = frozenset({"fsync", "fdatasync"})
 #: points that are not a syscall of the call (a thread's first contact, a virtual sleep)
 NOT_POINTS = ("start", "sleep")
+
+
+class WorkerCalls:
+    """The op a thread's worker serves, for the worker's own threads and its children's (a black-box
+    program runs as the worker's child, ``w1.0/f2``: its points are the call's). A worker is seen
+    at a point of its own before it starts its first child (the scheduler names processes by path)."""
+
+    def __init__(self):
+        self.workers: dict = {}
+
+    def served(self, thread):
+        proc = thread.proc
+        root = proc.name.split("/", 1)[0]
+        if "/" not in proc.name:
+            self.workers[root] = proc
+            return proc.call
+        worker = self.workers.get(root)
+        return worker.call if worker is not None else None
 
 
 class CallRecorder(FaultRule):
@@ -34,9 +53,10 @@ class CallRecorder(FaultRule):
     def __init__(self):
         super().__init__("record")
         self.log: dict[int, dict] = {}
+        self.calls = WorkerCalls()
 
     def matches(self, thread, call: str, seq: int, vt: int = 0) -> bool:
-        served = thread.proc.call
+        served = self.calls.served(thread)
         if served is not None and call not in NOT_POINTS:
             entry = self.log.setdefault(served[0], {"serial": served[0], "f": served[1],
                                                     "process": thread.proc.name, "points": []})
@@ -45,14 +65,16 @@ class CallRecorder(FaultRule):
 
 
 class CallPointKill(FaultRule):
-    """Kill op ``serial`` (of kind ``kind``) at its ``point``-th scheduling point (1-based)."""
+    """Kill op ``serial`` (of kind ``kind``) at its ``point``-th scheduling point (1-based); with
+    ``action="EIO"`` that point's call fails with EIO instead (an fsync point: a failing disk)."""
 
-    def __init__(self, serial: int, kind: str, point: int):
-        super().__init__("kill")
+    def __init__(self, serial: int, kind: str, point: int, action: str = "kill"):
+        super().__init__(action)
         self.serial, self.kind, self.point = serial, kind, point
+        self.calls = WorkerCalls()
 
     def matches(self, thread, call: str, seq: int, vt: int = 0) -> bool:
-        served = thread.proc.call
+        served = self.calls.served(thread)
         if self.evidence is not None or served != (self.serial, self.kind) or call in NOT_POINTS:
             return False
         self.seen += 1
@@ -77,11 +99,24 @@ def pick_points(n: int, limit: int | None) -> list[int]:
     return sorted({1 + round(i * (n - 1) / (limit - 1)) for i in range(limit)})
 
 
+def explored_points(points: list[str], limit: int | None, changes_only: bool, action: str = "kill") -> list[int]:
+    """The 1-based points to fault at: all (or ``limit`` spread evenly), or only those before a change
+    to a file (a black-box program's call is a process of its own: thousands of start-up points that
+    change nothing, where a kill is the same as one before its first change); an EIO only at fsyncs."""
+    if not changes_only and action == "kill":
+        return pick_points(len(points), limit)
+    kinds = CHANGES | SYNCS if action == "kill" else SYNCS
+    at = [i + 1 for i, p in enumerate(points) if p.split(" ")[0] in kinds]
+    return [at[i - 1] for i in pick_points(len(at), limit)]
+
+
 def rules_for(task: dict):
     """(the run's fault rules, the recorder or None) of a crash-point task's plain data."""
     crash = task.get("crash")
     if crash:
-        return {"kill": [CallPointKill(int(crash["serial"]), crash["kind"], int(crash["point"]))]}, None
+        action = crash.get("action", "kill")
+        return {"kill" if action == "kill" else "fsync": [
+            CallPointKill(int(crash["serial"]), crash["kind"], int(crash["point"]), action)]}, None
     recorder = CallRecorder()
     return {"record": [recorder]}, recorder
 
@@ -102,8 +137,10 @@ def explore_crash_point(task: dict) -> dict:
     return out
 
 
-def explore(config: dict, seed: int, max_points: int | None = None, kinds=KINDS, log=print) -> dict:
-    """Record, then kill each kind's explored call at each of its points; the table's rows."""
+def explore(config: dict, seed: int, max_points: int | None = None, kinds=KINDS, log=print,
+            action: str = "kill") -> dict:
+    """Record, then kill each kind's explored call at each of its points (``action="EIO"``: fail
+    each of its fsyncs with EIO instead); the table's rows."""
     base = dict(config, seed=seed, depth=int(config.get("depth", 3)), points=config.get("points"),
                 name=f"{config['name']}-crash")
     recording = explore_crash_point(dict(base, keep=True))
@@ -116,13 +153,15 @@ def explore(config: dict, seed: int, max_points: int | None = None, kinds=KINDS,
         row = {"kind": kind, "serial": entry and entry["serial"], "points": entry["points"] if entry else [],
                "runs": []}
         rows.append(row)
-        for k in pick_points(len(row["points"]), max_points) if entry else []:
-            res = explore_crash_point(dict(base, crash={"serial": entry["serial"], "kind": kind, "point": k}))
+        for k in explored_points(row["points"], max_points, config.get("backend") == "external", action):
+            res = explore_crash_point(dict(base, crash={"serial": entry["serial"], "kind": kind, "point": k,
+                                                        "action": action}))
             row["runs"].append(res)
             log(f"  {kind} #{entry['serial']} point {k}/{len(row['points'])} ({row['points'][k - 1]}): "
                 f"{res['verdict']}" + (f" {', '.join(res['anomalies'])}" if res["anomalies"] else "")
-                + ("" if res.get("killed_at") else "  (the kill did not land)"))
-    return {"seed": seed, "recording": recording, "rows": rows}
+                + "".join(f"; found {name}, known" for name in res.get("known") or [])
+                + ("" if res.get("killed_at") else "  (the fault did not land)"))
+    return {"seed": seed, "action": action, "recording": recording, "rows": rows}
 
 
 def table(result: dict) -> list[str]:
@@ -141,7 +180,7 @@ def table(result: dict) -> list[str]:
             verdicts[r["verdict"]] = verdicts.get(r["verdict"], 0) + 1
         findings: dict = {}
         for r in runs:
-            for name in r["anomalies"]:
+            for name in r["anomalies"] + [f"found {k}, known" for k in r.get("known") or []]:
                 findings.setdefault(name, []).append(r["crash"]["point"])
         text = ", ".join(f"{v} {n}" for v, n in sorted(verdicts.items())) or "no call of this kind changed the store"
         for name, points in sorted(findings.items()):

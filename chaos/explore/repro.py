@@ -11,9 +11,9 @@ the run recorded (those replies are what the checker judged as breaking the
 rule). The script is kept only when it shows the finding on three runs out
 of three; otherwise the output says why (the finding needs an interleaving
 inside calls, or a killed call's partial effect, which one-at-a-time calls
-cannot give) and no script is written. A black-box program's script (plain
-program calls, libfaketime, the fault shim) is not built yet: the mode does
-not drive those programs yet.
+cannot give) and no script is written. A black-box program's finding
+(``--backend external``) is written as plain program calls by
+``chaos.explore.blackbox``.
 """
 
 from __future__ import annotations
@@ -119,14 +119,27 @@ def script_data(run_dir: str, finding: str | None) -> dict:
     run_cfg = RunConfig(**_fields(cfg))
     kind = workload_kind(run_cfg)
     _, world = kind.build(run_cfg)
+    return judge_of(cfg, results), {"finding": fid, "explanation": anomaly.get("explanation", ""), "factory": factory,
+            "namespaces": list(kind.namespaces(world)), "seed": kind.durable(world), "calls": calls_of(ops, cited)}
+
+
+def judge_of(cfg: dict, results: dict):
+    """``judge(history) -> {checker: anomaly types}``: the suite's checkers of the run's workload, as the
+    run configured them, on a history of the caller's making (before any known deviation is applied)."""
+    from chaos.runner import RunConfig
+    from chaos.shrink import _fields
+    from chaos.workload_kinds import workload_kind
+
+    run_cfg = RunConfig(**_fields(cfg))
+    kind = workload_kind(run_cfg)
+    _, world = kind.build(run_cfg)
     ctx = kind.ctx(run_cfg, world, results.get("capabilities") or {})
 
     def judge(history: list[dict]) -> dict:
         merged = kind.check(history, ctx)
         return {name: {a.get("type") for a in r.get("anomalies") or [] if isinstance(a, dict)}
                 for name, r in (merged.get("checkers") or {}).items() if isinstance(r, dict) and r.get("valid") is False}
-    return judge, {"finding": fid, "explanation": anomaly.get("explanation", ""), "factory": factory,
-            "namespaces": list(kind.namespaces(world)), "seed": kind.durable(world), "calls": calls_of(ops, cited)}
+    return judge
 
 
 _REPLAY: list = []

@@ -19,7 +19,8 @@ import time
 
 #: an exploration's config: plain data, so it travels to a cluster worker unchanged
 DEFAULT_CONFIG = {"backend": "sqlite", "factory": None, "workers": 3, "namespaces": 1, "items": 2,
-                  "time_limit": 2.0, "nemesis": ["kill"], "store": "store", "name": "explore", "keep": False}
+                  "time_limit": 2.0, "nemesis": ["kill"], "store": "store", "name": "explore", "keep": False,
+                  "backend_command": None, "profile": None, "lease_ms": None, "work_ms": None}
 CONFIG_KEYS = tuple(DEFAULT_CONFIG)
 FAILED = ("invalid",)
 
@@ -30,9 +31,21 @@ def run_config(task: dict):
 
     return RunConfig(name=task["name"], backend=task["backend"], workload="claims", nemesis=list(task["nemesis"]),
                      workers=int(task["workers"]), time_limit=float(task["time_limit"]), seed=int(task["seed"]),
-                     store=task["store"], claims={"namespaces": int(task["namespaces"]), "items": int(task["items"])},
-                     factory=task.get("factory"), deterministic=True, pct_depth=int(task["depth"]),
+                     store=task["store"], claims=_claims(task),
+                     factory=task.get("factory"), backend_command=task.get("backend_command"),
+                     profile=task.get("profile"), deterministic=True, pct_depth=int(task["depth"]),
                      pct_points=task.get("points"), command="chaos explore")
+
+
+def _claims(task: dict) -> dict:
+    """The claims workload's overrides: few items, and the lease and work time when given (a black-box
+    program's call is slow in virtual time: a short lease lets it expire between a publish and its retry)."""
+    out = {"namespaces": int(task["namespaces"]), "items": int(task["items"])}
+    if task.get("lease_ms"):
+        out["lease_ms"] = int(task["lease_ms"])
+    if task.get("work_ms"):
+        out["work_ms"] = [int(x) for x in task["work_ms"]]
+    return out
 
 
 def anomaly_names(results: dict) -> list[str]:
@@ -45,6 +58,18 @@ def anomaly_names(results: dict) -> list[str]:
     return sorted(names)
 
 
+def known_names(results: dict) -> list[str]:
+    """The findings the backend's profile acknowledges (``known_deviations``) that this run met, as
+    ``ID (checker:type)``: a known finding is found all the same, only not a new one (the checker moved
+    it from ``anomalies`` to ``known``, and the run's verdict does not count it)."""
+    names = set()
+    for checker, res in (results.get("checkers") or {}).items():
+        for a in (res.get("known") or []) if isinstance(res, dict) else []:
+            if isinstance(a, dict) and isinstance(a.get("known"), dict):
+                names.add(f"{a['known'].get('id')} ({checker}:{a.get('type')})")
+    return sorted(names)
+
+
 def explore_one(task: dict, run_fn=None) -> dict:
     """One seed: a deterministic run of ``task`` (plain data), its verdict and findings (plain data).
     ``run_fn(cfg) -> exit code`` replaces ``chaos.deterministic.run.run`` (the crash points give
@@ -53,7 +78,7 @@ def explore_one(task: dict, run_fn=None) -> dict:
 
     cfg = run_config(task)
     why = det_run.refusal(cfg)
-    out = {"seed": cfg.seed, "depth": cfg.pct_depth, "points": None, "verdict": "refused", "anomalies": [],
+    out = {"seed": cfg.seed, "depth": cfg.pct_depth, "points": None, "verdict": "refused", "anomalies": [], "known": [],
            "run_dir": None, "reproduce": None, "ops": 0, "wall_s": 0.0, "error": why}
     if why:
         return out
@@ -77,10 +102,11 @@ def explore_one(task: dict, run_fn=None) -> dict:
     with open(os.path.join(run_dir, "results.json")) as f:
         results = json.load(f)
     det = results.get("deterministic") or {}
-    out.update(verdict=results["verdict"], anomalies=anomaly_names(results), points=det.get("points"),
+    out.update(verdict=results["verdict"], anomalies=anomaly_names(results), known=known_names(results),
+               points=det.get("points"),
                ops=results["stats"]["ops"], error=None, history_sha256=results.get("history_sha256"),
                faults=det.get("faults", []), notes=results.get("notes", []))
-    if results["verdict"] in FAILED or task.get("keep"):
+    if results["verdict"] in FAILED or out["known"] or task.get("keep"):
         out.update(run_dir=run_dir, reproduce=f"chaos run --config {os.path.join(run_dir, 'test.yaml')}")
     else:
         _discard(run_dir)
@@ -121,11 +147,13 @@ def tally(results: list[dict]) -> dict:
     """Per depth: schedules run, verdict counts, each anomaly name's count and seeds."""
     out: dict = {}
     for r in results:
-        d = out.setdefault(r["depth"], {"schedules": 0, "verdicts": {}, "anomalies": {}, "failing": []})
+        d = out.setdefault(r["depth"], {"schedules": 0, "verdicts": {}, "anomalies": {}, "known": {}, "failing": []})
         d["schedules"] += 1
         d["verdicts"][r["verdict"]] = d["verdicts"].get(r["verdict"], 0) + 1
         for name in r["anomalies"]:
             d["anomalies"].setdefault(name, []).append(r["seed"])
+        for name in r.get("known") or []:
+            d["known"].setdefault(name, []).append(r["seed"])
         if r["verdict"] in FAILED:
             d["failing"].append(r)
     return out
@@ -140,4 +168,7 @@ def render(summary: dict) -> list[str]:
         for name, seeds in sorted(d["anomalies"].items()):
             shown = ", ".join(map(str, seeds[:10])) + (" ..." if len(seeds) > 10 else "")
             lines.append(f"  {name}: {len(seeds)} (seeds {shown})")
+        for name, seeds in sorted(d["known"].items()):
+            shown = ", ".join(map(str, seeds[:10])) + (" ..." if len(seeds) > 10 else "")
+            lines.append(f"  found {name}, known (the profile acknowledges it): {len(seeds)} (seeds {shown})")
     return lines
