@@ -142,28 +142,10 @@ def calls_of(ops: list[dict], cited: set[int], ns: str, epoch_ms: int) -> list[d
 def script_data(run_dir: str, finding: str | None) -> tuple:
     """(judge, data): the finding's calls and everything the script needs, from the stored run."""
     from backends.external.profile import load_profile
-    from chaos.explore.repro import judge_of
-    from chaos.shrink import load_run
+    from chaos.explore.repro import chosen_finding, judge_of
 
-    cfg, results, _ = load_run(run_dir)
-    if not cfg.get("deterministic"):
-        raise NotReproducible("not a deterministic run: its calls' instants and fault points are not recorded exactly")
-    found = findings(results)
-    if not found:
-        raise NotReproducible(f"the run found nothing (verdict {results.get('verdict')})")
-    chosen = [f for f in found if finding in (None, f[0])]
-    if not chosen:
-        raise NotReproducible(f"no finding {finding!r}; the run's: {', '.join(f for f, _, _ in found)}")
-    fid, checker, anomaly = chosen[0]
-    cited = {int(i) for i in anomaly.get("ops") or [] if isinstance(i, int)}
-    if not cited:
-        raise NotReproducible(f"{fid}: its anomaly cites no calls")
-    with open(os.path.join(run_dir, "history.jsonl")) as f:
-        ops = [json.loads(line) for line in f if line.strip()]
-    beyond = sorted(i for i in cited if i >= len(ops) or not isinstance(ops[i].get("process"), int))
-    if beyond:
-        raise NotReproducible(f"{fid}: its evidence includes history entries that are not calls (#{beyond[0]} "
-                              f"{ops[beyond[0]].get('f') if beyond[0] < len(ops) else '?'}); a script of calls cannot show it")
+    cfg, results, (fid, checker, anomaly), ops, cited = chosen_finding(
+        run_dir, finding, findings, "not a deterministic run: its calls' instants and fault points are not recorded exactly")
     ns = next(op["value"]["ledger_namespace"] for op in ops
               if isinstance(op.get("value"), dict) and isinstance(op["value"].get("ledger_namespace"), str))
     epoch_ms = _epoch_ms(ops)

@@ -86,36 +86,46 @@ def calls_of(ops: list[dict], cited: set[int]) -> list[dict]:
     return calls
 
 
-def script_data(run_dir: str, finding: str | None) -> dict:
-    from chaos.runner import RunConfig
-    from chaos.shrink import _fields, load_run
-    from chaos.workload_kinds import workload_kind
+def chosen_finding(run_dir: str, finding: str | None, findings_of, not_deterministic: str) -> tuple:
+    """(cfg, results, (id, checker, anomaly), ops, cited): the stored run's finding ``finding`` (the first
+    without one) and the history entries it cites, each a call; ``NotReproducible`` with the reason else."""
+    from chaos.shrink import load_run
 
     cfg, results, _ = load_run(run_dir)
     if not cfg.get("deterministic"):
-        raise NotReproducible("not a deterministic run: its calls' timing is not recorded exactly (chaos shrink it)")
-    factory = cfg.get("factory") if cfg["backend"] == "python" else FACTORIES.get(cfg["backend"])
-    if not factory:
-        raise NotReproducible(f"--backend {cfg['backend']}: a standalone script for this backend is not built yet")
-    found = findings(results)
+        raise NotReproducible(not_deterministic)
+    found = findings_of(results)
     if not found:
         raise NotReproducible(f"the run found nothing (verdict {results.get('verdict')})")
     chosen = [f for f in found if finding in (None, f[0])]
     if not chosen:
         raise NotReproducible(f"no finding {finding!r}; the run's: {', '.join(f for f, _, _ in found)}")
-    fid, checker, anomaly = chosen[0]
-    cited = {int(i) for i in anomaly.get("ops") or [] if isinstance(i, int)}
+    fid = chosen[0][0]
+    cited = {int(i) for i in chosen[0][2].get("ops") or [] if isinstance(i, int)}
     if not cited:
         raise NotReproducible(f"{fid}: its anomaly cites no calls")
     with open(os.path.join(run_dir, "history.jsonl")) as f:
         ops = [json.loads(line) for line in f if line.strip()]
-    # a reply-only script shows a finding only when all its evidence is replies: one that cites the final
-    # durable state or a fault (e.g. a floor the store lost) would print SHOWN on a correct class too
+    # a script of calls shows a finding only when all its evidence is calls: one that cites the final
+    # durable state or a fault (e.g. a floor the store lost) would print SHOWN on a correct program too
     beyond = sorted(i for i in cited if i >= len(ops) or not isinstance(ops[i].get("process"), int))
     if beyond:
         what = ", ".join(f"#{i} {ops[i].get('f') if i < len(ops) else '?'}" for i in beyond[:3])
         raise NotReproducible(f"{fid}: its evidence includes history entries that are not calls ({what}); a "
-                              "script that checks replies only cannot show it (not built yet)")
+                              "script of calls cannot show it (not built yet)")
+    return cfg, results, chosen[0], ops, cited
+
+
+def script_data(run_dir: str, finding: str | None) -> dict:
+    from chaos.runner import RunConfig
+    from chaos.shrink import _fields
+    from chaos.workload_kinds import workload_kind
+
+    cfg, results, (fid, _, anomaly), ops, cited = chosen_finding(
+        run_dir, finding, findings, "not a deterministic run: its calls' timing is not recorded exactly (chaos shrink it)")
+    factory = cfg.get("factory") if cfg["backend"] == "python" else FACTORIES.get(cfg["backend"])
+    if not factory:
+        raise NotReproducible(f"--backend {cfg['backend']}: a standalone script for this backend is not built yet")
     run_cfg = RunConfig(**_fields(cfg))
     kind = workload_kind(run_cfg)
     _, world = kind.build(run_cfg)
