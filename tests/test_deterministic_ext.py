@@ -111,12 +111,13 @@ def _run(store: Path, *args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=300)
 
 
-def _three_runs(store: Path, *args: str) -> list[dict]:
-    """Three runs of one command at once, each in a store of its own (at once: a history that depended on
-    real time would differ sooner under the load they make, and the suite waits for one run, not three):
-    each ends with a verdict (not a crash), all write one history and one results.json (the store's path,
-    in the reproduce command, aside); their results, in order."""
-    stores = [store / f"r{i}" for i in range(3)]
+def _three_runs(store: Path, *args: str, one_path_length: bool = False) -> list[dict]:
+    """Three runs of one command at once, each in a store of its own, its path of another length unless
+    ``one_path_length`` (at once: a history that depended on real time would differ sooner under the load
+    they make, and the suite waits for one run, not three): each ends with a verdict (not a crash), all
+    write one history and one results.json (the store's path, in the reproduce command, aside); their
+    results, in order."""
+    stores = [store / (f"r{i}" if one_path_length else "abc"[i] * (1 + 9 * i)) for i in range(3)]
     with ThreadPoolExecutor(3) as pool:
         done = list(pool.map(lambda s: _run(s, *args), stores))
     for res in done:
@@ -194,6 +195,29 @@ def test_node_with_every_thread_controlled_repeats_its_schedule(tmp_path):
     assert traces[1] == traces[0] and traces[2] == traces[0]
 
 
+@pytest.mark.skipif(not WOWBAGGER.exists() or shutil.which("node") is None, reason="Wowbagger or node not here")
+def test_wowbaggers_minted_namespace_does_not_depend_on_the_store_paths_length(tmp_path):
+    """Node's randomness shifts with the length of its argv, where the ledger's path was: in this mode the
+    calls run in the run dir and name their ledger relative to it, so a store elsewhere mints the same."""
+    from chaos.deterministic.run import setup_programs_virtual
+    from chaos.runner import RunConfig
+    from chaos.store import RunDir
+
+    minted = []
+    for store in (tmp_path / "s", tmp_path / ("a-much-longer-store-name-" * 3)):
+        cfg = RunConfig(backend="external", backend_command=f"node {WOWBAGGER}", deterministic=True,
+                        profile=str(Path(__file__).resolve().parents[1] / "profiles" / "wowbagger-0.1.0-alpha.7.yaml"))
+        target = sut.get("external").target(cfg, RunDir(str(store), "w"), lambda pid: None, lambda path: None)
+        try:
+            with setup_programs_virtual():
+                target.setup(["wbns_" + "0" * 32], {})
+            minted.append(target.namespaces)
+            assert target.backend.argv(["x", "{ledger}"], next(iter(target.spec["ledgers"].values())))[-1] == "ledgers/ledger-1"
+        finally:
+            target.close()
+    assert minted[0] == minted[1] and minted[0][0] != "wbns_" + "0" * 32, minted
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not WOWBAGGER.exists() or shutil.which("node") is None, reason="Wowbagger or node not here")
 def test_wowbagger_three_runs_of_one_seed_give_one_history(tmp_path):
@@ -206,5 +230,6 @@ def test_wowbagger_three_runs_of_one_seed_give_one_history(tmp_path):
             "--profile", str(Path(__file__).resolve().parents[1] / "profiles" / "wowbagger-0.1.0-alpha.7.yaml"),
             "--seed", "1", "--workers", "2", "--time-limit", "1")
     assert sut.get("external").abilities({"command": f"node {WOWBAGGER}"})["deterministic"].ok
-    runs = _three_runs(tmp_path, *args)
+    # one path length: the lock files' UUIDs its per-call processes draw still move with it (docs/deterministic.md)
+    runs = _three_runs(tmp_path, *args, one_path_length=True)
     assert runs[0]["stats"]["ok"] > 10 and runs[0]["verdict"] != "invalid", runs[0]["notes"]

@@ -94,6 +94,9 @@ class ExternalBackend:
         ledgers = spec.get("ledgers") or {"": spec["ledger"]}
         self.ledgers: dict[str, str] = dict(ledgers)
         self.env: dict[str, str] = dict(spec.get("env") or {})
+        # the calls' working directory; a ledger beneath it is named relative to it in the argv (the
+        # deterministic mode: Node's randomness shifts with its argv's length, and the store path's varies)
+        self.cwd: str | None = spec.get("cwd")
         self.commit_lock: str | None = spec.get("commit_lock")
         root = spec.get("write_root")
         self.write_roots = (root,) if root else tuple(self.ledgers.values())
@@ -115,13 +118,15 @@ class ExternalBackend:
         return self.ledgers.get(ns) if ns in self.ledgers else next(iter(self.ledgers.values()))
 
     def argv(self, template: list[str], ledger: str, namespaces: list[str] | None = None, **extra) -> list[str]:
+        if self.cwd and ledger.startswith(self.cwd.rstrip("/") + "/"):
+            ledger = os.path.relpath(ledger, self.cwd)
         return self.prefix + _expand(template, ledger, namespaces or [], self.profile, extra)
 
     def run(self, argv: list[str], stdin: bytes, op: str) -> tuple[int, dict]:
         """One confined invocation (the ``write_root`` of the module docstring)."""
         os.makedirs(self.tmpdir, exist_ok=True)
         return run_cli(argv, stdin, {"TMPDIR": self.tmpdir, **self.env}, self.profile.timeout_s, op,
-                       write_roots=self.write_roots)
+                       write_roots=self.write_roots, cwd=self.cwd)
 
     def invoke(self, argv: list[str], stdin: bytes, op: str = "") -> tuple[int, dict]:
         """One invocation, retrying a declared busy reply."""

@@ -133,8 +133,8 @@ def _pump(proc, stdin: bytes, max_stdout: int, max_stderr: int) -> tuple[_Bounde
 
 def run_cli(argv: list[str], stdin: bytes, env: dict, timeout_s: float, op: str = "",
             max_stdout: int = MAX_STDOUT, max_stderr: int = MAX_STDERR,
-            write_roots: tuple[str, ...] = ()) -> tuple[int, dict]:
-    """``(exit, envelope)`` of one invocation; raises ``Indeterminate``.
+            write_roots: tuple[str, ...] = (), cwd: str | None = None) -> tuple[int, dict]:
+    """``(exit, envelope)`` of one invocation (in ``cwd``, else this process's); raises ``Indeterminate``.
 
     The call is over when the program exits: then its process group is killed
     (a child it left running, even one holding our pipes, cannot keep the call
@@ -144,7 +144,7 @@ def run_cli(argv: list[str], stdin: bytes, env: dict, timeout_s: float, op: str 
     where Landlock is available (``confine.status()`` says where it is not)."""
     ruleset = confine.ruleset(write_roots) if write_roots else None
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env={**os.environ, **env}, start_new_session=True,
+                            env={**os.environ, **env}, start_new_session=True, cwd=cwd,
                             preexec_fn=None if ruleset is None else confine.restrict_in_child(ruleset))
     out_buf, err_buf, threads = _pump(proc, stdin, max_stdout, max_stderr)
     timed_out = False

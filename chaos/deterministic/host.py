@@ -34,7 +34,7 @@ class HostedExternalBackend(ExternalBackend):
         os.makedirs(self.tmpdir, exist_ok=True)
         threaded = THREADED_ENV if is_node(argv) else {}   # its threads wait on each other: all controlled
         return run_cli(argv, stdin, {"TMPDIR": self.tmpdir, **self.env, **threaded}, self.profile.timeout_s, op,
-                       write_roots=self.write_roots)
+                       write_roots=self.write_roots, cwd=self.cwd)
 
 
 def is_node(argv: list[str]) -> bool:
@@ -48,13 +48,13 @@ def open_backend(spec: dict, clock=None, hooks=None) -> HostedExternalBackend:
 
 def run_cli(argv: list[str], stdin: bytes, env: dict, timeout_s: float, op: str = "",
             max_stdout: int = MAX_STDOUT, max_stderr: int = MAX_STDERR,
-            write_roots: tuple[str, ...] = ()) -> tuple[int, dict]:
+            write_roots: tuple[str, ...] = (), cwd: str | None = None) -> tuple[int, dict]:
     """``backends.external.process.run_cli`` in one thread: ``(exit, envelope)``; raises ``Indeterminate``."""
     import time
 
     ruleset = confine.ruleset(write_roots) if write_roots else None
     proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env={**os.environ, **env}, start_new_session=True,
+                            env={**os.environ, **env}, start_new_session=True, cwd=cwd,
                             preexec_fn=None if ruleset is None else confine.restrict_in_child(ruleset))
     pidfd = os.pidfd_open(proc.pid)
     out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()

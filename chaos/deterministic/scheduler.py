@@ -77,8 +77,9 @@ from typing import Callable
 from chaos.deterministic import shim
 from chaos.faults.procs import set_child_subreaper
 
-#: calls whose argument is a byte count: the trace leaves it out (a lock file's content names its owner's pid)
-SIZED = frozenset({"write", "read"})
+#: calls whose argument is a byte count: the trace leaves it out (a lock file's content names its owner's pid,
+#: gitjournal's journal the store's path)
+SIZED = frozenset({"write", "read", "ftruncate"})
 #: a number in a path that may be a pid (a program's temp and lock files carry theirs)
 PID_IN_PATH = re.compile(r"(?<![0-9A-Za-z])[1-9][0-9]{1,6}(?![0-9A-Za-z])")
 #: calls after which a thread that reported "blocked" may succeed: they (or an exit) release locks

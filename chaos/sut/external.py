@@ -53,7 +53,9 @@ class ExternalTarget(Target):
             os.makedirs(path, exist_ok=True)
         self.spec = {"backend": "external", "command": command, "profile": profile_path,
                      "ledgers": {ns: paths[i] for i, g in enumerate(groups) for ns in g},
-                     "commit_lock": self.run.file("tmp", "git-commit.lock"), "write_root": self.run.path}
+                     "commit_lock": self.run.file("tmp", "git-commit.lock"), "write_root": self.run.path,
+                     # deterministic: the ledgers by a path of one length wherever the store is (``ExternalBackend.cwd``)
+                     **({"cwd": self.run.path} if getattr(self.cfg, "deterministic", False) else {})}
         self.backend = ExternalBackend(self.spec)
         try:
             adopted = self._provision(groups, paths)
