@@ -160,7 +160,10 @@ def test_sleeps_are_virtual(tmp_path):
         s.spawn("s", [sys.executable, client], control=True)
         replies = s.run_all()
         assert s.vt >= 3600 * 10**9
-    assert [line for _, line in replies] == [b"3600"]
+    # its line; then its exit (``None``) if the scheduler saw it before it returned, which is real time: a
+    # controlled process that exits by itself right after a reply (a run's workers never do: they are
+    # killed, and a kill is reaped before anything else runs)
+    assert [line for _, line in replies] in ([b"3600"], [b"3600", None])
 
 
 def test_randomness_is_a_stream_of_the_process_name(tmp_path):
