@@ -91,10 +91,16 @@ def test_a_seed_runs_off_the_main_thread_as_a_cluster_worker_runs_it_and_a_valid
 
 
 def test_repro_writes_a_script_that_shows_the_finding_and_not_on_the_correct_backend(found, tmp_path):
+    from chaos.reports import write_all
+
+    write_all(found["run_dir"])      # the run's page, before: written again with a link to the script
+    assert 'id="repro"' not in open(os.path.join(found["run_dir"], "report.html")).read()
     res = subprocess.run([sys.executable, "-m", "chaos.cli", "repro", found["run_dir"]], capture_output=True,
                          text=True, timeout=300)
     assert res.returncode == 0, res.stderr
     out = os.path.join(found["run_dir"], "repro", "dual_ownership-overlapping-leases")
+    page = open(os.path.join(found["run_dir"], "report.html")).read()
+    assert '<a href="repro/dual_ownership-overlapping-leases/repro.sh">' in page
     data = json.load(open(os.path.join(out, "data.json")))
     assert 2 <= len(data["calls"]) <= 10 and os.path.isfile(os.path.join(out, "README.md"))
     script = open(os.path.join(out, "repro.py")).read()

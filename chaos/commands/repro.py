@@ -37,6 +37,10 @@ def run(args: argparse.Namespace) -> int:
         return 1
     except ValueError as e:
         raise UsageError(str(e)) from None
+    if os.path.isfile(os.path.join(args.run_dir, "report.html")):   # the run's page links its scripts
+        from chaos.reports import load_run, write_html
+
+        write_html(load_run(os.path.abspath(args.run_dir)))
     print(f"chaos repro: {out['finding']}: {out['calls']} calls, shown on {out['shown']} of 3 runs")
     print(f"chaos repro: {os.path.join(out['dir'], 'repro.sh')} (README.md beside it)")
     return 0

@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import html
 import json
+import os
 
 from chaos.reports import analysis, plots
 from chaos.reports.console import anomaly_counts
@@ -225,7 +226,19 @@ def _header(run: RunData) -> str:
            '<table class="meta">' + "".join(f"<tr><td>{k}</td><td>{v}</td></tr>" for k, v in rows) + "</table>"]
     if run.command:
         out.append(f'<p>Reproduce this run (same seed, same schedule):</p><pre id="reproduce">{_e(run.command)}</pre>')
+    scripts = _repro_scripts(run.run_dir)
+    if scripts:   # written by ``chaos repro`` (which writes this page again)
+        out.append('<p>Its findings without the suite (<code>chaos repro</code>; each showed its finding 3 of 3):</p>'
+                   '<ul id="repro">' + "".join(f'<li><a href="{_e(path)}">{_e(path)}</a></li>' for path in scripts)
+                   + "</ul>")
     return "\n".join(out)
+
+
+def _repro_scripts(run_dir: str) -> list[str]:
+    """``repro/<finding>/repro.sh`` of every standalone reproduction kept beside the run, relative to it."""
+    root = os.path.join(run_dir, "repro")
+    names = sorted(os.listdir(root)) if os.path.isdir(root) else []
+    return [f"repro/{n}/repro.sh" for n in names if os.path.isfile(os.path.join(root, n, "repro.sh"))]
 
 
 def _word(valid) -> str:
