@@ -44,8 +44,10 @@ def test_a_time_budget_ends_the_partition_unknown_with_the_reason(engine: str) -
     assert time.monotonic() - t0 < 20  # bounded by the budget, not by the search (generous for a loaded machine)
     assert res.result == "unknown"
     (reason,) = res.reasons
-    assert "search budget of 0.3 s used up (41 ops)" in reason
+    assert "search budget of 0.3 s used up (41 ops, " in reason and " configurations)" in reason
     assert res.partitions[0].seconds >= 0.3
+    if engine == "compiled":   # what it met before time ran out (it said 0 configurations)
+        assert res.partitions[0].configurations > 0 and f"{res.partitions[0].configurations:,} configurations" in reason
 
 
 @pytest.mark.parametrize("engine", ENGINES)

@@ -508,6 +508,11 @@ class _CompiledSearch:
         next_ops, first = core.next_after_longest() if verdict == ILLEGAL else ([], -1)
         return _new(_Found, (verdict, prefix, sid, partials, core.configurations, next_ops, first))
 
+    @property
+    def configurations(self) -> int:
+        """The configurations met so far (a search stopped for time reports them)."""
+        return self.core.configurations if self.core is not None else 0
+
     def close(self) -> None:
         self.core = None
 
@@ -651,9 +656,12 @@ def check_operations(model: Model, ops: Sequence[Operation], timeout: float | No
             _finish(model, run.result, run.ops, run.search.states, found, run.spent, budget)
             illegal = illegal or found.verdict == ILLEGAL
         elif seconds is not None and run.spent > seconds:
+            # (the reference engine does not count on the way: 0 there)
+            run.result.configurations = getattr(run.search, "configurations", 0)
             run.search.close()
-            run.result.reason = (f"search budget of {seconds:g} s used up "
-                                 f"({len(run.ops)} ops); the verdict for this partition is unknown")
+            run.result.reason = (f"search budget of {seconds:g} s used up ({len(run.ops)} ops, "
+                                 f"{run.result.configurations:,} configurations); the verdict for this "
+                                 "partition is unknown")
             run.result.seconds = run.spent
         else:
             running.append(run)
