@@ -68,6 +68,27 @@ def test_conformance_against_its_own_v2_vectors_fails_only_as_documented():
     assert _tree_digest(SUT) == before   # the program's folder is read-only to the suite
 
 
+def _is_f10(anomaly: dict, history: list[dict]) -> bool:
+    """docs/wowbagger-findings.md F10: claim-verify finalized the publication at the commit an agent
+    made for another operation id of the same item (the one before it), not at the commit of its bytes."""
+    if anomaly.get("type") != "finalized-bytes-differ":
+        return False
+    named, oid = (anomaly.get("data") or {}).get("commit"), (anomaly.get("data") or {}).get("operation_id")
+    sent: dict = {}
+    for o in history:
+        if o.get("process") == "nemesis":
+            continue
+        if o["type"] == "invoke":
+            sent[o["process"]] = o
+            continue
+        req = sent.get(o["process"], {})
+        result = ((o.get("value") or {}).get("envelope") or {}).get("result") or {}
+        if req.get("f") == "commit" and o["type"] == "ok" and result.get("git_commit") == named \
+                and req["value"].get("operation_id") not in (None, oid):
+            return True
+    return False
+
+
 def _is_f7(anomaly: dict, history: list[dict]) -> bool:
     """docs/wowbagger-findings.md F7: the accepted stale publish is a retry of an operation id an
     earlier attempt of which was answered publication-outcome-unknown (its final record failed)."""
@@ -108,6 +129,8 @@ def test_a_short_chaos_run_commits_verifies_and_finds_only_documented_deviations
     history = [json.loads(line) for line in (latest / "history.jsonl").read_text().splitlines()]
     if all(_is_f7(a, history) for a in results["checkers"]["stale_write"].get("anomalies", [])):
         allowed["stale_write"] = ["stale-fence-accepted"]   # F7: documented, not acknowledged (a real fence finding)
+    if all(_is_f10(a, history) for a in results["checkers"]["git_finalization"].get("anomalies", [])):
+        allowed["git_finalization"] = ["finalized-bytes-differ"]   # F10: documented, not acknowledged (seen 1 run in 4)
     assert all(set(types) <= set(allowed.get(name, [])) for name, types in unacknowledged.items()), \
         (unacknowledged, results["notes"])
     assert p.returncode == results["exit_code"]
@@ -117,7 +140,7 @@ def test_a_short_chaos_run_commits_verifies_and_finds_only_documented_deviations
     sweep = max(o["index"] for o in history if o["f"] == "commit" and (o.get("value") or {}).get("all"))
     verifies = [o for o in done if o["f"] == "verify" and o["index"] > sweep]
     assert agent_verifies and len(verifies) >= 2 and all(o["type"] == "ok" for o in verifies)
-    assert results["checkers"]["git_finalization"]["valid"] is True
+    assert results["checkers"]["git_finalization"]["valid"] is True or "git_finalization" in allowed
     namespaces = {o["value"]["envelope"]["result"]["ledger_namespace"] for o in verifies}
     assert len(namespaces) == len(verifies)   # one ledger per minted namespace (agents' and racers'), each verified
     assert all(re.fullmatch(r"wbns_[0-9a-f]{32}", ns) for ns in namespaces)   # the program minted them
