@@ -68,25 +68,27 @@ def test_conformance_against_its_own_v2_vectors_fails_only_as_documented():
     assert _tree_digest(SUT) == before   # the program's folder is read-only to the suite
 
 
-def _is_f10(anomaly: dict, history: list[dict]) -> bool:
-    """docs/wowbagger-findings.md F10: claim-verify finalized the publication at the commit an agent
-    made for another operation id of the same item (the one before it), not at the commit of its bytes."""
-    if anomaly.get("type") != "finalized-bytes-differ":
-        return False
-    named, oid = (anomaly.get("data") or {}).get("commit"), (anomaly.get("data") or {}).get("operation_id")
+def _completions(history: list[dict]):
+    """(its request, the completion) of every client op, in the history's order."""
     sent: dict = {}
     for o in history:
         if o.get("process") == "nemesis":
             continue
         if o["type"] == "invoke":
             sent[o["process"]] = o
-            continue
-        req = sent.get(o["process"], {})
-        result = ((o.get("value") or {}).get("envelope") or {}).get("result") or {}
-        if req.get("f") == "commit" and o["type"] == "ok" and result.get("git_commit") == named \
-                and req["value"].get("operation_id") not in (None, oid):
-            return True
-    return False
+        else:
+            yield sent.get(o["process"], {}), o
+
+
+def _is_f10(anomaly: dict, history: list[dict]) -> bool:
+    """docs/wowbagger-findings.md F10: claim-verify finalized the publication at the commit an agent
+    made for another operation id of the same item (the one before it), not at the commit of its bytes."""
+    if anomaly.get("type") != "finalized-bytes-differ":
+        return False
+    named, oid = (anomaly.get("data") or {}).get("commit"), (anomaly.get("data") or {}).get("operation_id")
+    return any(req.get("f") == "commit" and o["type"] == "ok" and req["value"].get("operation_id") not in (None, oid)
+               and (((o.get("value") or {}).get("envelope") or {}).get("result") or {}).get("git_commit") == named
+               for req, o in _completions(history))
 
 
 def _is_f7(anomaly: dict, history: list[dict]) -> bool:
@@ -98,20 +100,9 @@ def _is_f7(anomaly: dict, history: list[dict]) -> bool:
     if anomaly.get("type") != "stale-fence-accepted" or not publishes:
         return False
     oid = publishes[-1]["value"].get("operation_id")
-    sent: dict = {}
-    unknown = False
-    for o in history:
-        if o.get("process") == "nemesis":
-            continue
-        if o["type"] == "invoke":
-            sent[o["process"]] = o
-            continue
-        req = sent.get(o["process"], {})
-        env = (o.get("value") or {}).get("envelope") or {}
-        if req.get("f") == "publish" and req["value"].get("operation_id") == oid \
-                and (env.get("error") or {}).get("code") == "publication-outcome-unknown":
-            unknown = True
-    return unknown
+    return any(req.get("f") == "publish" and req["value"].get("operation_id") == oid
+               and ((((o.get("value") or {}).get("envelope") or {}).get("error")) or {}).get("code")
+               == "publication-outcome-unknown" for req, o in _completions(history))
 
 
 def test_a_short_chaos_run_commits_verifies_and_finds_only_documented_deviations(tmp_path):
