@@ -211,13 +211,47 @@ static void ensure_conn(void) {
     wait_grant();
 }
 
+/* wakes of local waits: a slot per object address (condition, mutex, semaphore), shared by collisions
+ * (a spurious wakeup at worst); slot_waiters[] counts the threads waiting on a slot's objects */
+#define COND_SLOTS 1024
+static volatile unsigned long cond_signals[COND_SLOTS];
+static volatile int slot_waiters[COND_SLOTS];
+#define WOKE_MAX 8
+static volatile int woke_n;        /* slots with waiters whose object was unlocked, posted or signalled */
+static int woke_slots[WOKE_MAX];
+static unsigned cond_slot(const void *c) {
+    unsigned long long x = (unsigned long long)(unsigned long)c;
+    return (unsigned)(((x >> 4) * 0x9E3779B97F4A7C15ULL) >> 54) & (COND_SLOTS - 1);
+}
+static void bump(const void *obj) {
+    unsigned s = cond_slot(obj);
+    if (!slot_waiters[s]) return;
+    int n = woke_n;
+    for (int i = 0; i < n && i < WOKE_MAX; i++) if (woke_slots[i] == (int)s) return;
+    n = __sync_fetch_and_add(&woke_n, 1);
+    if (n < WOKE_MAX) woke_slots[n] = (int)s;
+}
+/* the slots woken since this process's last stop message, for the next one: "-" none, "*" too many */
+static const char *take_woke(char *out, size_t size) {
+    int n = woke_n;
+    if (n == 0) return "-";
+    if (n > WOKE_MAX) { woke_n = 0; return "*"; }
+    size_t k = 0; out[0] = 0;
+    for (int i = 0; i < n; i++) k += snprintf(out + k, size - k, i ? ",%d" : "%d", woke_slots[i]);
+    woke_n = 0;
+    return out;
+}
+struct probe;
+static int wait_on(int (*ready)(void *), void *arg, long long timeout_ns, const char *what, const void *obj,
+                   const struct probe *p);
+
 /* one scheduling point: returns the errno the scheduler asks the call to fail with, or 0 */
 static int point(const char *call, long long arg, const char *path) {
     if (in_vfork_child()) return 0;
     ensure_conn();
     forks_told = forks;
-    char m[4500]; int k = snprintf(m, sizeof m, "P %lu %s %lld %lld %d.%d %s\n", ++seq, call, arg, local_vt(), forks_told, threads_made,
-                                   path && *path ? path : "-");
+    char w[96], m[4600]; int k = snprintf(m, sizeof m, "P %lu %s %lld %lld %d.%d.%s %s\n", ++seq, call, arg, local_vt(),
+                                          forks_told, threads_made, take_woke(w, sizeof w), path && *path ? path : "-");
     if (k >= (int)sizeof m) k = sizeof m - 1, m[k - 1] = '\n';
     for (int i = 0; i < k - 1; i++) if (m[i] == '\n') m[i] = ' ';
     send_line(m, k);
@@ -227,7 +261,8 @@ static int point(const char *call, long long arg, const char *path) {
 /* the call would block: give up the turn, wait to be granted again, then the caller retries */
 static void blocked(void) {
     forks_told = forks;
-    char m[96]; int k = snprintf(m, sizeof m, "B %lu %lld %d.%d\n", seq, local_vt(), forks_told, threads_made);
+    char w[96], m[200]; int k = snprintf(m, sizeof m, "B %lu %lld %d.%d.%s\n", seq, local_vt(), forks_told, threads_made,
+                                         take_woke(w, sizeof w));
     send_line(m, k);
     wait_grant();
 }
@@ -313,8 +348,33 @@ int close(int fd) {
  * scheduler "W" (waiting, until <deadline> when the call has a timeout) and tries again, without
  * blocking, after each grant; the scheduler grants it again once another thread got somewhere. */
 
+/* The fds a wait is for ("fd/events,...", at most PROBE_FDS), set by the caller just before it waits: the
+ * W message names them, so the scheduler can look at them itself (a duplicate of each, pidfd_getfd) and
+ * grant a retry only once one is ready, not after every slice that got somewhere. */
+#define PROBE_FDS 16
+struct probe { char s[PROBE_FDS * 20]; int n; };   /* a local of the waiting call (a signal handler may wait too) */
+static void probe_add(struct probe *p, int fd, short events) {
+    if (fd < 0 || p->n < 0) return;
+    if (p->n == PROBE_FDS) { p->n = -1; return; }   /* too many: the scheduler retries it the old way */
+    size_t k = strlen(p->s);
+    snprintf(p->s + k, sizeof p->s - k, k ? ",%d/%d" : "%d/%d", fd, (int)events);
+    p->n++;
+}
+
 /* wait until ready() says yes; returns 1 when the deadline (virtual, -1: none) passed first */
 static int wait_until(int (*ready)(void *), void *arg, long long timeout_ns, const char *what) {
+    return wait_on(ready, arg, timeout_ns, what, NULL, NULL);
+}
+static int wait_fds(int (*ready)(void *), void *arg, long long timeout_ns, const char *what, const struct probe *p) {
+    return wait_on(ready, arg, timeout_ns, what, NULL, p);
+}
+
+/* the same for a local wait (its object: a mutex, semaphore or condition of this process); while it
+ * waits, its slot counts it, so a thread that unlocks, posts or signals that object says so at its next
+ * stop ("woke", below) and the scheduler lets the process's local waiters try again then, not after
+ * every slice of the process */
+static int wait_on(int (*ready)(void *), void *arg, long long timeout_ns, const char *what, const void *obj,
+                   const struct probe *p) {
     /* Right after starting a child, readiness is a race: a vfork parent resumes before the kernel has
      * closed the child's close-on-exec fds (subprocess's exec-error pipe reads as not ready, or ready).
      * So the first try then comes after a stop, which the scheduler grants only once the child said
@@ -328,14 +388,26 @@ static int wait_until(int (*ready)(void *), void *arg, long long timeout_ns, con
     ensure_conn();
     long long deadline = timeout_ns < 0 ? -1 : local_vt() + timeout_ns;
     ++seq;
+    unsigned slot = obj ? cond_slot(obj) : 0;
+    if (obj) __sync_fetch_and_add(&slot_waiters[slot], 1);
+    int late = 0;
     for (;;) {
         forks_told = forks;
-        char m[160]; int k = snprintf(m, sizeof m, "W %lu %lld %d.%d %lld %s\n", seq, local_vt(), forks_told, threads_made, deadline, what);
+            char w[96], m[800]; int k = obj
+            ? snprintf(m, sizeof m, "W %lu %lld %d.%d.%s %lld %s:%u\n", seq, local_vt(), forks_told, threads_made,
+                       take_woke(w, sizeof w), deadline, what, slot)
+            : p && p->n > 0
+            ? snprintf(m, sizeof m, "W %lu %lld %d.%d.%s %lld %s@%s\n", seq, local_vt(), forks_told, threads_made,
+                       take_woke(w, sizeof w), deadline, what, p->s)
+            : snprintf(m, sizeof m, "W %lu %lld %d.%d.%s %lld %s\n", seq, local_vt(), forks_told, threads_made,
+                       take_woke(w, sizeof w), deadline, what);
         send_line(m, k);
         wait_grant();
-        if (ready(arg)) return 0;
-        if (deadline >= 0 && grant_vt >= deadline) return 1;
+        if (ready(arg)) break;
+        if (deadline >= 0 && grant_vt >= deadline) { late = 1; break; }
     }
+    if (obj) __sync_fetch_and_sub(&slot_waiters[slot], 1);
+    return late;
 }
 
 struct fd_wait { int fd; short events; };
@@ -356,7 +428,8 @@ static void wait_for_fd(int fd, short events, const char *what) {
     int fl = real_fcntl(fd, F_GETFL);
     if (fl < 0 || (fl & O_NONBLOCK)) return;
     struct fd_wait w = { fd, events };
-    wait_until(fd_ready, &w, -1, what);
+    struct probe p = { "", 0 }; probe_add(&p, fd, events);
+    wait_fds(fd_ready, &w, -1, what, &p);
 }
 
 /* stdio reads a pipe with glibc's own read (not interposable): before a stdio read whose buffer is
@@ -395,7 +468,8 @@ int poll(struct pollfd *fds, nfds_t n, int timeout_ms) {
     REAL(int, poll, struct pollfd *, nfds_t, int);
     if (!enabled || timeout_ms == 0 || in_vfork_child()) return real_poll(fds, n, timeout_ms);
     struct poll_wait w = { fds, n, 0 };
-    if (wait_until(poll_ready, &w, timeout_ms < 0 ? -1 : timeout_ms * 1000000LL, "poll")) return 0;
+    struct probe p = { "", 0 }; for (nfds_t i = 0; i < n; i++) probe_add(&p, fds[i].fd, fds[i].events);
+    if (wait_fds(poll_ready, &w, timeout_ms < 0 ? -1 : timeout_ms * 1000000LL, "poll", &p)) return 0;
     return w.result;
 }
 int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask) {
@@ -403,7 +477,8 @@ int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset
     if (!enabled || (tmo && !tmo->tv_sec && !tmo->tv_nsec) || in_vfork_child()) return real_ppoll(fds, n, tmo, mask);
     (void)mask;
     struct poll_wait w = { fds, n, 0 };
-    if (wait_until(poll_ready, &w, tmo ? tmo->tv_sec * SEC + tmo->tv_nsec : -1, "poll")) return 0;
+    struct probe p = { "", 0 }; for (nfds_t i = 0; i < n; i++) probe_add(&p, fds[i].fd, fds[i].events);
+    if (wait_fds(poll_ready, &w, tmo ? tmo->tv_sec * SEC + tmo->tv_nsec : -1, "poll", &p)) return 0;
     return w.result;
 }
 
@@ -425,7 +500,12 @@ int select(int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *tv) {
     if (r) s.r0 = *r;
     if (w) s.w0 = *w;
     if (e) s.e0 = *e;
-    if (wait_until(select_ready, &s, tv ? tv->tv_sec * SEC + tv->tv_usec * US : -1, "select")) {
+    struct probe p = { "", 0 };
+    for (int fd = 0; fd < n && fd < FD_SETSIZE; fd++) {
+        short ev = (r && FD_ISSET(fd, r) ? POLLIN : 0) | (w && FD_ISSET(fd, w) ? POLLOUT : 0) | (e && FD_ISSET(fd, e) ? POLLPRI : 0);
+        if (ev) probe_add(&p, fd, ev);
+    }
+    if (wait_fds(select_ready, &s, tv ? tv->tv_sec * SEC + tv->tv_usec * US : -1, "select", &p)) {
         if (r) FD_ZERO(r);
         if (w) FD_ZERO(w);
         if (e) FD_ZERO(e);
@@ -469,10 +549,37 @@ int waitid(idtype_t idtype, id_t id, siginfo_t *info, int options) {
  * and V8's helpers): a new thread says hello before it runs (its index given by its creator, so names
  * follow creation order), and its creator's next stop waits for that hello; a contended mutex, a
  * semaphore, a condition variable, a join and epoll are waits like the others. A condition wait is
- * ready once any thread of the process signalled a condition since it began (a spurious wakeup, which
- * POSIX allows, otherwise). */
+ * ready once a thread signalled that condition since it began (its slot of a small table: a collision
+ * is a spurious wakeup, which POSIX allows). Only a thread of the same process can make a mutex, a
+ * private semaphore, a condition or a join ready, so those waits are named "local" ("mutex", "sem",
+ * "cond", "join") and the scheduler retries them only after their own process got somewhere; a
+ * process-shared mutex or semaphore (sem_open, sem_init with pshared) is "mutex-shared"/"sem-shared"
+ * and retried after any progress, like a pipe. */
 
-static volatile unsigned long cond_signals;
+#define SHARED_SEMS 64
+static sem_t *volatile shared_sems[SHARED_SEMS];   /* sem_open's and pshared sem_init's: other processes post them */
+static void remember_shared(sem_t *s) {
+    for (int i = 0; i < SHARED_SEMS; i++)
+        if (shared_sems[i] == s || __sync_bool_compare_and_swap(&shared_sems[i], NULL, s)) return;
+}
+static const char *sem_what(sem_t *s) {
+    for (int i = 0; i < SHARED_SEMS && shared_sems[i]; i++) if (shared_sems[i] == s) return "sem-shared";
+    return "sem";
+}
+int sem_init(sem_t *s, int pshared, unsigned v) {
+    REAL(int, sem_init, sem_t *, int, unsigned);
+    int r = real_sem_init(s, pshared, v);
+    if (r == 0 && pshared) remember_shared(s);
+    return r;
+}
+sem_t *sem_open(const char *n, int oflag, ...) {
+    REAL(sem_t *, sem_open, const char *, int, ...);
+    mode_t m = 0; unsigned v = 0;
+    if (oflag & O_CREAT) { va_list ap; va_start(ap, oflag); m = (mode_t)va_arg(ap, int); v = va_arg(ap, unsigned); va_end(ap); }
+    sem_t *s = (oflag & O_CREAT) ? real_sem_open(n, oflag, m, v) : real_sem_open(n, oflag);
+    if (s != SEM_FAILED) remember_shared(s);
+    return s;
+}
 struct start_arg { void *(*fn)(void *); void *arg; int idx; };
 static void *thread_start(void *p) {
     struct start_arg a = *(struct start_arg *)p; free(p);
@@ -503,8 +610,22 @@ int pthread_mutex_lock(pthread_mutex_t *m) {
     if (!trylock) trylock = dlsym(RTLD_NEXT, "pthread_mutex_trylock");
     int r = trylock(m);
     if (r != EBUSY) return r;
-    wait_until(mutex_ready, m, -1, "mutex");
+    /* glibc marks a process-shared mutex in its kind (PTHREAD_MUTEX_PSHARED_BIT) */
+    wait_on(mutex_ready, m, -1, (m->__data.__kind & 128) ? "mutex-shared" : "mutex", m, NULL);
     return 0;
+}
+
+int pthread_mutex_unlock(pthread_mutex_t *m) {
+    REAL(int, pthread_mutex_unlock, pthread_mutex_t *);
+    int r = real_pthread_mutex_unlock(m);
+    if (threads_too) bump(m);
+    return r;
+}
+int sem_post(sem_t *s) {
+    REAL(int, sem_post, sem_t *);
+    int r = real_sem_post(s);
+    if (threads_too) bump(s);
+    return r;
 }
 
 static int sem_ready(void *s) {
@@ -521,41 +642,46 @@ int sem_wait(sem_t *s) {
     REAL(int, sem_wait, sem_t *);
     if (!enabled || !threads_too || in_vfork_child()) return real_sem_wait(s);
     ensure_conn();
-    wait_until(sem_ready, s, -1, "sem");
+    wait_on(sem_ready, s, -1, sem_what(s), s, NULL);
     return 0;
 }
 int sem_timedwait(sem_t *s, const struct timespec *abstime) {
     REAL(int, sem_timedwait, sem_t *, const struct timespec *);
     if (!enabled || !threads_too || in_vfork_child()) return real_sem_timedwait(s, abstime);
     ensure_conn();
-    if (wait_until(sem_ready, s, abs_timeout(abstime), "sem")) { errno = ETIMEDOUT; return -1; }
+    if (wait_on(sem_ready, s, abs_timeout(abstime), sem_what(s), s, NULL)) { errno = ETIMEDOUT; return -1; }
     return 0;
 }
 int sem_clockwait(sem_t *s, clockid_t c, const struct timespec *abstime) {
     REAL(int, sem_clockwait, sem_t *, clockid_t, const struct timespec *);
     if (!enabled || !threads_too || in_vfork_child()) return real_sem_clockwait(s, c, abstime);
     ensure_conn();
-    if (wait_until(sem_ready, s, abs_timeout(abstime), "sem")) { errno = ETIMEDOUT; return -1; }
+    if (wait_on(sem_ready, s, abs_timeout(abstime), sem_what(s), s, NULL)) { errno = ETIMEDOUT; return -1; }
     return 0;
 }
 
 int pthread_cond_signal(pthread_cond_t *c) {
     REAL(int, pthread_cond_signal, pthread_cond_t *);
-    __sync_fetch_and_add(&cond_signals, 1);
+    __sync_fetch_and_add(&cond_signals[cond_slot(c)], 1);
+    bump(c);
     return real_pthread_cond_signal(c);
 }
 int pthread_cond_broadcast(pthread_cond_t *c) {
     REAL(int, pthread_cond_broadcast, pthread_cond_t *);
-    __sync_fetch_and_add(&cond_signals, 1);
+    __sync_fetch_and_add(&cond_signals[cond_slot(c)], 1);
+    bump(c);
     return real_pthread_cond_broadcast(c);
 }
-static int cond_ready(void *seen) { return cond_signals != *(unsigned long *)seen; }
-static int cond_common(pthread_mutex_t *m, long long timeout_ns) {
+struct cond_wait { unsigned slot; unsigned long seen; };
+static int cond_ready(void *p) { struct cond_wait *w = p; return cond_signals[w->slot] != w->seen; }
+static int cond_common(pthread_cond_t *c, pthread_mutex_t *m, long long timeout_ns) {
     static int (*unlock)(pthread_mutex_t *);
     if (!unlock) unlock = dlsym(RTLD_NEXT, "pthread_mutex_unlock");
-    unsigned long seen = cond_signals;
+    struct cond_wait w = { cond_slot(c), 0 };
+    w.seen = cond_signals[w.slot];
     unlock(m);
-    int late = wait_until(cond_ready, &seen, timeout_ns, "cond");
+    bump(m);
+    int late = wait_on(cond_ready, &w, timeout_ns, "cond", c, NULL);
     pthread_mutex_lock(m);
     return late ? ETIMEDOUT : 0;
 }
@@ -563,13 +689,13 @@ int pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m) {
     REAL(int, pthread_cond_wait, pthread_cond_t *, pthread_mutex_t *);
     if (!enabled || !threads_too || in_vfork_child()) return real_pthread_cond_wait(c, m);
     ensure_conn();
-    return cond_common(m, -1);
+    return cond_common(c, m, -1);
 }
 int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m, const struct timespec *abstime) {
     REAL(int, pthread_cond_timedwait, pthread_cond_t *, pthread_mutex_t *, const struct timespec *);
     if (!enabled || !threads_too || in_vfork_child()) return real_pthread_cond_timedwait(c, m, abstime);
     ensure_conn();
-    return cond_common(m, abs_timeout(abstime));
+    return cond_common(c, m, abs_timeout(abstime));
 }
 
 struct join_wait { pthread_t t; void **ret; int r; };
@@ -596,7 +722,8 @@ int epoll_wait(int ep, struct epoll_event *ev, int max, int timeout_ms) {
     if (!enabled || !threads_too || timeout_ms == 0 || in_vfork_child()) return real_epoll_wait(ep, ev, max, timeout_ms);
     struct epoll_wait_ w = { ep, ev, max, 0 };
     ensure_conn();
-    if (wait_until(epoll_ready, &w, timeout_ms < 0 ? -1 : timeout_ms * 1000000LL, "epoll")) return 0;
+    struct probe p = { "", 0 }; probe_add(&p, ep, POLLIN);   /* an epoll fd reads ready while its ready list is not empty */
+    if (wait_fds(epoll_ready, &w, timeout_ms < 0 ? -1 : timeout_ms * 1000000LL, "epoll", &p)) return 0;
     return w.r;
 }
 int epoll_pwait(int ep, struct epoll_event *ev, int max, int timeout_ms, const sigset_t *mask) {

@@ -75,7 +75,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from chaos.deterministic import shim
-from chaos.faults.procs import set_child_subreaper
+from chaos.faults.procs import pidfd_getfd, set_child_subreaper
 
 #: calls whose argument is a byte count: the trace leaves it out (a lock file's content names its owner's pid,
 #: gitjournal's journal the store's path)
@@ -86,6 +86,9 @@ PID_IN_PATH = re.compile(r"(?<![0-9A-Za-z])[1-9][0-9]{1,6}(?![0-9A-Za-z])")
 RELEASES = frozenset({"unlock", "close"})
 #: the chance that a thread stopped right after a release yields to the others there (``release_yield``)
 RELEASE_YIELD = 0.125
+#: waits only a thread of the waiter's own process can end (its mutex, private semaphore, condition,
+#: joined thread): retried after a slice that got somewhere in that process, not in any (sched.c)
+LOCAL_WAITS = frozenset({"mutex", "sem", "cond", "join"})
 
 
 class SchedulerStuck(RuntimeError):
@@ -160,6 +163,8 @@ class Proc:
     children: set = field(default_factory=set)   # names of its children that said hello
     threads_made: int = 0         # threads it said it made (pthread_create, with CHAOS_SCHED_THREADS=1)
     made_hellos: int = 0          # of those, the ones that said hello
+    wakes: dict = field(default_factory=dict)   # slot -> slices that woke a local wait on it (an unlock, post, signal)
+    wakes_all: int = 0            # slices that may have woken any of its local waits (a thread's exit, many slots)
 
 
 @dataclass
@@ -180,6 +185,12 @@ class Thread:
     wake_at: int = 0
     held: bool = False            # frozen at its current point by a fault: its next grant is not faulted again
     since: int = 0                # waiting: the epoch of its last failed try
+    slot: int = -1                # a local wait: its object's slot (sched.c)
+    since_wakes: tuple = (0, 0)   # a local wait: its slot's wakes and the process's wakes_all at its last failed try
+    probe: object = None          # a wait for fds: a poll over duplicates of them (``_probe``), None: retried by epoch
+    probe_fds: list = field(default_factory=list)
+    probe_epoch: int = -1         # the epoch its readiness was last looked at in,
+    probe_ready: bool = False     # and what was seen
     released: bool = False        # its last grant was a release (``RELEASES``): it stops right after one
 
 
@@ -216,9 +227,12 @@ class Scheduler:
         self.by_name: dict[str, Proc] = {}
         self.pid_names: dict[int, str] = {}   # every pid a controlled process had -> its logical name
         # a waiting thread may retry once another thread's slice got somewhere: ``epoch`` counts the slices
-        # that did (a point, a hello, an exit, a reply), ``_moved`` says the current one did
+        # that did (a point, a hello, an exit, a reply), ``_moved`` says the current one did; a local wait
+        # (``LOCAL_WAITS``) retries once its process's ``wakes`` moved (``_woken``: in this slice), or, when
+        # nothing else can run, by ``epoch`` like the others
         self.epoch = 0
         self._moved = False
+        self._woken: dict[int, tuple[Proc, set | None]] = {}   # id(proc) -> (proc, its woken slots; None: all)
         self.running: tuple[int, int | None] | None = None   # (pid, tid) of the one thread that may run
         # (pid, None): that thread's connection closed (an exit or an exec): its process runs until it is
         # gone or says hello again
@@ -362,6 +376,9 @@ class Scheduler:
             proc.popen.wait()
         proc.gone = True
         self._moved = True
+        parent = self.by_name.get(proc.name.rsplit("/", 1)[0]) if "/" in proc.name else None
+        for t in parent.threads if parent is not None else ():
+            self._drop_probe(t)   # its SIGCHLD is pending: the handler (libuv's signal pipe) runs once granted
         for t in proc.threads:
             self._thread_gone(t)
         if proc.pidfd >= 0:
@@ -385,6 +402,7 @@ class Scheduler:
         if t.state == "gone":
             return
         t.state = "gone"
+        self._drop_probe(t)
         self.threads.remove(t)      # (a long run starts many worker incarnations: keep the scans short)
         try:
             self._sel.unregister(t.conn)
@@ -416,8 +434,27 @@ class Scheduler:
         if self._moved:
             self.epoch += 1
             self._moved = False
+        for proc, slots in self._woken.values():
+            if slots is None:
+                proc.wakes_all += 1
+            for slot in slots or ():
+                proc.wakes[slot] = proc.wakes.get(slot, 0) + 1
+        self._woken.clear()
         if subject is not None and subject.state == "waiting":
-            subject.since = self.epoch
+            subject.since, subject.since_wakes = self.epoch, self._wakes_of(subject)
+
+    @staticmethod
+    def _wakes_of(t: Thread) -> tuple[int, int]:
+        return t.proc.wakes.get(t.slot, 0), t.proc.wakes_all
+
+    def _wake(self, proc: Proc, slots: str = "*") -> None:
+        """This slice may have ended local waits in ``proc``: on those slots ("3,17"), or any ("*")."""
+        self._moved = True
+        _, seen = self._woken.get(id(proc), (proc, set()))
+        if slots == "*" or seen is None:
+            self._woken[id(proc)] = (proc, None)
+        else:
+            self._woken[id(proc)] = (proc, seen | {int(x) for x in slots.split(",")})
 
     def _unannounced(self) -> str | None:
         """A live process whose children have not all said hello yet (its name)."""
@@ -464,7 +501,7 @@ class Scheduler:
             if thread is not None:
                 self._thread_gone(thread)
                 self._await_thread_exit(thread)
-                self._moved = True
+                self._wake(thread.proc)    # a join
                 if self.running == (thread.pid, thread.tid):
                     last = all(x.state == "gone" for x in thread.proc.threads)
                     self.running = (thread.pid, None) if last and not thread.proc.gone else None
@@ -518,6 +555,8 @@ class Scheduler:
 
     def _message(self, t: Thread, line: str) -> None:
         parts = line.split(" ", 6)
+        if parts[0] != "W" or int(parts[1]) != t.seq:
+            self._drop_probe(t)       # not the wait it had: its fds may be other files now
         if parts[0] == "P":
             _, seq, call, arg, local_vt, spawned, path = parts
             t.seq, t.call, t.arg, t.local_vt = int(seq), call, int(arg), int(local_vt)
@@ -534,11 +573,18 @@ class Scheduler:
             _, seq, local_vt, spawned, wake, what = parts[:6]
             if int(seq) != t.seq:   # a new wait: the thread ran since its last stop (a retry did nothing)
                 self._moved = True
+            what, _, slot = what.partition(":")
+            what, _, fds = what.partition("@")
             t.seq, t.local_vt, t.call, t.arg, t.path = int(seq), int(local_vt), what, int(wake), ""
+            t.slot = int(slot) if slot else -1
+            if fds and t.probe is None:
+                self._probe(t, fds)
             t.state, t.wake_at = "waiting", int(wake)
         else:
             raise RuntimeError(f"{t.name}: bad message {line!r}")
-        forks, _, made = spawned.partition(".")
+        forks, made, woke = (spawned.split(".") + ["0", "-"])[:3]
+        if woke != "-":
+            self._wake(t.proc, woke)
         if int(forks) > t.proc.spawned or int(made or 0) > t.proc.threads_made:
             t.proc.spawned, t.proc.threads_made = max(t.proc.spawned, int(forks)), max(t.proc.threads_made, int(made or 0))
             self._awaiting.add(t.proc.name)
@@ -589,18 +635,53 @@ class Scheduler:
 
     # ------------------------------------------------------------------ choosing
 
-    def enabled(self) -> list[Thread]:
+    def enabled(self, idle: bool = False) -> list[Thread]:
+        """The threads that may be granted now. ``idle``: nothing else can run, now or later (no sleeper,
+        no deadline): every wait that has not tried since something last ran may try again, since a wake
+        the shim did not see (an object changed without an interposed call) must cost time, not a hang."""
+        if idle:
+            return [t for t in self.threads if t.state == "waiting" and t.since < self.epoch]
         return [t for t in self.threads if t.state == "ready" or (t.state == "sleeping" and t.wake_at <= self.vt)
-                or (t.state == "waiting" and (t.since < self.epoch or 0 <= t.wake_at <= self.vt))]
+                or (t.state == "waiting" and (0 <= t.wake_at <= self.vt or (
+                    t.since_wakes != self._wakes_of(t) if t.call in LOCAL_WAITS
+                    else t.since < self.epoch and (t.probe is None or self._probe_ready(t)))))]
+
+    # ------------------------------------------------------------------ waits for fds
+
+    def _probe(self, t: Thread, fds: str) -> None:
+        """Duplicate the fds a wait names ("fd/events,...") so its readiness can be seen from here."""
+        poll = select.poll()
+        for item in fds.split(","):
+            fd, _, events = item.partition("/")
+            dup = pidfd_getfd(t.proc.pidfd, int(fd)) if t.proc.pidfd >= 0 else -1
+            if dup < 0:   # refused (ptrace rules) or gone: this wait retries by epoch
+                self._drop_probe(t)
+                return
+            t.probe_fds.append(dup)
+            poll.register(dup, int(events))
+        t.probe, t.probe_epoch = poll, -1
+
+    def _probe_ready(self, t: Thread) -> bool:
+        """Whether one of the wait's fds is ready: what the thread's own try would see, since nothing runs
+        between this look and its grant; looked at again only once something ran."""
+        if t.probe_epoch != self.epoch:
+            t.probe_ready, t.probe_epoch = bool(t.probe.poll(0)), self.epoch
+        return t.probe_ready
+
+    @staticmethod
+    def _drop_probe(t: Thread) -> None:
+        for fd in t.probe_fds:
+            os.close(fd)
+        t.probe, t.probe_fds = None, []
 
     def next_wake(self) -> int | None:
         wakes = [t.wake_at for t in self.threads if t.state == "sleeping" or (t.state == "waiting" and t.wake_at >= 0)]
         return min(wakes) if wakes else None
 
-    def step(self) -> bool:
+    def step(self, idle: bool = False) -> bool:
         """Grant one enabled thread (PCT) and wait until it stops. False when none is enabled."""
         assert self.running is None
-        ready = self.enabled()
+        ready = self.enabled(idle)
         if not ready:
             return False
         self.steps += 1
@@ -698,6 +779,8 @@ class Scheduler:
             if wake is not None and (until is None or wake <= until):
                 self.vt = max(self.vt, wake)
                 continue
+            if self.step(idle=True):
+                continue
             if until is not None:
                 self.vt = max(self.vt, until)
             break
@@ -710,7 +793,7 @@ class Scheduler:
         replies = []
         while True:
             replies += self.run_until(None)
-            if not self.enabled() and self.next_wake() is None:
+            if not self.enabled() and not self.enabled(idle=True) and self.next_wake() is None:
                 break
         for proc in list(self.procs.values()):   # past their last point they only exit: reap them
             if proc.popen is not None and not proc.gone and not proc.control:

@@ -85,6 +85,24 @@ def set_child_subreaper() -> bool:
         return False
 
 
+_SYS_PIDFD_GETFD = 438   # x86-64 and aarch64 alike (the unified syscall table, Linux 5.6)
+
+
+def pidfd_getfd(pidfd: int, fd: int) -> int:
+    """A duplicate, in this process, of descriptor ``fd`` of the process ``pidfd`` refers to (the same
+    open file: polling it sees what that process would see); -1 where the kernel or its ptrace
+    rules refuse."""
+    global _libc
+    try:
+        _libc = _libc or ctypes.CDLL(None, use_errno=True)
+        return int(_libc.syscall(_SYS_PIDFD_GETFD, pidfd, fd, 0))
+    except (OSError, AttributeError):
+        return -1
+
+
+_libc = None
+
+
 class Leftovers:
     """What programs started from here leave running: made at the start (this
     process becomes a subreaper, so a child that ``setsid``-ed away from its
