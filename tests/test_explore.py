@@ -128,7 +128,8 @@ def test_a_kill_at_a_recorded_point_lands_on_that_call_there(tmp_path_factory):
 
 def test_explore_refuses_bad_input_in_one_line(tmp_path):
     for argv in (["explore"], ["explore", "--seeds", "2", "--depth", "x"], ["explore", "--seeds", "1",
-                                                                          "--backend", "postgres"]):
+                                                                          "--backend", "postgres"],
+                 ["explore", "--crash-points", "--fault", "kill,power"], ["explore", "--crash-points", "--kinds", "lunch"]):
         res = subprocess.run([sys.executable, "-m", "chaos.cli", *argv, "--store", str(tmp_path)],
                              capture_output=True, text=True, timeout=60)
         assert res.returncode == 254 and len(res.stderr.strip().splitlines()) == 1, (argv, res.stderr)
@@ -156,3 +157,24 @@ def test_explore_on_a_cluster_refuses_conflicting_or_bad_flags_in_one_line(tmp_p
                               "--points", "100", "--store", str(tmp_path / "s"), *flags],
                              capture_output=True, text=True, timeout=300)
         assert res.returncode == 254 and says in res.stderr and len(res.stderr.strip().splitlines()) == 1, res
+
+
+def test_crash_points_of_both_faults_fan_out_over_a_local_cluster(tmp_path_factory):
+    """`--fault kill,eio --parallel 2`: one recording, then the kill points and the fsync-EIO points of
+    the explored call, each a task on a Dask LocalCluster, back in one table: a row per kind and fault,
+    every fault landed where asked, each task a run dir of its own name."""
+    store = tmp_path_factory.mktemp("cp")
+    res = subprocess.run([sys.executable, "-m", "chaos.cli", "explore", "--crash-points", "--fault", "kill,eio",
+                          "--kinds", "acquire", "--max-points", "2", "--parallel", "2", "--backend", "sqlite",
+                          "--workers", "2", "--time-limit", "0.5", "--keep-all", "--store", str(store), "--name", "cpx"],
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode in (0, 2), res.stdout[-2000:] + res.stderr[-2000:]
+    data = json.load(open(store / "cpx-crash-points.json"))
+    rows = {r["kind"]: r for r in data["rows"]}
+    assert set(rows) == {"acquire", "acquire/eio"} and data["actions"] == ["kill", "EIO"]
+    for row in rows.values():
+        assert len(row["runs"]) == 2 and all(r["killed_at"] for r in row["runs"]), row["runs"]
+        assert [r["crash"]["point"] for r in row["runs"]] == sorted(r["crash"]["point"] for r in row["runs"])
+    assert all(r["killed_at"]["call"] in ("fsync", "fdatasync") for r in rows["acquire/eio"]["runs"])
+    assert len({r["run_dir"] for row in rows.values() for r in row["runs"]}) == 4
+    assert "acquire/eio " in res.stdout and "4 crash points" in res.stdout

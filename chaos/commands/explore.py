@@ -34,8 +34,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--crash-points", action="store_true", help="kill each mutating kind's call at each of its points")
     p.add_argument("--seed", type=int, default=1, help="--crash-points: the seed of the recorded schedule")
     p.add_argument("--max-points", type=int, default=None, help="--crash-points: at most this many points per kind")
-    p.add_argument("--fault", default="kill", choices=("kill", "eio"),
-                   help="--crash-points: kill the call at each point, or fail each of its fsyncs with EIO")
+    p.add_argument("--fault", default="kill",
+                   help="--crash-points: kill the call at each point, or fail each of its fsyncs with EIO, or "
+                        "both in one exploration (kill,eio)")
     p.add_argument("--kinds", default=None, help="--crash-points: command kinds (default acquire,renew,release,publish)")
     p.add_argument("--backend", default=D["backend"])
     p.add_argument("--factory", default=None, help="--backend python: MODULE:FUNCTION")
@@ -57,10 +58,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--name", default=D["name"])
     p.add_argument("--keep-all", action="store_true", help="keep every run dir (default: only failing ones)")
     p.add_argument("--parallel", type=int, default=None, metavar="N",
-                   help="--seeds: run the schedules on a Dask LocalCluster of N worker processes")
+                   help="run the schedules (or crash points) on a Dask LocalCluster of N worker processes")
     p.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
-                   help="--seeds: run the schedules on a running Dask cluster (claim-chaos installed on every "
-                        "worker, the same --store path seen by all)")
+                   help="run the schedules (or crash points) on a running Dask cluster (claim-chaos installed on "
+                        "every worker, the same --store path seen by all)")
     p.add_argument("--shard", default=None, metavar="i/n",
                    help="--seeds: keep only schedules i, i+n, ... (for CI systems that run their own matrix)")
 
@@ -87,6 +88,13 @@ def _work_ms(text: str | None) -> list[int] | None:
     return [lo, hi]
 
 
+def _faults(text: str) -> list[str]:
+    faults = [f.strip() for f in text.split(",") if f.strip()]
+    if not faults or any(f not in ("kill", "eio") for f in faults) or len(set(faults)) != len(faults):
+        raise UsageError(f"--fault {text}: kill, eio or kill,eio")
+    return faults
+
+
 def config_of(args) -> dict:
     from chaos.deterministic.run import refusal
     from chaos.explore.seeds import run_config
@@ -104,7 +112,7 @@ def config_of(args) -> dict:
         raise UsageError("--backend python needs --factory MODULE:FUNCTION")
     config = {"backend": args.backend, "factory": args.factory, "workers": args.workers,
               "namespaces": args.namespaces, "items": args.items, "time_limit": args.time_limit,
-              "nemesis": [args.fault.replace("eio", "fsync")] if args.crash_points else nemesis,
+              "nemesis": [f.replace("eio", "fsync") for f in _faults(args.fault)] if args.crash_points else nemesis,
               "store": os.path.abspath(args.store),
               "name": args.name, "keep": args.keep_all, "backend_command": args.backend_command,
               "profile": args.profile and os.path.abspath(args.profile), "lease_ms": args.lease_ms,
@@ -179,10 +187,7 @@ def _explored(args, all_tasks: list[dict]):
         for task in shard_of(all_tasks, shard):
             yield explore_one(task)
         return
-    if args.parallel is not None and args.scheduler is not None:
-        raise UsageError("--parallel sizes a local cluster; a --scheduler's cluster has its own")
-    if args.parallel is not None and not 1 <= args.parallel <= 512:
-        raise UsageError(f"--parallel {args.parallel}: expected 1 to 512 worker processes")
+    _cluster_flags(args)
     for task, res in fan_out(explore_one, all_tasks, scheduler=args.scheduler, workers=args.parallel, shard=shard):
         if isinstance(res, ItemError):
             res = {"seed": task["seed"], "depth": task["depth"], "verdict": "error", "anomalies": [],
@@ -194,9 +199,13 @@ def _crash_points(args, config: dict, t0: float) -> int:
     from chaos.explore import crashpoints
 
     kinds = tuple(k.strip() for k in args.kinds.split(",")) if args.kinds else crashpoints.KINDS
+    unknown = set(kinds) - set(crashpoints.KINDS)
+    if unknown:
+        raise UsageError(f"--kinds: unknown {', '.join(sorted(unknown))} (known: {', '.join(crashpoints.KINDS)})")
     result = crashpoints.explore(dict(config, points=args.points), args.seed, args.max_points, kinds,
                                  log=lambda line: print(line, flush=True),
-                                 action="EIO" if args.fault == "eio" else "kill")
+                                 actions=tuple("EIO" if f == "eio" else "kill" for f in _faults(args.fault)),
+                                 run_tasks=_crash_runner(args))
     wall = time.monotonic() - t0
     runs = [r for row in result["rows"] for r in row["runs"]]
     print(f"chaos explore --crash-points: {len(runs)} crash points in {wall:.0f} s "
@@ -208,6 +217,31 @@ def _crash_points(args, config: dict, t0: float) -> int:
             print(f"failing: {r['crash']['kind']} point {r['crash']['point']}: {r['run_dir']}")
     _store(config, "crash-points.json", dict(result, wall_s=round(wall, 1)))
     return _code([r["verdict"] for r in runs])
+
+
+def _crash_runner(args):
+    """``None`` (one crash point after another here), or a fan-out of the tasks over a Dask cluster
+    (a task whose worker died or raised is an ``error`` result, never lost)."""
+    if args.parallel is None and args.scheduler is None:
+        return None
+    from chaos.campaign.fanout import ItemError, fan_out
+    from chaos.explore.crashpoints import explore_crash_point
+
+    _cluster_flags(args)
+
+    def run_tasks(tasks):
+        for task, res in fan_out(explore_crash_point, tasks, scheduler=args.scheduler, workers=args.parallel):
+            if isinstance(res, ItemError):
+                res = {"seed": task["seed"], "verdict": "error", "anomalies": [], "known": [], "error": str(res)}
+            yield task, res
+    return run_tasks
+
+
+def _cluster_flags(args) -> None:
+    if args.parallel is not None and args.scheduler is not None:
+        raise UsageError("--parallel sizes a local cluster; a --scheduler's cluster has its own")
+    if args.parallel is not None and not 1 <= args.parallel <= 512:
+        raise UsageError(f"--parallel {args.parallel}: expected 1 to 512 worker processes")
 
 
 def _code(verdicts: list[str]) -> int:

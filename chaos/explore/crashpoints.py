@@ -137,40 +137,65 @@ def explore_crash_point(task: dict) -> dict:
     return out
 
 
-def explore(config: dict, seed: int, max_points: int | None = None, kinds=KINDS, log=print,
-            action: str = "kill") -> dict:
-    """Record, then kill each kind's explored call at each of its points (``action="EIO"``: fail
-    each of its fsyncs with EIO instead); the table's rows."""
+def plan(config: dict, seed: int, max_points: int | None = None, kinds=KINDS, actions=("kill",), log=print):
+    """Record the schedule of ``seed``, then the crash-point tasks (plain data, any order): per kind, per
+    action ("kill", or "EIO": fail each of its fsyncs instead), the explored call at each chosen point."""
     base = dict(config, seed=seed, depth=int(config.get("depth", 3)), points=config.get("points"),
                 name=f"{config['name']}-crash")
     recording = explore_crash_point(dict(base, keep=True))
     chosen = targets(recording.get("calls", []), kinds)
     log(f"recording: seed {seed}, {len(recording.get('calls', []))} calls, {recording['points']} scheduling points; "
         f"explored: " + ", ".join(f"{k} call #{e['serial']} ({len(e['points'])} points)" for k, e in chosen.items()))
-    rows = []
-    for kind in kinds:
-        entry = chosen.get(kind)
-        row = {"kind": kind, "serial": entry and entry["serial"], "points": entry["points"] if entry else [],
-               "runs": []}
-        rows.append(row)
-        for k in explored_points(row["points"], max_points, config.get("backend") == "external", action):
-            res = explore_crash_point(dict(base, crash={"serial": entry["serial"], "kind": kind, "point": k,
-                                                        "action": action}))
-            row["runs"].append(res)
-            log(f"  {kind} #{entry['serial']} point {k}/{len(row['points'])} ({row['points'][k - 1]}): "
-                f"{res['verdict']}" + (f" {', '.join(res['anomalies'])}" if res["anomalies"] else "")
-                + "".join(f"; found {name}, known" for name in res.get("known") or [])
-                + ("" if res.get("killed_at") else "  (the fault did not land)"))
-    return {"seed": seed, "action": action, "recording": recording, "rows": rows}
+    tasks = []
+    for action in actions:
+        for kind in kinds:
+            entry = chosen.get(kind)
+            for k in explored_points(entry["points"], max_points, config.get("backend") == "external",
+                                     action) if entry else []:
+                # a name of its own: tasks run at once on a cluster, and each finds its run dir by name
+                tasks.append(dict(base, nemesis=["kill" if action == "kill" else "fsync"],
+                                  name=f"{base['name']}-{kind}{'' if action == 'kill' else '-eio'}-p{k}",
+                                  crash={"serial": entry["serial"], "kind": kind, "point": k, "action": action}))
+    return recording, chosen, tasks
+
+
+def explore(config: dict, seed: int, max_points: int | None = None, kinds=KINDS, log=print,
+            actions=("kill",), run_tasks=None) -> dict:
+    """Record, then fault each kind's explored call at each of its points, once per action; the
+    table's rows (kind x action, points in order). ``run_tasks(tasks)`` yields ``(task, result)`` as
+    each completes, in any order (a cluster fan-out); by default one after another here."""
+    recording, chosen, tasks = plan(config, seed, max_points, kinds, actions, log)
+    rows = {(kind, action): {"kind": kind if action == "kill" else f"{kind}/eio", "action": action,
+                             "serial": chosen[kind]["serial"] if kind in chosen else None,
+                             "points": chosen[kind]["points"] if kind in chosen else [], "runs": []}
+            for action in actions for kind in kinds}
+    for task, res in (run_tasks or _one_by_one)(tasks):
+        crash = task["crash"]
+        row = rows[(crash["kind"], crash["action"])]
+        res.setdefault("crash", dict(crash))
+        row["runs"].append(res)
+        log(f"  {row['kind']} #{crash['serial']} point {crash['point']}/{len(row['points'])} "
+            f"({row['points'][crash['point'] - 1]}): {res['verdict']}"
+            + (f" {', '.join(res['anomalies'])}" if res["anomalies"] else "")
+            + "".join(f"; found {name}, known" for name in res.get("known") or [])
+            + ("" if res.get("killed_at") else "  (the fault did not land)"))
+    for row in rows.values():
+        row["runs"].sort(key=lambda r: r["crash"]["point"])
+    return {"seed": seed, "actions": list(actions), "recording": recording, "rows": list(rows.values())}
+
+
+def _one_by_one(tasks: list[dict]):
+    for task in tasks:
+        yield task, explore_crash_point(task)
 
 
 def table(result: dict) -> list[str]:
     """command kind x points reached x findings; first the recording (no kill): what it found was
     there without a crash (its verdict is at best unknown: it asked for a kill and made none)."""
-    lines = [f"{'kind':<9} {'call':>5} {'points':>6} {'killed':>6}  verdicts / findings"]
+    lines = [f"{'kind':<11} {'call':>5} {'points':>6} {'killed':>6}  verdicts / findings"]
     rec = result.get("recording")
     if rec:
-        lines.append(f"{'no kill':<9} {'-':>5} {'-':>6} {'-':>6}  {rec['verdict']}"
+        lines.append(f"{'no kill':<11} {'-':>5} {'-':>6} {'-':>6}  {rec['verdict']}"
                      + (f"; {', '.join(rec['anomalies'])}" if rec["anomalies"] else ""))
     for row in result["rows"]:
         runs = row["runs"]
@@ -185,5 +210,5 @@ def table(result: dict) -> list[str]:
         text = ", ".join(f"{v} {n}" for v, n in sorted(verdicts.items())) or "no call of this kind changed the store"
         for name, points in sorted(findings.items()):
             text += f"; {name} at points {','.join(map(str, points))}"
-        lines.append(f"{row['kind']:<9} {str(row['serial'] or '-'):>5} {len(row['points']):>6} {killed:>6}  {text}")
+        lines.append(f"{row['kind']:<11} {str(row['serial'] or '-'):>5} {len(row['points']):>6} {killed:>6}  {text}")
     return lines
