@@ -166,6 +166,17 @@ def test_the_suites_cli_as_a_black_box_three_runs_of_one_seed_give_one_history(t
 WOWBAGGER = Path(__file__).resolve().parents[1] / ".." / "shared" / "sut" / "wowbagger-0.1.0-alpha.7" / "bin" / "wowbagger.js"
 
 
+def _provisioned_ledger(tmp_path: Path) -> Path:
+    """A Wowbagger ledger in a fresh git repo under ``tmp_path/repo``, provisioned outside the scheduler."""
+    ledger = tmp_path / "repo" / "l1"
+    ledger.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(ledger.parent)], check=True)
+    res = subprocess.run(["node", str(WOWBAGGER), "provision", "--ledger", str(ledger), "--json"],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    return ledger
+
+
 @pytest.mark.skipif(not WOWBAGGER.exists() or shutil.which("node") is None, reason="Wowbagger or node not here")
 def test_node_with_every_thread_controlled_repeats_its_schedule(tmp_path):
     """The real Wowbagger program (Node) with CHAOS_SCHED_THREADS=1: its threads (main, libuv's pool,
@@ -174,12 +185,7 @@ def test_node_with_every_thread_controlled_repeats_its_schedule(tmp_path):
     backend stays refused; docs/deterministic.md.)"""
     from chaos.deterministic.shim import THREADED_ENV
 
-    ledger = tmp_path / "repo" / "l1"
-    ledger.mkdir(parents=True)
-    subprocess.run(["git", "init", "-q", str(ledger.parent)], check=True)
-    res = subprocess.run(["node", str(WOWBAGGER), "provision", "--ledger", str(ledger), "--json"],
-                         capture_output=True, text=True, timeout=120)
-    assert res.returncode == 0, res.stdout + res.stderr
+    ledger = _provisioned_ledger(tmp_path)
     traces = []
     for _ in range(3):
         with Scheduler(1, prefixes=[str(tmp_path / "repo")], stuck_s=60) as s:
@@ -204,12 +210,7 @@ def test_idle_threads_are_not_granted_until_what_they_wait_for_can_have_changed(
     have ended, before; 178 and 14 now. Both still exit 0 and say nothing ran unscheduled."""
     from chaos.deterministic.shim import THREADED_ENV
 
-    ledger = tmp_path / "repo" / "l1"
-    ledger.mkdir(parents=True)
-    subprocess.run(["git", "init", "-q", str(ledger.parent)], check=True)
-    res = subprocess.run(["node", str(WOWBAGGER), "provision", "--ledger", str(ledger), "--json"],
-                         capture_output=True, text=True, timeout=120)
-    assert res.returncode == 0, res.stdout + res.stderr
+    ledger = _provisioned_ledger(tmp_path)
     with Scheduler(1, prefixes=[str(tmp_path / "repo")], stuck_s=60) as s:
         for name in ("a", "b"):
             s.spawn(name, ["node", str(WOWBAGGER), "claim", "capabilities", "--ledger", str(ledger), "--json"],
