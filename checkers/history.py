@@ -261,8 +261,8 @@ class Op:
     @property
     def outcome(self) -> tuple:
         """publication-read ok: ``(operation_id, operation_digest, outcome exit,
-        outcome env_id, outcome spec)`` (see ``outcome_spec``)."""
-        return self.det if self.f == "publication-read" and self.type == OK and self.det else (None,) * 5
+        outcome env_id, outcome spec, outcome error code)`` (see ``outcome_spec``)."""
+        return self.det if self.f == "publication-read" and self.type == OK and self.det else (None,) * 6
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         return f"Op({self.f} {self.type} i={self.i} c={self.c} p={self.process})"
@@ -291,6 +291,12 @@ def outcome_spec(exit_code: Any, env: Any) -> tuple | None:
     if code == "ledger-revision-conflict":
         return (code, _str(d.get("expected_revision")), _str(d.get("actual_revision")))
     return None
+
+
+def outcome_code(env: Any) -> str | None:
+    """A stored outcome's error code (None for a success or a malformed envelope)."""
+    code = _obj(_obj(env).get("error")).get("code")
+    return code if isinstance(code, str) else None
 
 
 _INTERN_ACTIVE = _Interner()
@@ -385,7 +391,7 @@ class FinalState:
             self.outcomes.append((rec.get("operation_id"), rec.get("ledger_namespace"), rec.get("item_id"),
                                   rec.get("operation_digest"), env.get("exit"),
                                   envelope_id(env.get("exit"), env.get("stdout")),
-                                  outcome_spec(env.get("exit"), env.get("stdout"))))
+                                  outcome_spec(env.get("exit"), env.get("stdout")), outcome_code(env.get("stdout"))))
 
 
 # --------------------------------------------------------------------------- the history
@@ -731,7 +737,7 @@ class _Builder:
             out = _obj(r.get("outcome"))
             stored = out.get("stdout", out.get("envelope"))
             op.det = (it(_str(r.get("operation_id"))), _str(r.get("operation_digest")), _int(out.get("exit")),
-                      envelope_id(out.get("exit"), stored), outcome_spec(out.get("exit"), stored))
+                      envelope_id(out.get("exit"), stored), outcome_spec(out.get("exit"), stored), outcome_code(stored))
         elif f == "capabilities" and exit_code == 0 and env.get("ok") is True:
             self.h.capabilities.append((op, env))
         if self.raw_checks:

@@ -99,7 +99,7 @@ RULES: tuple[Rule, ...] = (
          "exactly as first returned",
          {"durability": ("publication-outcome-lost", "final-outcome-missing", "final-revision-lost"),
           "idempotence": ("publication-read-digest", "publication-read-differs", "duplicate-stored-outcome",
-                          "stored-outcome-differs")}),
+                          "stored-outcome-differs", "unknown-outcome-stored")}),
     Rule("indeterminate-exact", "§5, §6, §8", "an info op took effect exactly once at an instant between its "
          "invoke and the end of the run, or never, with the effect and stored outcome the contract prescribes "
          "for that instant; every reply fits one order of all ops", {"linearizable": ("nonlinearizable",)}),

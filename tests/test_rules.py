@@ -935,6 +935,26 @@ def test_stored_outcome_stays_readable_and_exact():
     named(s, "idempotence", "stored-outcome-differs", [*idx(p), fin["index"]])
 
 
+@covers("outcome-durable")
+def test_an_outcome_unknown_is_never_a_stored_outcome():
+    """Wowbagger's F3: a publish whose item write failed before its commit answered exit 6
+    publication-outcome-unknown and stored that answer as the operation's outcome, so its read
+    returns "unknown" for good (in the read and in the final durable state alike)."""
+    s = Scenario()
+    _req, _p = published(s)
+    pread = s.call(2, "publication-read", {"operation_id": "pub_a_1", **s.key()}, 3_000)
+    fin = s.final()
+    all_valid(s)
+    unknown = publication_error(Code.PUBLICATION_OUTCOME_UNKNOWN, {"operation_id": "pub_a_1", **s.key()},
+                                operation_id="pub_a_1")
+    env(s.history[pread["index"]])["result"]["outcome"] = {"exit": unknown.exit, "stdout": unknown.envelope}
+    named(s, "idempotence", "unknown-outcome-stored", idx(pread))
+    (out,) = s.history[fin["index"]]["value"]["durable"]["publication_outcomes"]
+    out["envelope"] = {"exit": unknown.exit, "stdout": unknown.envelope}
+    assert [a["ops"] for a in default_checkers()["idempotence"](s.history, s.ctx())["anomalies"]
+            if a["type"] == "unknown-outcome-stored"] == [idx(pread), [fin["index"]]]
+
+
 # --------------------------------------------------------------------------- §5, §6, §8 indeterminate ops
 
 

@@ -167,7 +167,9 @@ def _check_publication_reads(out, prep, groups, stored_env) -> int:
         if op.f != "publication-read" or op.type != "ok" or op.exit is None:
             continue
         n += 1
-        oid, digest, outcome_exit, outcome_id, _spec = op.outcome
+        oid, digest, outcome_exit, outcome_id, _spec, code = op.outcome
+        if code == UNKNOWN_OUTCOME:
+            _unknown_stored(out, oid, op.indices, "the publication read returned")
         submitted = {d for _op, d in groups.get(oid, ())}
         if submitted and digest not in submitted:
             out.add(
@@ -190,13 +192,30 @@ def _check_publication_reads(out, prep, groups, stored_env) -> int:
     return n
 
 
+UNKNOWN_OUTCOME = "publication-outcome-unknown"
+
+
+def _unknown_stored(out, oid: str, indices: list, where: str) -> None:
+    out.add(
+        "unknown-outcome-stored",
+        f"Operation {oid}: {where} a stored outcome publication-outcome-unknown. \"Unknown\" is the reply of "
+        "a publish that could not tell which side of its commit it ended on, never a terminal outcome: the "
+        "caller reads the outcome by operation id to learn it, and a failure before the commit leaves "
+        "ledger and outcome unchanged, the read then answering operation-not-found (contract §6; the "
+        "vector publication-outcome-unknown).",
+        indices, operation_id=oid,
+    )
+
+
 def _check_final_outcomes(out, prep, stored_env) -> None:
     fin = prep.final
     if fin is None:
         return
     seen: set = set()
-    for oid, ns, item, digest, exit_code, env_id, _spec in fin.outcomes:
+    for oid, ns, item, digest, exit_code, env_id, _spec, code in fin.outcomes:
         key = (oid, ns, item)
+        if code == UNKNOWN_OUTCOME:
+            _unknown_stored(out, oid, [fin.index], "the final durable state holds")
         if key in seen:
             out.add(
                 "duplicate-stored-outcome",

@@ -47,11 +47,11 @@ def revealed_outcomes(h: History) -> dict[str, tuple[tuple, Op | None, str | Non
     out: dict[str, tuple[tuple, Op | None, str | None]] = {}
     for op in h.ops:
         if op.f == "publication-read" and op.type == "ok":
-            oid, dg, _ex, _env, spec = op.outcome
+            oid, dg, _ex, _env, spec, _code = op.outcome
             if oid is not None and spec is not None and oid not in out:
                 out[oid] = (spec, op, dg)
     if h.final is not None:
-        for oid, _ns, _item, dg, _ex, _env, spec in h.final.outcomes:
+        for oid, _ns, _item, dg, _ex, _env, spec, _code in h.final.outcomes:
             if isinstance(oid, str) and spec is not None and oid not in out:
                 out[oid] = (spec, None, dg)
     h.derived["revealed_outcomes"] = out

@@ -125,7 +125,7 @@ def parse_output(op: Op) -> tuple | None:
         return UNKNOWN
     if op.exit == 0:
         if f == "publication-read":
-            _oid, dg, ex, env, spec = op.outcome
+            _oid, dg, ex, env, spec, _code = op.outcome
             if dg is None or ex is None:
                 return UNKNOWN
             return ("ok", None, None, (dg, ex == 0, env, revealed_spec(spec)))
