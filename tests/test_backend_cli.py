@@ -108,6 +108,29 @@ def test_a_reference_call_whose_save_fails_answers_store_unavailable_and_changes
     assert res.returncode == 0 and one_line(res)["result"]["claim"]["epoch"] == "1"   # saves once fsync works
 
 
+def test_a_refused_publish_whose_save_fails_still_echoes_its_operation_id(tmp_path):
+    # the red team's reference control, seeds 4, 6, 11 and 16 (2026-12-05): a noncanonical publish
+    # (its fence's owner_id too long) is refused by the engine without an operation_id; the save
+    # after it failed (fsync EIO), and the store-unavailable reply carried none either, which the
+    # envelopes checker rightly called malformed: a publication reply echoes the request's id
+    from chaos.faults.failsync import build
+
+    ledger = str(tmp_path / "ledger")
+    assert chaos("backend", "reference", "provision", "--ledger", ledger, "--namespace", NS, "--json").returncode == 0
+    (tmp_path / "failsync.on").touch()
+    env = {"LD_PRELOAD": build(), "FAILSYNC_FILE": str(tmp_path / "failsync.on"), "FAILSYNC_MATCH": "reference.json"}
+    body = {"operation_id": "pub_x_1", "ledger_namespace": NS, "item_id": FREE_ACQUIRE["item_id"],
+            "expected_revision": "sha256:" + "0" * 64, "candidate_source_base64": "eA==",
+            "candidate_sha256": "sha256:" + "0" * 64,
+            "claim_fence": {"ledger_namespace": NS, "item_id": FREE_ACQUIRE["item_id"], "owner_id": "a" * 300,
+                            "epoch": "1"}}
+    res = chaos("backend", "reference", "publish-claimed", "--ledger", ledger, "--input", "-", "--json",
+                stdin=json.dumps(body).encode(), env=env)
+    reply = one_line(res)
+    assert (res.returncode, reply["error"]["code"]) == (6, "claim-store-unavailable"), reply
+    assert reply["operation_id"] == "pub_x_1"
+
+
 def test_a_bound_namespace_is_never_called_unbound_when_the_provisioning_cannot_be_read(tmp_path):
     # what the red team's CLI runs met (revision-unchecked, seed 2): a writer SIGKILLed inside its
     # transaction leaves a hot journal; while fsync fails, every reader must roll it back and cannot

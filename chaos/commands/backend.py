@@ -231,8 +231,22 @@ class SavedBeforeReply:
             oid = reply.envelope.get("operation_id")
             print(f"chaos backend reference: {op}: the store could not be saved ({e})", file=sys.stderr)
             return surface_error(op, Code.CLAIM_STORE_UNAVAILABLE, {"reason": "io-failed"},
-                                 operation_id=oid if isinstance(oid, str) else None)
+                                 operation_id=oid if isinstance(oid, str) else _operation_id_of(request))
         return reply
+
+
+def _operation_id_of(request: bytes | dict) -> str | None:
+    """The request's canonical operation_id, which a publication's store-unavailable reply echoes even
+    where the engine's own reply (a refused noncanonical request) carried none."""
+    from backends.contract.values import is_operation_id
+
+    if isinstance(request, (bytes, str)):
+        try:
+            request = json.loads(request)
+        except ValueError:
+            return None
+    oid = request.get("operation_id") if isinstance(request, dict) else None
+    return oid if is_operation_id(oid) else None
 
 
 def provision(args) -> dict:
