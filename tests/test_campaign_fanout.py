@@ -51,7 +51,8 @@ def test_bad_arguments_are_refused_before_any_cluster():
 
 
 DRIVER = """
-import subprocess, sys
+import signal, subprocess, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)   # as from a terminal, however pytest was started
 from chaos.campaign.fanout import fan_out
 from tests.test_campaign_fanout import sleep_long
 print("started", flush=True)
