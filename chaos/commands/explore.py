@@ -136,6 +136,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--seeds: an integer in [1, 100000]")
     if args.max_points is not None and args.max_points < 1:
         raise UsageError("--max-points: at least 1")
+    if args.parallel is not None and args.scheduler is not None:
+        raise UsageError("--parallel sizes a local cluster; a --scheduler's cluster has its own")
+    if args.parallel is not None and not 1 <= args.parallel <= 512:
+        raise UsageError(f"--parallel {args.parallel}: expected 1 to 512 worker processes")
     config = config_of(args)
     t0 = time.monotonic()
     if args.crash_points:
@@ -175,28 +179,34 @@ def _seeds(args, config: dict, t0: float) -> int:
 
 
 def _explored(args, all_tasks: list[dict]):
-    """Each schedule's result as it completes: here one after another, or on a Dask cluster
-    (``chaos.campaign.fanout``; a schedule whose worker died or raised is an ``error``, never lost)."""
-    from chaos.campaign.fanout import ItemError, fan_out, parse_shard
+    """Each schedule's result as it completes (``_fanned``)."""
+    from chaos.campaign.fanout import parse_shard
     from chaos.explore.seeds import explore_one
 
     shard = parse_shard(args.shard) if args.shard is not None else None
-    if args.parallel is None and args.scheduler is None:
-        from chaos.campaign.fanout import shard_of
-
-        for task in shard_of(all_tasks, shard):
-            yield explore_one(task)
-        return
-    _cluster_flags(args)
-    for task, res in fan_out(explore_one, all_tasks, scheduler=args.scheduler, workers=args.parallel, shard=shard):
-        if isinstance(res, ItemError):
-            res = {"seed": task["seed"], "depth": task["depth"], "verdict": "error", "anomalies": [],
-                   "error": str(res)}
+    for _task, res in _fanned(args, explore_one, all_tasks, shard):
         yield res
+
+
+def _fanned(args, fn, tasks: list[dict], shard=None):
+    """``(task, fn(task))`` as each completes: here one after another, or on a Dask cluster
+    (``chaos.campaign.fanout``; a task whose worker died or raised is an ``error``, never lost)."""
+    from chaos.campaign.fanout import ItemError, fan_out, shard_of
+
+    if args.parallel is None and args.scheduler is None:
+        for task in shard_of(tasks, shard):
+            yield task, fn(task)
+        return
+    for task, res in fan_out(fn, tasks, scheduler=args.scheduler, workers=args.parallel, shard=shard):
+        if isinstance(res, ItemError):
+            res = {"seed": task["seed"], "depth": task.get("depth"), "verdict": "error", "anomalies": [],
+                   "known": [], "error": str(res)}
+        yield task, res
 
 
 def _crash_points(args, config: dict, t0: float) -> int:
     from chaos.explore import crashpoints
+    from chaos.explore.crashpoints import explore_crash_point
 
     kinds = tuple(k.strip() for k in args.kinds.split(",")) if args.kinds else crashpoints.KINDS
     unknown = set(kinds) - set(crashpoints.KINDS)
@@ -204,8 +214,8 @@ def _crash_points(args, config: dict, t0: float) -> int:
         raise UsageError(f"--kinds: unknown {', '.join(sorted(unknown))} (known: {', '.join(crashpoints.KINDS)})")
     result = crashpoints.explore(dict(config, points=args.points), args.seed, args.max_points, kinds,
                                  log=lambda line: print(line, flush=True),
-                                 actions=tuple("EIO" if f == "eio" else "kill" for f in _faults(args.fault)),
-                                 run_tasks=_crash_runner(args))
+                                 actions=tuple("kill" if n == "kill" else "EIO" for n in config["nemesis"]),
+                                 run_tasks=lambda tasks: _fanned(args, explore_crash_point, tasks))
     wall = time.monotonic() - t0
     runs = [r for row in result["rows"] for r in row["runs"]]
     print(f"chaos explore --crash-points: {len(runs)} crash points in {wall:.0f} s "
@@ -217,31 +227,6 @@ def _crash_points(args, config: dict, t0: float) -> int:
             print(f"failing: {r['crash']['kind']} point {r['crash']['point']}: {r['run_dir']}")
     _store(config, "crash-points.json", dict(result, wall_s=round(wall, 1)))
     return _code([r["verdict"] for r in runs])
-
-
-def _crash_runner(args):
-    """``None`` (one crash point after another here), or a fan-out of the tasks over a Dask cluster
-    (a task whose worker died or raised is an ``error`` result, never lost)."""
-    if args.parallel is None and args.scheduler is None:
-        return None
-    from chaos.campaign.fanout import ItemError, fan_out
-    from chaos.explore.crashpoints import explore_crash_point
-
-    _cluster_flags(args)
-
-    def run_tasks(tasks):
-        for task, res in fan_out(explore_crash_point, tasks, scheduler=args.scheduler, workers=args.parallel):
-            if isinstance(res, ItemError):
-                res = {"seed": task["seed"], "verdict": "error", "anomalies": [], "known": [], "error": str(res)}
-            yield task, res
-    return run_tasks
-
-
-def _cluster_flags(args) -> None:
-    if args.parallel is not None and args.scheduler is not None:
-        raise UsageError("--parallel sizes a local cluster; a --scheduler's cluster has its own")
-    if args.parallel is not None and not 1 <= args.parallel <= 512:
-        raise UsageError(f"--parallel {args.parallel}: expected 1 to 512 worker processes")
 
 
 def _code(verdicts: list[str]) -> int:

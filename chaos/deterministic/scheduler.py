@@ -366,6 +366,10 @@ class Scheduler:
                 raise SchedulerStuck(f"{proc.name} died but was not reaped in {self.stuck_s:g} s")
             time.sleep(0.0005)
 
+    def _parent(self, name: str) -> Proc | None:
+        """The process that started process ``name`` (``w1.0/f2`` -> ``w1.0``), if it is one of ours."""
+        return self.by_name.get(name.rsplit("/", 1)[0]) if "/" in name else None
+
     def root(self, proc: Proc) -> Proc:
         """The process the harness started that ``proc`` descends from (a kill ends its whole tree)."""
         top = self.by_name.get(proc.name.split("/", 1)[0])
@@ -376,7 +380,7 @@ class Scheduler:
             proc.popen.wait()
         proc.gone = True
         self._moved = True
-        parent = self.by_name.get(proc.name.rsplit("/", 1)[0]) if "/" in proc.name else None
+        parent = self._parent(proc.name)
         for t in parent.threads if parent is not None else ():
             self._drop_probe(t)   # its SIGCHLD is pending: the handler (libuv's signal pipe) runs once granted
         for t in proc.threads:
@@ -538,7 +542,7 @@ class Scheduler:
         proc = self.procs.get(pid) or self._adopt(pname, pid, None)
         if self.running == (pid, None):
             self.running = (pid, tid)          # an exec'd image: it stops here, at its start
-        parent = self.by_name.get(pname.rsplit("/", 1)[0]) if "/" in pname else None
+        parent = self._parent(pname)
         if parent is not None:
             parent.children.add(pname)
         if made:
