@@ -392,7 +392,9 @@ class PowerLoss:
             files += changed > 0
         for n in os.listdir(self.stash):
             os.unlink(os.path.join(self.stash, n))
-        out = {"mode": mode, "records": state.records, "journaled_bytes": self.journaled(),
+        # (no byte count of the undo log: its records carry absolute paths, and the evidence of a
+        # deterministic run must not depend on where its store lies)
+        out = {"mode": mode, "records": state.records,
                "pending_names": len(state.names), "pending_files": len(state.data), "undone_names": undone_names,
                "undone_files": files, "undone_bytes": restored, "unreachable_inodes": unlocatable,
                "undone": undone_names + files}
