@@ -73,6 +73,7 @@ class Explanation:
     stuck: list[int]
     first_return: int | None
     described: dict[int, str]
+    among: str = ""  # the orders the prefix is longest among, when not every order was searched
 
     def text(self, label: Callable[[int], str] = lambda i: f"op {i}") -> str:
         """One paragraph; ``label(index)`` names an op (a caller's own numbering)."""
@@ -82,8 +83,8 @@ class Explanation:
         if self.first_return is None:
             return (f"the longest linearizable prefix holds all {len(self.prefix)} ops; the search stopped "
                     f"before confirming it")
-        head = (f"the longest linearizable prefix has {len(self.prefix)} ops and leaves the model at "
-                f"[{self.state_text}]; ")
+        head = (f"the longest linearizable prefix{self.among and ' ' + self.among} has {len(self.prefix)} ops and "
+                f"leaves the model at [{self.state_text}]; ")
         if self.stuck == [self.first_return]:
             return head + (f"the next op can only be {op(self.first_return)} (every other pending op was "
                            f"called after it returned), and the model rejects it there")

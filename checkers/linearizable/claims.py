@@ -483,7 +483,8 @@ def check(history, ctx: dict) -> dict:
         p = res.partitions[0] if res.partitions else None
         summaries.append({"ledger_namespace": key[0], "item_id": key[1], "ops": len(part), "result": res.result,
                           "configurations": p.configurations if p else 0,
-                          **({"windows": how.segments, "pinned": how.pinned, "info_closed": how.info_closed} if how else {}),
+                          **({"windows": how.segments, "pinned": how.pinned, "info_closed": how.info_closed,
+                             "info_deferred": how.info_deferred} if how else {}),
                           **({"reason": p.reason} if p and p.reason else {})})
     return {
         "valid": {OK: True, ILLEGAL: False}.get(verdict, "unknown"),

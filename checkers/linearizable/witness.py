@@ -29,6 +29,18 @@ what is left:
    * an acquire past the epoch high-water mark takes effect nowhere: it
      returns at its call.
 
+   And the other end: a publish of operation id ``k`` whose outcome a later-
+   called ``publication-read`` of ``k`` answered ``operation-not-found``
+   took no effect anyone could see before that read (every publish decision
+   stores an outcome under ``k``, or changes nothing), so its window opens
+   at that read's call (``defer_info_windows``): the final phase reads every
+   outcome, and without this a publish killed early stays a choice over the
+   whole history (a 177-op Wowbagger partition with 13 of them ran out of
+   its budget). Exact as above: a linearization that places it before the
+   read either stored an outcome the read did not see (illegal) or left the
+   state as it was but for an alternative ``ABSENT`` the read keeps; moving
+   it to just after the read, with no effect, is a linearization too.
+
    Exactness: if some linearization places ``I`` after ``O``, then ``I``
    has no effect there, and moving it to just before ``O`` (with no effect)
    gives a linearization too: every op after that point was linearized
@@ -146,6 +158,21 @@ def _never(info: tuple) -> bool:
     return info[0] == "acquire" and info[3] >= EPOCH_MAX
 
 
+def defer_info_windows(ops: list[Operation]) -> tuple[list[Operation], int]:
+    """``ops`` (copies where changed, same order) with each open publish called at the latest
+    ``operation-not-found`` read of its operation id called after it; and how many moved."""
+    absent: dict = {}  # operation id -> the latest call of a read that found nothing under it
+    for op in ops:
+        if op.input[0] == "pread" and op.output is not UNKNOWN and op.output[0] == "operation-not-found":
+            absent[op.input[1]] = max(absent.get(op.input[1], -INF), op.call)
+    out, moved = list(ops), 0
+    for i, op in enumerate(ops):
+        if op.input[0] == "publish" and op.return_time == INF and absent.get(op.input[1], -INF) > op.call:
+            out[i] = replace(op, call=absent[op.input[1]])
+            moved += 1
+    return out, moved
+
+
 def bound_info_windows(ops: list[Operation], passes: int = 3) -> tuple[list[Operation], int]:
     """``_bound_once`` until nothing moves (a window closed in one pass can
     close another's in the next: a publish whose revision it waited for)."""
@@ -238,6 +265,7 @@ def segments(ops: list[Operation], min_ops: int = MIN_SEGMENT) -> list[list[int]
 @dataclass
 class WitnessStats:
     info_closed: int = 0  # info ops whose window the evidence closed
+    info_deferred: int = 0  # info publishes whose window opens only at a read that found nothing
     segments: int = 1  # windows
     pinned: int = 0  # window starts whose state the replies pin (see ``pinned``)
     widened: int = 0  # window starts made exact by the states reached from an exact start before them
@@ -246,9 +274,41 @@ class WitnessStats:
 PIN, REACHED = "pin", "reached"  # an exact window start: one state every linearization leaves, or their union
 
 
+#: configurations the exact search may spend on the explanation of a partition the deferred
+#: windows decided (a count, not seconds: the explanation printed must not depend on the machine)
+EXPLAIN_CONFIGURATIONS = 200_000
+
+
 def check_register(model: Model, start: tuple, ops: list[Operation], timeout: float | None,
                    budget: Budget | None, min_segment: int = MIN_SEGMENT,
                    engine: str = "auto") -> tuple[LinearizabilityResult, WitnessStats]:
+    """``_check_windows`` with info publishes deferred (``defer_info_windows``). Deferring keeps
+    every verdict but not every prefix: an order that stops before the read may let such a publish
+    take effect early. So an ``illegal`` it decided is explained by the search over every order
+    when that fits ``EXPLAIN_CONFIGURATIONS``, and otherwise says which orders its prefix is the
+    longest among."""
+    res, stats = _check_windows(model, start, ops, timeout, budget, min_segment, engine, defer=True)
+    if res.result != ILLEGAL or not stats.info_deferred:
+        return res, stats
+    cap = EXPLAIN_CONFIGURATIONS if budget is None or budget.configurations is None else min(
+        EXPLAIN_CONFIGURATIONS, budget.configurations)
+    every, _ = _check_windows(model, start, ops, timeout, replace(budget or UNLIMITED, seconds=None, configurations=cap),
+                              min_segment, engine, defer=False)
+    spent = res.partitions[0].configurations + every.partitions[0].configurations
+    if every.result == ILLEGAL:
+        every.partitions[0].configurations = spent
+        return every, stats
+    res.partitions[0].configurations = spent
+    res.partitions[0].explanation.among = (
+        f"among the orders in which each of the {stats.info_deferred} indeterminate publishes a later "
+        "publication-read found absent takes effect after that read (the search over every order ran "
+        f"past {cap:,} configurations)")
+    return res, stats
+
+
+def _check_windows(model: Model, start: tuple, ops: list[Operation], timeout: float | None,
+                   budget: Budget | None, min_segment: int, engine: str,
+                   defer: bool) -> tuple[LinearizabilityResult, WitnessStats]:
     """One register's partition from the concrete state ``start``: ``valid``
     from a chain of window witnesses; where a window fails from the state
     its predecessor's witness handed over, it is searched again from an
@@ -263,10 +323,11 @@ def check_register(model: Model, start: tuple, ops: list[Operation], timeout: fl
     a linearization of the windows before it that ends in a state from which
     that prefix is legal (``_lead_to``), the state the one after it all.
     """
-    bounded, closed = bound_info_windows(ops)
+    deferred, late = defer_info_windows(ops) if defer else (ops, 0)
+    bounded, closed = bound_info_windows(deferred)
     windows = segments(bounded, min_segment)
     pins = [start] + pinned_states(bounded, start, [bounded[w[0]].call for w in windows[1:]])
-    stats = WitnessStats(info_closed=closed, segments=len(windows))
+    stats = WitnessStats(info_closed=closed, info_deferred=late, segments=len(windows))
 
     budget = budget or UNLIMITED
     # the budget is CPU time of this thread, as ``check_operations`` counts it (not wall: load never decides)
