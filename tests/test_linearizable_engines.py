@@ -174,7 +174,7 @@ def wide_sets(writes: int = 200, lead: int = 0) -> list[Operation]:
     """``lead`` writes one after another, then a read of a value nobody writes and blind writes
     concurrent with it, every third never returning (twins, for the symmetry reduction): the read is
     never linearized, so every set the search meets leaves its rank (``lead``) out and reaches up to
-    rank ``lead + writes``, a memo key of up to four words that starts mid-word if ``lead`` does, and
+    rank ``lead + writes``, a memo key of up to seven 32-bit units that starts mid-word if ``lead`` does, and
     the configurations explode until a budget stops them."""
     t = 2 * lead
     return ([Operation(0, (WRITE, 1), 2 * i, None, 2 * i + 1) for i in range(lead)]
@@ -189,8 +189,8 @@ def test_engines_stop_at_the_same_memo_byte_budget_on_wide_sets(memo_bytes, symm
     _, compiled = _same(etcd_model, wide_sets(lead=lead), symmetry=symmetry, budget=Budget(None, None, memo_bytes))
     (p,) = compiled.partitions
     assert p.result == "unknown" and p.memo_bytes <= memo_bytes
-    if p.configurations > lead + 64:  # the lead's prefixes take no span words, the next 64 sets one, the rest more
-        assert p.memo_bytes > 56 * lead + 64 * (p.configurations - lead)
+    if p.configurations > lead + 32:  # the lead's prefixes take no span units, the next 31 sets one, the rest more
+        assert p.memo_bytes > 44 * lead + 48 * (p.configurations - lead)
 
 
 # --------------------------------------------------------------------------- the memo is exact

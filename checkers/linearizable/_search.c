@@ -11,11 +11,11 @@
  * configurations (linearized set, sid) is an open-addressing hash set; the
  * linearized set is a bitset over ranks (the ops in call order) whose hash is
  * kept incrementally (Zobrist: the xor of one random word per linearized op).
- * In Porcupine's order the set is nearly always a prefix of the ranks plus a
- * few ranks just past it, so an entry stores only that: lo (the lowest rank
- * not in the set), g (one past the highest rank in it) and the set's bits
- * from lo to g. That key is canonical and a hit compares all of it, so the
- * memo is exact, at a few dozen bytes an entry however many ops the
+ * In Porcupine's order the set is nearly always a prefix of the ranks plus
+ * some ranks not far past it, so an entry stores only that: lo (the lowest
+ * rank not in the set), g (one past the highest rank in it) and the set's
+ * bits from lo to g. That key is canonical and a hit compares all of it, so
+ * the memo is exact, at a few dozen bytes an entry however many ops the
  * partition has. The search is resumable: run(max_work) returns after about
  * max_work loop iterations so the caller can interleave partitions and
  * enforce time budgets.
@@ -44,19 +44,16 @@ enum { UNASKED = 0, BY_STEP, READS, WRITES, KEEPS }; /* an op's kind, from the m
 #define DENSE_MAX_OPS 65536
 #define UNSEEN (-2)
 
-/* one slot of the configuration memo: 8 bytes, so the slots stay small and a miss touches only them */
-typedef struct { uint32_t tag, at1; } CSlot; /* tag = the hash's high half; at1 = the entry's word in the arena + 1,
-                                              * 0 = empty */
+/* One slot of the configuration memo: 8 bytes, so the slots stay small and a miss touches only
+ * them. The slot holds the only copy of the entry's hash, 32 bits of it, enough to place the entry
+ * in any table an arena of 32-bit offsets needs and to skip most other entries unread. */
+typedef struct { uint32_t hash, at1; } CSlot; /* at1 = the entry's offset in the arena + 1, 0 = empty */
 
-/* A memo entry is HEAD words (hash, sid, lo | g << 32) and then the span words: the set's bits
- * from rank lo on, ceil((g - lo) / 64) of them. What the budget charges for one is its words
- * and the table slots it takes at a load of 25-50 %; checker.py's entry_bytes() says the same. */
+/* A memo entry is 32-bit units: HEAD of them (sid, lo, g) and then the set's bits from rank lo
+ * on, ceil((g - lo) / 32) units. The budget charges a configuration its entry's bytes and
+ * SLOT_BYTES for the table slots it takes at a load of 25-50 %, as checker.py's entry_bytes(). */
 #define HEAD 3
 #define SLOT_BYTES 32
-static inline size_t entry_words(const uint64_t *e) {
-    uint32_t lo = (uint32_t)e[2], g = (uint32_t)(e[2] >> 32);
-    return HEAD + ((size_t)(g - lo) + 63) / 64;
-}
 
 typedef struct {
     PyObject_HEAD
@@ -89,7 +86,7 @@ typedef struct {
      * arena, each as long as its span; key is the one being looked up, built once per lookup */
     CSlot *slot;
     size_t scap;
-    uint64_t *arena, *key;
+    uint32_t *arena, *key;
     size_t ccount, alen, acap, mbytes; /* mbytes: what the budget charges for the entries */
     /* the longest prefix seen at a backtrack (and its state) */
     int32_t *best, best_len, best_sid;
@@ -277,11 +274,11 @@ static int cgrow_slots(Search *s) {
     size_t cap = s->scap ? s->scap * 2 : 64;
     CSlot *slot = PyMem_Calloc(cap, sizeof(CSlot));
     if (!slot) { PyErr_NoMemory(); return -1; }
-    for (size_t at = 0; at < s->alen; at += entry_words(s->arena + at)) { /* the arena in order: a sequential read */
-        uint64_t h = s->arena[at];
-        size_t j = h & (cap - 1);
+    for (size_t i = 0; i < s->scap; i++) {
+        if (!s->slot[i].at1) continue;
+        size_t j = s->slot[i].hash & (cap - 1);
         while (slot[j].at1) j = (j + 1) & (cap - 1);
-        slot[j].tag = (uint32_t)(h >> 32), slot[j].at1 = (uint32_t)(at + 1);
+        slot[j] = s->slot[i];
     }
     PyMem_Free(s->slot);
     s->slot = slot, s->scap = cap;
@@ -296,68 +293,69 @@ static inline int32_t next_clear(const uint64_t *bits, int32_t from) {
     return (w << 6) + __builtin_ctzll(x);
 }
 
-/* s->key := (h, sid, lo | g << 32, bits from rank lo to g); its length in words. Bits from g on
- * are clear, so the last word needs no mask, and the word after a span's last is at worst the
- * zero word past the bitset. */
-static inline size_t make_key(Search *s, uint64_t h, int32_t sid, int32_t lo, int32_t g) {
-    uint64_t *k = s->key;
-    const uint64_t *bits = s->bits;
-    k[0] = h, k[1] = (uint64_t)(uint32_t)sid, k[2] = (uint64_t)(uint32_t)lo | (uint64_t)(uint32_t)g << 32;
-    size_t words = ((size_t)(g - lo) + 63) / 64;
+/* s->key := (sid, lo, g, bits from rank lo to g); its length in units. Bits from g on are clear,
+ * so the last unit needs no mask, and the word after a span's last is at worst the zero word
+ * past the bitset. */
+static inline size_t make_key(Search *s, int32_t sid, int32_t lo, int32_t g) {
+    uint32_t *k = s->key;
+    k[0] = (uint32_t)sid, k[1] = (uint32_t)lo, k[2] = (uint32_t)g;
+    size_t units = ((size_t)(g - lo) + 31) / 32;
     int sh = lo & 63;
-    const uint64_t *from = bits + (lo >> 6);
-    for (size_t w = 0; w < words; w++)
-        k[HEAD + w] = sh ? from[w] >> sh | from[w + 1] << (64 - sh) : from[w];
-    return HEAD + words;
+    const uint64_t *from = s->bits + (lo >> 6);
+    for (size_t u = 0; u < units; u += 2) {
+        uint64_t w = sh ? from[u / 2] >> sh | from[u / 2 + 1] << (64 - sh) : from[u / 2];
+        k[HEAD + u] = (uint32_t)w;
+        if (u + 1 < units) k[HEAD + u + 1] = (uint32_t)(w >> 32);
+    }
+    return HEAD + units;
 }
 
 /* Is s->key in the memo? *where = the empty slot to insert it at if not */
-static int seen(Search *s, size_t words, size_t *where) {
-    const uint64_t *k = s->key;
-    size_t mask = s->scap - 1, j = k[0] & mask;
-    uint32_t tag = (uint32_t)(k[0] >> 32);
+static int seen(Search *s, uint32_t hash, size_t units, size_t *where) {
+    const uint32_t *k = s->key;
+    size_t mask = s->scap - 1, j = hash & mask;
     for (; s->slot[j].at1; j = (j + 1) & mask) {
-        if (s->slot[j].tag != tag) continue;
-        const uint64_t *e = s->arena + (s->slot[j].at1 - 1);
+        if (s->slot[j].hash != hash) continue;
+        const uint32_t *e = s->arena + (s->slot[j].at1 - 1);
         /* the head first: equal heads mean equal lengths, so the span compare stays inside e */
         if (e[0] == k[0] && e[1] == k[1] && e[2] == k[2]
-            && !memcmp(e + HEAD, k + HEAD, (words - HEAD) * sizeof(uint64_t)))
+            && !memcmp(e + HEAD, k + HEAD, (units - HEAD) * sizeof(uint32_t)))
             return 1;
     }
     *where = j;
     return 0;
 }
 
-static int remember(Search *s, size_t words, size_t j) {
-    if (s->alen + words > s->acap) {
+static int remember(Search *s, uint32_t hash, size_t units, size_t j) {
+    if (s->alen + units > s->acap) {
         size_t cap = s->acap ? s->acap * 2 : 1024;
-        while (cap < s->alen + words) cap *= 2;
-        if (cap > UINT32_MAX) cap = UINT32_MAX; /* a slot holds a 32-bit word offset */
-        if (cap < s->alen + words) {
-            PyErr_SetString(PyExc_MemoryError, "the memo of configurations outgrew its 32 GiB arena");
+        while (cap < s->alen + units) cap *= 2;
+        if (cap > UINT32_MAX) cap = UINT32_MAX; /* a slot holds a 32-bit offset */
+        if (cap < s->alen + units) {
+            PyErr_SetString(PyExc_MemoryError, "the memo of configurations outgrew its 16 GiB arena");
             return -1;
         }
-        uint64_t *a = PyMem_Realloc(s->arena, cap * sizeof(uint64_t));
+        uint32_t *a = PyMem_Realloc(s->arena, cap * sizeof(uint32_t));
         if (!a) { PyErr_NoMemory(); return -1; }
         s->arena = a, s->acap = cap;
     }
     size_t at = s->alen;
-    memcpy(s->arena + at, s->key, words * sizeof(uint64_t));
-    s->alen += words;
+    memcpy(s->arena + at, s->key, units * sizeof(uint32_t));
+    s->alen += units;
     s->ccount++;
-    s->slot[j].tag = (uint32_t)(s->key[0] >> 32), s->slot[j].at1 = (uint32_t)(at + 1);
+    s->slot[j].hash = hash, s->slot[j].at1 = (uint32_t)(at + 1);
     return 2 * s->ccount > s->scap ? cgrow_slots(s) : 0;
 }
 
 /* A test build (-DCONFIG_HASH_BITS=3) keeps only so many bits of each configuration's hash: then
  * nearly every lookup meets entries with its hash, and the memo is exact only if the compare is. */
 #ifndef CONFIG_HASH_BITS
-#define CONFIG_HASH_BITS 64
+#define CONFIG_HASH_BITS 32
 #endif
-#define CONFIG_HASH_MASK (CONFIG_HASH_BITS >= 64 ? ~0ULL : (1ULL << (CONFIG_HASH_BITS % 64)) - 1)
+#define CONFIG_HASH_MASK (CONFIG_HASH_BITS >= 32 ? ~0U : (1U << (CONFIG_HASH_BITS % 32)) - 1)
 
-static inline uint64_t config_hash(uint64_t set_hash, int32_t sid) {
-    return splitmix(set_hash ^ ((uint64_t)(uint32_t)sid * 0xD6E8FEB86659FD93ULL)) & CONFIG_HASH_MASK;
+static inline uint32_t config_hash(uint64_t set_hash, int32_t sid) {
+    return (uint32_t)(splitmix(set_hash ^ ((uint64_t)(uint32_t)sid * 0xD6E8FEB86659FD93ULL)) >> 32) & CONFIG_HASH_MASK;
 }
 
 /* ------------------------------------------------------------------ longest prefixes */
@@ -422,16 +420,17 @@ static PyObject *Search_run(Search *s, PyObject *args) {
                 size_t j;
                 bits[r >> 6] |= 1ULL << (r & 63);
                 int32_t nlo = r == lo ? next_clear(bits, lo) : lo, ng = r >= g ? r + 1 : g;
-                size_t words = make_key(s, config_hash(nh, ns), ns, nlo, ng);
+                uint32_t ch = config_hash(nh, ns);
+                size_t units = make_key(s, ns, nlo, ng);
                 s->lookups++;
-                if (!seen(s, words, &j)) {
-                    size_t cost = words * sizeof(uint64_t) + SLOT_BYTES;
+                if (!seen(s, ch, units, &j)) {
+                    size_t cost = units * sizeof(uint32_t) + SLOT_BYTES;
                     if ((long long)s->ccount >= max_configurations || (long long)(s->mbytes + cost) > max_bytes) {
                         bits[r >> 6] &= ~(1ULL << (r & 63));
                         status = OVER_BUDGET;
                         break;
                     }
-                    if (remember(s, words, j) < 0) {
+                    if (remember(s, ch, units, j) < 0) {
                         bits[r >> 6] &= ~(1ULL << (r & 63));
                         s->e = e, s->sid = sid, s->hash = h, s->lo = lo, s->g = g;
                         return NULL;
@@ -661,8 +660,8 @@ static int Search_init(Search *s, PyObject *args, PyObject *kw) {
     s->n = (int32_t)n, s->size = 2 * s->n + 2, s->tail = s->size - 1, s->nwords = (s->n + 63) / 64;
     s->track = track;
     size_t sz = (size_t)s->size, nn = (size_t)n;
-    size_t bytes = (2 * nn + (s->nwords + 1) + (HEAD + s->nwords)) * sizeof(uint64_t) + 2 * nn * sizeof(PyObject *)
-                   + (6 * sz + 7 * nn) * sizeof(int32_t) + nn * sizeof(int8_t);
+    size_t bytes = (2 * nn + s->nwords + 1) * sizeof(uint64_t) + 2 * nn * sizeof(PyObject *)
+                   + (6 * sz + 7 * nn + HEAD + 2 * (size_t)s->nwords) * sizeof(int32_t) + nn * sizeof(int8_t);
     char *b = s->block = PyMem_Calloc(1, bytes);
     if (!b) {
         PyErr_NoMemory();
@@ -671,7 +670,6 @@ static int Search_init(Search *s, PyObject *args, PyObject *kw) {
     s->zobrist = (uint64_t *)b, b += nn * sizeof(uint64_t);
     s->lng_off = (int64_t *)b, b += nn * sizeof(int64_t);
     s->bits = (uint64_t *)b, b += (s->nwords + 1) * sizeof(uint64_t);
-    s->key = (uint64_t *)b, b += (HEAD + s->nwords) * sizeof(uint64_t);
     s->inputs = (PyObject **)b, b += nn * sizeof(PyObject *);
     s->outputs = (PyObject **)b, b += nn * sizeof(PyObject *);
     s->match = (int32_t *)b, b += sz * sizeof(int32_t);
@@ -687,6 +685,7 @@ static int Search_init(Search *s, PyObject *args, PyObject *kw) {
     s->best = (int32_t *)b, b += nn * sizeof(int32_t);
     s->target = (int32_t *)b, b += nn * sizeof(int32_t);
     s->lng_len = (int32_t *)b, b += nn * sizeof(int32_t);
+    s->key = (uint32_t *)b, b += (HEAD + 2 * (size_t)s->nwords) * sizeof(uint32_t);
     s->kind = (int8_t *)b;
     if (make_entries(s, ops, twins) < 0) return -1;
     for (int32_t i = 0; i < s->size; i++) s->nxt[i] = i + 1, s->prv[i] = i - 1;

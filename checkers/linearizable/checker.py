@@ -190,12 +190,12 @@ def entry_bytes(ranks: int) -> int:
     """What a configuration costs the memo budget: the compiled core's entry for the linearized set
     ``ranks`` (an int, bit r = the op r-th in call order) and the table slots it takes at 25-50 % load.
 
-    The entry is three words (hash, state id, lo | g << 32) and the set's bits from ``lo``, the
-    lowest rank not in it, to ``g``, one past its highest: a prefix of the calls plus a few ops
-    just past it, as the search's sets nearly always are, costs a few words however long the
+    The entry is 32-bit units: the state id, ``lo`` (the lowest rank not in the set), ``g`` (one
+    past its highest) and the set's bits from ``lo`` to ``g``. A prefix of the calls plus ops
+    not far past it, as the search's sets nearly always are, costs a few units however long the
     partition is."""
     lo = (~ranks & (ranks + 1)).bit_length() - 1
-    return 8 * (3 + (ranks.bit_length() - lo + 63) // 64) + 32
+    return 4 * (3 + (ranks.bit_length() - lo + 31) // 32) + 32
 
 
 DEFAULT_BUDGET = Budget()
