@@ -310,6 +310,13 @@ static inline size_t make_key(Search *s, int32_t sid, int32_t lo, int32_t g) {
     return HEAD + units;
 }
 
+/* a span is a few units: a loop beats a call to memcmp */
+static inline int same_span(const uint32_t *a, const uint32_t *b, size_t units) {
+    for (size_t u = 0; u < units; u++)
+        if (a[u] != b[u]) return 0;
+    return 1;
+}
+
 /* Is s->key in the memo? *where = the empty slot to insert it at if not */
 static int seen(Search *s, uint32_t hash, size_t units, size_t *where) {
     const uint32_t *k = s->key;
@@ -318,9 +325,7 @@ static int seen(Search *s, uint32_t hash, size_t units, size_t *where) {
         if (s->slot[j].hash != hash) continue;
         const uint32_t *e = s->arena + (s->slot[j].at1 - 1);
         /* the head first: equal heads mean equal lengths, so the span compare stays inside e */
-        if (e[0] == k[0] && e[1] == k[1] && e[2] == k[2]
-            && !memcmp(e + HEAD, k + HEAD, (units - HEAD) * sizeof(uint32_t)))
-            return 1;
+        if (e[0] == k[0] && e[1] == k[1] && e[2] == k[2] && same_span(e + HEAD, k + HEAD, units - HEAD)) return 1;
     }
     *where = j;
     return 0;
