@@ -58,11 +58,24 @@ def test_a_configuration_budget_is_exact(engine: str) -> None:
 
 
 def test_a_memo_budget_counts_bytes_the_same_for_both_engines() -> None:
-    budget = Budget(None, None, 100_000)  # 41 ops: one bitset word, 56 bytes a configuration
-    assert budget.max_configurations(41) == 100_000 // 56
+    """Each configuration costs ``entry_bytes`` (44 bytes for a prefix of the calls, 4 more for each 32
+    ranks past it); a search stops at the first new one that would take the sum over the budget."""
+    stops = set()
     for engine in ENGINES:
-        res = check_operations(etcd_model, pathological(), budget=budget, symmetry=False, engine=engine)
-        assert res.partitions[0].configurations == 100_000 // 56
+        res = check_operations(etcd_model, pathological(), budget=Budget(None, None, 100_000), symmetry=False,
+                               engine=engine)
+        part = res.partitions[0]
+        assert res.result == "unknown" and "search budget of 100,000 bytes of memo used up" in part.reason
+        stops.add((part.configurations, part.memo_bytes))
+    ((n, used),) = stops  # both engines stop at the same configuration, with the same bytes
+    assert 100_000 // 52 < n < 100_000 // 44 and used <= 100_000
+    for engine in ENGINES:  # the byte rule: the first n configurations fit, and the next one does not
+        first = check_operations(etcd_model, pathological(), budget=Budget(None, n, None), symmetry=False,
+                                 engine=engine).partitions[0]
+        more = check_operations(etcd_model, pathological(), budget=Budget(None, n + 1, None), symmetry=False,
+                                engine=engine).partitions[0]
+        assert (first.configurations, first.memo_bytes) == (n, used)
+        assert more.configurations == n + 1 and more.memo_bytes > 100_000
 
 
 @pytest.mark.parametrize("engine", ENGINES)

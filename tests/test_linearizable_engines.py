@@ -3,7 +3,7 @@
 Both engines run Porcupine's search in the same order, so they must agree on
 more than the verdict: the memo size, the longest prefix and its state, the
 ops that cannot follow it, Porcupine's per-op partial linearizations, and
-where a configuration budget stops them. Checked on the anchors and on
+where a configuration or memo budget stops them. Checked on the anchors and on
 hypothesis-generated histories over three models (a CAS register, an append
 log whose states are strings, and a model with its own equal/hash, which the
 core reaches through the Python callback).
@@ -11,7 +11,13 @@ core reaches through the Python callback).
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import shlex
+import shutil
+import subprocess
+import sysconfig
+from unittest import mock
 
 import pytest
 from hypothesis import given, settings
@@ -20,6 +26,7 @@ from hypothesis import strategies as st
 from checkers.linearizable import INF, UNKNOWN, Model, Operation, check_operations
 from checkers.linearizable.anchors import CAS, READ, WRITE, etcd_model, kv_model, kv_no_partition_model
 from checkers.linearizable.anchors import parse_etcd_log, parse_kv_log
+from checkers.linearizable import checker
 from checkers.linearizable.checker import Budget
 
 ANCHORS = os.environ.get("PORCUPINE_ANCHORS", os.path.join(os.path.dirname(__file__), "..", "..", "shared",
@@ -40,7 +47,8 @@ def _summary(res) -> tuple:
     parts = []
     for p in res.partitions:
         ex = p.explanation
-        parts.append((p.op_indices, p.result, p.configurations, sorted(map(tuple, p.partial_linearizations)),
+        parts.append((p.op_indices, p.result, p.configurations, p.memo_bytes,
+                      sorted(map(tuple, p.partial_linearizations)),
                       None if ex is None else (ex.prefix, ex.state, ex.state_text, ex.stuck, ex.first_return,
                                                ex.described),
                       p.reason.split(" (")[0]))
@@ -160,6 +168,69 @@ def test_engines_stop_at_the_same_configuration_budget(ops, cap) -> None:
         assert p.configurations <= cap
         if p.result == "unknown":
             assert p.configurations == cap and f"{cap:,} configurations" in p.reason
+
+
+def wide_sets(writes: int = 200, lead: int = 0) -> list[Operation]:
+    """``lead`` writes one after another, then a read of a value nobody writes and blind writes
+    concurrent with it, every third never returning (twins, for the symmetry reduction): the read is
+    never linearized, so every set the search meets leaves its rank (``lead``) out and reaches up to
+    rank ``lead + writes``, a memo key of up to seven 32-bit units that starts mid-word if ``lead`` does, and
+    the configurations explode until a budget stops them."""
+    t = 2 * lead
+    return ([Operation(0, (WRITE, 1), 2 * i, None, 2 * i + 1) for i in range(lead)]
+            + [Operation(99, (READ,), t, 9, t + 1000)]
+            + [Operation(i % 8, (WRITE, i % 4), t + 1 + i, UNKNOWN if i % 3 == 2 else None,
+                         INF if i % 3 == 2 else t + 1000) for i in range(writes)])
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(56, 200_000), st.booleans(), st.sampled_from([0, 100]))
+def test_engines_stop_at_the_same_memo_byte_budget_on_wide_sets(memo_bytes, symmetry, lead) -> None:
+    _, compiled = _same(etcd_model, wide_sets(lead=lead), symmetry=symmetry, budget=Budget(None, None, memo_bytes))
+    (p,) = compiled.partitions
+    assert p.result == "unknown" and p.memo_bytes <= memo_bytes
+    if p.configurations > lead + 32:  # the lead's prefixes take no span units, the next 31 sets one, the rest more
+        assert p.memo_bytes > 44 * lead + 48 * (p.configurations - lead)
+
+
+# --------------------------------------------------------------------------- the memo is exact
+
+
+@pytest.fixture(scope="module")
+def colliding_core(tmp_path_factory):
+    """The core built to keep 3 bits of each configuration's hash: nearly every lookup meets entries
+    with its hash (and its slot tag), so only the compare of the keys tells configurations apart."""
+    cc = shlex.split(sysconfig.get_config_var("CC") or "cc")
+    if not shutil.which(cc[0]):
+        pytest.skip(f"no C compiler ({cc[0]})")
+    src = os.path.join(os.path.dirname(checker.__file__), "_search.c")
+    out = tmp_path_factory.mktemp("colliding") / ("_search" + sysconfig.get_config_var("EXT_SUFFIX"))
+    subprocess.run([*cc, "-shared", "-fPIC", "-O1", "-DCONFIG_HASH_BITS=3", "-I" + sysconfig.get_paths()["include"],
+                    src, "-o", str(out)], check=True, capture_output=True)
+    spec = importlib.util.spec_from_file_location("_search", out)
+    core = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(core)
+    return core
+
+
+def test_the_memo_is_exact_when_every_hash_collides(colliding_core) -> None:
+    """Sets with the same (lo, g) and different bits between, the same bits at other spans, the same set
+    in other states: all in one bucket, and the search still meets exactly the reference's configurations."""
+    with mock.patch.object(checker, "_compiled", colliding_core):
+        for symmetry in (False, True):
+            _same(etcd_model, wide_sets(), symmetry=symmetry, budget=Budget(None, 2000, None))
+            _same(etcd_model, wide_sets(lead=100), symmetry=symmetry, budget=Budget(None, 2000, None))
+            _same(etcd_model, wide_sets(60), symmetry=symmetry, budget=Budget(None, None, 100_000))
+        for name in _etcd_files()[:40]:  # capped: every lookup walks one bucket, so it is slow
+            _same(etcd_model, parse_etcd_log(os.path.join(DATA, "jepsen", name)), symmetry=False,
+                  budget=Budget(None, 3000, None))
+
+
+@settings(max_examples=150, deadline=None)
+@given(timed_ops(_register), st.booleans())
+def test_generated_histories_get_the_same_answers_when_every_hash_collides(colliding_core, ops, symmetry) -> None:
+    with mock.patch.object(checker, "_compiled", colliding_core):
+        _same(etcd_model, ops, symmetry=symmetry, verbose=True)
 
 
 # --------------------------------------------------------------------------- the model talks back

@@ -9,14 +9,19 @@
  *
  * Read it beside checker.py: run() is _search_python's loop. The memo of
  * configurations (linearized set, sid) is an open-addressing hash set; the
- * linearized set is a bitset whose hash is kept incrementally (Zobrist: the
- * xor of one random word per linearized op), and a hit compares the whole
- * bitset, so the memo is exact. The search is resumable: run(max_work)
- * returns after about max_work loop iterations so the caller can interleave
- * partitions and enforce time budgets.
+ * linearized set is a bitset over ranks (the ops in call order) whose hash is
+ * kept incrementally (Zobrist: the xor of one random word per linearized op).
+ * In Porcupine's order the set is nearly always a prefix of the ranks plus
+ * some ranks not far past it, so an entry stores only that: lo (the lowest
+ * rank not in the set), g (one past the highest rank in it) and the set's
+ * bits from lo to g. That key is canonical and a hit compares all of it, so
+ * the memo is exact, at a few dozen bytes an entry however many ops the
+ * partition has. The search is resumable: run(max_work) returns after about
+ * max_work loop iterations so the caller can interleave partitions and
+ * enforce time budgets.
  *
  * Results of run(): 0 = not finished yet, 1 = linearizable, 2 = not
- * linearizable, 3 = the configuration budget is used up.
+ * linearizable, 3 = the configuration or memo budget is used up.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -39,15 +44,25 @@ enum { UNASKED = 0, BY_STEP, READS, WRITES, KEEPS }; /* an op's kind, from the m
 #define DENSE_MAX_OPS 65536
 #define UNSEEN (-2)
 
-/* one slot of the configuration memo: 8 bytes, so the slots stay small and a miss touches only them */
-typedef struct { uint32_t tag, idx1; } CSlot; /* tag = the hash's high half; idx1 = entry index + 1, 0 = empty */
+/* One slot of the configuration memo: 8 bytes, so the slots stay small and a miss touches only
+ * them. The slot holds the only copy of the entry's hash, 32 bits of it, enough to place the entry
+ * in any table an arena of 32-bit offsets needs and to skip most other entries unread. */
+typedef struct { uint32_t hash, at1; } CSlot; /* at1 = the entry's offset in the arena + 1, 0 = empty */
+
+/* A memo entry is 32-bit units: HEAD of them (sid, lo, g) and then the set's bits from rank lo
+ * on, ceil((g - lo) / 32) units. The budget charges a configuration its entry's bytes and
+ * SLOT_BYTES for the table slots it takes at a load of 25-50 %, as checker.py's entry_bytes(). */
+#define HEAD 3
+#define SLOT_BYTES 32
 
 typedef struct {
     PyObject_HEAD
     /* the entry list: positions 0 (head) .. tail, Porcupine's linked list as arrays */
     void *block; /* one allocation holding every array whose size is fixed by n */
     int32_t n, size, tail, nwords;
-    int32_t *nxt, *prv, *match, *opid, *twin;
+    int32_t *nxt, *prv, *match, *opid;
+    int32_t *rank; /* call position -> the op's rank among the calls in time order */
+    int32_t *twin; /* call position -> the rank of the earlier twin it waits for */
     uint64_t *zobrist; /* op id -> random word; the xor over linearized ops hashes the set */
     /* the model: either step(op id, sid) -> sid' or -1 (a Python callback that interns), or the
      * model's own step(state, input, output) -> (legal, state') called directly, interning into
@@ -58,20 +73,21 @@ typedef struct {
     PyObject *effect;
     int8_t *kind;
     int32_t *target; /* the sid the op reads (READS) or writes (WRITES) */
-    /* the search state */
+    /* the search state: bits over ranks, nwords + 1 words (the last stays 0, so a scan for a
+     * clear bit always ends); lo and g as in the memo's key, and each level's on the stack */
     uint64_t *bits, hash;
-    int32_t sid, e, depth, *calls, *saved;
+    int32_t sid, e, depth, lo, g, *calls, *saved, *saved_lo, *saved_g;
     int status;
     long long iterations, lookups;
     /* transitions, one row per state: sid -> (op id -> sid' or -1) */
     Row *rows;
     size_t nrows, tcount;
-    /* configurations: open addressing over slots; entries are (hash, sid, op set) in
-     * nwords + 2 words each, in insertion order */
+    /* configurations: open addressing over slots; the entries lie in insertion order in one
+     * arena, each as long as its span; key is the one being looked up, built once per lookup */
     CSlot *slot;
     size_t scap;
-    uint64_t *centry;
-    size_t ccount, ccap;
+    uint32_t *arena, *key;
+    size_t ccount, alen, acap, mbytes; /* mbytes: what the budget charges for the entries */
     /* the longest prefix seen at a backtrack (and its state) */
     int32_t *best, best_len, best_sid;
     /* Porcupine's verbose mode: the longest prefix that includes each op */
@@ -258,58 +274,93 @@ static int cgrow_slots(Search *s) {
     size_t cap = s->scap ? s->scap * 2 : 64;
     CSlot *slot = PyMem_Calloc(cap, sizeof(CSlot));
     if (!slot) { PyErr_NoMemory(); return -1; }
-    size_t stride = s->nwords + 2;
-    for (size_t i = 0; i < s->ccount; i++) { /* entries in order: a sequential read */
-        uint64_t h = s->centry[i * stride];
-        size_t j = h & (cap - 1);
-        while (slot[j].idx1) j = (j + 1) & (cap - 1);
-        slot[j].tag = (uint32_t)(h >> 32), slot[j].idx1 = (uint32_t)(i + 1);
+    for (size_t i = 0; i < s->scap; i++) {
+        if (!s->slot[i].at1) continue;
+        size_t j = s->slot[i].hash & (cap - 1);
+        while (slot[j].at1) j = (j + 1) & (cap - 1);
+        slot[j] = s->slot[i];
     }
     PyMem_Free(s->slot);
     s->slot = slot, s->scap = cap;
     return 0;
 }
 
-static int cgrow_entries(Search *s) {
-    size_t cap = s->ccap ? s->ccap * 2 : 32;
-    uint64_t *b = PyMem_Realloc(s->centry, cap * (s->nwords + 2) * sizeof(uint64_t));
-    if (!b) { PyErr_NoMemory(); return -1; }
-    s->centry = b;
-    s->ccap = cap;
-    return 0;
+/* the first rank at or after from that is not in bits */
+static inline int32_t next_clear(const uint64_t *bits, int32_t from) {
+    int32_t w = from >> 6;
+    uint64_t x = ~bits[w] & (~0ULL << (from & 63));
+    while (!x) x = ~bits[++w];
+    return (w << 6) + __builtin_ctzll(x);
 }
 
-static inline int same_set(const uint64_t *a, const uint64_t *b, int32_t nwords) {
-    for (int32_t w = 0; w < nwords; w++)
-        if (a[w] != b[w]) return 0;
+/* s->key := (sid, lo, g, bits from rank lo to g); its length in units. Bits from g on are clear,
+ * so the last unit needs no mask, and the word after a span's last is at worst the zero word
+ * past the bitset. */
+static inline size_t make_key(Search *s, int32_t sid, int32_t lo, int32_t g) {
+    uint32_t *k = s->key;
+    k[0] = (uint32_t)sid, k[1] = (uint32_t)lo, k[2] = (uint32_t)g;
+    size_t units = ((size_t)(g - lo) + 31) / 32;
+    int sh = lo & 63;
+    const uint64_t *from = s->bits + (lo >> 6);
+    for (size_t u = 0; u < units; u += 2) {
+        uint64_t w = sh ? from[u / 2] >> sh | from[u / 2 + 1] << (64 - sh) : from[u / 2];
+        k[HEAD + u] = (uint32_t)w;
+        if (u + 1 < units) k[HEAD + u + 1] = (uint32_t)(w >> 32);
+    }
+    return HEAD + units;
+}
+
+/* a span is a few units: a loop beats a call to memcmp */
+static inline int same_span(const uint32_t *a, const uint32_t *b, size_t units) {
+    for (size_t u = 0; u < units; u++)
+        if (a[u] != b[u]) return 0;
     return 1;
 }
 
-/* Is (bits, sid) in the memo? *where = the empty slot to insert it at if not */
-static int seen(Search *s, uint64_t h, int32_t sid, size_t *where) {
-    size_t mask = s->scap - 1, j = h & mask, stride = s->nwords + 2;
-    uint32_t tag = (uint32_t)(h >> 32);
-    for (; s->slot[j].idx1; j = (j + 1) & mask) {
-        if (s->slot[j].tag != tag) continue;
-        const uint64_t *e = s->centry + (size_t)(s->slot[j].idx1 - 1) * stride;
-        if (e[0] == h && e[1] == (uint64_t)(uint32_t)sid && same_set(e + 2, s->bits, s->nwords)) return 1;
+/* Is s->key in the memo? *where = the empty slot to insert it at if not */
+static int seen(Search *s, uint32_t hash, size_t units, size_t *where) {
+    const uint32_t *k = s->key;
+    size_t mask = s->scap - 1, j = hash & mask;
+    for (; s->slot[j].at1; j = (j + 1) & mask) {
+        if (s->slot[j].hash != hash) continue;
+        const uint32_t *e = s->arena + (s->slot[j].at1 - 1);
+        /* the head first: equal heads mean equal lengths, so the span compare stays inside e */
+        if (e[0] == k[0] && e[1] == k[1] && e[2] == k[2] && same_span(e + HEAD, k + HEAD, units - HEAD)) return 1;
     }
     *where = j;
     return 0;
 }
 
-static int remember(Search *s, uint64_t h, int32_t sid, size_t j) {
-    if (s->ccount == s->ccap && cgrow_entries(s) < 0) return -1;
-    size_t idx = s->ccount++;
-    uint64_t *e = s->centry + idx * (s->nwords + 2);
-    e[0] = h, e[1] = (uint64_t)(uint32_t)sid;
-    memcpy(e + 2, s->bits, s->nwords * sizeof(uint64_t));
-    s->slot[j].tag = (uint32_t)(h >> 32), s->slot[j].idx1 = (uint32_t)(idx + 1);
+static int remember(Search *s, uint32_t hash, size_t units, size_t j) {
+    if (s->alen + units > s->acap) {
+        size_t cap = s->acap ? s->acap * 2 : 1024;
+        while (cap < s->alen + units) cap *= 2;
+        if (cap > UINT32_MAX) cap = UINT32_MAX; /* a slot holds a 32-bit offset */
+        if (cap < s->alen + units) {
+            PyErr_SetString(PyExc_MemoryError, "the memo of configurations outgrew its 16 GiB arena");
+            return -1;
+        }
+        uint32_t *a = PyMem_Realloc(s->arena, cap * sizeof(uint32_t));
+        if (!a) { PyErr_NoMemory(); return -1; }
+        s->arena = a, s->acap = cap;
+    }
+    size_t at = s->alen;
+    memcpy(s->arena + at, s->key, units * sizeof(uint32_t));
+    s->alen += units;
+    s->ccount++;
+    s->slot[j].hash = hash, s->slot[j].at1 = (uint32_t)(at + 1);
     return 2 * s->ccount > s->scap ? cgrow_slots(s) : 0;
 }
 
-static inline uint64_t config_hash(uint64_t set_hash, int32_t sid) {
-    return splitmix(set_hash ^ ((uint64_t)(uint32_t)sid * 0xD6E8FEB86659FD93ULL));
+/* A test build (-DCONFIG_HASH_BITS=3) keeps only so many bits of each configuration's hash: then
+ * nearly every lookup meets entries with its hash, and the memo is exact only if the compare is. */
+#ifndef CONFIG_HASH_BITS
+#define CONFIG_HASH_BITS 32
+#endif
+#define CONFIG_HASH_MASK (CONFIG_HASH_BITS >= 32 ? ~0U : (1U << (CONFIG_HASH_BITS % 32)) - 1)
+
+static inline uint32_t config_hash(uint64_t set_hash, int32_t sid) {
+    return (uint32_t)(splitmix(set_hash ^ ((uint64_t)(uint32_t)sid * 0xD6E8FEB86659FD93ULL)) >> 32) & CONFIG_HASH_MASK;
 }
 
 /* ------------------------------------------------------------------ longest prefixes */
@@ -348,12 +399,12 @@ static int record_longest(Search *s) {
 
 static PyObject *Search_run(Search *s, PyObject *args) {
     long max_work;
-    long long max_configurations;
-    if (!PyArg_ParseTuple(args, "lL", &max_work, &max_configurations)) return NULL;
+    long long max_configurations, max_bytes;
+    if (!PyArg_ParseTuple(args, "lLL", &max_work, &max_configurations, &max_bytes)) return NULL;
     if (s->status != RUNNING) return PyLong_FromLong(s->status);
-    int32_t *nxt = s->nxt, *prv = s->prv, *match = s->match, *opid = s->opid, *twin = s->twin;
+    int32_t *nxt = s->nxt, *prv = s->prv, *match = s->match, *opid = s->opid, *rank = s->rank, *twin = s->twin;
     uint64_t *bits = s->bits;
-    int32_t e = s->e, sid = s->sid, tail = s->tail;
+    int32_t e = s->e, sid = s->sid, tail = s->tail, lo = s->lo, g = s->g;
     uint64_t h = s->hash;
     long work = 0;
     int status = RUNNING;
@@ -366,44 +417,55 @@ static PyObject *Search_run(Search *s, PyObject *args) {
                 if (!((bits[t >> 6] >> (t & 63)) & 1)) { e = nxt[e]; continue; }
                 m = -m;
             }
-            int32_t o = opid[e];
+            int32_t o = opid[e], r = rank[e];
             int32_t ns = transition(s, o, sid, &work);
-            if (ns == -2) { s->e = e, s->sid = sid, s->hash = h; return NULL; }
+            if (ns == -2) { s->e = e, s->sid = sid, s->hash = h, s->lo = lo, s->g = g; return NULL; }
             if (ns >= 0) {
-                uint64_t nh = h ^ s->zobrist[o], ch = config_hash(nh, ns);
+                uint64_t nh = h ^ s->zobrist[o];
                 size_t j;
-                bits[o >> 6] |= 1ULL << (o & 63);
+                bits[r >> 6] |= 1ULL << (r & 63);
+                int32_t nlo = r == lo ? next_clear(bits, lo) : lo, ng = r >= g ? r + 1 : g;
+                uint32_t ch = config_hash(nh, ns);
+                size_t units = make_key(s, ns, nlo, ng);
                 s->lookups++;
-                if (!seen(s, ch, ns, &j)) {
-                    if ((long long)s->ccount >= max_configurations) {
-                        bits[o >> 6] &= ~(1ULL << (o & 63));
+                if (!seen(s, ch, units, &j)) {
+                    size_t cost = units * sizeof(uint32_t) + SLOT_BYTES;
+                    if ((long long)s->ccount >= max_configurations || (long long)(s->mbytes + cost) > max_bytes) {
+                        bits[r >> 6] &= ~(1ULL << (r & 63));
                         status = OVER_BUDGET;
                         break;
                     }
-                    if (remember(s, ch, ns, j) < 0) { s->e = e, s->sid = sid, s->hash = h; return NULL; }
+                    if (remember(s, ch, units, j) < 0) {
+                        bits[r >> 6] &= ~(1ULL << (r & 63));
+                        s->e = e, s->sid = sid, s->hash = h, s->lo = lo, s->g = g;
+                        return NULL;
+                    }
+                    s->mbytes += cost;
                     s->calls[s->depth] = e;
                     s->saved[s->depth] = sid;
+                    s->saved_lo[s->depth] = lo, s->saved_g[s->depth] = g;
                     s->depth++;
-                    sid = ns, h = nh;
+                    sid = ns, h = nh, lo = nlo, g = ng;
                     int32_t p = prv[e], q = nxt[e]; nxt[p] = q; prv[q] = p; /* lift the call */
                     p = prv[m], q = nxt[m]; nxt[p] = q; prv[q] = p;       /* and its return */
                     e = nxt[0];
                     if (e == tail) { status = FOUND_OK; break; }
                     continue;
                 }
-                bits[o >> 6] &= ~(1ULL << (o & 63));
+                bits[r >> 6] &= ~(1ULL << (r & 63));
             }
             e = nxt[e];
         } else { /* a return: every candidate before it failed; backtrack */
             if (!s->depth) { status = FOUND_ILLEGAL; break; }
             s->sid = sid;
-            if (record_longest(s) < 0) { s->e = e, s->hash = h; return NULL; }
+            if (record_longest(s) < 0) { s->e = e, s->hash = h, s->lo = lo, s->g = g; return NULL; }
             s->depth--;
             e = s->calls[s->depth];
             sid = s->saved[s->depth];
-            int32_t o = opid[e];
-            bits[o >> 6] &= ~(1ULL << (o & 63));
-            h ^= s->zobrist[o];
+            lo = s->saved_lo[s->depth], g = s->saved_g[s->depth];
+            int32_t r = rank[e];
+            bits[r >> 6] &= ~(1ULL << (r & 63));
+            h ^= s->zobrist[opid[e]];
             m = match[e];
             if (m < 0) m = -m;
             nxt[prv[m]] = m; prv[nxt[m]] = m; /* unlift the return */
@@ -412,7 +474,7 @@ static PyObject *Search_run(Search *s, PyObject *args) {
         }
     }
     s->iterations += work;
-    s->e = e, s->sid = sid, s->hash = h, s->status = status;
+    s->e = e, s->sid = sid, s->hash = h, s->lo = lo, s->g = g, s->status = status;
     return PyLong_FromLong(status);
 }
 
@@ -420,7 +482,7 @@ static PyObject *Search_run(Search *s, PyObject *args) {
 
 static void Search_dealloc(Search *s) {
     for (size_t i = 0; i < s->nrows; i++) PyMem_Free(s->rows[i].pairs);
-    PyMem_Free(s->rows); PyMem_Free(s->slot); PyMem_Free(s->centry); PyMem_Free(s->pool);
+    PyMem_Free(s->rows); PyMem_Free(s->slot); PyMem_Free(s->arena); PyMem_Free(s->pool);
     Py_XDECREF(s->step); Py_XDECREF(s->model_step); Py_XDECREF(s->states); Py_XDECREF(s->interned);
     Py_XDECREF(s->effect);
     if (s->block)
@@ -533,9 +595,9 @@ static int make_entries(Search *s, PyObject *ops, PyObject *twins) {
     } else {
         qsort(ev, 2 * (size_t)n, sizeof(Event), by_time);
     }
-    for (int32_t pos = 1; pos <= 2 * n; pos++) {
+    for (int32_t pos = 1, calls = 0; pos <= 2 * n; pos++) {
         Event *x = &ev[pos - 1];
-        if (x->kind == 0) s->opid[pos] = x->op, call_pos[x->op] = pos;
+        if (x->kind == 0) s->opid[pos] = x->op, s->rank[pos] = calls++, call_pos[x->op] = pos;
         else s->match[call_pos[x->op]] = pos;
     }
     if (twins != Py_None) { /* a call whose earlier twin is unlinearized is skipped: match < 0 */
@@ -547,7 +609,7 @@ static int make_entries(Search *s, PyObject *ops, PyObject *twins) {
                 PyErr_SetString(PyExc_ValueError, "twins: not an op id");
                 goto done;
             }
-            s->twin[call_pos[i]] = t;
+            s->twin[call_pos[i]] = s->rank[call_pos[t]];
             s->match[call_pos[i]] = -s->match[call_pos[i]];
         }
     }
@@ -603,8 +665,8 @@ static int Search_init(Search *s, PyObject *args, PyObject *kw) {
     s->n = (int32_t)n, s->size = 2 * s->n + 2, s->tail = s->size - 1, s->nwords = (s->n + 63) / 64;
     s->track = track;
     size_t sz = (size_t)s->size, nn = (size_t)n;
-    size_t bytes = (2 * nn + s->nwords) * sizeof(uint64_t) + 2 * nn * sizeof(PyObject *)
-                   + (5 * sz + 5 * nn) * sizeof(int32_t) + nn * sizeof(int8_t);
+    size_t bytes = (2 * nn + s->nwords + 1) * sizeof(uint64_t) + 2 * nn * sizeof(PyObject *)
+                   + (6 * sz + 7 * nn + HEAD + 2 * (size_t)s->nwords) * sizeof(int32_t) + nn * sizeof(int8_t);
     char *b = s->block = PyMem_Calloc(1, bytes);
     if (!b) {
         PyErr_NoMemory();
@@ -612,25 +674,29 @@ static int Search_init(Search *s, PyObject *args, PyObject *kw) {
     }
     s->zobrist = (uint64_t *)b, b += nn * sizeof(uint64_t);
     s->lng_off = (int64_t *)b, b += nn * sizeof(int64_t);
-    s->bits = (uint64_t *)b, b += s->nwords * sizeof(uint64_t);
+    s->bits = (uint64_t *)b, b += (s->nwords + 1) * sizeof(uint64_t);
     s->inputs = (PyObject **)b, b += nn * sizeof(PyObject *);
     s->outputs = (PyObject **)b, b += nn * sizeof(PyObject *);
     s->match = (int32_t *)b, b += sz * sizeof(int32_t);
     s->opid = (int32_t *)b, b += sz * sizeof(int32_t);
+    s->rank = (int32_t *)b, b += sz * sizeof(int32_t);
     s->twin = (int32_t *)b, b += sz * sizeof(int32_t);
     s->nxt = (int32_t *)b, b += sz * sizeof(int32_t);
     s->prv = (int32_t *)b, b += sz * sizeof(int32_t);
     s->calls = (int32_t *)b, b += nn * sizeof(int32_t);
     s->saved = (int32_t *)b, b += nn * sizeof(int32_t);
+    s->saved_lo = (int32_t *)b, b += nn * sizeof(int32_t);
+    s->saved_g = (int32_t *)b, b += nn * sizeof(int32_t);
     s->best = (int32_t *)b, b += nn * sizeof(int32_t);
     s->target = (int32_t *)b, b += nn * sizeof(int32_t);
     s->lng_len = (int32_t *)b, b += nn * sizeof(int32_t);
+    s->key = (uint32_t *)b, b += (HEAD + 2 * (size_t)s->nwords) * sizeof(uint32_t);
     s->kind = (int8_t *)b;
     if (make_entries(s, ops, twins) < 0) return -1;
     for (int32_t i = 0; i < s->size; i++) s->nxt[i] = i + 1, s->prv[i] = i - 1;
     s->nxt[s->tail] = s->tail, s->prv[0] = 0;
     for (int32_t i = 0; i < s->n; i++) s->zobrist[i] = splitmix(0x5EED0000ULL + (uint64_t)i), s->lng_off[i] = -1;
-    if (cgrow_slots(s) < 0 || cgrow_entries(s) < 0) return -1;
+    if (cgrow_slots(s) < 0) return -1;
     s->e = s->nxt[0], s->sid = 0, s->status = RUNNING, s->best_sid = 0;
     return 0;
 }
@@ -714,13 +780,14 @@ static PyObject *Search_partials(Search *s, PyObject *unused) {
 }
 
 static PyObject *Search_configurations(Search *s, void *unused) { return PyLong_FromSize_t(s->ccount); }
+static PyObject *Search_memo_bytes(Search *s, void *unused) { return PyLong_FromSize_t(s->mbytes); }
 static PyObject *Search_transitions(Search *s, void *unused) { return PyLong_FromSize_t(s->tcount); }
 static PyObject *Search_iterations(Search *s, void *unused) { return PyLong_FromLongLong(s->iterations); }
 static PyObject *Search_lookups(Search *s, void *unused) { return PyLong_FromLongLong(s->lookups); }
 
 static PyMethodDef Search_methods[] = {
     {"run", (PyCFunction)Search_run, METH_VARARGS,
-     "run(max_work, max_configurations) -> 0 running, 1 linearizable, 2 not linearizable, 3 over budget"},
+     "run(max_work, max_configurations, max_bytes) -> 0 running, 1 linearizable, 2 not linearizable, 3 over budget"},
     {"longest", (PyCFunction)Search_longest, METH_NOARGS, "(op ids of the longest prefix, its state id)"},
     {"partials", (PyCFunction)Search_partials, METH_NOARGS, "the longest prefix of each op, de-duplicated"},
     {"next_after_longest", (PyCFunction)Search_next_after_longest, METH_NOARGS,
@@ -730,6 +797,7 @@ static PyMethodDef Search_methods[] = {
 
 static PyGetSetDef Search_getset[] = {
     {"configurations", (getter)Search_configurations, NULL, "memo size", NULL},
+    {"memo_bytes", (getter)Search_memo_bytes, NULL, "memo size as the budget counts it", NULL},
     {"transitions", (getter)Search_transitions, NULL, "memoized (op, state) steps", NULL},
     {"iterations", (getter)Search_iterations, NULL, "loop iterations (a call back counts as many)", NULL},
     {"lookups", (getter)Search_lookups, NULL, "memo lookups of configurations", NULL},

@@ -113,6 +113,7 @@ class PartitionResult:
     seconds: float = 0.0  # CPU time spent in this partition's search
     final_state: Any = None  # on ``ok``: the model state after the witness (a window hands it on)
     witness: list[int] = field(default_factory=list)  # on ``ok``: the linearization (positions in the partition)
+    memo_bytes: int = 0  # the memo as the budget counts it (``entry_bytes``; last, as callers build this by position)
 
 
 @dataclass
@@ -145,24 +146,18 @@ class Budget:
     ``seconds``: CPU time spent searching this partition (its own slices,
     not the others'; CPU, not wall, so the verdict does not depend on the
     machine's load); ``configurations``: memo entries; ``memo_bytes``: the
-    memo's size, counted the same way for both engines as ``configurations
-    x config_bytes(ops)``: what the compiled core holds per configuration
-    (its hash, state id and op bitset, and up to four 8-byte table slots), so
-    both engines stop at the same configuration. ``None`` = no
-    limit. The defaults let a realistic history's partitions finish (most
-    need a few hundred configurations) and stop a pathological one within
-    seconds and a few hundred MB.
+    memo's size, the sum of ``entry_bytes`` over its configurations (what
+    the compiled core holds for each), counted the same way by both engines,
+    so both stop at the same configuration: the first new one that would take
+    the sum over ``memo_bytes``. ``None`` = no limit. The defaults let a
+    realistic history's partitions finish (most need a few hundred
+    configurations) and stop a pathological one within seconds and a few
+    hundred MB.
     """
 
     seconds: float | None = 10.0
     configurations: int | None = 20_000_000
     memo_bytes: int | None = 256 * 2**20
-
-    def max_configurations(self, n_ops: int) -> int:
-        cap = 2**62 if self.configurations is None else self.configurations
-        if self.memo_bytes is not None:
-            cap = min(cap, self.memo_bytes // config_bytes(n_ops))
-        return max(1, cap)
 
     @classmethod
     def from_mapping(cls, spec: dict | None) -> "Budget":
@@ -180,16 +175,28 @@ class Budget:
                 raise ValueError(f"linearizable_budget.{k} must be a positive number or null, not {v!r}")
         return cls(**{**DEFAULT_BUDGET.__dict__, **spec})
 
-    def describe(self, n_ops: int) -> str:
+    def describe(self, n_ops: int | None = None) -> str:
+        """The limits in words (``n_ops``, which they no longer depend on, is accepted for old callers)."""
         bits = [f"{self.seconds:g} s" if self.seconds is not None else "",
-                f"{self.max_configurations(n_ops):,} configurations" if (self.configurations is not None
-                                                                         or self.memo_bytes is not None) else ""]
+                f"{self.configurations:,} configurations" if self.configurations is not None else "",
+                _size(self.memo_bytes) + " of memo" if self.memo_bytes is not None else ""]
         return " / ".join(b for b in bits if b) or "unlimited"
 
 
-def config_bytes(n_ops: int) -> int:
-    """Memo bytes a configuration costs in the compiled core: (hash, sid, bitset) + slots at 25-50% load."""
-    return 8 * (2 + (n_ops + 63) // 64) + 32
+def _size(n: float) -> str:
+    return f"{n // 2**20:,.0f} MiB" if n % 2**20 == 0 else f"{n:,.0f} bytes"
+
+
+def entry_bytes(ranks: int) -> int:
+    """What a configuration costs the memo budget: the compiled core's entry for the linearized set
+    ``ranks`` (an int, bit r = the op r-th in call order) and the table slots it takes at 25-50 % load.
+
+    The entry is 32-bit units: the state id, ``lo`` (the lowest rank not in the set), ``g`` (one
+    past its highest) and the set's bits from ``lo`` to ``g``. A prefix of the calls plus ops
+    not far past it, as the search's sets nearly always are, costs a few units however long the
+    partition is."""
+    lo = (~ranks & (ranks + 1)).bit_length() - 1
+    return 4 * (3 + (ranks.bit_length() - lo + 31) // 32) + 32
 
 
 DEFAULT_BUDGET = Budget()
@@ -246,13 +253,16 @@ class _Entries:
 
     ``match``: call pos -> its return pos, negated if the call has an earlier
     twin; 0 on returns (and the sentinels). ``opid``: call pos -> op id.
-    ``twin``: call pos -> op id of the earlier twin that must be linearized
-    first, or -1. (``_search.c`` builds the same arrays itself.)
+    ``rank``: call pos -> the op's rank among the calls in time order (the
+    linearized set is kept over ranks: see ``entry_bytes``). ``twin``: call
+    pos -> rank of the earlier twin that must be linearized first, or -1.
+    (``_search.c`` builds the same arrays itself.)
     """
 
     n: int
     match: list[int]
     opid: list[int]
+    rank: list[int]
     twin: list[int]
 
 
@@ -261,19 +271,23 @@ def _make_entries(ops: Sequence[Operation], twins: list[int] | None) -> _Entries
     size = 2 * n + 2
     match = [0] * size
     opid = [0] * size
+    rank = [0] * size
     twin = [-1] * size
     call_pos = [0] * n
+    calls = 0
     for pos, (_, kind, i) in enumerate(_order(ops), start=1):
         if kind == 0:
             call_pos[i] = pos
             opid[pos] = i
+            rank[pos] = calls
+            calls += 1
         else:
             match[call_pos[i]] = pos
     for i, t in enumerate(twins or ()):
         if t >= 0:
-            twin[call_pos[i]] = t
+            twin[call_pos[i]] = rank[call_pos[t]]
             match[call_pos[i]] = -match[call_pos[i]]
-    return _Entries(n, match, opid, twin)
+    return _Entries(n, match, opid, rank, twin)
 
 
 # --------------------------------------------------------------------------- interned states (the memo's state half)
@@ -347,6 +361,7 @@ class _Found(NamedTuple):
     sid: int  # the state after ``prefix``
     partials: list[list[int]]
     configurations: int
+    memo_bytes: int  # the memo as the budget counts it: ``entry_bytes`` summed over the configurations
     next_ops: list[int] = []  # after ``prefix``, in list order: the ops that could come next
     first_return: int = -1  # ... and the first op to return (-1: none)
 
@@ -355,24 +370,25 @@ Search = Generator[None, None, _Found]  # the reference engine; each yield ends 
 
 
 def _search_python(ops: Sequence[Operation], twins: list[int] | None, states: _States, track: bool,
-                   max_configurations: int) -> Search:
+                   max_configurations: int, max_bytes: int) -> Search:
     """Search one partition; a generator that yields every ``_SLICE`` backtracks.
 
     Yielding lets one thread interleave the partitions the way Porcupine's
     goroutines do, so a quick Illegal partition stops a slow one, and lets the
     caller enforce time budgets. The list is two int arrays (``nxt``/``prv``)
     over entry positions with sentinels; the set of linearized ops is a Python
-    int; the memo key is one int, ``bits | sid << n``.
+    int over ranks; the memo key is one int, ``bits | sid << n``, and the memo
+    budget charges ``entry_bytes(bits)`` for it, as the compiled core does.
     """
     en = _make_entries(ops, twins)
-    n, match, opid, twin_op = en.n, en.match, en.opid, en.twin
+    n, match, opid, twin_rank = en.n, en.match, en.opid, en.twin
     size = len(match)
     tail = size - 1
     nxt = list(range(1, size + 1))
     nxt[tail] = tail
     prv = [0] + list(range(0, size - 1))
-    bit = [1 << o for o in opid]
-    twin = [0 if t < 0 else 1 << t for t in twin_op]
+    bit = [1 << r for r in en.rank]
+    twin = [0 if t < 0 else 1 << t for t in twin_rank]
     step = states.step
     trans: list[dict[int, int]] = [{} for _ in range(size)]
     longest: list[tuple | None] = [None] * n
@@ -386,6 +402,7 @@ def _search_python(ops: Sequence[Operation], twins: list[int] | None, states: _S
     push_call, push_state, pop_call, pop_state = calls.append, saved.append, calls.pop, saved.pop
     sid = 0
     bits = 0
+    used = 0  # memo bytes
     shift = n
     countdown = _SLICE
     e = nxt[0]
@@ -405,8 +422,10 @@ def _search_python(ops: Sequence[Operation], twins: list[int] | None, states: _S
                 nb = bits | bit[e]
                 key = nb | (ns << shift)
                 if key not in cache:
-                    if len(cache) >= max_configurations:
-                        return _Found(UNKNOWN_RESULT, [opid[c] for c in best], best_sid, [], len(cache))
+                    cost = entry_bytes(nb)
+                    if len(cache) >= max_configurations or used + cost > max_bytes:
+                        return _Found(UNKNOWN_RESULT, [opid[c] for c in best], best_sid, [], len(cache), used)
+                    used += cost
                     add(key)
                     push_call(e)
                     push_state(sid)
@@ -422,7 +441,7 @@ def _search_python(ops: Sequence[Operation], twins: list[int] | None, states: _S
         else:  # a return: every candidate before it failed; backtrack
             if not calls:
                 return _Found(ILLEGAL, [opid[c] for c in best], best_sid, _partials(longest, opid), len(cache),
-                              *_next_after(best, match, opid))
+                              used, *_next_after(best, match, opid))
             if len(calls) > len(best):
                 best, best_sid = tuple(calls), sid
             if track:
@@ -447,7 +466,7 @@ def _search_python(ops: Sequence[Operation], twins: list[int] | None, states: _S
             nxt[prv[e]] = e; prv[nxt[e]] = e  # and the call
             e = nxt[e]
     full = [opid[c] for c in calls]
-    return _Found(OK, full, sid, [full] if track else [], len(cache))
+    return _Found(OK, full, sid, [full] if track else [], len(cache), used)
 
 
 def _next_after(prefix: tuple, match: list[int], opid: list[int]) -> tuple[list[int], int]:
@@ -483,10 +502,10 @@ class _CompiledSearch:
     interning into ``states`` and a dict; any other goes through ``_States.step``.
     """
 
-    __slots__ = ("core", "states", "track", "max_configurations")
+    __slots__ = ("core", "states", "track", "max_configurations", "max_bytes")
 
     def __init__(self, model: Model, ops: list[Operation], twins: list[int] | None, track: bool,
-                 max_configurations: int):
+                 max_configurations: int, max_bytes: int):
         if model.hash is None and model.equal in (None, _default_equal):
             init = model.init()
             self.states = [init]
@@ -495,19 +514,19 @@ class _CompiledSearch:
             states = _States(model, ops)
             self.states = states.states
             self.core = _compiled.Search(ops, twins, track, states.step)
-        self.track, self.max_configurations = track, max_configurations
+        self.track, self.max_configurations, self.max_bytes = track, max_configurations, max_bytes
 
     def slice(self) -> _Found | None:
         """``None`` while the search goes on, then what it found."""
         core = self.core
-        status = core.run(_WORK, self.max_configurations)
+        status = core.run(_WORK, self.max_configurations, self.max_bytes)
         if not status:
             return None
         prefix, sid = core.longest()
         verdict = (OK, ILLEGAL, UNKNOWN_RESULT)[status - 1]
         partials = core.partials() if self.track and verdict != UNKNOWN_RESULT else []
         next_ops, first = core.next_after_longest() if verdict == ILLEGAL else ([], -1)
-        return _new(_Found, (verdict, prefix, sid, partials, core.configurations, next_ops, first))
+        return _new(_Found, (verdict, prefix, sid, partials, core.configurations, core.memo_bytes, next_ops, first))
 
     @property
     def configurations(self) -> int:
@@ -524,10 +543,10 @@ class _PythonSearch:
     __slots__ = ("search", "states")
 
     def __init__(self, model: Model, ops: list[Operation], twins: list[int] | None, track: bool,
-                 max_configurations: int):
+                 max_configurations: int, max_bytes: int):
         states = _States(model, ops)
         self.states = states.states
-        self.search = _search_python(ops, twins, states, track, max_configurations)
+        self.search = _search_python(ops, twins, states, track, max_configurations, max_bytes)
 
     def slice(self) -> _Found | None:
         try:
@@ -623,8 +642,8 @@ def check_operations(model: Model, ops: Sequence[Operation], timeout: float | No
     deadline = clock() + timeout if timeout else INF
     results = [PartitionResult(idx, UNKNOWN_RESULT) for idx in indices]
     seconds = budget.seconds
-    cap = 2**62 if budget.configurations is None else budget.configurations  # budget.max_configurations, inlined
-    memo_bytes = budget.memo_bytes
+    max_conf = 2**62 if budget.configurations is None else int(budget.configurations)
+    max_bytes = 2**62 if budget.memo_bytes is None else int(budget.memo_bytes)
     running: deque[_Running] = deque()
     illegal = False
     # each partition's first slice runs as it is set up (most finish there); the rest take turns
@@ -638,8 +657,7 @@ def check_operations(model: Model, ops: Sequence[Operation], timeout: float | No
             continue
         now = spend()
         part = list(part)
-        max_conf = cap if memo_bytes is None else max(1, min(cap, memo_bytes // config_bytes(len(part))))
-        search = search_with(model, part, _twins(part) if symmetry else None, verbose, max_conf)
+        search = search_with(model, part, _twins(part) if symmetry else None, verbose, max_conf, max_bytes)
         found = search.slice()
         if found is None:
             running.append(_Running(res, part, search, spend() - now))
@@ -686,14 +704,15 @@ def _finish(model: Model, res: PartitionResult, ops: list[Operation], states: li
             budget: Budget) -> None:
     """A finished search -> its partition's result, in indices of the checked list."""
     idx = res.op_indices
-    res.result, res.configurations, res.seconds = found.verdict, found.configurations, spent
+    res.result, res.configurations, res.memo_bytes, res.seconds = (found.verdict, found.configurations,
+                                                                   found.memo_bytes, spent)
     if found.verdict == OK:
         res.final_state = states[found.sid]
         res.witness = found.prefix
     if found.partials:
         res.partial_linearizations = [[idx[o] for o in seq] for seq in found.partials]
     if found.verdict == UNKNOWN_RESULT:
-        res.reason = (f"search budget of {budget.describe(len(ops))} used up ({len(ops)} ops, "
+        res.reason = (f"search budget of {budget.describe()} used up ({len(ops)} ops, "
                       f"{found.configurations:,} configurations); the verdict for this partition is unknown")
     elif found.verdict == ILLEGAL:
         res.explanation = _explain(fill_defaults(model), ops, found, states[found.sid], idx)
