@@ -175,8 +175,8 @@ class Budget:
                 raise ValueError(f"linearizable_budget.{k} must be a positive number or null, not {v!r}")
         return cls(**{**DEFAULT_BUDGET.__dict__, **spec})
 
-    def describe(self, n_ops: int | None = None) -> str:
-        """The limits in words (``n_ops``, which they no longer depend on, is accepted for old callers)."""
+    def describe(self) -> str:
+        """The limits in words."""
         bits = [f"{self.seconds:g} s" if self.seconds is not None else "",
                 f"{self.configurations:,} configurations" if self.configurations is not None else "",
                 _size(self.memo_bytes) + " of memo" if self.memo_bytes is not None else ""]

@@ -73,11 +73,10 @@ what is left:
    (``reachable.order_to``, back to the last pinned start) that ends in a
    state from which that prefix is legal.
 
-Memory: a configuration holds a bitset of its window's ops, so windows keep
-the memo small where one 20,000-op partition would hold 2.5 KB a
-configuration. The union of the states a window can leave costs every
-configuration of the window (a window of 1,200 busy ops: about 4 million,
-over the default memo budget), where a witness costs a few thousand.
+Cost: a witness costs a window a few thousand configurations; the union of
+the states a window can leave costs every configuration of it (a window of
+1,200 busy ops: about 4 million, 232 MB at the memo's compact key, near the
+default 256 MiB budget).
 """
 
 from __future__ import annotations
@@ -352,7 +351,7 @@ def _check_windows(model: Model, start: tuple, ops: list[Operation], timeout: fl
         return res
 
     def unknown(k: int, configurations: int, why: str) -> tuple[LinearizabilityResult, WitnessStats]:
-        reason = (f"search budget of {budget.describe(len(windows[k]))} used up ({len(ops)} ops in "
+        reason = (f"search budget of {budget.describe()} used up ({len(ops)} ops in "
                   f"{len(windows)} windows, {why} window {k + 1} of {len(windows[k])} ops, {configurations:,} "
                   f"configurations in all); the verdict for this partition is unknown")
         return LinearizabilityResult(UNKNOWN_RESULT, [PartitionResult(list(range(len(ops))), UNKNOWN_RESULT,
