@@ -114,6 +114,21 @@ def test_repro_writes_a_script_that_shows_the_finding_and_not_on_the_correct_bac
     assert not_shown.returncode == 1 and "NOT SHOWN" in not_shown.stdout
 
 
+def test_repro_that_can_script_no_finding_names_each_with_its_reason(monkeypatch):
+    from chaos import shrink
+    from chaos.explore import repro
+
+    monkeypatch.setattr(shrink, "load_run", lambda run_dir: (None, {}))
+    monkeypatch.setattr(repro, "findings", lambda results: [("a-x", "a", {}), ("b-y", "b", {})])
+
+    def refuse(run_dir, finding):
+        raise repro.NotReproducible(f"no script for {finding}")
+    monkeypatch.setattr(repro, "script_data", refuse)
+    with pytest.raises(repro.NotReproducible) as e:
+        repro.write("RUN")
+    assert str(e.value) == "a-x: no script for a-x; b-y: no script for b-y"
+
+
 def test_a_kill_at_a_recorded_point_lands_on_that_call_there(tmp_path_factory):
     # a short store path: the scheduler's socket lives under the run's tmp/ (a unix socket path is short)
     base = dict(DEFAULT_CONFIG, store=str(tmp_path_factory.mktemp("k")), name="c", seed=1, depth=3, points=None, workers=2,

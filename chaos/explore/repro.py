@@ -232,7 +232,7 @@ def write(run_dir: str, finding: str | None = None, python: str | None = None) -
             try:
                 return write(run_dir, fid, python)
             except NotReproducible as e:
-                reasons.append(str(e))
+                reasons.append(f"{fid}: {e}")   # each finding's own reason, named (they often share one)
         if reasons:
             raise NotReproducible("; ".join(reasons))
     judge, data = script_data(run_dir, finding)
