@@ -35,7 +35,7 @@ what is left:
    stores an outcome under ``k``, or changes nothing), so its window opens
    at that read's call (``defer_info_windows``): the final phase reads every
    outcome, and without this a publish killed early stays a choice over the
-   whole history (a 177-op Wowbagger partition with 13 of them ran out of
+   whole history (a 177-op Wowbagger partition with 14 of them ran out of
    its budget). Exact as above: a linearization that places it before the
    read either stored an outcome the read did not see (illegal) or left the
    state as it was but for an alternative ``ABSENT`` the read keeps; moving
@@ -294,7 +294,7 @@ def check_register(model: Model, start: tuple, ops: list[Operation], timeout: fl
     every, _ = _check_windows(model, start, ops, timeout, replace(budget or UNLIMITED, seconds=None, configurations=cap),
                               min_segment, engine, defer=False)
     spent = res.partitions[0].configurations + every.partitions[0].configurations
-    if every.result == ILLEGAL:
+    if every.result != UNKNOWN_RESULT:   # decided over every order: its verdict and explanation stand
         every.partitions[0].configurations = spent
         return every, stats
     res.partitions[0].configurations = spent
