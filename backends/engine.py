@@ -103,12 +103,8 @@ class Engine:
         try:
             namespaces = self.config.namespaces   # a restarted store re-reads it here
         except StoreUnavailable as exc:
-            try:
-                oid = json.loads(raw).get("operation_id")
-            except (ValueError, AttributeError):
-                oid = None
             return surface_error(op, Code.CLAIM_STORE_UNAVAILABLE, {"reason": exc.reason},
-                                 operation_id=oid if isinstance(oid, str) else None)
+                                 operation_id=request_operation_id(raw))
         parsed = parse_request(op, raw, namespaces)
         if isinstance(parsed, Reply):
             return parsed
@@ -398,6 +394,18 @@ class Engine:
         "publish": "_publish",
         "publication-read": "_publication_read",
     }
+
+
+def request_operation_id(request: bytes | dict) -> str | None:
+    """The ``operation_id`` string a request names, unchecked (a store-unavailable reply echoes it
+    before the request is parsed); ``None`` if it names none or is not a JSON object."""
+    if not isinstance(request, dict):
+        try:
+            request = json.loads(request)
+        except ValueError:
+            return None
+    oid = request.get("operation_id") if isinstance(request, dict) else None
+    return oid if isinstance(oid, str) else None
 
 
 def fence_rejection(req: PublishRequest, rec: ClaimRecord, now: int) -> str | None:

@@ -239,13 +239,9 @@ def _operation_id_of(request: bytes | dict) -> str | None:
     """The request's canonical operation_id, which a publication's store-unavailable reply echoes even
     where the engine's own reply (a refused noncanonical request) carried none."""
     from backends.contract.values import is_operation_id
+    from backends.engine import request_operation_id
 
-    if isinstance(request, (bytes, str)):
-        try:
-            request = json.loads(request)
-        except ValueError:
-            return None
-    oid = request.get("operation_id") if isinstance(request, dict) else None
+    oid = request_operation_id(request)
     return oid if is_operation_id(oid) else None
 
 
