@@ -6,6 +6,8 @@ config, 255 the suite itself crashed. A test matrix exits with the worst.
 
 from __future__ import annotations
 
+import contextlib
+import signal
 from enum import IntEnum
 
 
@@ -27,6 +29,24 @@ def worst(codes) -> ExitCode:
         if rank[c] > rank[out]:
             out = c
     return out
+
+
+@contextlib.contextmanager
+def sigterm_as_ctrl_c():
+    """SIGTERM stops a command as Ctrl-C does (its ``finally`` blocks run: children stopped, temp
+    dirs removed, exit 130), not mid-write with its processes and files left behind."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    try:
+        old = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread: signals are not ours to take
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
 
 
 class ChaosError(Exception):

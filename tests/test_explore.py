@@ -18,7 +18,7 @@ EARLY_TAKEOVER = "chaos.testing.mutants:open_early_takeover"
 
 
 def _thread(proc_name: str, call):
-    return SimpleNamespace(proc=SimpleNamespace(name=proc_name, call=call), path="claims.db")
+    return SimpleNamespace(proc=SimpleNamespace(name=proc_name, call=call, item=None), path="claims.db")
 
 
 def test_a_call_point_kill_fires_at_the_kth_syscall_point_of_that_one_call_only():
@@ -193,3 +193,105 @@ def test_crash_points_of_both_faults_fan_out_over_a_local_cluster(tmp_path_facto
     assert all(r["killed_at"]["call"] in ("fsync", "fdatasync") for r in rows["acquire/eio"]["runs"])
     assert len({r["run_dir"] for row in rows.values() for r in row["runs"]}) == 4
     assert "acquire/eio " in res.stdout and "4 crash points" in res.stdout
+
+
+def test_a_check_then_act_finding_is_scripted_with_one_call_stopped_inside_and_not_shown_on_the_fix(tmp_path):
+    """A split acquire (checked in one transaction, written in a second) needs its rival between the two:
+    the script stops the first acquire right after its check's commit (faultshim.c, a pipe, no timer),
+    runs the rival whole, then lets it go on; the correct class, given the same script, refuses the rival."""
+    found = explore_one(dict(DEFAULT_CONFIG, backend="python", factory="chaos.testing.mutants:open_split_acquire_sleep",
+                             store=str(tmp_path), name="t", seed=1, depth=1, points=None))
+    assert "epochs:epoch-reallocated" in found["anomalies"], found
+    res = subprocess.run([sys.executable, "-m", "chaos.cli", "repro", found["run_dir"], "--finding",
+                          "epochs-epoch-reallocated"], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    out = os.path.join(found["run_dir"], "repro", "epochs-epoch-reallocated")
+    data = json.load(open(os.path.join(out, "data.json")))
+    gated = [c for c in data["calls"] if c.get("gate")]
+    assert len(data["calls"]) <= 10 and len(gated) == 1 and any(c.get("in_gap") for c in data["calls"]), data["calls"]
+    assert "stopped inside" in open(os.path.join(out, "README.md")).read()
+    shown = subprocess.run(["sh", os.path.join(out, "repro.sh")], capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0 and "SHOWN" in shown.stdout and "stopped after its" in shown.stdout, shown.stdout
+    fixed = os.path.join(out, "fixed.json")
+    with open(fixed, "w") as f:
+        json.dump(dict(data, factory="backends.sqlite:open_backend"), f)
+    sh = open(os.path.join(out, "repro.sh")).read().replace("< data.json", "< fixed.json")
+    with open(os.path.join(out, "fixed.sh"), "w") as f:
+        f.write(sh)
+    not_shown = subprocess.run(["sh", os.path.join(out, "fixed.sh")], capture_output=True, text=True, timeout=120)
+    assert not_shown.returncode == 1 and "NOT SHOWN" in not_shown.stdout, not_shown.stdout
+
+
+def test_a_bug_in_process_memory_is_explored_and_scripted_with_an_instance_per_client_process(tmp_path):
+    """``outcome-in-memory`` keeps publication outcomes in the serving process's memory: the deterministic
+    mode hosts it (its SQLite file's calls are the points), a 4-worker seed finds the lost outcome, and
+    the script shows it with one instance per client process of the run (the read comes from another
+    one), starting from the state the class itself reached; the correct class keeps the outcome."""
+    from chaos.explore import repro
+
+    found = explore_one(dict(DEFAULT_CONFIG, backend="python", factory="chaos.testing.mutants:open_outcome_in_memory",
+                             store=str(tmp_path), name="t", seed=1, depth=1, points=None, workers=4))
+    assert "durability:publication-outcome-lost" in found["anomalies"], found
+    made = repro.write(found["run_dir"], "durability-publication-outcome-lost")
+    data = json.load(open(os.path.join(made["dir"], "data.json")))
+    assert made["shown"] == 3 and len(data["calls"]) <= 10, data["calls"]
+    assert len({c["process"] for c in data["calls"]}) >= 2
+    assert data["explanation"].startswith("Operation ") and "operation-not-found" in data["explanation"]
+    fixed = subprocess.run([sys.executable, os.path.join(made["dir"], "repro.py")], capture_output=True, text=True,
+                           input=json.dumps(dict(data, factory="backends.sqlite:open_backend")), timeout=120)
+    assert fixed.returncode == 1 and "NOT SHOWN" in fixed.stdout, fixed.stdout
+
+
+def test_a_finding_whose_evidence_is_the_final_durable_state_is_scripted_with_that_state(tmp_path):
+    """``floor-not-persisted-on-reject`` loses the floor of a refused decision: the finding cites the final
+    durable state, so the script exports it after its calls (a fresh instance) and compares it too; the
+    correct class persists the floor, and the same script says NOT SHOWN."""
+    from chaos.explore import repro
+
+    found = explore_one(dict(DEFAULT_CONFIG, backend="python", store=str(tmp_path), name="t", seed=2, depth=1,
+                             points=None, factory="chaos.testing.mutants:open_floor_not_persisted_on_reject"))
+    assert "durability:final-floor-lost" in found["anomalies"], found
+    made = repro.write(found["run_dir"], "durability-final-floor-lost")
+    data = json.load(open(os.path.join(made["dir"], "data.json")))
+    assert made["shown"] == 3 and 1 <= len(data["calls"]) <= 10 and data["final"] is not None, data
+    shown = subprocess.run(["sh", os.path.join(made["dir"], "repro.sh")], capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0 and "final durable state" in shown.stdout and "SHOWN" in shown.stdout
+    fixed = subprocess.run([sys.executable, os.path.join(made["dir"], "repro.py")], capture_output=True, text=True,
+                           input=json.dumps(dict(data, factory="backends.sqlite:open_backend")), timeout=120)
+    assert fixed.returncode == 1 and "NOT as expected (data.json's final)" in fixed.stdout, fixed.stdout
+
+
+def test_crash_points_cut_the_power_at_a_calls_changes_and_undo_what_no_fsync_covered(tmp_path):
+    """``--fault power-loss``: at each chosen change of the explored acquire every process is killed and the
+    store's journal undoes what no fsync covered; a cut with nothing uncovered is a kill, and that run says
+    the fault did not take effect (unknown), never valid. The correct store recovers from every cut."""
+    config = dict(DEFAULT_CONFIG, backend="sqlite", store=str(tmp_path), name="pl", nemesis=["power-loss"])
+    result = crashpoints.explore(config, 1, max_points=4, kinds=("acquire",), actions=("power-loss",), log=lambda _: None)
+    (row,) = result["rows"]
+    assert row["kind"] == "acquire/power" and len(row["runs"]) == 4
+    for r in row["runs"]:
+        cut = r["killed_at"]
+        assert cut["action"] == "power-loss" and cut["call"] in crashpoints.CHANGES | crashpoints.SYNCS, cut
+        assert r["verdict"] == ("valid" if cut["undone"] > 0 else "unknown"), (r["verdict"], cut)
+    assert any(r["killed_at"]["undone"] > 0 for r in row["runs"])
+    assert "acquire/power" in "\n".join(crashpoints.table(result))
+
+
+def test_a_second_crash_lands_inside_the_first_crashs_recovery(tmp_path):
+    """``--second-crash``: each first crash's run is recorded; its recovery (the next call that changes the
+    crashed call's item: a retried publish, a takeover acquire) is killed at each chosen point too, on the
+    first crash's schedule. The correct store survives both."""
+    from chaos.commands.explore import CRASH_TIME_S
+    config = dict(DEFAULT_CONFIG, backend="sqlite", store=str(tmp_path), name="sc", time_limit=CRASH_TIME_S)
+    result = crashpoints.explore(config, 1, max_points=2, kinds=("publish",), log=lambda _: None, second=True)
+    rows = {row["kind"]: row for row in result["rows"]}
+    assert set(rows) == {"publish", "publish>recovery"}
+    seconds = rows["publish>recovery"]["runs"]
+    assert len(seconds) == 4 and all(r["verdict"] == "valid" for r in seconds), [r["verdict"] for r in seconds]
+    for r in seconds:
+        first, then = r["crash"], r["crash"]["then"]
+        assert then["serial"] > first["serial"] and then["kind"] in crashpoints.KINDS
+        assert r["killed_at"]["action"] == "kill" and r["killed_again_at"]["action"] == "kill"
+    assert len({(r["crash"]["point"], r["crash"]["then"]["point"]) for r in seconds}) == 4
+    table = "\n".join(crashpoints.table(result))
+    assert "publish>recovery" in table and table.splitlines()[-1].split()[3] == "4"

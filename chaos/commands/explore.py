@@ -35,8 +35,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=1, help="--crash-points: the seed of the recorded schedule")
     p.add_argument("--max-points", type=int, default=None, help="--crash-points: at most this many points per kind")
     p.add_argument("--fault", default="kill",
-                   help="--crash-points: kill the call at each point, or fail each of its fsyncs with EIO, or "
-                        "both in one exploration (kill,eio)")
+                   help="--crash-points: kill the call at each point, fail each of its fsyncs with EIO (eio), cut "
+                        "the power at each of its changes (power-loss: undo what no fsync covered), or several "
+                        "in one exploration (kill,eio,power-loss)")
+    p.add_argument("--second-crash", action="store_true",
+                   help="--crash-points: then kill each crash's recovery (the next call that changes the crashed "
+                        "call's item) at each of its points too")
     p.add_argument("--kinds", default=None, help="--crash-points: command kinds (default acquire,renew,release,publish)")
     p.add_argument("--backend", default=D["backend"])
     p.add_argument("--factory", default=None, help="--backend python: MODULE:FUNCTION")
@@ -90,8 +94,8 @@ def _work_ms(text: str | None) -> list[int] | None:
 
 def _faults(text: str) -> list[str]:
     faults = [f.strip() for f in text.split(",") if f.strip()]
-    if not faults or any(f not in ("kill", "eio") for f in faults) or len(set(faults)) != len(faults):
-        raise UsageError(f"--fault {text}: kill, eio or kill,eio")
+    if not faults or any(f not in ("kill", "eio", "power-loss") for f in faults) or len(set(faults)) != len(faults):
+        raise UsageError(f"--fault {text}: kill, eio, power-loss or a comma list of them (kill,eio)")
     return faults
 
 
@@ -214,12 +218,13 @@ def _crash_points(args, config: dict, t0: float) -> int:
         raise UsageError(f"--kinds: unknown {', '.join(sorted(unknown))} (known: {', '.join(crashpoints.KINDS)})")
     result = crashpoints.explore(dict(config, points=args.points), args.seed, args.max_points, kinds,
                                  log=lambda line: print(line, flush=True),
-                                 actions=tuple("kill" if n == "kill" else "EIO" for n in config["nemesis"]),
-                                 run_tasks=lambda tasks: _fanned(args, explore_crash_point, tasks))
+                                 actions=tuple({"fsync": "EIO"}.get(n, n) for n in config["nemesis"]),
+                                 run_tasks=lambda tasks: _fanned(args, explore_crash_point, tasks),
+                                 second=args.second_crash)
     wall = time.monotonic() - t0
     runs = [r for row in result["rows"] for r in row["runs"]]
     print(f"chaos explore --crash-points: {len(runs)} crash points in {wall:.0f} s "
-          f"({60 * len(runs) / max(wall, 1e-9):.1f} per minute); power loss: not built (kill or fsync EIO only)")
+          f"({60 * len(runs) / max(wall, 1e-9):.1f} per minute)")
     for line in crashpoints.table(result):
         print(line)
     for r in runs:

@@ -9,7 +9,7 @@ import argparse
 import os
 import sys
 
-from chaos.errors import UsageError
+from chaos.errors import UsageError, sigterm_as_ctrl_c
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -19,6 +19,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    with sigterm_as_ctrl_c():   # a stopped search leaves no store, stopped call or built shim behind
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     from chaos.explore.repro import NotReproducible, write
 
     if not os.path.isfile(os.path.join(args.run_dir, "test.yaml")) or \
@@ -41,7 +46,10 @@ def run(args: argparse.Namespace) -> int:
         from chaos.reports import load_run, write_html
 
         write_html(load_run(os.path.abspath(args.run_dir)))
-    print(f"chaos repro: {out['finding']}: {out['calls']} calls, shown on {out['shown']} of 3 runs")
+    how = [f"{out['stopped_inside']} stopped inside" if out.get("stopped_inside") else "",
+           f"from the state after the run's first {out['seeded_after']} calls" if out.get("seeded_after") else ""]
+    how = "; ".join(h for h in how if h)
+    print(f"chaos repro: {out['finding']}: {out['calls']} calls{f' ({how})' if how else ''}, shown on {out['shown']} of 3 runs")
     print(f"chaos repro: {os.path.join(out['dir'], 'repro.sh')} (README.md beside it)")
     return 0
 

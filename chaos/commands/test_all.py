@@ -34,7 +34,6 @@ import argparse
 import contextlib
 import itertools
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -44,7 +43,7 @@ from backends import safeload
 from chaos.campaign.fanout import check_scheduler_address, fan_out, parse_shard, shard_of
 from chaos.campaign.report import CampaignReport, SeedRecord, findings_of, utc_now
 from chaos.commands.run import MAX_SECONDS
-from chaos.errors import ExitCode, UsageError, worst
+from chaos.errors import ExitCode, UsageError, sigterm_as_ctrl_c, worst
 from chaos.store import check_name, writable_dir
 
 MATRIX_KEYS = {"name", "workload", "workloads", "backends", "nemeses", "seeds", "time_limit", "workers", "store",
@@ -350,7 +349,7 @@ def _stream(requests: list[RunRequest], args, open_report) -> tuple[list, str, s
     campaign = None  # made with the first result: a cluster that never answered leaves no empty report
     outcomes, interrupted = [], None
     try:  # closing: a Ctrl-C between two results still closes the cluster before the report is written
-        with _sigterm_as_ctrl_c(), contextlib.closing(_outcomes(requests, args)) as results:
+        with sigterm_as_ctrl_c(), contextlib.closing(_outcomes(requests, args)) as results:
             for _, o in results:
                 campaign = campaign or open_report(started, started_utc)
                 outcomes.append(o)
@@ -360,24 +359,6 @@ def _stream(requests: list[RunRequest], args, open_report) -> tuple[list, str, s
         interrupted = f"interrupted after {len(outcomes)} of {len(requests)} runs"
     summary = campaign.close(interrupted or "complete") if campaign else "(no runs)"
     return outcomes, summary, interrupted
-
-
-@contextlib.contextmanager
-def _sigterm_as_ctrl_c():
-    """SIGTERM stops a campaign as Ctrl-C does (cluster closed, report written, exit 130), not
-    mid-write with its workers left behind."""
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt
-
-    try:
-        old = signal.signal(signal.SIGTERM, interrupt)
-    except ValueError:  # not the main thread: signals are not ours to take
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, old)
 
 
 def _engine(args) -> str | None:

@@ -29,6 +29,14 @@ SPLIT_FACTORIES = frozenset(f"chaos.testing.mutants:open_split_{decision}{shape}
                             for shape in ("", "_sleep", "_reread"))
 FILE_FACTORIES = frozenset({"chaos.testing.filestore:open_backend",
                             "chaos.testing.filestore:open_unlocked"}) | SPLIT_FACTORIES
+#: planted bugs of ``chaos.testing.mutants``: the SQLite backend behind a store view (so not seen as
+#: over SqliteStore) whose only other state is the serving process's memory (the outcome cache of
+#: ``outcome-in-memory``, the epoch high-water mark of ``epoch-reuse-after-restart``,
+#: ``non-idempotent-publish``'s per-thread flag; none for ``namespace-blind``): deterministic, as that
+#: process runs under the scheduler and decides in the calling thread; the memory is lost with the
+#: process, which is the bug two of them plant
+MEMORY_FACTORIES = frozenset(f"chaos.testing.mutants:open_{name}" for name in (
+    "outcome_in_memory", "non_idempotent_publish", "epoch_reuse_after_restart", "namespace_blind"))
 ISSUE_LOCK = "the deterministic mode runs the claims workload only; the issue-lock workload is not built for it yet"
 
 

@@ -222,7 +222,9 @@ class DeterministicDriver:
             return
         msg = {"f": op["f"], "value": op["value"], **({"clock_ms": op["clock_ms"]} if "clock_ms" in op else {})}
         self.inflight[proc.pid] = op
-        self.sched.begin_call(proc, op["f"])
+        v = op["value"] if isinstance(op.get("value"), dict) else {}
+        item = (v["ledger_namespace"], v["item_id"]) if "ledger_namespace" in v and "item_id" in v else None
+        self.sched.begin_call(proc, op["f"], item)
         self.sched.send(proc, json.dumps(msg, ensure_ascii=False, separators=(",", ":")).encode() + b"\n")
 
     def wait(self, until: int | None) -> list[dict]:
@@ -406,11 +408,12 @@ def history_sha256(path: str) -> str:
         return hashlib.sha256(f.read()).hexdigest()
 
 
-def run(cfg, report: bool = True, config_path: str | None = None, exact_rules: dict | None = None) -> int:
+def run(cfg, report: bool = True, config_path: str | None = None, exact_rules=None) -> int:
     """One deterministic run; the exit code is the verdict (0 valid, 1 invalid, 2 unknown).
     ``config_path``: the test.yaml it re-runs (its run's history digest is compared). ``exact_rules``
-    (fault name -> its ``FaultRule`` list) replaces the seed's draw (``fault_rules``): the crash
-    points of ``chaos explore`` name their exact kill."""
+    (fault name -> its ``FaultRule`` list, or a function of the run's power-loss journal, None
+    unless ``power-loss`` is asked for, giving it) replaces the seed's draw (``fault_rules``): the
+    crash points of ``chaos explore`` name their exact kill, EIO or power cut."""
     from chaos.workload_kinds import workload_kind
     from workloads.generator import SEC
 
@@ -434,8 +437,7 @@ def run(cfg, report: bool = True, config_path: str | None = None, exact_rules: d
     coverage = Coverage(cfg.nemesis)
     expected = expected_points(cfg)
     sched = Scheduler(cfg.seed, prefixes=[run_dir.path], depth=cfg.pct_depth, expected_points=expected, step_ns=STEP_NS,
-                      send_ns=CALL_NS, log_dir=run_dir.file("logs"),
-                      sock_dir=run_dir.tmp)
+                      send_ns=CALL_NS, log_dir=run_dir.file("logs"))
     clock_took = None
     wall0 = time.monotonic()
     # SIGTERM ends the run like Ctrl-C: everything reaped. Only the main thread may set a handler: a run in
@@ -447,7 +449,8 @@ def run(cfg, report: bool = True, config_path: str | None = None, exact_rules: d
             target.setup(kind.namespaces(world), kind.durable(world))
         client_gen, world = adapt_to_target(kind, cfg, target, world, notes, run_dir, client_gen)
         power = power_journal(cfg, target, run_dir)   # (the store's path is known once it is set up)
-        rules = fault_rules(cfg, power) if exact_rules is None else exact_rules
+        rules = (fault_rules(cfg, power) if exact_rules is None
+                 else exact_rules(power) if callable(exact_rules) else exact_rules)
         sched.faults = [r for rs in rules.values() for r in rs]
         driver = DeterministicDriver(sched, history, target.spec, run_dir.file("logs"),
                                      power.env() if power is not None else None)

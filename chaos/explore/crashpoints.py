@@ -11,8 +11,15 @@ where it was asked; after it the workload goes on: the other workers contend,
 the killed worker's slot comes back as a fresh process, leases expire, the
 final phase reads everything back, and the checkers judge the history.
 
-Power loss (undo what no fsync covered) is not done here: the scheduler has no
-power-loss point yet (kill only; docs/explore.md says so).
+With ``second``, each first crash's run is recorded too, and its recovery (the
+next call that changes the crashed call's item: a retry, a takeover) is killed
+at each of its own points as well, on the first crash's schedule.
+
+The same call can instead fail with EIO at each of its fsyncs (``EIO``), or
+lose power at each of its changes (``power-loss``: every process killed there,
+then what no fsync covered undone by the store's power-loss journal; a cut
+where nothing was uncovered is a kill, and the run says the cut did not take
+effect).
 """
 
 from __future__ import annotations
@@ -27,6 +34,9 @@ CHANGES = frozenset({"write", "pwrite", "writev", "ftruncate", "rename", "link",
 SYNCS = frozenset({"fsync", "fdatasync"})
 #: points that are not a syscall of the call (a thread's first contact, a virtual sleep)
 NOT_POINTS = ("start", "sleep")
+#: per action: the nemesis a run asks for (so its coverage counts the fault), the table's suffix
+NEMESIS = {"kill": "kill", "EIO": "fsync", "power-loss": "power-loss"}
+SUFFIX = {"kill": "", "EIO": "eio", "power-loss": "power"}
 
 
 class WorkerCalls:
@@ -37,13 +47,16 @@ class WorkerCalls:
     def __init__(self):
         self.workers: dict = {}
 
-    def served(self, thread):
+    def worker(self, thread):
         proc = thread.proc
         root = proc.name.split("/", 1)[0]
         if "/" not in proc.name:
             self.workers[root] = proc
-            return proc.call
-        worker = self.workers.get(root)
+            return proc
+        return self.workers.get(root)
+
+    def served(self, thread):
+        worker = self.worker(thread)
         return worker.call if worker is not None else None
 
 
@@ -56,20 +69,23 @@ class CallRecorder(FaultRule):
         self.calls = WorkerCalls()
 
     def matches(self, thread, call: str, seq: int, vt: int = 0) -> bool:
-        served = self.calls.served(thread)
+        worker = self.calls.worker(thread)
+        served = worker.call if worker is not None else None
         if served is not None and call not in NOT_POINTS:
-            entry = self.log.setdefault(served[0], {"serial": served[0], "f": served[1],
-                                                    "process": thread.proc.name, "points": []})
+            entry = self.log.setdefault(served[0], {"serial": served[0], "f": served[1], "process": thread.proc.name,
+                                                    "item": list(worker.item) if worker.item else None,
+                                                    "points": []})
             entry["points"].append(f"{call} {thread.path}".strip())
         return False
 
 
 class CallPointKill(FaultRule):
     """Kill op ``serial`` (of kind ``kind``) at its ``point``-th scheduling point (1-based); with
-    ``action="EIO"`` that point's call fails with EIO instead (an fsync point: a failing disk)."""
+    ``action="EIO"`` that point's call fails with EIO instead (an fsync point: a failing disk); with
+    ``"power-loss"`` the power is cut there (``then``: the journal's undo)."""
 
-    def __init__(self, serial: int, kind: str, point: int, action: str = "kill"):
-        super().__init__(action)
+    def __init__(self, serial: int, kind: str, point: int, action: str = "kill", then=None):
+        super().__init__(action, then=then)
         self.serial, self.kind, self.point = serial, kind, point
         self.calls = WorkerCalls()
 
@@ -105,20 +121,45 @@ def explored_points(points: list[str], limit: int | None, changes_only: bool, ac
     change nothing, where a kill is the same as one before its first change); an EIO only at fsyncs."""
     if not changes_only and action == "kill":
         return pick_points(len(points), limit)
-    kinds = CHANGES | SYNCS if action == "kill" else SYNCS
+    kinds = SYNCS if action == "EIO" else CHANGES | SYNCS
     at = [i + 1 for i, p in enumerate(points) if p.split(" ")[0] in kinds]
     return [at[i - 1] for i in pick_points(len(at), limit)]
+
+
+class AfterSetUp:
+    """Fault rules made once the run's power-loss journal exists (``det_run.run`` calls it with the
+    journal); ``values()`` are the rules made, as a dict's, for the run's evidence afterwards."""
+
+    def __init__(self, make):
+        self.make, self.rules = make, {}
+
+    def __call__(self, power) -> dict:
+        self.rules = self.make(power)
+        return self.rules
+
+    def values(self):
+        return self.rules.values()
 
 
 def rules_for(task: dict):
     """(the run's fault rules, the recorder or None) of a crash-point task's plain data."""
     crash = task.get("crash")
+    recorder = CallRecorder() if not crash or crash.get("record") else None
+    extra = {"record": [recorder]} if recorder else {}
     if crash:
         action = crash.get("action", "kill")
-        return {"kill" if action == "kill" else "fsync": [
-            CallPointKill(int(crash["serial"]), crash["kind"], int(crash["point"]), action)]}, None
-    recorder = CallRecorder()
-    return {"record": [recorder]}, recorder
+        serial, kind, point = int(crash["serial"]), crash["kind"], int(crash["point"])
+        second = crash.get("then")   # a second kill, inside the first crash's recovery
+        kills = [CallPointKill(int(second["serial"]), second["kind"], int(second["point"]))] if second else []
+        if action == "power-loss":   # its undo is the run's journal of the store, made once the store is set up
+            return AfterSetUp(lambda power: {**extra, "power-loss": [CallPointKill(
+                serial, kind, point, action, then=lambda: power.power_off("drop", 0))], **({"kill": kills} if kills else {})}), recorder
+        first = CallPointKill(serial, kind, point, action)
+        rules = dict(extra)   # the recorder first: it sees the point a kill then fires at
+        rules.setdefault(NEMESIS[action], []).append(first)
+        rules.setdefault("kill", []).extend(kills)
+        return rules, recorder
+    return extra, recorder
 
 
 def explore_crash_point(task: dict) -> dict:
@@ -131,15 +172,33 @@ def explore_crash_point(task: dict) -> dict:
     out = explore_one(task, run_fn=lambda cfg: det_run.run(cfg, report=False, exact_rules=rules))
     if recorder is not None:
         out["calls"] = list(recorder.log.values())
-    else:
+    if task.get("crash"):
         out["crash"] = dict(task["crash"])
-        out["killed_at"] = next((r.evidence for rs in rules.values() for r in rs if r.evidence), None)
+        fired = [r for rs in rules.values() for r in rs if isinstance(r, CallPointKill)]
+        out["killed_at"] = fired[0].evidence if fired else None
+        if task["crash"].get("then"):
+            out["killed_again_at"] = fired[-1].evidence if len(fired) > 1 else None
     return out
 
 
-def plan(config: dict, seed: int, max_points: int | None = None, kinds=KINDS, actions=("kill",), log=print):
+def recovery_of(result: dict, kinds=KINDS) -> dict | None:
+    """The first crash's recovery in a recorded crash run: the first call handed out after the
+    crashed one, of a mutating kind, on the same item, that changed the store (a takeover, the
+    holder's retry, a publish that replays or redoes the outcome)."""
+    crash, calls = result.get("crash") or {}, result.get("calls") or []
+    item = next((c["item"] for c in calls if c["serial"] == crash.get("serial")), None)
+    for entry in sorted(calls, key=lambda e: e["serial"]):
+        if entry["serial"] > crash.get("serial", 0) and entry["f"] in kinds and entry.get("item") == item \
+                and any(p.split(" ")[0] in CHANGES for p in entry["points"]):
+            return entry
+    return None
+
+
+def plan(config: dict, seed: int, max_points: int | None = None, kinds=KINDS, actions=("kill",), log=print,
+         second: bool = False):
     """Record the schedule of ``seed``, then the crash-point tasks (plain data, any order): per kind, per
-    action ("kill", or "EIO": fail each of its fsyncs instead), the explored call at each chosen point."""
+    action ("kill"; "EIO": fail each of its fsyncs instead; "power-loss": cut the power at each of its
+    changes), the explored call at each chosen point."""
     base = dict(config, seed=seed, depth=int(config.get("depth", 3)), points=config.get("points"),
                 name=f"{config['name']}-crash")
     recording = explore_crash_point(dict(base, keep=True))
@@ -153,23 +212,44 @@ def plan(config: dict, seed: int, max_points: int | None = None, kinds=KINDS, ac
             for k in explored_points(entry["points"], max_points, config.get("backend") == "external",
                                      action) if entry else []:
                 # a name of its own: tasks run at once on a cluster, and each finds its run dir by name
-                tasks.append(dict(base, nemesis=["kill" if action == "kill" else "fsync"],
-                                  name=f"{base['name']}-{kind}{'' if action == 'kill' else '-eio'}-p{k}",
-                                  crash={"serial": entry["serial"], "kind": kind, "point": k, "action": action}))
+                tasks.append(dict(base, nemesis=[NEMESIS[action]],
+                                  name=f"{base['name']}-{kind}{'-' + SUFFIX[action] if SUFFIX[action] else ''}-p{k}",
+                                  crash={"serial": entry["serial"], "kind": kind, "point": k, "action": action,
+                                         **({"record": True} if second else {})}))
     return recording, chosen, tasks
 
 
+def second_tasks(config: dict, first: list[tuple[dict, dict]], max_points: int | None, kinds=KINDS) -> list[dict]:
+    """Per first crash (task, recorded result): kill its recovery (``recovery_of``) at each chosen point
+    too; the schedule up to the second kill is the first crash's run."""
+    tasks = []
+    for task, res in first:
+        rec = recovery_of(res, kinds)
+        if rec is None:
+            continue
+        crash = {k: v for k, v in task["crash"].items() if k != "record"}
+        for m in explored_points(rec["points"], max_points, config.get("backend") == "external"):
+            then = {"serial": rec["serial"], "kind": rec["f"], "point": m, "points": len(rec["points"]),
+                    "at": rec["points"][m - 1]}
+            tasks.append(dict(task, name=f"{task['name']}-r{m}", crash=dict(crash, then=then),
+                              nemesis=sorted(set(task["nemesis"]) | {"kill"})))
+    return tasks
+
+
 def explore(config: dict, seed: int, max_points: int | None = None, kinds=KINDS, log=print,
-            actions=("kill",), run_tasks=None) -> dict:
+            actions=("kill",), run_tasks=None, second: bool = False) -> dict:
     """Record, then fault each kind's explored call at each of its points, once per action; the
     table's rows (kind x action, points in order). ``run_tasks(tasks)`` yields ``(task, result)`` as
-    each completes, in any order (a cluster fan-out); by default one after another here."""
-    recording, chosen, tasks = plan(config, seed, max_points, kinds, actions, log)
-    rows = {(kind, action): {"kind": kind if action == "kill" else f"{kind}/eio", "action": action,
+    each completes, in any order (a cluster fan-out); by default one after another here. ``second``:
+    then, for every first crash, kill its recovery at each of its points too (rows ``kind>recovery``)."""
+    recording, chosen, tasks = plan(config, seed, max_points, kinds, actions, log, second)
+    rows = {(kind, action): {"kind": f"{kind}/{SUFFIX[action]}" if SUFFIX[action] else kind, "action": action,
                              "serial": chosen[kind]["serial"] if kind in chosen else None,
                              "points": chosen[kind]["points"] if kind in chosen else [], "runs": []}
             for action in actions for kind in kinds}
+    firsts = []
     for task, res in (run_tasks or _one_by_one)(tasks):
+        firsts.append((task, res))
         crash = task["crash"]
         row = rows[(crash["kind"], crash["action"])]
         res.setdefault("crash", dict(crash))
@@ -179,8 +259,21 @@ def explore(config: dict, seed: int, max_points: int | None = None, kinds=KINDS,
             + (f" {', '.join(res['anomalies'])}" if res["anomalies"] else "")
             + "".join(f"; found {name}, known" for name in res.get("known") or [])
             + ("" if res.get("killed_at") else "  (the fault did not land)"))
+    if second:
+        for task, res in (run_tasks or _one_by_one)(second_tasks(config, firsts, max_points, kinds)):
+            crash, then = task["crash"], task["crash"]["then"]
+            label = f"{crash['kind']}{'/' + SUFFIX[crash['action']] if SUFFIX[crash['action']] else ''}>recovery"
+            row = rows.setdefault((label, "second"), {"kind": label, "action": crash["action"], "serial": crash["serial"],
+                                                      "points": chosen[crash["kind"]]["points"], "runs": []})
+            res.setdefault("crash", dict(crash))
+            row["runs"].append(res)
+            log(f"  {label} #{crash['serial']} point {crash['point']}, then its recovery {then['kind']} "
+                f"#{then['serial']} point {then['point']}/{then['points']} ({then['at']}): {res['verdict']}"
+                + (f" {', '.join(res['anomalies'])}" if res["anomalies"] else "")
+                + "".join(f"; found {name}, known" for name in res.get("known") or [])
+                + ("" if res.get("killed_again_at") else "  (the second kill did not land)"))
     for row in rows.values():
-        row["runs"].sort(key=lambda r: r["crash"]["point"])
+        row["runs"].sort(key=lambda r: (r["crash"]["point"], (r["crash"].get("then") or {}).get("point", 0)))
     return {"seed": seed, "actions": list(actions), "recording": recording, "rows": list(rows.values())}
 
 
@@ -192,14 +285,15 @@ def _one_by_one(tasks: list[dict]):
 def table(result: dict) -> list[str]:
     """command kind x points reached x findings; first the recording (no kill): what it found was
     there without a crash (its verdict is at best unknown: it asked for a kill and made none)."""
-    lines = [f"{'kind':<11} {'call':>5} {'points':>6} {'killed':>6}  verdicts / findings"]
+    w = max([11] + [len(row["kind"]) for row in result["rows"]])
+    lines = [f"{'kind':<{w}} {'call':>5} {'points':>6} {'killed':>6}  verdicts / findings"]
     rec = result.get("recording")
     if rec:
-        lines.append(f"{'no kill':<11} {'-':>5} {'-':>6} {'-':>6}  {rec['verdict']}"
+        lines.append(f"{'no kill':<{w}} {'-':>5} {'-':>6} {'-':>6}  {rec['verdict']}"
                      + (f"; {', '.join(rec['anomalies'])}" if rec["anomalies"] else ""))
     for row in result["rows"]:
         runs = row["runs"]
-        killed = sum(1 for r in runs if r.get("killed_at"))
+        killed = sum(1 for r in runs if r.get("killed_again_at" if r["crash"].get("then") else "killed_at"))
         verdicts: dict = {}
         for r in runs:
             verdicts[r["verdict"]] = verdicts.get(r["verdict"], 0) + 1
@@ -210,5 +304,5 @@ def table(result: dict) -> list[str]:
         text = ", ".join(f"{v} {n}" for v, n in sorted(verdicts.items())) or "no call of this kind changed the store"
         for name, points in sorted(findings.items()):
             text += f"; {name} at points {','.join(map(str, points))}"
-        lines.append(f"{row['kind']:<11} {str(row['serial'] or '-'):>5} {len(row['points']):>6} {killed:>6}  {text}")
+        lines.append(f"{row['kind']:<{w}} {str(row['serial'] or '-'):>5} {len(row['points']):>6} {killed:>6}  {text}")
     return lines

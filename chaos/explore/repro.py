@@ -18,13 +18,28 @@ cannot give) and no script is written. A black-box program's finding
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from datetime import datetime
 
+from checkers.history import final_state_records
+
 SCRIPT = os.path.join(os.path.dirname(__file__), "repro_script.py")
+FAULTSHIM = os.path.join(os.path.dirname(__file__), "faultshim.c")
+#: the write transactions of a gated call after which its stop is tried (the first ends a split
+#: decision's check; opening a store may commit one before it)
+GATE_NTH = (1, 2, 3)
+#: how many replays dropping calls may take (the cited calls' pass gets half as many again)
+MINIMISE_TRIES = 300
+#: a script longer than this many calls is tried with a later start (``later_start``)
+SHORT = 10
+#: the store file the gate watches (the Python-class script's store: ``claims.db`` in its temp dir)
+GATE_FILE = "claims.db"
 #: backends whose class this module can call directly; their factory
 FACTORIES = {"sqlite": "backends.sqlite:open_backend"}
 RUNS_TO_KEEP = 3
@@ -82,7 +97,7 @@ def calls_of(ops: list[dict], cited: set[int]) -> list[dict]:
             inv = invoked.pop(op["process"])
             calls.append({"f": op["f"], "value": inv["value"], "at_ms": decided_at(op), "exit": op["value"]["exit"],
                           "envelope": op["value"]["envelope"], "cited": bool({inv["index"], op["index"]} & cited),
-                          "index": op["index"]})
+                          "index": op["index"], "invoked": inv["index"], "process": op["process"]})
     return calls
 
 
@@ -106,9 +121,11 @@ def chosen_finding(run_dir: str, finding: str | None, findings_of, not_determini
         raise NotReproducible(f"{fid}: its anomaly cites no calls")
     with open(os.path.join(run_dir, "history.jsonl")) as f:
         ops = [json.loads(line) for line in f if line.strip()]
-    # a script of calls shows a finding only when all its evidence is calls: one that cites the final
-    # durable state or a fault (e.g. a floor the store lost) would print SHOWN on a correct program too
-    beyond = sorted(i for i in cited if i >= len(ops) or not isinstance(ops[i].get("process"), int))
+    # a script of calls shows a finding only when all its evidence is calls or the final durable state
+    # (which the script exports and compares too): one that cites a fault would print SHOWN on a
+    # correct program too
+    beyond = sorted(i for i in cited if i >= len(ops) or not (isinstance(ops[i].get("process"), int)
+                                                              or ops[i].get("f") == "final-state"))
     if beyond:
         what = ", ".join(f"#{i} {ops[i].get('f') if i < len(ops) else '?'}" for i in beyond[:3])
         raise NotReproducible(f"{fid}: its evidence includes history entries that are not calls ({what}); a "
@@ -129,13 +146,16 @@ def script_data(run_dir: str, finding: str | None) -> dict:
     run_cfg = RunConfig(**_fields(cfg))
     kind = workload_kind(run_cfg)
     _, world = kind.build(run_cfg)
+    final = any(i < len(ops) and ops[i].get("f") == "final-state" for i in cited)
     return judge_of(cfg, results), {"finding": fid, "explanation": anomaly.get("explanation", ""), "factory": factory,
-            "namespaces": list(kind.namespaces(world)), "seed": kind.durable(world), "calls": calls_of(ops, cited)}
+            "namespaces": list(kind.namespaces(world)), "seed": kind.durable(world), "final_state": final,
+            "calls": calls_of(ops, cited)}
 
 
 def judge_of(cfg: dict, results: dict):
-    """``judge(history) -> {checker: anomaly types}``: the suite's checkers of the run's workload, as the
-    run configured them, on a history of the caller's making (before any known deviation is applied)."""
+    """``judge(history, initial=None) -> {checker: {anomaly type: its first explanation}}``: the suite's
+    checkers of the run's workload, as the run configured them (from ``initial``, a durable state, when
+    given), on a history of the caller's making (before any known deviation is applied)."""
     from chaos.runner import RunConfig
     from chaos.shrink import _fields
     from chaos.workload_kinds import workload_kind
@@ -145,27 +165,93 @@ def judge_of(cfg: dict, results: dict):
     _, world = kind.build(run_cfg)
     ctx = kind.ctx(run_cfg, world, results.get("capabilities") or {})
 
-    def judge(history: list[dict]) -> dict:
-        merged = kind.check(history, ctx)
-        return {name: {a.get("type") for a in r.get("anomalies") or [] if isinstance(a, dict)}
-                for name, r in (merged.get("checkers") or {}).items() if isinstance(r, dict) and r.get("valid") is False}
+    def judge(history: list[dict], initial: dict | None = None) -> dict:
+        merged = kind.check(history, ctx if initial is None else dict(ctx, initial_durable=initial))
+        out: dict = {}
+        for name, r in (merged.get("checkers") or {}).items():
+            if isinstance(r, dict) and r.get("valid") is False:
+                found = out.setdefault(name, {})
+                for a in r.get("anomalies") or []:
+                    if isinstance(a, dict):
+                        found.setdefault(a.get("type"), a.get("explanation", ""))
+        return out
     return judge
 
 
 _REPLAY: list = []
+_SHIM: list = []
+_SCRATCH: list = []
 #: where the search's replays keep their stores: tmpfs when there is one (each commit's fsync
 #: costs nothing there, and a search runs hundreds of replays)
 FAST_TMP = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
 
 
-def _shows(data: dict) -> bool:
+def _replay(data: dict, observed: list | None = None, state: dict | None = None) -> bool:
     """The script's own replay, in this process (the search's test): one definition, the script's."""
     if not _REPLAY:
-        namespace: dict = {"__name__": "repro"}
+        namespace: dict = {"__name__": "repro", "__file__": SCRIPT}
         with open(SCRIPT) as f:
             exec(compile(f.read(), SCRIPT, "exec"), namespace)
         _REPLAY.append(namespace["replay"])
-    return _REPLAY[0](data, quiet=True, tmp_root=FAST_TMP)
+    return _REPLAY[0](data, quiet=True, tmp_root=_scratch(), faultshim=_faultshim() if _gated(data) else None,
+                      observed=observed, state=state)
+
+
+def broken(data: dict, calls: list[dict], judge) -> dict | None:
+    """``data`` with ``calls`` carrying the replies the program gives them when replayed as the
+    script replays them (and, for a finding that cites the final durable state, the state they
+    leave: ``final``), when the suite's checker judges those as breaking the finding's rule; None
+    otherwise."""
+    got: list = []
+    state: dict | None = {} if data.get("final_state") else None
+    _replay(dict(data, calls=calls, final=None), got, state)
+    if len(got) != len(calls) or None in got:
+        return None
+    shown = dict(data, calls=[dict(c, exit=r[0], envelope=r[1]) for c, r in zip(calls, got)], final=state)
+    return shown if judged(shown, shown["calls"], judge) is not None else None
+
+
+def _gated(data: dict) -> bool:
+    """Does a call of ``data`` run stopped inside (in a window)?"""
+    return any(c.get("gate") for c in data["calls"])
+
+
+def _scratch() -> str:
+    """This process's scratch directory (the replays' stores, the built shim), on ``FAST_TMP``:
+    removed at exit; one a SIGKILLed search left (its pid gone) is removed by the next search."""
+    if not _SCRATCH:
+        root = FAST_TMP or tempfile.gettempdir()
+        for name in os.listdir(root):
+            pid = name.split("-")[2] if name.startswith("chaos-repro-") and name.count("-") >= 3 else ""
+            if pid.isdigit() and not _alive(int(pid)):
+                shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+        _SCRATCH.append(tempfile.mkdtemp(prefix=f"chaos-repro-{os.getpid()}-", dir=root))
+        atexit.register(shutil.rmtree, _SCRATCH[0], True)
+    return _SCRATCH[0]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _faultshim() -> str:
+    """faultshim.so, built once per process with gcc (as the script builds it)."""
+    if not _SHIM:
+        if not shutil.which("gcc"):
+            raise NotReproducible("a script that stops a call inside needs gcc to build faultshim.c: not found")
+        out = os.path.join(_scratch(), "faultshim.so")
+        res = subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-o", out, FAULTSHIM, "-ldl"], capture_output=True,
+                             text=True)
+        if res.returncode:
+            raise NotReproducible(f"faultshim.c did not build: {res.stderr.strip()[-300:]}")
+        _SHIM.append(out)
+    return _SHIM[0]
 
 
 def _tuple(call: dict):
@@ -173,52 +259,210 @@ def _tuple(call: dict):
     return (v.get("ledger_namespace"), v.get("item_id")) if isinstance(v, dict) else None
 
 
-def judged(data: dict, calls: list[dict], judge) -> bool:
-    """Do ``calls`` alone, one at a time in this order with the run's replies, break the finding's
-    rule by the suite's own checker (``judge(history) -> anomaly types per checker``)?"""
+def judged(data: dict, calls: list[dict], judge) -> str | None:
+    """Do ``calls`` alone, in this order with the replies they carry (a gated call spanning its gap),
+    from ``data``'s seeded state, break the finding's rule by the suite's own checker
+    (``judge``)? The checker's explanation when they do, else None."""
     checker, _, anomaly = data["finding"].partition("-")
-    ops, t = [], 0
+    ops: list = []
+
+    def add(n: int, c: dict, kind: str) -> None:
+        value = c["value"] if kind == "invoke" else {"exit": c["exit"], "envelope": c["envelope"]}
+        ops.append({"index": len(ops), "process": n, "type": kind, "f": c["f"], "value": value, "time": len(ops)})
+
+    starts = {first: g for first, g in _blocks(calls)}   # a gated call is in flight across its gap
     for n, c in enumerate(calls):
-        ops.append({"index": len(ops), "process": n, "type": "invoke", "f": c["f"], "value": c["value"], "time": t})
-        ops.append({"index": len(ops), "process": n, "type": "ok" if c["exit"] == 0 else "fail", "f": c["f"],
-                    "value": {"exit": c["exit"], "envelope": c["envelope"]}, "time": t + 1})
-        t += 2
-    return anomaly in judge(ops).get(checker, ())
+        if n in starts:
+            add(starts[n], calls[starts[n]], "invoke")
+        if not c.get("gate"):
+            add(n, c, "invoke")
+        add(n, c, "ok" if c["exit"] == 0 else "fail")
+    if data.get("final") is not None:
+        ops += [dict(rec, index=len(ops) + k, time=len(ops) + k) for k, rec in enumerate(final_state_records(data["final"]))]
+    return judge(ops, data["seed"]).get(checker, {}).get(anomaly)
+
+
+def _blocks(calls: list[dict]) -> list[tuple[int, int]]:
+    """(first position, gated call's position) of every window: a gated call and its gap's calls just
+    before it (``with_window``)."""
+    out = []
+    for g, c in enumerate(calls):
+        if c.get("gate"):
+            w = c["gate"]["window"]
+            out.append((next(n for n, x in enumerate(calls) if x.get("in_gap") == w or x is c), g))
+    return out
+
+
+def with_window(calls: list[dict], a: int, gap: list[dict], nth: int) -> list[dict]:
+    """``calls`` with call ``a`` stopped right after its ``nth`` write transaction while ``gap`` (calls
+    that overlapped it in the run) run: the gap moved just before it, a window of its own."""
+    w = 1 + max((c["gate"]["window"] for c in calls if c.get("gate")), default=0)
+    ids = {id(c) for c in gap}
+    gated = dict(calls[a], gate={"call": "txn-end", "match": GATE_FILE, "nth": nth, "window": w})
+    return ([c for c in calls[:a] if id(c) not in ids] + [dict(c, in_gap=w) for c in gap] + [gated]
+            + [c for c in calls[a + 1:] if id(c) not in ids])
+
+
+def _windows_for(calls: list[dict], a: int):
+    """Every (gap, nth) to try for call ``a``: the calls the run completed while it was in flight, then
+    also those it started during it, none of them in an earlier window."""
+    free = max((g for _, g in _blocks(calls)), default=-1) + 1
+    call = calls[a]
+    if a < free or call.get("in_gap"):
+        return
+    inside = [c for c in calls[free:a] if c["index"] > call["invoked"]]     # completed while it was in flight
+    later = [c for c in calls[a + 1:] if c["invoked"] < call["index"] and not c.get("in_gap")]  # started during it
+    for gap in filter(None, (inside, inside + later) if later else (inside,)):
+        for nth in GATE_NTH:
+            yield gap, nth
+
+
+def interleaved(data: dict, judge) -> dict:
+    """The run's interleaving inside one call: a cited call stopped right after its n-th write
+    transaction (``GATE_NTH``) while the calls the run completed during its flight (then also those
+    it started during it) run in the gap; the first (call, gap, n) whose replies the checker judges
+    as breaking the rule (``broken``). ``NotReproducible`` when none does."""
+    calls = data["calls"]
+    for a, call in enumerate(calls):
+        if call["cited"]:
+            for gap, nth in _windows_for(calls, a):
+                shown = broken(data, with_window(calls, a, gap, nth), judge)
+                if shown:
+                    return shown
+    raise NotReproducible("replayed one call at a time, or with the run's overlapping calls stopped inside one "
+                          f"another (after any of their first {len(GATE_NTH)} write transactions), the replies the "
+                          "calls get do not break the rule: the finding needs a killed call's partial effect, a "
+                          "deeper interleaving, or a part of the run the calls do not carry")
+
+
+def _diverges(data: dict, calls: list[dict]) -> int | None:
+    """The first position whose reply is not the one the call carries (the run's), None when none."""
+    got: list = []
+    _replay(dict(data, calls=calls), got)
+    for n, (c, g) in enumerate(zip(calls, got)):
+        if g is None or (g[0], g[1]) != (c["exit"], c["envelope"]):
+            return n
+    return None if len(got) == len(calls) else len(got)
+
+
+def faithful(data: dict, tries: list) -> dict:
+    """``data`` with the run's earlier interleavings back: walking the calls, wherever a reply first
+    differs from the run's and the run had that call (or a call it overlapped) in flight with others,
+    the window (``with_window``) that moves that first difference furthest on is kept, until every
+    reply is the run's or no window helps. A check-then-act bug met several times in a run needs
+    each of its earlier windows for the state the finding's calls see."""
+    calls = data["calls"]
+    at = _diverges(data, calls)
+    while at is not None and tries[0] > 0:
+        best = None
+        suspects = [n for n, c in enumerate(calls) if n == at or (
+            c["index"] > calls[at]["invoked"] and c["invoked"] < calls[at]["index"])]
+        for a in suspects:
+            for gap, nth in _windows_for(calls, a):
+                if tries[0] <= 0:
+                    break
+                tries[0] -= 1
+                tried = with_window(calls, a, gap, nth)
+                moved = _diverges(data, tried)
+                if moved is None or moved > at and (best is None or best[0] is not None and moved > best[0]):
+                    best = (moved, tried)
+                if moved is None:
+                    break
+            if best and best[0] is None:
+                break
+        if best is None:
+            break
+        at, calls = best
+    return dict(data, calls=calls)
+
+
+def _ddmin(items: list, ok, tries: list) -> list:
+    """Delta debugging: the fewest of ``items`` for which ``ok(kept)`` holds (one-minimal, or the
+    fewest found when ``tries[0]`` tries are spent: a count, so the script does not depend on the
+    machine's speed)."""
+    n = 2
+    while items and tries[0] > 0:
+        size = -(-len(items) // n)
+        for start in range(0, len(items), size):
+            if tries[0] <= 0:
+                return items
+            rest = items[:start] + items[start + size:]
+            tries[0] -= 1
+            if ok(rest):
+                items, n = rest, max(n - 1, 2)
+                break
+        else:
+            if n >= len(items):
+                break
+            n = min(len(items), 2 * n)
+    return items
+
+
+def later_start(data: dict, calls: list[dict], judge, tries: list) -> tuple[dict, list[dict]] | None:
+    """(data seeded with the store's state after the first k calls, the calls from k on) for the
+    largest k with which those calls still break the rule (judged from that state): a lease chain of
+    twenty takeovers before the finding becomes its last epoch, seeded. The state is the one the
+    program itself reached, replayed one call at a time, as ``backend.store.export_durable()``
+    gives it. A cut never separates a stopped call from its gap."""
+    inside = {k for first, g in _blocks(calls) for k in range(first + 1, g + 1)}
+    for k in range(len(calls) - 1, 0, -1):
+        if k in inside:
+            continue
+        if tries[0] <= 0:
+            return None
+        tries[0] -= 1
+        state: dict = {}
+        _replay(dict(data, calls=calls[:k]), [], state)
+        later = dict(data, seed=state, seeded_after=data.get("seeded_after", 0) + k)
+        if broken(later, calls[k:], judge):
+            return later, calls[k:]
+    return None
+
+
+def _starting_calls(data: dict, judge, tries: list) -> dict:
+    """``data`` whose calls break the rule when replayed (``broken``): the run's calls one at a time;
+    else with one cited call stopped inside (``interleaved``); else with the run's earlier
+    interleavings back (``faithful``), then one at a time or with a cited call stopped inside."""
+    if broken(data, data["calls"], judge):
+        return broken(data, data["calls"], judge)
+    try:
+        return interleaved(data, judge)
+    except NotReproducible:
+        again = faithful(data, tries)
+        if again["calls"] is data["calls"]:
+            raise
+    return broken(again, again["calls"], judge) or interleaved(again, judge)
 
 
 def minimal_calls(data: dict, judge) -> dict:
-    """ddmin over the uncited calls: the fewest with which every kept call gets the run's reply when
-    replayed one at a time and the suite's checker still judges those calls as breaking the rule
-    (first without the calls on other items, which a one-item finding seldom needs)."""
+    """The fewest calls that, replayed as the script replays them (one at a time, or with the run's
+    one call stopped inside: ``interleaved``), get replies the suite's checker judges as breaking the
+    finding's rule; each call's expected reply is then the one the program gave it (the run's, for a
+    call whose context the shrinking kept). ddmin over the uncited calls (first without the calls on
+    other items, which a one-item finding seldom needs), then over every call left, the cited ones
+    too: an epoch reallocated at epoch 12 is shown as well at epoch 1."""
+    tries = [MINIMISE_TRIES]
+    data = _starting_calls(data, judge, tries)
     cited = [c for c in data["calls"] if c["cited"]]
     others = [c for c in data["calls"] if not c["cited"]]
 
-    def ok(keep: list) -> bool:
+    def with_cited(keep: list) -> list:
         ids = {id(c) for c in keep}
-        calls = [c for c in data["calls"] if c["cited"] or id(c) in ids]
-        return judged(data, calls, judge) and _shows(dict(data, calls=calls))
+        return [c for c in data["calls"] if c["cited"] or id(c) in ids]
 
     same_items = [c for c in others if _tuple(c) in {_tuple(x) for x in cited}]
-    if ok(same_items):
+    if broken(data, with_cited(same_items), judge):
         others = same_items
-    elif not ok(others):
-        raise NotReproducible("replayed one call at a time, the calls do not get the run's replies, or their "
-                              "replies alone do not break the rule: the finding needs an interleaving inside "
-                              "calls, a killed call's partial effect, or calls the run had overlap")
-    n = 2
-    while others:
-        chunks = [others[i::n] for i in range(n) if others[i::n]]
-        for c in chunks:
-            rest = [x for x in others if all(x is not y for y in c)]
-            if ok(rest):
-                others, n = rest, max(n - 1, 2)
-                break
-        else:
-            if n >= len(others):
-                break
-            n = min(len(others), 2 * n)
-    keep = {id(c) for c in others} | {id(c) for c in cited}
-    return dict(data, calls=[c for c in data["calls"] if id(c) in keep])
+    others = _ddmin(others, lambda keep: broken(data, with_cited(keep), judge), tries)
+    tries[0] += MINIMISE_TRIES // 2
+    calls = with_cited(others)
+    if len(calls) > SHORT:
+        later = later_start(data, calls, judge, tries)
+        if later:
+            data, calls = later
+    shown = broken(data, _ddmin(calls, lambda keep: broken(data, keep, judge), tries), judge)
+    # the explanation of these calls (the run's anomaly named others, at other epochs)
+    return dict(shown, explanation=judged(shown, shown["calls"], judge))
 
 
 def write(run_dir: str, finding: str | None = None, python: str | None = None) -> dict:
@@ -246,20 +490,32 @@ def write(run_dir: str, finding: str | None = None, python: str | None = None) -
     with open(os.path.join(out, "data.json"), "w") as f:
         json.dump({k: v for k, v in data.items()}, f, indent=1)
     sh = os.path.join(out, "repro.sh")
+    py = f"\"${{PY:-{python or sys.executable}}}\" repro.py < data.json"
+    head = (f"#!/bin/sh\n# {data['finding']}: {len(data['calls'])} calls of {data['factory']}, one at a time"
+            + (f", {sum(bool(c.get('gate')) for c in data['calls'])} of them stopped inside (faultshim.c, built here "
+               "with gcc) while others run" if _gated(data) else "")
+            + "\n# (PY: a python that can import the backend's module)\ncd \"$(dirname \"$0\")\" || exit 2\n")
+    if _gated(data):
+        shutil.copy(FAULTSHIM, os.path.join(out, "faultshim.c"))
+        body = ("T=$(mktemp -d) || exit 2\n"
+                "gcc -shared -fPIC -O2 -o \"$T/faultshim.so\" faultshim.c -ldl || { rm -rf \"$T\"; exit 2; }\n"
+                f"FAULTSHIM=\"$T/faultshim.so\" {py}\ncode=$?\nrm -rf \"$T\"\nexit $code\n")
+    else:
+        body = f"exec {py}\n"
     with open(sh, "w") as f:
-        f.write(f"#!/bin/sh\n# {data['finding']}: {len(data['calls'])} calls of {data['factory']}, one at a time\n"
-                f"# (PY: a python that can import the backend's module)\n"
-                f"cd \"$(dirname \"$0\")\" && exec \"${{PY:-{python or sys.executable}}}\" repro.py < data.json\n")
+        f.write(head + body)
     os.chmod(sh, 0o755)
     shown = [subprocess.run(["sh", sh], capture_output=True, text=True, timeout=120).returncode == 0
              for _ in range(RUNS_TO_KEEP)]
     if not all(shown):
-        for name in ("repro.sh", "repro.py", "data.json"):
-            os.unlink(os.path.join(out, name))
+        for name in ("repro.sh", "repro.py", "data.json", "faultshim.c"):
+            if os.path.exists(os.path.join(out, name)):
+                os.unlink(os.path.join(out, name))
         raise NotReproducible(f"the script showed the finding in {sum(shown)} of {RUNS_TO_KEEP} runs: not kept")
     with open(os.path.join(out, "README.md"), "w") as f:
         f.write(readme(data, run_dir))
-    return {"finding": data["finding"], "dir": out, "calls": len(data["calls"]), "shown": sum(shown)}
+    return {"finding": data["finding"], "dir": out, "calls": len(data["calls"]), "shown": sum(shown),
+            "seeded_after": data.get("seeded_after", 0), "stopped_inside": sum(bool(c.get("gate")) for c in data["calls"])}
 
 
 def readme(data: dict, run_dir: str) -> str:
@@ -268,10 +524,26 @@ def readme(data: dict, run_dir: str) -> str:
              f"{os.path.join(run_dir, 'test.yaml')}`).", "",
              f"`sh repro.sh` calls `{data['factory']}` as its users do, {len(data['calls'])} calls one at a time on a "
              "fresh store seeded as the run's was, each decided at the instant the run's reply says "
-             "(`observed_at`), and prints each reply. It exits 0 and prints SHOWN when every call gets the "
-             "reply the run recorded: replies that the suite's checker judged, these calls alone in this order, "
-             "as breaking the rule; 1 otherwise. It imports nothing of the claim-chaos harness; `repro.py` is the replay, "
-             "`data.json` its calls. Shown on 3 runs of 3 before it was kept.", "", "## Calls", ""]
+             "(`observed_at`), each client process of the run through an instance of its own, and prints each "
+             "reply. It exits 0 and prints SHOWN when every call gets its expected reply (`data.json`: the "
+             "run's, or the one the class gave when the shrinking dropped calls before it): replies that the "
+             "suite's checker judged, these calls alone in this order, as breaking the rule; 1 otherwise. It imports nothing of the claim-chaos harness; `repro.py` is the replay, "
+             "`data.json` its calls. Shown on 3 runs of 3 before it was kept."]
+    if data.get("seeded_after"):
+        lines += ["", f"The store does not start empty: it is seeded (as the run's own initial state was) with the "
+                  f"durable state this class reached after the run's first {data['seeded_after']} calls, replayed one "
+                  "at a time (`data.json`'s `seed`, from `store.export_durable()`), so the script starts where the "
+                  "finding's calls begin; the suite's checker judged the calls below from that state."]
+    for gated in (c for c in data["calls"] if c.get("gate")):
+        g = gated["gate"]
+        lines += ["", f"One call runs inside others, as in the run: the `{gated['f']}` (call "
+                  f"{data['calls'].index(gated) + 1}) runs in a process of its own with `faultshim.c` preloaded "
+                  f"(built by `repro.sh` with gcc), which stops it right after its {g['nth']}. write transaction on "
+                  f"`{g['match']}` ended (an exclusive record lock taken, then the whole file unlocked: it holds no "
+                  "lock there) and tells `repro.py` through a pipe; the calls of its gap (marked \"in the gap\" just "
+                  "before it) run then, and closing the pipe lets it go on. Nothing waits on a timer."]
+    lines += ["", "## Calls", ""]
     for n, c in enumerate(data["calls"], 1):
-        lines.append(f"{n}. `{c['f']}` at {c['at_ms']} ms{' (cited)' if c['cited'] else ''}: exit {c['exit']}")
+        where = " (stopped inside while the gap's calls run)" if c.get("gate") else " (in the gap)" if c.get("in_gap") else ""
+        lines.append(f"{n}. `{c['f']}` at {c['at_ms']} ms{where}{' (cited)' if c['cited'] else ''}: exit {c['exit']}")
     return "\n".join(lines) + "\n"

@@ -98,11 +98,14 @@ class PythonSut(Sut):
                 rows["outcome-unknown-fault"] = can(f"{factory}: the fsync EIO shim on its storage path at the commit",
                                                     "fsync")
                 rows["write-paths"] = can("the spec's write_paths (the factory's own configuration)")
-                from chaos.deterministic import FILE_FACTORIES
+                from chaos.deterministic import FILE_FACTORIES, MEMORY_FACTORIES
 
                 rows["deterministic"] = (
                     can(f"{factory}: its state files beside the run's path are the points (a known file store)",
                         "sched-shim") if factory in FILE_FACTORIES
+                    else can(f"{factory}: its SQLite file's calls are the points; the rest of its state is the "
+                             "serving process's memory, which runs under the scheduler", "sched-shim")
+                    if factory in MEMORY_FACTORIES
                     else cannot(f"{factory}: not over SqliteStore; that its state lives only in files under the "
                                 "run dir, in the worker's one thread, is not known"))
         return rows
