@@ -295,3 +295,21 @@ def test_a_second_crash_lands_inside_the_first_crashs_recovery(tmp_path):
     assert len({(r["crash"]["point"], r["crash"]["then"]["point"]) for r in seconds}) == 4
     table = "\n".join(crashpoints.table(result))
     assert "publish>recovery" in table and table.splitlines()[-1].split()[3] == "4"
+
+
+def test_a_call_is_replayed_at_its_clock_not_at_a_floor_ahead_of_it(tmp_path):
+    """``fence-outside-commit`` persists the floor of a refused publish run at a pinned instant a day ahead;
+    the read after it answers that floor as its observed_at. Replayed at that observed_at, the read would
+    show the same instant on the correct class too (a false alarm); replayed at its worker's clock (and the
+    publish at its pinned clock, which the checker is told), only the planted bug shows it."""
+    from chaos.explore import repro
+
+    found = explore_one(dict(DEFAULT_CONFIG, backend="python", factory="chaos.testing.mutants:open_fence_outside_commit",
+                             store=str(tmp_path), name="t", seed=1, depth=1, points=None, workers=4))
+    assert "floors:floor-moved-by-refusal" in found["anomalies"], found
+    made = repro.write(found["run_dir"], "floors-floor-moved-by-refusal")
+    data = json.load(open(os.path.join(made["dir"], "data.json")))
+    assert made["shown"] == 3 and len(data["calls"]) <= 10 and any("clock_ms" in c for c in data["calls"])
+    fixed = subprocess.run([sys.executable, os.path.join(made["dir"], "repro.py")], capture_output=True, text=True,
+                           input=json.dumps(dict(data, factory="backends.sqlite:open_backend")), timeout=120)
+    assert fixed.returncode == 1 and "NOT SHOWN" in fixed.stdout, fixed.stdout

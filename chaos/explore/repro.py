@@ -63,8 +63,14 @@ def findings(results: dict) -> list[tuple[str, str, dict]]:
 
 
 def decided_at(op: dict) -> int:
-    """The ms a call was decided at: its reply's ``observed_at`` (the backend's own word), else the
-    worker's wall clock at the reply."""
+    """The ms of the clock a call was decided with: the clock the run pinned for it (``clock_ms``: an
+    episode that runs a call at a chosen instant); else its reply's ``observed_at`` (the backend's own
+    word: max(its clock, the floor)) when that is not past the worker's wall clock at the reply,
+    else that wall clock (a floor ahead of the clock, which the replay must not take for the clock:
+    it would hide a floor the program moved wrongly); else the wall clock."""
+    if isinstance(op.get("clock_ms"), int):
+        return op["clock_ms"]
+
     def find(x):
         if isinstance(x, dict):
             if isinstance(x.get("observed_at"), str):
@@ -76,9 +82,10 @@ def decided_at(op: dict) -> int:
         return None
 
     stamp = find(op.get("value"))
+    wall = int(op["wall_ms"])
     if stamp:
-        return int(datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() * 1000)
-    return int(op["wall_ms"])
+        return min(int(datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() * 1000), wall)
+    return wall
 
 
 def calls_of(ops: list[dict], cited: set[int]) -> list[dict]:
@@ -97,7 +104,8 @@ def calls_of(ops: list[dict], cited: set[int]) -> list[dict]:
             inv = invoked.pop(op["process"])
             calls.append({"f": op["f"], "value": inv["value"], "at_ms": decided_at(op), "exit": op["value"]["exit"],
                           "envelope": op["value"]["envelope"], "cited": bool({inv["index"], op["index"]} & cited),
-                          "index": op["index"], "invoked": inv["index"], "process": op["process"]})
+                          "index": op["index"], "invoked": inv["index"], "process": op["process"],
+                          **({"clock_ms": op["clock_ms"]} if isinstance(op.get("clock_ms"), int) else {})})
     return calls
 
 
@@ -268,7 +276,9 @@ def judged(data: dict, calls: list[dict], judge) -> str | None:
 
     def add(n: int, c: dict, kind: str) -> None:
         value = c["value"] if kind == "invoke" else {"exit": c["exit"], "envelope": c["envelope"]}
-        ops.append({"index": len(ops), "process": n, "type": kind, "f": c["f"], "value": value, "time": len(ops)})
+        pinned = {"clock_ms": c["clock_ms"]} if "clock_ms" in c else {}   # a call the run decided at a pinned instant
+        ops.append({"index": len(ops), "process": n, "type": kind, "f": c["f"], "value": value, "time": len(ops),
+                    **pinned})
 
     starts = {first: g for first, g in _blocks(calls)}   # a gated call is in flight across its gap
     for n, c in enumerate(calls):
