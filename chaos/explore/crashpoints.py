@@ -255,9 +255,7 @@ def explore(config: dict, seed: int, max_points: int | None = None, kinds=KINDS,
         res.setdefault("crash", dict(crash))
         row["runs"].append(res)
         log(f"  {row['kind']} #{crash['serial']} point {crash['point']}/{len(row['points'])} "
-            f"({row['points'][crash['point'] - 1]}): {res['verdict']}"
-            + (f" {', '.join(res['anomalies'])}" if res["anomalies"] else "")
-            + "".join(f"; found {name}, known" for name in res.get("known") or [])
+            f"({row['points'][crash['point'] - 1]}): {_outcome(res)}"
             + ("" if res.get("killed_at") else "  (the fault did not land)"))
     if second:
         for task, res in (run_tasks or _one_by_one)(second_tasks(config, firsts, max_points, kinds)):
@@ -268,13 +266,17 @@ def explore(config: dict, seed: int, max_points: int | None = None, kinds=KINDS,
             res.setdefault("crash", dict(crash))
             row["runs"].append(res)
             log(f"  {label} #{crash['serial']} point {crash['point']}, then its recovery {then['kind']} "
-                f"#{then['serial']} point {then['point']}/{then['points']} ({then['at']}): {res['verdict']}"
-                + (f" {', '.join(res['anomalies'])}" if res["anomalies"] else "")
-                + "".join(f"; found {name}, known" for name in res.get("known") or [])
+                f"#{then['serial']} point {then['point']}/{then['points']} ({then['at']}): {_outcome(res)}"
                 + ("" if res.get("killed_again_at") else "  (the second kill did not land)"))
     for row in rows.values():
         row["runs"].sort(key=lambda r: (r["crash"]["point"], (r["crash"].get("then") or {}).get("point", 0)))
     return {"seed": seed, "actions": list(actions), "recording": recording, "rows": list(rows.values())}
+
+
+def _outcome(res: dict) -> str:
+    """A crash run's verdict, its anomalies and the known findings it met, for the progress line."""
+    return (res["verdict"] + (f" {', '.join(res['anomalies'])}" if res["anomalies"] else "")
+            + "".join(f"; found {name}, known" for name in res.get("known") or []))
 
 
 def _one_by_one(tasks: list[dict]):
