@@ -4,16 +4,22 @@ For a Python-class backend (``--backend python`` or ``sqlite``, whose class is
 ``backends.sqlite:open_backend``) the script calls the class as its users do
 (``repro_script.py``: the factory, then ``backend.call`` per command), on a
 fresh store seeded as the run's was, one call at a time, each decided at the
-instant the run's reply says it was (its ``observed_at``). The calls are the
-run's completed calls up to the finding's; delta debugging drops every call
-not cited by the finding's anomaly while each cited call still gets the reply
-the run recorded (those replies are what the checker judged as breaking the
-rule). The script is kept only when it shows the finding on three runs out
-of three; otherwise the output says why (the finding needs an interleaving
-inside calls, or a killed call's partial effect, which one-at-a-time calls
-cannot give) and no script is written. A black-box program's finding
-(``--backend external``) is written as plain program calls by
-``chaos.explore.blackbox``.
+clock the run decided it with (``decided_at``), each client process of the
+run through an instance of its own. The calls are the run's completed calls
+up to the finding's. When no set of them one at a time breaks the finding's
+rule, the run's interleaving inside a call is put back (``interleaved``; the
+run's earlier ones first when the replay strays before the finding:
+``faithful``): a call started in a process of its own with ``faultshim.c``
+(built with gcc) preloaded stops right after its n-th write transaction ended,
+the calls the run completed while it was in flight run in that gap, then it
+goes on. Then delta debugging drops calls while the replies the class gives
+the rest are still judged by the suite's checker as the finding
+(``minimal_calls``; a script still over ``SHORT`` calls may start from the
+state the class reached after a prefix of them: ``later_start``); those
+replies are the script's expected ones. The script is kept only when it
+shows the finding on three runs out of three; otherwise the output says why
+and no script is written. A black-box program's finding (``--backend
+external``) is written as plain program calls by ``chaos.explore.blackbox``.
 """
 
 from __future__ import annotations
@@ -533,8 +539,8 @@ def readme(data: dict, run_dir: str) -> str:
              f"Found by the deterministic run `{run_dir}` (replay it exactly: `chaos run --config "
              f"{os.path.join(run_dir, 'test.yaml')}`).", "",
              f"`sh repro.sh` calls `{data['factory']}` as its users do, {len(data['calls'])} calls one at a time on a "
-             "fresh store seeded as the run's was, each decided at the instant the run's reply says "
-             "(`observed_at`), each client process of the run through an instance of its own, and prints each "
+             "fresh store seeded as the run's was, each decided with the clock the run decided it with (its "
+             "pinned clock, else its reply's `observed_at` when not past the worker's clock), each client process of the run through an instance of its own, and prints each "
              "reply. It exits 0 and prints SHOWN when every call gets its expected reply (`data.json`: the "
              "run's, or the one the class gave when the shrinking dropped calls before it): replies that the "
              "suite's checker judged, these calls alone in this order, as breaking the rule; 1 otherwise. It imports nothing of the claim-chaos harness; `repro.py` is the replay, "

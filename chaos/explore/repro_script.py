@@ -1,8 +1,9 @@
 # A standalone reproduction of one finding of a Python-class backend (written by ``chaos repro``).
 # It imports only the backend's own factory module and calls it as its users do: the registry
 # signature open(spec, clock, hooks), then backend.call(command, request) one call at a time, each
-# decided at the pinned instant the run's reply says it was decided (its observed_at), through an
-# instance per client process of the run. No part of the claim-chaos harness runs. Exit 0: every
+# decided with the clock the run decided it with (its pinned clock, else its reply's observed_at
+# when not past the worker's clock), through an instance per client process of the run. No part of
+# the claim-chaos harness runs. Exit 0: every
 # reply is the expected one (data.json), which the suite's checker judged (these calls alone, in
 # this order) as breaking the rule; 1: a reply differs.
 # A call with a "gate" is the one interleaving a run found inside a call: it runs in a process of its
