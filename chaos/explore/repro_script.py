@@ -3,13 +3,12 @@
 # signature open(spec, clock, hooks), then backend.call(command, request) one call at a time, each
 # decided with the clock the run decided it with (its pinned clock, else its reply's observed_at
 # when not past the worker's clock), through an instance per client process of the run. No part of
-# the claim-chaos harness runs. Exit 0: every
-# reply is the expected one (data.json), which the suite's checker judged (these calls alone, in
-# this order) as breaking the rule; 1: a reply differs.
-# A call with a "gate" is the one interleaving a run found inside a call: it runs in a process of its
-# own with $FAULTSHIM preloaded (faultshim.c, built by repro.sh with gcc), which stops it at the gate's
-# point (e.g. right after its first write transaction ended); the calls marked "in_gap" run in that
-# gap, one at a time, then it goes on and its reply is compared at its place.
+# the claim-chaos harness runs. Exit 0: every reply is the expected one (data.json), which the
+# suite's checker judged (these calls alone, in this order) as breaking the rule; 1: a reply differs.
+# A call with a "gate" is an interleaving the run had inside a call (a window): it runs in a process
+# of its own with $FAULTSHIM preloaded (faultshim.c, built by repro.sh with gcc), which stops it at
+# the gate's point (right after its n-th write transaction ended); the calls whose "in_gap" names its
+# window run in that gap, one at a time, then it goes on and its reply is compared at its place.
 import importlib
 import json
 import os
