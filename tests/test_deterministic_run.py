@@ -125,19 +125,3 @@ def test_a_deterministic_run_is_shrunk_as_an_exact_one_not_a_timed_one(tmp_path)
     res = subprocess.run([sys.executable, "-m", "chaos.cli", "shrink", str(tmp_path)], capture_output=True, text=True,
                          timeout=120)
     assert res.returncode == 254 and "nothing to shrink" in res.stderr and "Traceback" not in res.stderr
-
-
-def test_the_schedulers_socket_is_abstract_so_a_killed_harness_leaves_no_file(tmp_path):
-    """The scheduler listens on an abstract unix socket (the shim's "@name"): no directory or socket file
-    exists for a SIGKILL of the harness to leave behind, whatever the run directory's path length."""
-    from chaos.deterministic.scheduler import Scheduler
-
-    deep = tmp_path / ("d" * 100)
-    deep.mkdir()
-    with Scheduler(1, prefixes=[str(deep)]) as sched:
-        assert sched.sock_path.startswith("@chaos-sched-") and len(sched.sock_path) == len("@chaos-sched-") + 7 + 1 + 12
-        proc = sched.spawn("w0", [sys.executable, "-c", f"open({str(deep / 'f')!r}, 'w').write('x')"])
-        while not proc.gone:
-            sched.step()
-        assert (deep / "f").read_text() == "x"      # the child reached the scheduler and was granted
-    assert sorted(p.name for p in tmp_path.rglob("*")) == ["d" * 100, "f"]

@@ -437,7 +437,8 @@ def run(cfg, report: bool = True, config_path: str | None = None, exact_rules=No
     coverage = Coverage(cfg.nemesis)
     expected = expected_points(cfg)
     sched = Scheduler(cfg.seed, prefixes=[run_dir.path], depth=cfg.pct_depth, expected_points=expected, step_ns=STEP_NS,
-                      send_ns=CALL_NS, log_dir=run_dir.file("logs"))
+                      send_ns=CALL_NS, log_dir=run_dir.file("logs"),
+                      sock_dir=run_dir.tmp)
     clock_took = None
     wall0 = time.monotonic()
     # SIGTERM ends the run like Ctrl-C: everything reaped. Only the main thread may set a handler: a run in

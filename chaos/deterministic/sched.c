@@ -3,7 +3,7 @@
  * Every thread of a process started with $CHAOS_SCHED_SOCK stops at each
  * scheduling point, tells the scheduler (a unix socket, one connection per
  * thread, opened at the thread's first point) where it is, and waits until it
- * is granted ($CHAOS_SCHED_SOCK: a path, or "@name" for an abstract socket, the scheduler's). Points: open/creat of paths under $CHAOS_SCHED_PREFIX (':'
+ * is granted. Points: open/creat of paths under $CHAOS_SCHED_PREFIX (':'
  * separated), then write/pwrite/writev/ftruncate/fsync/fdatasync/close/flock/
  * fcntl record locks on the fds so opened (read/pread too with
  * $CHAOS_SCHED_READS=1), rename/link/unlink/
@@ -40,7 +40,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <stddef.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -201,11 +200,8 @@ static void ensure_conn(void) {
     int fd = (int)syscall(SYS_socket, AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) die("socket failed");
     struct sockaddr_un a; memset(&a, 0, sizeof a); a.sun_family = AF_UNIX;
-    size_t len = strlen(sock_path);
-    memcpy(a.sun_path, sock_path, len);
-    if (sock_path[0] == '@') a.sun_path[0] = 0;   /* an abstract socket: its name is exactly these bytes */
-    socklen_t alen = sock_path[0] == '@' ? (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len) : sizeof a;
-    if (syscall(SYS_connect, fd, &a, alen) != 0) die("cannot reach the scheduler");
+    memcpy(a.sun_path, sock_path, strlen(sock_path));
+    if (syscall(SYS_connect, fd, &a, sizeof a) != 0) die("cannot reach the scheduler");
     conn = fd;
     pthread_setspecific(conn_key, (void *)1);
     int idx = my_idx >= 0 ? my_idx : __sync_fetch_and_add(&next_thread, 1);

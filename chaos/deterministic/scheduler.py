@@ -65,9 +65,11 @@ import random
 import re
 import select
 import selectors
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -196,7 +198,7 @@ class Thread:
 class Scheduler:
     def __init__(self, seed: int, *, prefixes: list[str], depth: int = 3, expected_points: int = 1000,
                  step_ns: int = 10_000, faults: list[FaultRule] | None = None, stuck_s: float = 60.0,
-                 log_dir: str | None = None, reads: bool = False, send_ns: int = 0,
+                 log_dir: str | None = None, reads: bool = False, send_ns: int = 0, sock_dir: str | None = None,
                  release_yield: float | None = None):
         if depth < 1 or expected_points < 1:
             raise ValueError("depth and expected_points must be at least 1")
@@ -236,14 +238,13 @@ class Scheduler:
         # (pid, None): that thread's connection closed (an exit or an exec): its process runs until it is
         # gone or says hello again
         self._awaiting: set[str] = set()   # processes whose children's hellos are still to come
-        # an abstract socket ("@" for the shim): no file, so none is left behind when the harness is
-        # killed, whatever the length of the run's path (a file socket's path must fit a sun_path).
-        # Its name has one length in every run (the pid padded): it is in every controlled process's
-        # environment, and a program's memory layout (ASLR off) moves with that block's size
-        self.sock_path = f"@chaos-sched-{os.getpid():07d}-{os.urandom(6).hex()}"
+        # the socket in sock_dir (a run's tmp/, swept after a killed run) when its path fits a sun_path
+        usable = sock_dir is not None and len(os.path.abspath(sock_dir)) < 80   # + "/chaos-sched-XXXXXXXX/s" < 108
+        self._dir = tempfile.mkdtemp(prefix="chaos-sched-", dir=sock_dir if usable else None)
+        self.sock_path = os.path.join(self._dir, "s")
         set_child_subreaper()   # a killed worker's children are re-parented here, not to init (``_wait_reaped``)
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._listener.bind("\0" + self.sock_path[1:])
+        self._listener.bind(self.sock_path)
         self._listener.listen(256)
         self._sel = selectors.DefaultSelector()
         self._sel.register(self._listener, selectors.EVENT_READ, ("accept", None))
@@ -831,6 +832,7 @@ class Scheduler:
             self._thread_gone(t)
         self._sel.close()
         self._listener.close()
+        shutil.rmtree(self._dir, ignore_errors=True)
 
     def __enter__(self):
         return self
