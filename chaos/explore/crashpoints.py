@@ -146,20 +146,21 @@ def rules_for(task: dict):
     crash = task.get("crash")
     recorder = CallRecorder() if not crash or crash.get("record") else None
     extra = {"record": [recorder]} if recorder else {}
-    if crash:
-        action = crash.get("action", "kill")
-        serial, kind, point = int(crash["serial"]), crash["kind"], int(crash["point"])
-        second = crash.get("then")   # a second kill, inside the first crash's recovery
-        kills = [CallPointKill(int(second["serial"]), second["kind"], int(second["point"]))] if second else []
-        if action == "power-loss":   # its undo is the run's journal of the store, made once the store is set up
-            return AfterSetUp(lambda power: {**extra, "power-loss": [CallPointKill(
-                serial, kind, point, action, then=lambda: power.power_off("drop", 0))], **({"kill": kills} if kills else {})}), recorder
-        first = CallPointKill(serial, kind, point, action)
+    if not crash:
+        return extra, recorder
+    action = crash.get("action", "kill")
+    second = crash.get("then")   # a second kill, inside the first crash's recovery
+
+    def make(power) -> dict:
+        undo = (lambda: power.power_off("drop", 0)) if action == "power-loss" else None
         rules = dict(extra)   # the recorder first: it sees the point a kill then fires at
-        rules.setdefault(NEMESIS[action], []).append(first)
-        rules.setdefault("kill", []).extend(kills)
-        return rules, recorder
-    return extra, recorder
+        rules.setdefault(NEMESIS[action], []).append(
+            CallPointKill(int(crash["serial"]), crash["kind"], int(crash["point"]), action, then=undo))
+        if second:
+            rules.setdefault("kill", []).append(CallPointKill(int(second["serial"]), second["kind"], int(second["point"])))
+        return rules
+    # a power cut's undo is the run's journal of the store, made once the store is set up
+    return (AfterSetUp(make) if action == "power-loss" else make(None)), recorder
 
 
 def explore_crash_point(task: dict) -> dict:

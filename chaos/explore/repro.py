@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 from datetime import datetime
+from pathlib import Path
 
 from checkers.history import final_state_records
 
@@ -193,7 +194,6 @@ def judge_of(cfg: dict, results: dict):
 
 
 _REPLAY: list = []
-_SHIM: list = []
 _SCRATCH: list = []
 #: where the search's replays keep their stores: tmpfs when there is one (each commit's fsync
 #: costs nothing there, and a search runs hundreds of replays)
@@ -214,15 +214,16 @@ def _replay(data: dict, observed: list | None = None, state: dict | None = None)
 def broken(data: dict, calls: list[dict], judge) -> dict | None:
     """``data`` with ``calls`` carrying the replies the program gives them when replayed as the
     script replays them (and, for a finding that cites the final durable state, the state they
-    leave: ``final``), when the suite's checker judges those as breaking the finding's rule; None
-    otherwise."""
+    leave: ``final``) and the checker's explanation of them, when the suite's checker judges those
+    as breaking the finding's rule; None otherwise."""
     got: list = []
     state: dict | None = {} if data.get("final_state") else None
     _replay(dict(data, calls=calls, final=None), got, state)
     if len(got) != len(calls) or None in got:
         return None
     shown = dict(data, calls=[dict(c, exit=r[0], envelope=r[1]) for c, r in zip(calls, got)], final=state)
-    return shown if judged(shown, shown["calls"], judge) is not None else None
+    explanation = judged(shown, shown["calls"], judge)   # the checker's words for these calls, not the run's
+    return None if explanation is None else dict(shown, explanation=explanation)
 
 
 def _gated(data: dict) -> bool:
@@ -231,41 +232,30 @@ def _gated(data: dict) -> bool:
 
 
 def _scratch() -> str:
-    """This process's scratch directory (the replays' stores, the built shim), on ``FAST_TMP``:
+    """This process's scratch directory (the replays' stores), on ``FAST_TMP``:
     removed at exit; one a SIGKILLed search left (its pid gone) is removed by the next search."""
     if not _SCRATCH:
         root = FAST_TMP or tempfile.gettempdir()
         for name in os.listdir(root):
             pid = name.split("-")[2] if name.startswith("chaos-repro-") and name.count("-") >= 3 else ""
-            if pid.isdigit() and not _alive(int(pid)):
+            if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):   # as chaos.store sweeps a killed run's tmp/
                 shutil.rmtree(os.path.join(root, name), ignore_errors=True)
         _SCRATCH.append(tempfile.mkdtemp(prefix=f"chaos-repro-{os.getpid()}-", dir=root))
         atexit.register(shutil.rmtree, _SCRATCH[0], True)
     return _SCRATCH[0]
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _faultshim() -> str:
-    """faultshim.so, built once per process with gcc (as the script builds it)."""
-    if not _SHIM:
-        if not shutil.which("gcc"):
-            raise NotReproducible("a script that stops a call inside needs gcc to build faultshim.c: not found")
-        out = os.path.join(_scratch(), "faultshim.so")
-        res = subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-o", out, FAULTSHIM, "-ldl"], capture_output=True,
-                             text=True)
-        if res.returncode:
-            raise NotReproducible(f"faultshim.c did not build: {res.stderr.strip()[-300:]}")
-        _SHIM.append(out)
-    return _SHIM[0]
+    """faultshim.so, built with gcc as the suite's other shims are (``build_shim``: once per source
+    version, cached), as the script builds it."""
+    from chaos.faults.failsync import build_shim
+
+    if not shutil.which("gcc"):
+        raise NotReproducible("a script that stops a call inside needs gcc to build faultshim.c: not found")
+    try:
+        return build_shim(Path(FAULTSHIM), "faultshim")
+    except RuntimeError as e:
+        raise NotReproducible(str(e)[-300:]) from None
 
 
 def _tuple(call: dict):
@@ -370,25 +360,22 @@ def faithful(data: dict, tries: list) -> dict:
     calls = data["calls"]
     at = _diverges(data, calls)
     while at is not None and tries[0] > 0:
-        best = None
         suspects = [n for n, c in enumerate(calls) if n == at or (
             c["index"] > calls[at]["invoked"] and c["invoked"] < calls[at]["index"])]
-        for a in suspects:
-            for gap, nth in _windows_for(calls, a):
-                if tries[0] <= 0:
-                    break
-                tries[0] -= 1
-                tried = with_window(calls, a, gap, nth)
-                moved = _diverges(data, tried)
-                if moved is None or moved > at and (best is None or best[0] is not None and moved > best[0]):
-                    best = (moved, tried)
-                if moved is None:
-                    break
-            if best and best[0] is None:
+        best = (at, None)   # (how far the replies stay the run's: len(calls) when all do, the calls)
+        for a, (gap, nth) in ((a, w) for a in suspects for w in _windows_for(calls, a)):
+            if tries[0] <= 0 or best[0] == len(calls):
                 break
-        if best is None:
+            tries[0] -= 1
+            tried = with_window(calls, a, gap, nth)
+            moved = _diverges(data, tried)
+            moved = len(tried) if moved is None else moved
+            if moved > best[0]:
+                best = (moved, tried)
+        if best[1] is None:
             break
-        at, calls = best
+        calls = best[1]
+        at = None if best[0] == len(calls) else best[0]
     return dict(data, calls=calls)
 
 
@@ -439,8 +426,9 @@ def _starting_calls(data: dict, judge, tries: list) -> dict:
     """``data`` whose calls break the rule when replayed (``broken``): the run's calls one at a time;
     else with one cited call stopped inside (``interleaved``); else with the run's earlier
     interleavings back (``faithful``), then one at a time or with a cited call stopped inside."""
-    if broken(data, data["calls"], judge):
-        return broken(data, data["calls"], judge)
+    shown = broken(data, data["calls"], judge)
+    if shown:
+        return shown
     try:
         return interleaved(data, judge)
     except NotReproducible:
@@ -455,8 +443,9 @@ def minimal_calls(data: dict, judge) -> dict:
     one call stopped inside: ``interleaved``), get replies the suite's checker judges as breaking the
     finding's rule; each call's expected reply is then the one the program gave it (the run's, for a
     call whose context the shrinking kept). ddmin over the uncited calls (first without the calls on
-    other items, which a one-item finding seldom needs), then over every call left, the cited ones
-    too: an epoch reallocated at epoch 12 is shown as well at epoch 1."""
+    other items, which a one-item finding seldom needs); a script still over ``SHORT`` calls then
+    tries a later start (``later_start``); then ddmin over every call left, the cited ones too: an
+    epoch reallocated at epoch 12 is shown as well at epoch 1."""
     tries = [MINIMISE_TRIES]
     data = _starting_calls(data, judge, tries)
     cited = [c for c in data["calls"] if c["cited"]]
@@ -476,9 +465,7 @@ def minimal_calls(data: dict, judge) -> dict:
         later = later_start(data, calls, judge, tries)
         if later:
             data, calls = later
-    shown = broken(data, _ddmin(calls, lambda keep: broken(data, keep, judge), tries), judge)
-    # the explanation of these calls (the run's anomaly named others, at other epochs)
-    return dict(shown, explanation=judged(shown, shown["calls"], judge))
+    return broken(data, _ddmin(calls, lambda keep: broken(data, keep, judge), tries), judge)
 
 
 def write(run_dir: str, finding: str | None = None, python: str | None = None) -> dict:
