@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks.deterministic_soak import interrupt_on_term, run_child  # noqa: E402
+from benchmarks.deterministic_soak import exit_code, interrupt_on_term, run_child  # noqa: E402
 from chaos.testing.cta_mutants import CHECK_THEN_ACT  # noqa: E402
 
 #: the planted bugs that need concurrency (a rival between a check and its write, or two owners)
@@ -120,4 +120,4 @@ def correct(args) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(exit_code(main))

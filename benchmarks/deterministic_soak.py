@@ -6,6 +6,7 @@ Prints one table per backend, its totals and the load average.
 
     .venv/bin/python benchmarks/deterministic_soak.py [--backends sqlite,gitjournal,wowbagger]
         [--seeds 1-20] [--workers 10] [--time-limit 2] [--nemesis kill,fsync,pause,lost-reply,power-loss]
+        [--default-run]   # chaos run's own workers, time limit and nemesis (10, 30 s, every fault the mode has)
         [--wowbagger PATH/bin/wowbagger.js] [--store DIR]   # keep the runs (default: a temporary dir, removed)
         [-- more chaos run arguments]
 
@@ -61,6 +62,16 @@ def interrupt_on_term() -> None:
     signal.signal(signal.SIGTERM, _interrupt)
 
 
+def exit_code(main) -> int:
+    """``main()``'s exit code, or 130 and one line when Ctrl-C or SIGTERM stopped it (the run in
+    flight was ended and reaped by ``run_child``, the temp dirs removed by ``main``'s own cleanup)."""
+    try:
+        return main()
+    except KeyboardInterrupt:
+        print(f"{Path(sys.argv[0]).name}: interrupted", file=sys.stderr)
+        return 130
+
+
 def backend_args(backend: str, wowbagger: Path) -> list[str]:
     """The ``chaos run`` arguments that select ``backend`` (``wowbagger``: the real program, black box)."""
     if backend == "wowbagger":
@@ -81,10 +92,16 @@ def why_not_valid(results: dict) -> str:
     return "; ".join(n[:120] for n in results.get("notes") or [] if not n.startswith("racer episodes left out"))
 
 
+def settings(args) -> list[str]:
+    """The run's settings: none with ``--default-run`` (the run picks its own, as a user's plain run does)."""
+    if args.default_run:
+        return []
+    return ["--workers", str(args.workers), "--time-limit", str(args.time_limit), "--nemesis", args.nemesis]
+
+
 def one(store: Path, seed: int, backend: str, args) -> dict:
     cmd = [sys.executable, "-m", "chaos.cli", "run", "--deterministic", *backend_args(backend, args.wowbagger),
-           "--seed", str(seed), "--workers", str(args.workers), "--time-limit", str(args.time_limit),
-           "--nemesis", args.nemesis, "--store", str(store), "--no-report", *args.extra]
+           "--seed", str(seed), *settings(args), "--store", str(store), "--no-report", *args.extra]
     t0 = time.monotonic()
     code, err = run_child(cmd)
     wall = time.monotonic() - t0
@@ -106,7 +123,8 @@ def row_text(row: dict) -> str:
 
 
 def soak(backend: str, base: Path, args) -> list[dict]:
-    print(f"== {backend}: {args.workers} workers, {args.time_limit:g} s, nemesis {args.nemesis}", flush=True)
+    print(f"== {backend}: " + ("the default run (chaos run's own workers, time limit and nemesis)" if args.default_run
+                               else f"{args.workers} workers, {args.time_limit:g} s, nemesis {args.nemesis}"), flush=True)
     print(f"{'seed':>4s}  {'verdict':8s} {'faults fired/took effect':22s} {'missed':10s} {'ops':>5s} "
           f"{'points':>8s} {'wall s':>7s}  {'load':>5s}  why not valid", flush=True)
     rows = []
@@ -130,6 +148,8 @@ def main() -> int:
     p.add_argument("--workers", type=int, default=10)
     p.add_argument("--time-limit", type=float, default=2.0)
     p.add_argument("--nemesis", default="kill,fsync,pause,lost-reply,power-loss")
+    p.add_argument("--default-run", action="store_true",
+                   help="pass no --workers, --time-limit or --nemesis: each run is chaos run's default")
     p.add_argument("--wowbagger", type=Path, default=WOWBAGGER, help="the program's bin/wowbagger.js")
     p.add_argument("--store", help="keep the runs here")
     p.add_argument("extra", nargs="*", help="more chaos run arguments (after --)")
@@ -158,4 +178,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(exit_code(main))

@@ -26,8 +26,8 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks.deterministic_soak import (WOWBAGGER, backend_args, interrupt_on_term, run_child, seeds_of,  # noqa: E402
-                                           why_not_valid)
+from benchmarks.deterministic_soak import (WOWBAGGER, backend_args, exit_code, interrupt_on_term,  # noqa: E402
+                                           run_child, seeds_of, why_not_valid)
 
 MODES = ("timed", "deterministic")
 
@@ -80,4 +80,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(exit_code(main))

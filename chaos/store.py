@@ -203,6 +203,20 @@ def _listdir(path: str) -> list[str]:
         return []
 
 
+def private_dir(prefix: str, root: str | None = None) -> str:
+    """A new directory ``<root>/<prefix><pid>-XXXXXXXX`` for this process's scratch, after removing
+    every ``<prefix><pid>-*`` there whose process is gone: what a SIGKILLed process left (its own
+    cleanup never ran) is removed by the next one, as ``clean_stale_tmp`` does for a run's tmp/."""
+    import shutil
+
+    root = root or tempfile.gettempdir()
+    for name in _listdir(root):
+        pid = name[len(prefix):].split("-", 1)[0] if name.startswith(prefix) else ""
+        if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+    return tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=root)
+
+
 def _owner_alive(owner_file: str) -> bool:
     try:
         pid = int(open(owner_file).read().strip())

@@ -6,6 +6,7 @@ capabilities allowlist naming its own namespace only (contract §3)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -33,7 +34,9 @@ def test_a_fenced_cli_with_one_namespace_per_ledger_runs_valid(tmp_path):
     assert len(ledgers) > 1, results["target"]
     honesty = results["checkers"]["capability_honesty"]
     assert honesty["valid"] is True, (honesty.get("anomalies"), p.stderr[-2000:])
-    assert results["ctx"]["ledger_of"] == results["target"]["spec"]["ledgers"]
+    run_dir = (store / "latest").resolve()   # the checker's ledgers: by their path in the run dir
+    assert results["ctx"]["ledger_of"] == {ns: os.path.relpath(p, run_dir)
+                                           for ns, p in results["target"]["spec"]["ledgers"].items()}
 
 
 @pytest.mark.slow

@@ -226,9 +226,10 @@ def test_idle_threads_are_not_granted_until_what_they_wait_for_can_have_changed(
 
 
 @pytest.mark.skipif(not WOWBAGGER.exists() or shutil.which("node") is None, reason="Wowbagger or node not here")
-def test_wowbaggers_minted_namespace_does_not_depend_on_the_store_paths_length(tmp_path):
+def test_wowbaggers_minted_namespaces_are_distinct_and_do_not_depend_on_the_store_paths_length(tmp_path):
     """Node's randomness shifts with the length of its argv, where the ledger's path was: in this mode the
-    calls run in the run dir and name their ledger relative to it, so a store elsewhere mints the same."""
+    calls run in the run dir and name their ledger relative to it, so a store elsewhere mints the same;
+    each provision draws from a stream of its own, so two ledgers get two namespaces."""
     from chaos.deterministic.run import setup_programs_virtual
     from chaos.runner import RunConfig
     from chaos.store import RunDir
@@ -240,12 +241,14 @@ def test_wowbaggers_minted_namespace_does_not_depend_on_the_store_paths_length(t
         target = sut.get("external").target(cfg, RunDir(str(store), "w"), lambda pid: None, lambda path: None)
         try:
             with setup_programs_virtual():
-                target.setup(["wbns_" + "0" * 32], {})
+                target.setup(["wbns_" + "0" * 32, "wbns_" + "1" * 32], {})
             minted.append(target.namespaces)
             assert target.backend.argv(["x", "{ledger}"], next(iter(target.spec["ledgers"].values())))[-1] == "ledgers/ledger-1"
         finally:
             target.close()
     assert minted[0] == minted[1] and minted[0][0] != "wbns_" + "0" * 32, minted
+    # each ledger its own namespace (one seeded stream for every provision minted one namespace for all)
+    assert len(set(minted[0])) == 2, minted
 
 
 @pytest.mark.slow

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from chaos.deterministic import trace as schedule
+
 BURN = "while True: pass"
 ROOT = Path(__file__).resolve().parents[1]
 WOWBAGGER = ROOT / ".." / "shared" / "sut" / "wowbagger-0.1.0-alpha.7" / "bin" / "wowbagger.js"
@@ -57,8 +59,10 @@ def test_three_runs_of_one_seed_under_load_give_one_history(tmp_path, backend, b
             p.kill()
         for p in procs:
             p.wait()
-    assert len({r["history_sha256"] for r in runs}) == 1
-    assert len({r["deterministic"]["trace_sha256"] for r in runs}) == 1
+    dirs = [str(next((tmp_path / f"run{i}").glob("*/2*"))) for i in range(3)]
+    parted = "\n".join(schedule.compare_runs(dirs[0], d) for d in dirs[1:])   # where, if they differ
+    assert len({r["history_sha256"] for r in runs}) == 1, parted
+    assert len({r["deterministic"]["trace_sha256"] for r in runs}) == 1, parted
     assert runs[0]["stats"]["ops"] > 5
     assert backend == "wowbagger" or runs[0]["verdict"] != "invalid", runs[0]["notes"]   # (its findings are real)
     assert all(not f.get("missed") for f in runs[0]["deterministic"]["faults"])

@@ -4,7 +4,10 @@ not control is refused up front (exit 254, one line). Real SQLite, real worker p
 
 from __future__ import annotations
 
+import gzip
+import hashlib
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -52,10 +55,25 @@ def test_three_runs_of_one_seed_give_one_history(tmp_path):
     third = _results(tmp_path / "again")[0]
     assert third["reproduced"] == {"of": first["history_sha256"], "same_history": True}
     assert third["deterministic"]["faults"] == faults[0]
+    # the schedule is kept: one file for one schedule, its content's digest the trace's
+    traces = {p.read_bytes() for p in tmp_path.glob("*/2*/schedule.trace.gz")} | {
+        (tmp_path / "again").glob("*/2*/schedule.trace.gz").__next__().read_bytes()}
+    assert len(traces) == 1
+    assert hashlib.sha256(gzip.decompress(traces.pop())).hexdigest() == first["deterministic"]["trace_sha256"]
     # another seed, another history
     res = _run(tmp_path / "other", "--deterministic", "--seed", "5", "--workers", "2", "--time-limit", "1")
     assert res.returncode in (0, 2), res.stderr[-2000:]
     assert _results(tmp_path / "other")[0]["history_sha256"] not in digests
+    # a config that no longer gives its run's history says so, and where the two schedules part
+    edited = tmp_path / "edited"
+    shutil.copytree(config.parent, edited)
+    text = (edited / "test.yaml").read_text()
+    assert "seed: 4\n" in text
+    (edited / "test.yaml").write_text(text.replace("seed: 4\n", "seed: 5\n"))
+    res = _run(tmp_path / "edited-run", "--config", str(edited / "test.yaml"))
+    assert res.returncode in (0, 2), res.stderr[-2000:]
+    assert "NOT reproduced" in res.stderr and "the schedules part at line " in res.stderr, res.stderr[-2000:]
+    assert _results(tmp_path / "edited-run")[0]["reproduced"]["same_history"] is False
 
 
 def test_a_python_class_over_sqlite_gives_one_history(tmp_path):

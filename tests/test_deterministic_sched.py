@@ -177,3 +177,31 @@ def test_randomness_is_a_stream_of_the_process_name(tmp_path):
             return b"".join(line for _, line in s.run_all() if line)
     first = draw("r")
     assert first and draw("r") == first and draw("q") != first
+
+
+def test_a_socket_dir_in_the_temp_dir_left_by_a_killed_harness_is_removed_by_the_next(tmp_path):
+    """A run whose path is too long for a socket's name listens in the temp dir instead; a harness
+    SIGKILLed there never removes it (its cleanup does not run): the next scheduler does, once that
+    harness's pid is gone, and never one of a live harness."""
+    import os
+    import signal
+    import subprocess
+
+    long_dir = tmp_path / ("d" * 90)
+    long_dir.mkdir()
+    harness = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from chaos.deterministic.scheduler import Scheduler; "
+         f"s = Scheduler(1, prefixes=['/nonexistent'], sock_dir={str(long_dir)!r}); print(s._dir, flush=True); "
+         "time.sleep(600)"], stdout=subprocess.PIPE, text=True)
+    left = harness.stdout.readline().strip()
+    assert os.path.dirname(left) == tempfile.gettempdir() and os.path.basename(left).startswith(
+        f"chaos-sched-{harness.pid}-")
+    with Scheduler(2, prefixes=["/nonexistent"], sock_dir=str(long_dir)) as alive_then:
+        assert os.path.isdir(left)            # its harness lives: kept
+        mine = alive_then._dir
+    assert not os.path.exists(mine)           # closed: removed
+    harness.send_signal(signal.SIGKILL)
+    harness.wait()
+    assert os.path.isdir(left)                # nothing of its own removed it
+    with Scheduler(3, prefixes=["/nonexistent"], sock_dir=str(long_dir)):
+        assert not os.path.exists(left)       # the next one did

@@ -608,7 +608,9 @@ def _fence_dimension(dim: str):
         if a is None:
             return None
         if dim == "namespace":  # another provisioned namespace: the fence must not fall through to it
-            other = next(ns for ns in x.w.world.namespaces if ns != x.ns)
+            other = next((ns for ns in x.w.world.namespaces if ns != x.ns), None)
+            if other is None:   # one namespace in all: nothing to fall through to (the episode is not run)
+                return None
             return [("a", x.publish("a", "wrong-fence", fence={"ledger_namespace": other}))]
         if dim == "item":
             return [("a", x.publish("a", "wrong-fence", fence={"item_id": x.side}))]

@@ -72,7 +72,7 @@ class GitJournalStore:
         return None
 
     def reopen(self) -> None:
-        return None  # no process state: every transaction replays the journal
+        return None  # no process state: every transaction replays the journal (``jr.replay``: its fold is checked)
 
     def replay(self) -> jr.JournalState:
         return jr.replay(self.ledger.journal, self.ns)

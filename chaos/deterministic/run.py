@@ -36,6 +36,7 @@ import time
 from dataclasses import asdict
 
 from checkers.history import classify, final_state_records
+from chaos.deterministic import trace as schedule
 from chaos.deterministic.scheduler import FaultRule, Scheduler
 from chaos.deterministic.shim import EPOCH_NS
 from chaos.errors import ExitCode
@@ -490,6 +491,7 @@ def run(cfg, report: bool = True, config_path: str | None = None, exact_rules=No
     finally:
         sched.faults = [r for rs in rules.values() for r in rs]
         summary = sched.summary()
+        schedule.write(run_dir.path, sched.trace)
         sched.close()
         target.close()
         history.close()
@@ -518,8 +520,11 @@ def run(cfg, report: bool = True, config_path: str | None = None, exact_rules=No
           f"points, {results['stats']['ops']} ops in {summary['virtual_ns'] / SEC:.1f} virtual s "
           f"({time.monotonic() - wall0:.1f} wall s), history sha256 {results['history_sha256'][:16]}", file=sys.stderr)
     if previous is not None:
-        print(f"chaos: deterministic: {'reproduced' if previous == results['history_sha256'] else 'NOT reproduced'}"
+        same = previous == results["history_sha256"]
+        print(f"chaos: deterministic: {'reproduced' if same else 'NOT reproduced'}"
               f" the history of the run this config came from (sha256 {previous[:16]})", file=sys.stderr)
+        if not same:
+            print(schedule.compare_runs(os.path.dirname(os.path.abspath(config_path)), run_dir.path), file=sys.stderr)
     sys.stderr.flush()   # the verdict summary is stdout's, last (as chaos.runner prints it)
     print(console_summary(dict(results, run_dir=run_dir.path), run_dir.path), flush=True)
     return results["exit_code"]

@@ -76,6 +76,7 @@ from typing import Callable
 
 from chaos.deterministic import shim
 from chaos.faults.procs import pidfd_getfd, set_child_subreaper
+from chaos.store import private_dir
 
 #: calls whose argument is a byte count: the trace leaves it out (a lock file's content names its owner's pid,
 #: gitjournal's journal the store's path)
@@ -238,9 +239,11 @@ class Scheduler:
         # (pid, None): that thread's connection closed (an exit or an exec): its process runs until it is
         # gone or says hello again
         self._awaiting: set[str] = set()   # processes whose children's hellos are still to come
-        # the socket in sock_dir (a run's tmp/, swept after a killed run) when its path fits a sun_path
+        # the socket in sock_dir (a run's tmp/, swept after a killed run) when its path fits a sun_path, else
+        # in a directory of the temp dir named by this pid (swept by the next scheduler once this pid is gone)
         usable = sock_dir is not None and len(os.path.abspath(sock_dir)) < 80   # + "/chaos-sched-XXXXXXXX/s" < 108
-        self._dir = tempfile.mkdtemp(prefix="chaos-sched-", dir=sock_dir if usable else None)
+        self._dir = (tempfile.mkdtemp(prefix="chaos-sched-", dir=sock_dir) if usable
+                     else private_dir("chaos-sched-"))
         self.sock_path = os.path.join(self._dir, "s")
         set_child_subreaper()   # a killed worker's children are re-parented here, not to init (``_wait_reaped``)
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import os
+from contextlib import contextmanager
 from pathlib import Path
 
 from chaos.faults.failsync import build_shim
@@ -32,6 +34,23 @@ def alone_env(name: str, threads: bool = False) -> dict:
     too (a program whose randomness mixes in addresses, Node's OpenSSL)."""
     return {"LD_PRELOAD": build(), "CHAOS_SCHED_ALONE": name, "CHAOS_SCHED_EPOCH_NS": str(EPOCH_NS),
             "CHAOS_SCHED_MONO_NS": str(MONO_NS), **({"CHAOS_SCHED_THREADS": "1"} if threads else {})}
+
+
+@contextmanager
+def own_stream(label: str):
+    """Inside a deterministic run's set-up (``alone_env`` in this process's environment), the programs
+    started here draw their randomness from a stream of their own, ``<name>/<label>``, still the same in
+    every run: two provisions that each mint a namespace mint two (on one stream both minted the same,
+    and the run's ledgers, agents and racers all shared that one namespace). Elsewhere: nothing."""
+    base = os.environ.get("CHAOS_SCHED_ALONE")
+    if not base:
+        yield
+        return
+    os.environ["CHAOS_SCHED_ALONE"] = f"{base}/{label}"
+    try:
+        yield
+    finally:
+        os.environ["CHAOS_SCHED_ALONE"] = base
 
 
 def env(sock: str, name: str, prefixes: list[str], reads: bool = False) -> dict:

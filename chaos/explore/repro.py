@@ -30,11 +30,11 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from datetime import datetime
 from pathlib import Path
 
 from checkers.history import final_state_records
+from chaos.store import private_dir
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "repro_script.py")
 FAULTSHIM = os.path.join(os.path.dirname(__file__), "faultshim.c")
@@ -235,12 +235,7 @@ def _scratch() -> str:
     """This process's scratch directory (the replays' stores), on ``FAST_TMP``:
     removed at exit; one a SIGKILLed search left (its pid gone) is removed by the next search."""
     if not _SCRATCH:
-        root = FAST_TMP or tempfile.gettempdir()
-        for name in os.listdir(root):
-            pid = name.split("-")[2] if name.startswith("chaos-repro-") and name.count("-") >= 3 else ""
-            if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):   # as chaos.store sweeps a killed run's tmp/
-                shutil.rmtree(os.path.join(root, name), ignore_errors=True)
-        _SCRATCH.append(tempfile.mkdtemp(prefix=f"chaos-repro-{os.getpid()}-", dir=root))
+        _SCRATCH.append(private_dir("chaos-repro-", FAST_TMP))
         atexit.register(shutil.rmtree, _SCRATCH[0], True)
     return _SCRATCH[0]
 

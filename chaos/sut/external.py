@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from contextlib import nullcontext
 
 from backends.external import confine
 from backends.external.profile import capability_mismatches
@@ -97,17 +98,23 @@ class ExternalTarget(Target):
         """Provision every ledger; the namespaces it is bound to, in plan order."""
         from backends.contract.jsonstrict import pointer_get
 
+        from chaos.deterministic.shim import own_stream
+
         out = []
-        for group, path in zip(groups, paths):
+        for n, (group, path) in enumerate(zip(groups, paths)):
             if not self.profile.provision_mints_namespace:
                 self.backend.provision(path, group)
                 out += group
                 continue
-            reply = self.backend.provision(path, [])
+            # deterministic set-up: each provision its own seeded stream (the first keeps the set-up's)
+            with own_stream(f"provision-{n + 1}") if n else nullcontext():
+                reply = self.backend.provision(path, [])
             minted = pointer_get(reply, self.profile.provision_namespace_pointer, None)
             if not isinstance(minted, str):
                 raise SetupFailed(f"provision reply has no namespace at {self.profile.provision_namespace_pointer}: "
                                   f"{str(reply)[:300]}")
+            if minted in out:   # two ledgers of one namespace: the run could not tell them apart
+                raise SetupFailed(f"provision of {path} minted namespace {minted}, which an earlier ledger has")
             out.append(minted)
         return out
 

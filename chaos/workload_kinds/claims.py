@@ -11,6 +11,8 @@ and, for a Git-backed ledger, commits and verifies it as its users would.
 
 from __future__ import annotations
 
+import os
+
 import sys
 
 from chaos.workload_kinds.base import WorkloadKind
@@ -156,7 +158,11 @@ class ClaimsKind(WorkloadKind):
         publications when its items have no public path. Recorded in
         ``cfg.claims`` so the workload is rebuilt from the config alone."""
         ledgers = (getattr(target, "spec", None) or {}).get("ledgers")   # namespace -> ledger, several ledgers
-        self.ledger_of = dict(ledgers) if isinstance(ledgers, dict) else {}
+        # by their path in the run dir: which ledger is which is all a checker asks, and a deterministic
+        # run's results.json holds nothing of where the store is
+        run_path = getattr(getattr(target, "run", None), "path", None)
+        self.ledger_of = ({ns: os.path.relpath(p, run_path) if run_path else p for ns, p in ledgers.items()}
+                          if isinstance(ledgers, dict) else {})
         adopted = list(getattr(target, "namespaces", None) or world.namespaces)
         if adopted != list(world.namespaces):
             cfg.adopted_namespaces = adopted   # not a RunConfig field: a new provision mints new ones
