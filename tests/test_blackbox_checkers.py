@@ -88,6 +88,29 @@ def test_a_committed_publication_must_be_finalized_with_its_bytes():
     assert r["valid"] is True
 
 
+def test_a_commit_that_holds_a_later_publications_bytes_owes_no_finalization_to_this_one():
+    """The program wrote a later publication over the item file between the agent's check of its bytes
+    and its ``git add`` (it does not take the agents' lock): that commit holds the later bytes. Its reply
+    says so (``committed: false`` with the commit made; before, ``committed: true`` with the other
+    ``head_revision``); either way p1 was never in HEAD and is owed no finalization, and the commit
+    still moved HEAD for the item (a mover, so a verify racing it is not held to p2 either)."""
+    rev2 = "sha256:" + "2" * 64
+    p1 = {"operation_id": "p1", "item_id": ITEM, "committed_revision": REV, "git_finalized": False, "git_commit": None}
+
+    def commit_holding(result):
+        return _pair(0, "commit", {"ledger_namespace": NS, "item_id": ITEM, "operation_id": "p1",
+                                   "committed_revision": REV},
+                     {"type": "ok", "value": {"exit": 0, "envelope": {"ok": True, "result": result}}})
+    for result in ({"committed": True, "git_commit": "c1", "head_revision": rev2},
+                   {"committed": False, "reason": "superseded", "git_commit": "c1", "head_revision": rev2}):
+        r = git_finalization.check(_h(*_publish_ok(0, "p1"), *commit_holding(result), *_verify(1, [p1])), {})
+        assert r["valid"] is True, (result, r["anomalies"])
+    # its own bytes: owed, as before
+    own = {"committed": True, "git_commit": "c1", "head_revision": REV}
+    r = git_finalization.check(_h(*_publish_ok(0, "p1"), *commit_holding(own), *_verify(1, [p1])), {})
+    assert [a["type"] for a in r["anomalies"]] == ["publication-not-finalized"]
+
+
 def test_a_program_that_finalizes_only_at_claim_verify_is_no_false_alarm():
     """Contract §6: claim-verify finalizes a publication "When HEAD contains
     the committed revision"; finalizing on the next publish too is the shipped

@@ -10,7 +10,9 @@ program's internals.
 ``commit_item`` commits ONE publication: only when the item file still holds
 exactly the candidate bytes (an agent commits its own publication; if the file
 moved on, someone else's publication superseded it and nothing is
-committed). ``commit_all`` is the final agent's sweep: every item file whose
+committed); when the program replaced the bytes between that check and the
+commit, the commit holds the later bytes and the reply says ``committed:
+false`` (``superseded``) with the commit it made. ``commit_all`` is the final agent's sweep: every item file whose
 bytes differ from ``HEAD``. Agents serialize on one ``flock`` (``lock_path``)
 so concurrent commits do not fight over Git's index lock. The replies are the
 harness's own records (``{"ok", "result"}``), not contract envelopes.
@@ -114,8 +116,12 @@ def commit_item(repo: str, relpath: str, candidate_revision: str, message: str, 
                     "head_revision": candidate_revision}
         commit = commit_paths(repo, [relpath], message)
         now = head_bytes(repo, relpath, commit)
-        return {"committed": True, "path": relpath, "git_commit": commit,
-                "head_revision": revision(now) if now is not None else None}
+        now_rev = revision(now) if now is not None else None
+        if now_rev != candidate_revision:   # the program wrote a later publication over the file after our
+            # check (it does not take our lock): the commit holds those bytes, not this publication's
+            return {"committed": False, "reason": "superseded", "path": relpath, "git_commit": commit,
+                    "head_revision": now_rev}
+        return {"committed": True, "path": relpath, "git_commit": commit, "head_revision": now_rev}
 
 
 def commit_all(repo: str, relpaths: list[str], message: str, lock_path: str) -> dict:
