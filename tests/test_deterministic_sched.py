@@ -205,3 +205,19 @@ def test_a_socket_dir_in_the_temp_dir_left_by_a_killed_harness_is_removed_by_the
     assert os.path.isdir(left)                # nothing of its own removed it
     with Scheduler(3, prefixes=["/nonexistent"], sock_dir=str(long_dir)):
         assert not os.path.exists(left)       # the next one did
+
+
+def test_a_process_that_died_with_a_grant_unread_is_gone_not_a_crash():
+    """A unix socket whose peer closed with data of ours unread resets instead of closing (ECONNRESET
+    on the next recv): the scheduler reads that as the close it is (a 10-worker Wowbagger run crashed on
+    it with a traceback)."""
+    import socket
+
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    ours.sendall(b"G\n")      # a grant the thread never read
+    theirs.close()
+    try:
+        assert Scheduler._recv(ours, 4096) == b""
+        assert Scheduler._recv_line(ours) == b""
+    finally:
+        ours.close()

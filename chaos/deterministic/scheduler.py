@@ -506,7 +506,7 @@ class Scheduler:
             self._reap(obj)
 
     def _line_of(self, conn: socket.socket, thread: Thread | None) -> str | None:
-        data = conn.recv(65536)
+        data = self._recv(conn, 65536)
         if not data:
             if thread is not None:
                 self._thread_gone(thread)
@@ -532,10 +532,19 @@ class Scheduler:
         return line.decode("utf-8", "replace")
 
     @staticmethod
-    def _recv_line(conn: socket.socket) -> bytes:
+    def _recv(conn: socket.socket, size: int) -> bytes:
+        """What a process sent, b"" once it closed: a process that died with a grant of ours unread in its
+        socket resets the connection instead of closing it (seen once in a 10-worker Wowbagger run)."""
+        try:
+            return conn.recv(size)
+        except ConnectionResetError:
+            return b""
+
+    @classmethod
+    def _recv_line(cls, conn: socket.socket) -> bytes:
         out = b""
         while not out.endswith(b"\n"):
-            chunk = conn.recv(4096)
+            chunk = cls._recv(conn, 4096)
             if not chunk:
                 break
             out += chunk
