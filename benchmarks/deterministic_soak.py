@@ -107,7 +107,10 @@ def one(store: Path, seed: int, backend: str, args) -> dict:
     wall = time.monotonic() - t0
     found = sorted(store.glob("*/2*/results.json"))
     if not found:
-        return {"seed": seed, "verdict": "error", "why": f"no results (exit {code}): {err.strip()[-300:]}",
+        store.mkdir(parents=True, exist_ok=True)
+        (store / "chaos-run.stderr").write_text(err)   # the whole traceback, beside the run's kept trace
+        why = f"no results (exit {code}, stderr in {store}/chaos-run.stderr): {err.strip()[-300:]}"
+        return {"seed": seed, "verdict": "error", "why": why,
                 "wall": wall, "faults": {}, "missed": ["?"], "ops": 0, "points": 0}
     r = json.loads(found[-1].read_text())
     missed = [f["action"] for f in r["deterministic"]["faults"] if f.get("missed")]
@@ -123,8 +126,9 @@ def row_text(row: dict) -> str:
 
 
 def soak(backend: str, base: Path, args) -> list[dict]:
-    print(f"== {backend}: " + ("the default run (chaos run's own workers, time limit and nemesis)" if args.default_run
-                               else f"{args.workers} workers, {args.time_limit:g} s, nemesis {args.nemesis}"), flush=True)
+    settings_text = ("the default run (chaos run's own workers, time limit and nemesis)" if args.default_run
+                     else f"{args.workers} workers, {args.time_limit:g} s, nemesis {args.nemesis}")
+    print(f"== {backend}: {settings_text}", flush=True)
     print(f"{'seed':>4s}  {'verdict':8s} {'faults fired/took effect':22s} {'missed':10s} {'ops':>5s} "
           f"{'points':>8s} {'wall s':>7s}  {'load':>5s}  why not valid", flush=True)
     rows = []
