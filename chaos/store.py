@@ -211,8 +211,8 @@ def private_dir(prefix: str, root: str | None = None) -> str:
 
     root = root or tempfile.gettempdir()
     for name in _listdir(root):
-        pid = name[len(prefix):].split("-", 1)[0] if name.startswith(prefix) else ""
-        if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+        pid, dash, _ = name[len(prefix):].partition("-") if name.startswith(prefix) else ("", "", "")
+        if dash and pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
             shutil.rmtree(os.path.join(root, name), ignore_errors=True)
     return tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=root)
 

@@ -51,4 +51,4 @@ def compare_runs(first_dir: str, second_dir: str) -> str:
     a, b = read(first_dir), read(second_dir)
     if a is None or b is None:
         return f"no {NAME} in {first_dir if a is None else second_dir}: the schedules cannot be compared"
-    return first_difference(a, b) or f"one schedule ({len(a)} points): the difference is not in the order of points"
+    return first_difference(a, b) or f"one schedule ({len(a)} lines): the difference is not in the order of points"
