@@ -37,7 +37,7 @@ from dataclasses import asdict
 
 from checkers.history import classify, final_state_records
 from chaos.deterministic import trace as schedule
-from chaos.deterministic.scheduler import FaultRule, Scheduler
+from chaos.deterministic.scheduler import FaultRule, Scheduler, SchedulerStuck
 from chaos.deterministic.shim import EPOCH_NS
 from chaos.errors import ExitCode
 from chaos.history_store import HistoryWriter
@@ -230,7 +230,12 @@ class DeterministicDriver:
 
     def wait(self, until: int | None) -> list[dict]:
         if not self.pending:
-            for proc, line in self.sched.run_until(until):
+            replies = self.sched.run_until(until)
+            if until is None and not replies and self.inflight:
+                # nothing can run, no deadline, no wake left: the ops in flight can never be answered
+                raise SchedulerStuck(f"deadlock: {len(self.inflight)} op(s) in flight and no controlled thread "
+                                     f"can ever run: {self.sched.states()}")
+            for proc, line in replies:
                 self._reply(proc, line)
         self.record_clock_faults()
         out, self.pending = self.pending, []

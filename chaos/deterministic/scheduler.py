@@ -693,6 +693,13 @@ class Scheduler:
             os.close(fd)
         t.probe, t.probe_fds = None, []
 
+    def states(self, limit: int = 12) -> str:
+        """The threads that are neither idle nor gone and what each stopped at (a deadlock's description)."""
+        rows = [f"{t.name} {t.state} at {t.call}{' ' + t.path if t.path else ''}" for t in self.threads
+                if t.state not in ("idle", "gone")]
+        more = f"; and {len(rows) - limit} more" if len(rows) > limit else ""
+        return ("; ".join(rows[:limit]) + more) or "no thread but idle ones"
+
     def next_wake(self) -> int | None:
         wakes = [t.wake_at for t in self.threads if t.state == "sleeping" or (t.state == "waiting" and t.wake_at >= 0)]
         return min(wakes) if wakes else None
