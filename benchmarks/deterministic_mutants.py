@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks.deterministic_soak import exit_code, interrupt_on_term, run_child  # noqa: E402
+from benchmarks.deterministic_soak import exit_code, run_child  # noqa: E402
 from chaos.testing.cta_mutants import CHECK_THEN_ACT  # noqa: E402
 
 #: the planted bugs that need concurrency (a rival between a check and its write, or two owners)
@@ -55,7 +55,6 @@ def run_once(store: Path, mutant: str, seed: int, args) -> dict:
 
 
 def main() -> int:
-    interrupt_on_term()
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seeds", type=int, default=20)
     p.add_argument("--reruns", type=int, default=2)

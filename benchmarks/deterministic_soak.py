@@ -22,7 +22,6 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -30,6 +29,10 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from chaos.errors import sigterm_as_ctrl_c  # noqa: E402
+
 WOWBAGGER = REPO.parent / "shared" / "sut" / "wowbagger-0.1.0-alpha.7" / "bin" / "wowbagger.js"
 WOWBAGGER_PROFILE = REPO / "profiles" / "wowbagger-0.1.0-alpha.7.yaml"
 #: every exact fault draws this many points per run (``chaos.deterministic.run.fault_rules``)
@@ -42,7 +45,7 @@ def seeds_of(text: str) -> list[int]:
 
 
 def run_child(cmd: list[str]) -> tuple[int, str]:
-    """One ``chaos run``: (exit code, stderr). Ctrl-C or SIGTERM (``interrupt_on_term``) here ends
+    """One ``chaos run``: (exit code, stderr). Ctrl-C or SIGTERM (``exit_code``) here ends
     it as its own Ctrl-C does (its workers reaped), then goes on up."""
     child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -54,19 +57,13 @@ def run_child(cmd: list[str]) -> tuple[int, str]:
     return child.returncode, err
 
 
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt
-
-
-def interrupt_on_term() -> None:
-    signal.signal(signal.SIGTERM, _interrupt)
-
-
 def exit_code(main) -> int:
-    """``main()``'s exit code, or 130 and one line when Ctrl-C or SIGTERM stopped it (the run in
-    flight was ended and reaped by ``run_child``, the temp dirs removed by ``main``'s own cleanup)."""
+    """``main()``'s exit code, or 130 and one line when Ctrl-C or SIGTERM (taken as Ctrl-C:
+    ``chaos.errors.sigterm_as_ctrl_c``) stopped it: the run in flight was ended and reaped by
+    ``run_child``, the temp dirs removed by ``main``'s own cleanup."""
     try:
-        return main()
+        with sigterm_as_ctrl_c():
+            return main()
     except KeyboardInterrupt:
         print(f"{Path(sys.argv[0]).name}: interrupted", file=sys.stderr)
         return 130
@@ -144,7 +141,6 @@ def short_of_faults(row: dict) -> bool:
 
 
 def main() -> int:
-    interrupt_on_term()
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seeds", default="1-20")
     p.add_argument("--backends", "--backend", default="sqlite",

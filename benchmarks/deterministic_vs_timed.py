@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks.deterministic_soak import (WOWBAGGER, backend_args, exit_code, interrupt_on_term,  # noqa: E402
+from benchmarks.deterministic_soak import (WOWBAGGER, backend_args, exit_code,  # noqa: E402
                                            run_child, seeds_of, why_not_valid)
 
 MODES = ("timed", "deterministic")
@@ -48,7 +48,6 @@ def one(store: str, deterministic: bool, seed: int, args) -> dict:
 
 
 def main() -> int:
-    interrupt_on_term()
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--backend", default="sqlite")
     p.add_argument("--workers", type=int, default=4)

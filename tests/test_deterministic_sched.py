@@ -4,12 +4,20 @@ sleeps are virtual, and faults land at a named point. Real SQLite, real files, r
 
 from __future__ import annotations
 
+import os
+import signal
+import socket
 import sqlite3
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+import pytest
+
+from chaos.deterministic.run import DeterministicDriver
 from chaos.deterministic.scheduler import FaultRule, Scheduler, SchedulerStuck
+from chaos.history_store import HistoryWriter
 
 SQLITE_CLIENT = """
 import sqlite3, sys, time
@@ -183,10 +191,6 @@ def test_a_socket_dir_in_the_temp_dir_left_by_a_killed_harness_is_removed_by_the
     """A run whose path is too long for a socket's name listens in the temp dir instead; a harness
     SIGKILLed there never removes it (its cleanup does not run): the next scheduler does, once that
     harness's pid is gone, and never one of a live harness."""
-    import os
-    import signal
-    import subprocess
-
     long_dir = tmp_path / ("d" * 90)
     long_dir.mkdir()
     harness = subprocess.Popen(
@@ -211,8 +215,6 @@ def test_a_process_that_died_with_a_grant_unread_is_gone_not_a_crash():
     """A unix socket whose peer closed with data of ours unread resets instead of closing (ECONNRESET
     on the next recv): the scheduler reads that as the close it is (a 10-worker Wowbagger run crashed on
     it with a traceback)."""
-    import socket
-
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     ours.sendall(b"G\n")      # a grant the thread never read
     theirs.close()
@@ -227,11 +229,6 @@ def test_an_op_nobody_can_ever_answer_ends_the_run_as_a_deadlock_not_a_hang(tmp_
     """A worker handed an op blocks on a pipe no process will ever write (no deadline, nothing else
     to run): the driver's wait for it raises, naming the thread and where it stopped, where before
     the interpreter asked again forever (a 10-worker Wowbagger run spun 39 minutes)."""
-    import pytest
-
-    from chaos.deterministic.run import DeterministicDriver
-    from chaos.history_store import HistoryWriter
-
     worker = _script(tmp_path, "worker.py", "import os, sys\nr, w = os.pipe()\nprint('ready', flush=True)\n"
                      "sys.stdin.readline()\nos.read(r, 1)\n")
     with Scheduler(1, prefixes=[str(tmp_path)]) as s:

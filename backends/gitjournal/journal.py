@@ -133,7 +133,7 @@ def replay(path: str, ns: str) -> JournalState:
         raise StoreUnavailable("journal-not-found", f"no journal at {path}") from None
     end = raw.rfind(b"\n") + 1
     done, lines, state = _folded.get((path, ns), (b"", 0, None))
-    if state is None or len(done) > end or not raw.startswith(done):
+    if state is None or not raw.startswith(done):   # (done ends in LF: raw starting with it has end >= len(done))
         done, lines, state = b"", 0, JournalState()
     for n, line in enumerate(raw[len(done):end].split(b"\n")[:-1], lines + 1):
         try:

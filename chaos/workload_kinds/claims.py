@@ -12,7 +12,6 @@ and, for a Git-backed ledger, commits and verifies it as its users would.
 from __future__ import annotations
 
 import os
-
 import sys
 
 from chaos.workload_kinds.base import WorkloadKind
