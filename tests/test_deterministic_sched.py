@@ -241,3 +241,17 @@ def test_an_op_nobody_can_ever_answer_ends_the_run_as_a_deadlock_not_a_hang(tmp_
         with pytest.raises(SchedulerStuck, match=r"deadlock: 1 op\(s\) in flight .*w0\.0/t0 waiting at read-pipe"):
             driver.wait(None)
         history.close()
+
+
+def test_a_pid_in_a_path_is_named_but_a_uuid_group_that_looks_like_one_is_not(tmp_path):
+    """A program's temp file carries its pid, which differs between runs, so the trace names it by the
+    process; a UUID's all-digit group is the same in every run (the shim seeds randomness) and stays as
+    it is even when it equals a pid of this run (a CI run's Wowbagger trace read "48a3-{pid:w1.0/f2/f4}-dd35"
+    in one of three runs of one schedule)."""
+    with Scheduler(1, prefixes=[str(tmp_path)]) as s:
+        s.pid_names[8026] = "w1.0/f2/f4"
+        uuid_name = "claims.json.lock.cb62fa70-dbc4-48a3-8026-dd3529a504b3.candidate"
+        assert s._relative(f"{tmp_path}/ledgers/{uuid_name}") == f"ledgers/{uuid_name}"
+        assert s._relative(f"{tmp_path}/.report.8026.cb62fa70-dbc4-48a3-8026-dd3529a504b3.tmp") == \
+            ".report.{pid:w1.0/f2/f4}.cb62fa70-dbc4-48a3-8026-dd3529a504b3.tmp"
+        assert s._relative(f"{tmp_path}/lock.tmp.8026.1a2b3c4d") == "lock.tmp.{pid:w1.0/f2/f4}.1a2b3c4d"

@@ -83,6 +83,8 @@ from chaos.store import private_dir
 SIZED = frozenset({"write", "read", "ftruncate"})
 #: a number in a path that may be a pid (a program's temp and lock files carry theirs)
 PID_IN_PATH = re.compile(r"(?<![0-9A-Za-z])[1-9][0-9]{1,6}(?![0-9A-Za-z])")
+#: a UUID's groups are hyphen-delimited and may be all digits ("...-48a3-8026-..."): never a pid, whatever pids run
+UUID_IN_PATH = re.compile(r"([0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12})")
 #: calls after which a thread that reported "blocked" may succeed: they (or an exit) release locks
 RELEASES = frozenset({"unlock", "close"})
 #: the chance that a thread stopped right after a release yields to the others there (``release_yield``)
@@ -640,7 +642,10 @@ class Scheduler:
             if path == p or path.startswith(p + "/"):
                 path = path[len(p):].lstrip("/") or "."
                 break
-        return PID_IN_PATH.sub(self._pid_name, path) if self.pid_names else path
+        if not self.pid_names:
+            return path
+        parts = UUID_IN_PATH.split(path)       # odd indexes: the UUIDs, left as they are
+        return "".join(p if i % 2 else PID_IN_PATH.sub(self._pid_name, p) for i, p in enumerate(parts))
 
     def _pid_name(self, m: re.Match) -> str:
         """A controlled process's pid in a path (a lock's temp file) by its logical name: pids differ between runs."""
