@@ -40,8 +40,12 @@ POINTS_PER_FAULT = 2
 
 
 def seeds_of(text: str) -> list[int]:
-    lo, _, hi = text.partition("-")
-    return list(range(int(lo), int(hi or lo) + 1))
+    """"1-20", "7" or a comma list of both ("10,11,15-20")."""
+    seeds = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        seeds += range(int(lo), int(hi or lo) + 1)
+    return seeds
 
 
 def run_child(cmd: list[str]) -> tuple[int, str]:

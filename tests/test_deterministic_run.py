@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -143,3 +144,47 @@ def test_a_deterministic_run_is_shrunk_as_an_exact_one_not_a_timed_one(tmp_path)
     res = subprocess.run([sys.executable, "-m", "chaos.cli", "shrink", str(tmp_path)], capture_output=True, text=True,
                          timeout=120)
     assert res.returncode == 254 and "nothing to shrink" in res.stderr and "Traceback" not in res.stderr
+
+
+STUCK_BACKEND = '''
+import os
+from backends.sqlite import open_backend as _open
+
+calls = [0]
+
+
+def open_backend(spec, clock, hooks):
+    """SQLite whose 4th call in a process waits on a pipe nobody will ever write."""
+    backend = _open(spec, clock, hooks)
+    real = backend.call
+
+    def call(op, request):
+        calls[0] += 1
+        if calls[0] == 4:
+            os.read(os.pipe()[0], 1)
+        return real(op, request)
+    backend.call = call
+    return backend
+'''
+
+
+def test_a_run_the_scheduler_cannot_finish_ends_unknown_with_its_evidence(tmp_path):
+    """A backend call that blocks forever leaves an op nobody can answer: the run ends ``unknown``
+    (exit 2) saying where it stopped and why, its history unchecked and its schedule kept, where it
+    was a traceback and exit 255 (a default Wowbagger run ended so)."""
+    (tmp_path / "mod").mkdir()
+    (tmp_path / "mod" / "stuck_backend.py").write_text(STUCK_BACKEND)
+    res = subprocess.run([sys.executable, "-m", "chaos.cli", "run", "--store", str(tmp_path / "store"), "--no-report",
+                          "--deterministic", "--backend", "python", "--factory", "stuck_backend:open_backend",
+                          "--workers", "1", "--time-limit", "0.5", "--seed", "1"],
+                         capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ, PYTHONPATH=str(tmp_path / "mod")))
+    assert res.returncode == 2, res.stderr[-2000:]
+    assert "Traceback" not in res.stderr
+    assert "UNKNOWN" in res.stdout
+    (results,) = _results(tmp_path / "store")
+    assert results["verdict"] == "unknown" and results["checkers"] == {}
+    assert results["deterministic"]["stuck"].startswith("deadlock: 1 op(s) in flight")
+    assert "waiting at read-pipe" in results["deterministic"]["stuck"]
+    assert any("the scheduler could not go on: deadlock" in n for n in results["notes"])
+    assert next((tmp_path / "store").glob("*/2*/schedule.trace.gz")).stat().st_size > 0

@@ -445,7 +445,7 @@ def run(cfg, report: bool = True, config_path: str | None = None, exact_rules=No
     sched = Scheduler(cfg.seed, prefixes=[run_dir.path], depth=cfg.pct_depth, expected_points=expected, step_ns=STEP_NS,
                       send_ns=CALL_NS, log_dir=run_dir.file("logs"),
                       sock_dir=run_dir.tmp)
-    clock_took = None
+    clock_took, stuck, final_incomplete = None, None, []
     wall0 = time.monotonic()
     # SIGTERM ends the run like Ctrl-C: everything reaped. Only the main thread may set a handler: a run in
     # another thread (a cluster worker's task thread: chaos explore's explore_one) leaves its process's alone
@@ -493,6 +493,8 @@ def run(cfg, report: bool = True, config_path: str | None = None, exact_rules=No
             sched.kill(proc)
         for rec in final_state_records(target.export()):
             history.append(dict(rec, time=sched.vt))
+    except SchedulerStuck as e:
+        stuck = str(e)   # the run ends where the scheduler could not go on: an unknown verdict, its schedule kept
     finally:
         sched.faults = [r for rs in rules.values() for r in rs]
         summary = sched.summary()
@@ -509,7 +511,7 @@ def run(cfg, report: bool = True, config_path: str | None = None, exact_rules=No
         for r in rs:
             if r.evidence is not None:   # a fault that never came is missed: not fired
                 coverage.fired(name, took_effect(r, clock_took))
-    results, wall = _results(cfg, kind, world, target, history, coverage, notes, summary, final_incomplete)
+    results, wall = _results(cfg, kind, world, target, history, coverage, notes, summary, final_incomplete, stuck)
     results["history_sha256"] = history_sha256(run_dir.file("history.jsonl"))
     if previous is not None:
         results["reproduced"] = {"of": previous, "same_history": previous == results["history_sha256"]}
@@ -619,11 +621,14 @@ def _without_wall(obj, path: str, wall: dict):
     return obj
 
 
-def _results(cfg, kind, world, target, history, coverage, notes, summary, final_incomplete) -> tuple[dict, dict]:
+def _results(cfg, kind, world, target, history, coverage, notes, summary, final_incomplete,
+             stuck: str | None = None) -> tuple[dict, dict]:
     """(results.json, wall.json): the first without a wall-clock field or the run dir's path, so
     equal runs give equal files; the second with what the wall clock said. ``notes`` are the set-up's
     (racer episodes left out, what a black box turned out to be): said, as the timed mode says them,
-    not a reason for ``unknown``; ``final_incomplete`` (a final read-back that ended info) is one."""
+    not a reason for ``unknown``; ``final_incomplete`` (a final read-back that ended info) is one.
+    ``stuck``: why the scheduler could not go on; the history stops there, without its final phase,
+    so it is not checked (a checker owed a read-back would cry wolf) and the verdict is ``unknown``."""
     from chaos.runner import Run, op_stats
 
     ops = history.snapshot()
@@ -632,7 +637,14 @@ def _results(cfg, kind, world, target, history, coverage, notes, summary, final_
     deviations = list(getattr(target, "known_deviations", None) or [])   # a profile's acknowledged findings
     if deviations:
         ctx["known_deviations"] = deviations
-    merged = kind.check(ops, ctx)
+    if stuck is not None:
+        summary = dict(summary, stuck=stuck)
+        merged = {"valid": "unknown", "checkers": {}}
+        notes = notes + [f"the run stopped at {summary['virtual_ns'] / 1e9:.3f} virtual s, where the scheduler "
+                         f"could not go on: {stuck}; its history is incomplete and was not checked (its schedule "
+                         f"up to there is schedule.trace.gz)"]
+    else:
+        merged = kind.check(ops, ctx)
     v = merged.get("valid")
     verdict = "valid" if v is True else "invalid" if v is False else "unknown"
     notes = notes + final_incomplete
@@ -646,7 +658,8 @@ def _results(cfg, kind, world, target, history, coverage, notes, summary, final_
         verdict = "unknown"
         notes.append("the scheduler saw concurrency it did not serialize: " + "; ".join(summary["notes"][:3]))
     paths = kind.coverage(ops, cfg, target.capabilities)
-    verdict = Run._workload_gate(verdict, paths, stats, notes)
+    if stuck is None:
+        verdict = Run._workload_gate(verdict, paths, stats, notes)
     code = {"valid": ExitCode.VALID, "invalid": ExitCode.INVALID}.get(verdict, ExitCode.UNKNOWN)
     wall: dict = {}
     checkers = _without_wall(merged.get("checkers", {}), "checkers", wall)

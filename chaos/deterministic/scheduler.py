@@ -436,8 +436,10 @@ class Scheduler:
                 if self.running is None:
                     raise SchedulerStuck(f"{self._unannounced()} started children that never said hello "
                                          f"in {self.stuck_s:g} s (a program the shim does not load into?)")
-                raise SchedulerStuck(f"pid {self.running[0]} tid {self.running[1]} ran {self.stuck_s:g} s "
-                                     "without reaching a scheduling point")
+                t = next((t for t in self.threads if (t.pid, t.tid) == self.running), None)
+                who = f"{t.name} (granted {t.call} #{t.seq}{' ' + t.path if t.path else ''})" if t else \
+                    f"pid {self.running[0]} tid {self.running[1]}"
+                raise SchedulerStuck(f"{who} ran {self.stuck_s:g} s without reaching a scheduling point")
             for key, _ in self._sel.select(timeout=min(left, 1.0)):
                 self._event(*key.data, key.fileobj)
         self._end_slice(subject)
