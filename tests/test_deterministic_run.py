@@ -154,13 +154,14 @@ calls = [0]
 
 
 def open_backend(spec, clock, hooks):
-    """SQLite whose 4th call in a process waits on a pipe nobody will ever write."""
+    """SQLite whose first call in a worker (a process under the scheduler) waits on a pipe nobody will
+    ever write: before any fault's point."""
     backend = _open(spec, clock, hooks)
     real = backend.call
 
     def call(op, request):
         calls[0] += 1
-        if calls[0] == 4:
+        if calls[0] == 1 and os.environ.get("CHAOS_SCHED_SOCK"):
             os.read(os.pipe()[0], 1)
         return real(op, request)
     backend.call = call
@@ -187,4 +188,6 @@ def test_a_run_the_scheduler_cannot_finish_ends_unknown_with_its_evidence(tmp_pa
     assert results["deterministic"]["stuck"].startswith("deadlock: 1 op(s) in flight")
     assert "waiting at read-pipe" in results["deterministic"]["stuck"]
     assert any("the scheduler could not go on: deadlock" in n for n in results["notes"])
+    faults = results["deterministic"]["faults"]
+    assert faults and all(f.get("cut_off") and not f.get("missed") for f in faults), faults   # cut off, not missed
     assert next((tmp_path / "store").glob("*/2*/schedule.trace.gz")).stat().st_size > 0

@@ -638,7 +638,9 @@ def _results(cfg, kind, world, target, history, coverage, notes, summary, final_
     if deviations:
         ctx["known_deviations"] = deviations
     if stuck is not None:
-        summary = dict(summary, stuck=stuck)
+        summary = dict(summary, stuck=stuck, faults=[   # a fault whose point the run never got to was not missed
+            {k: v for k, v in f.items() if k != "missed"} | ({"cut_off": True} if f.get("missed") else {})
+            for f in summary["faults"]])
         merged = {"valid": "unknown", "checkers": {}}
         notes = notes + [f"the run stopped at {summary['virtual_ns'] / 1e9:.3f} virtual s, where the scheduler "
                          f"could not go on: {stuck}; its history is incomplete and was not checked (its schedule "
