@@ -255,3 +255,35 @@ def test_a_pid_in_a_path_is_named_but_a_uuid_group_that_looks_like_one_is_not(tm
         assert s._relative(f"{tmp_path}/.report.8026.cb62fa70-dbc4-48a3-8026-dd3529a504b3.tmp") == \
             ".report.{pid:w1.0/f2/f4}.cb62fa70-dbc4-48a3-8026-dd3529a504b3.tmp"
         assert s._relative(f"{tmp_path}/lock.tmp.8026.1a2b3c4d") == "lock.tmp.{pid:w1.0/f2/f4}.1a2b3c4d"
+
+
+KILLER = """
+import os, signal, subprocess, sys
+child = subprocess.Popen([sys.executable, "-c", "import os; r, w = os.pipe(); os.read(r, 1)"])
+os.read(os.open(sys.argv[1], os.O_RDONLY), 1)       # a store point: the child has said hello by now
+(os.killpg if sys.argv[2] == "group" else os.kill)(child.pid, signal.SIGKILL)
+print(child.wait(), flush=True)
+"""
+
+
+@pytest.mark.parametrize("how", ["pid", "group"])
+def test_a_child_a_controlled_process_kills_dies_inside_its_slice(tmp_path, how):
+    """A controlled process SIGKILLs its controlled child (a host's group kill after a timeout), then
+    waits for it: the kill is a point at which the scheduler waits for the child to die, so the
+    parent's wait is ready at once in every run. Before, the death came whenever the kernel got to it:
+    the parent's wait could find the child alive, and nothing would ever look again (a deadlock)."""
+    script = _script(tmp_path, "killer.py", KILLER.replace("subprocess.Popen([", "subprocess.Popen(start_new_session="
+                                                             "True, args=[" if how == "group" else "subprocess.Popen(["))
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / "f").write_text("x")
+    traces = set()
+    for _ in range(3):
+        with Scheduler(1, prefixes=[str(store)], stuck_s=10) as s:
+            proc = s.spawn("k", [sys.executable, script, str(store / "f"), how], control=True)
+            replies = s.run_all()
+            assert [line for _, line in replies if line] == [b"-9"]
+            assert any(line.split()[2] == "kill" and line.split()[1] == "k/t0" for line in s.trace), s.trace
+            traces.add(s.digest())
+            proc.popen.wait()
+    assert len(traces) == 1

@@ -23,7 +23,8 @@
  * pipe or socket that would block, poll/select) are "W" stops: tried without
  * blocking after each grant, never blocking for real. With $CHAOS_SCHED_THREADS=1 a program's
  * threads are controlled too (pthread_create, mutexes, semaphores, condition variables, joins, epoll:
- * "threads" below).
+ * "threads" below). A SIGKILL it sends (kill, killpg) is followed by a "kill" point: the scheduler
+ * sees the controlled processes it hit die before anything else runs.
  *
  * Wire (text lines): hello "H <name> <pid> <tid>", point "P <seq> <call> <arg>
  * <local_vt> <spawned> <path or ->", blocked "B <seq> <local_vt> <spawned>", waiting "W <seq>
@@ -895,6 +896,24 @@ int link(const char *o, const char *n) { REAL(int, link, const char *, const cha
     FAIL_IF(two_paths("link", AT_FDCWD, o, AT_FDCWD, n)); return real_link(o, n); }
 int linkat(int od, const char *o, int nd, const char *n, int f) { REAL(int, linkat, int, const char *, int, const char *, int);
     FAIL_IF(two_paths("link", od, o, nd, n)); return real_linkat(od, o, nd, n, f); }
+
+/* ---------------------------------------------------------------- kills */
+
+/* A SIGKILL a controlled process sends (a host's group kill after a call's timeout, a program's own
+ * child kill): the kill, then a "kill" point whose arg is the target (kill()'s pid: <0 a group). The
+ * scheduler waits there for every controlled process it hit to die, so each death lands in this
+ * slice, not whenever the kernel got round to it (the killer's next wait for its child would be ready,
+ * or not, by real time; a Wowbagger run ended in a deadlock so). glibc's killpg does not go through
+ * kill(): both are here. */
+int kill(pid_t pid, int sig) {
+    REAL(int, kill, pid_t, int);
+    int r = real_kill(pid, sig);
+    if (r == 0 && sig == SIGKILL && enabled && !in_vfork_child() && pid != 0 && pid != -1) {
+        int e = errno; point("kill", pid, "-"); errno = e;
+    }
+    return r;
+}
+int killpg(pid_t pgrp, int sig) { return pgrp < 0 ? (errno = EINVAL, -1) : kill(-pgrp, sig); }
 
 /* ---------------------------------------------------------------- locks */
 

@@ -80,7 +80,7 @@ from chaos.store import private_dir
 
 #: calls whose argument is a byte count: the trace leaves it out (a lock file's content names its owner's pid,
 #: gitjournal's journal the store's path)
-SIZED = frozenset({"write", "read", "ftruncate"})
+SIZED = frozenset({"write", "read", "ftruncate", "kill"})   # (a kill's argument is its target's pid)
 #: a number in a path that may be a pid (a program's temp and lock files carry theirs)
 PID_IN_PATH = re.compile(r"(?<![0-9A-Za-z])[1-9][0-9]{1,6}(?![0-9A-Za-z])")
 #: a UUID's groups are hyphen-delimited and may be all digits ("...-48a3-8026-..."): never a pid, whatever pids run
@@ -92,6 +92,20 @@ RELEASE_YIELD = 0.125
 #: waits only a thread of the waiter's own process can end (its mutex, private semaphore, condition,
 #: joined thread): retried after a slice that got somewhere in that process, not in any (sched.c)
 LOCAL_WAITS = frozenset({"mutex", "sem", "cond", "join"})
+
+
+def _kernel_state(pid: int) -> str:
+    """A process's state and each thread's kernel wait channel, from /proc (a deadlock's evidence)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            state = next((line.split(":", 1)[1].strip() for line in f if line.startswith("State:")), "?")
+        chans = []
+        for tid in sorted(os.listdir(f"/proc/{pid}/task"), key=int)[:8]:
+            with open(f"/proc/{pid}/task/{tid}/wchan") as f:
+                chans.append(f.read().strip() or "-")
+        return f"state {state}, threads in {', '.join(chans)}"
+    except OSError:
+        return "gone"
 
 
 class SchedulerStuck(RuntimeError):
@@ -353,6 +367,20 @@ class Scheduler:
         self._wait_reaped(proc)
         self._reap(proc)
 
+    def _await_victims(self, target: int) -> None:
+        """A controlled process sent SIGKILL to ``target`` (kill()'s pid: below 0, a process group) and
+        stopped right after: wait (wall time bounds it) until every controlled process it hit is dead,
+        and take each as gone now, inside the killer's slice (its parent reaps the zombie)."""
+        for proc in [p for p in self.procs.values() if not p.gone and p.pidfd >= 0]:
+            try:
+                hit = proc.pid == target if target > 0 else os.getpgid(proc.pid) == -target
+            except ProcessLookupError:
+                hit = True     # already reaped by its parent
+            if hit:
+                if not select.select([proc.pidfd], [], [], self.stuck_s)[0]:
+                    raise SchedulerStuck(f"{proc.name} did not die {self.stuck_s:g} s after a SIGKILL")
+                self._reap(proc)
+
     def _wait_reaped(self, proc: Proc) -> None:
         """A dead child of a killed process is a zombie until someone reaps it, and a program that asks
         whether a pid lives (``kill(pid, 0)``: a lock owner's liveness) sees it alive until then: reap it
@@ -439,7 +467,8 @@ class Scheduler:
                 t = next((t for t in self.threads if (t.pid, t.tid) == self.running), None)
                 who = f"{t.name} (granted {t.call} #{t.seq}{' ' + t.path if t.path else ''})" if t else \
                     f"pid {self.running[0]} tid {self.running[1]}"
-                raise SchedulerStuck(f"{who} ran {self.stuck_s:g} s without reaching a scheduling point")
+                raise SchedulerStuck(f"{who} ran {self.stuck_s:g} s without reaching a scheduling point "
+                                     f"({_kernel_state(self.running[0])}); the others: {self.states()}")
             for key, _ in self._sel.select(timeout=min(left, 1.0)):
                 self._event(*key.data, key.fileobj)
         self._end_slice(subject)
@@ -584,6 +613,8 @@ class Scheduler:
             _, seq, call, arg, local_vt, spawned, path = parts
             t.seq, t.call, t.arg, t.local_vt = int(seq), call, int(arg), int(local_vt)
             t.path = self._relative(path)
+            if call == "kill":
+                self._await_victims(t.arg)
             if call == "sleep":
                 t.state, t.wake_at = "sleeping", max(self.vt, t.local_vt) + t.arg
             else:
@@ -705,7 +736,10 @@ class Scheduler:
         rows = [f"{t.name} {t.state} at {t.call}{' ' + t.path if t.path else ''}" for t in self.threads
                 if t.state not in ("idle", "gone")]
         more = f"; and {len(rows) - limit} more" if len(rows) > limit else ""
-        return ("; ".join(rows[:limit]) + more) or "no thread but idle ones"
+        # a live process none of whose threads is at a point: what the kernel says it is doing
+        silent = [f"{p.name} (pid {p.pid}) has no thread at a point: {_kernel_state(p.pid)}" for p in self.procs.values()
+                  if not p.gone and not p.control and all(t.state == "gone" for t in p.threads)]
+        return "; ".join(rows[:limit] + silent[:limit]) + more or "no thread but idle ones"
 
     def next_wake(self) -> int | None:
         wakes = [t.wake_at for t in self.threads if t.state == "sleeping" or (t.state == "waiting" and t.wake_at >= 0)]

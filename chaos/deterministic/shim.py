@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,8 +24,10 @@ MONO_NS = 1000 * 10**9
 THREADED_ENV = {"CHAOS_SCHED_THREADS": "1", "UV_THREADPOOL_SIZE": "1", "UV_USE_IO_URING": "0"}
 
 
+@functools.cache
 def build() -> str:
-    """The shim's .so path (compiled with the system gcc on first use)."""
+    """The shim's .so path (compiled with the system gcc on first use), once per process: every
+    process of a run preloads the one it started with, even if the source changes meanwhile."""
     return build_shim(SOURCE, "chaos-sched")
 
 
