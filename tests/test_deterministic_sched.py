@@ -5,12 +5,14 @@ sleeps are virtual, and faults land at a named point. Real SQLite, real files, r
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import sqlite3
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -287,3 +289,21 @@ def test_a_child_a_controlled_process_kills_dies_inside_its_slice(tmp_path, how)
             traces.add(s.digest())
             proc.popen.wait()
     assert len(traces) == 1
+
+
+def test_a_stuck_process_is_described_by_what_the_kernel_says_it_waits_in(tmp_path):
+    """A stuck run's evidence names the kernel's view of a process no point accounts for: its state and,
+    per thread, the wait channel and the syscall it is in (a real sleeping process)."""
+    from chaos.deterministic.scheduler import _kernel_state
+
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        deadline = time.monotonic() + 30
+        while "nanosleep" not in _kernel_state(sleeper.pid) and time.monotonic() < deadline:
+            time.sleep(0.01)   # until it is in its sleep (evidence, not a fixed wait)
+        assert re.fullmatch(r"state S \(sleeping\), threads in \(wait channel/syscall\) \S+/(clock_)?nanosleep",
+                            _kernel_state(sleeper.pid)), _kernel_state(sleeper.pid)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert _kernel_state(sleeper.pid) == "gone"

@@ -94,6 +94,11 @@ RELEASE_YIELD = 0.125
 LOCAL_WAITS = frozenset({"mutex", "sem", "cond", "join"})
 
 
+#: x86-64 syscall numbers a stuck thread is usually found in (/proc/<pid>/task/<tid>/syscall)
+SYSCALL_NAMES = {"0": "read", "1": "write", "7": "poll", "23": "select", "35": "nanosleep", "61": "wait4",
+                 "202": "futex", "230": "clock_nanosleep", "232": "epoll_wait", "247": "waitid", "271": "ppoll", "281": "epoll_pwait"}
+
+
 def _kernel_state(pid: int) -> str:
     """A process's state and each thread's kernel wait channel, from /proc (a deadlock's evidence)."""
     try:
@@ -102,8 +107,11 @@ def _kernel_state(pid: int) -> str:
         chans = []
         for tid in sorted(os.listdir(f"/proc/{pid}/task"), key=int)[:8]:
             with open(f"/proc/{pid}/task/{tid}/wchan") as f:
-                chans.append(f.read().strip() or "-")
-        return f"state {state}, threads in {', '.join(chans)}"
+                chan = f.read().strip() or "-"
+            with open(f"/proc/{pid}/task/{tid}/syscall") as f:   # "<nr> <args>...", "running" or "-1 ..."
+                nr = f.read().split(" ", 1)[0].strip()
+            chans.append(f"{chan}/{SYSCALL_NAMES.get(nr, nr)}")
+        return f"state {state}, threads in (wait channel/syscall) {', '.join(chans)}"
     except OSError:
         return "gone"
 
