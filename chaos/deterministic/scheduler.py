@@ -595,7 +595,12 @@ class Scheduler:
         _, name, pid, tid, *made = line.split(" ")
         pid, tid = int(pid), int(tid)
         pname = name.rsplit("/", 1)[0]
-        proc = self.procs.get(pid) or self._adopt(pname, pid, None)
+        proc = self.procs.get(pid)
+        if proc is None or proc.gone:
+            # a new process; or the kernel reused a gone one's pid (pid_max is 32768 here, and a default
+            # Wowbagger run starts more processes and threads than that): its own Proc, not the dead one's
+            # (whose exit was long seen: the new one's exit and an exec's hello would go unwaited for)
+            proc = self._adopt(pname, pid, None)
         if self.running == (pid, None):
             self.running = (pid, tid)          # an exec'd image: it stops here, at its start
         parent = self._parent(pname)
