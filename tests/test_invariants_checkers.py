@@ -404,3 +404,26 @@ def test_capabilities_unknown_without_envelope(base):
     s, _ = base
     r = run("capability_honesty", s.history, {})
     assert r["valid"] == "unknown" and r["unknown_reasons"]
+
+
+def test_a_failed_acquire_that_took_effect_is_laid_to_the_refusal_that_may_have_written():
+    """Two refusals with the witness the generation needs: an early ``claim-held`` (decided before any
+    write) and a later exit-6 ``clock-floor-persistence-failed`` (the store may have written before it
+    failed). The finding names the second, whose code a profile's acknowledgement matches (a default
+    Wowbagger run named the first, a second before the generation)."""
+    s = Scenario()
+    a = claim_of(s.call(1, "acquire", s.acquire("agent-a", {"last_epoch": "0", "active": None}), 0))
+    held = s.call(2, "acquire", s.acquire("agent-b", {"last_epoch": "1", "active": a}), 1_000)
+    late = s.call(2, "acquire", s.acquire("agent-b", {"last_epoch": "1", "active": a}), 2_000)
+    assert held["type"] == late["type"] == "fail"
+    late["value"] = {"exit": 6, "envelope": {
+        "ok": False, "namespace": "work-claim", "command": "acquire", "contract_version": 1, "state": "unchanged",
+        "error": {"code": "clock-floor-persistence-failed",
+                  "message": "The authoritative clock floor could not be persisted.", "details": {}}}}
+    read = s.call(3, "read", s.key(), 3_000)
+    rb = envelope(read)["result"]["read_back"]
+    rb["last_epoch"] = "2"
+    rb["active"] = {"owner_id": "agent-b", "epoch": "2", "issued_at": at(2_000), "expires_at": at(62_000)}
+    found = assert_caught(run("durability", s.history, s.ctx()), "failed-acquire-took-effect")
+    assert "clock-floor-persistence-failed" in found["explanation"] and late["index"] in found["ops"], found
+    assert held["index"] not in found["ops"]

@@ -68,7 +68,8 @@ def _acquires(out: Findings, h: History, lease_map: dict) -> None:
         for e, g in gens.items():
             if not g.owner or (key, g.owner, e, g.issued_ms) in made or (key, g.owner) in uncertain_owner:
                 continue
-            for op in refused.get((key, g.owner, e - 1), [])[:1]:
+            candidates = refused.get((key, g.owner, e - 1))
+            for op in [_maker(candidates, g.first_op)] if candidates else []:
                 out.add(
                     "failed-acquire-took-effect",
                     f"Tuple {fmt_tuple(key)}: acquire by {g.owner!r} with witness last_epoch {e - 1} was refused "
@@ -94,6 +95,17 @@ def _acquires(out: Findings, h: History, lease_map: dict) -> None:
                 hi_op.indices, tuple=list(key), low=str(lo), high=str(hi), shown=seen,
                 uncertain_acquires=uncertain_count.get(key, 0),
             )
+
+
+def _maker(candidates: list, first) -> object:
+    """Of the refused acquires that could have made a generation (its owner, witness ``epoch - 1``), the
+    one to name: one invoked before the generation was first shown, an exit-6 refusal (the store may
+    have written before it failed: "could not be persisted") before a decision that writes nothing
+    (``claim-held``), and of those the last. The first of them may precede the generation by many
+    refusals (a default Wowbagger run laid its F5, a journal fsync EIO, to a ``claim-held`` a second
+    earlier, so the profile's F5 entry, which names the exit-6 code, did not match it)."""
+    before = [op for op in candidates if op.indices[0] < first.indices[-1]] or candidates
+    return max(before, key=lambda op: (op.exit == 6, op.indices[0]))
 
 
 def _releases(out: Findings, h: History, ctx: dict) -> None:
