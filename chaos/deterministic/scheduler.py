@@ -478,7 +478,10 @@ class Scheduler:
                 raise SchedulerStuck(f"{who} ran {self.stuck_s:g} s without reaching a scheduling point "
                                      f"({_kernel_state(self.running[0])}); the others: {self.states()}")
             for key, _ in self._sel.select(timeout=min(left, 1.0)):
-                self._event(*key.data, key.fileobj)
+                # an event of this batch may be for a file an earlier one closed (a process that a kill
+                # point's wait took as gone had its connections closed): only still-registered ones
+                if self._sel.get_map().get(key.fd) is key:
+                    self._event(*key.data, key.fileobj)
         self._end_slice(subject)
 
     def _end_slice(self, subject: Thread | None) -> None:
