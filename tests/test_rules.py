@@ -569,6 +569,26 @@ def test_read_back_shows_an_expiry_nobody_set():
     named(s, "epochs", "read-back-not-durable", idx(a, read))
 
 
+@covers("read-back-exact")
+def test_an_expiry_a_refused_renew_set_is_that_refusal_taking_effect():
+    """A renew refused with exit 6 (Wowbagger's F5: its journal fsync failed after the line was written),
+    then a read shows the expiry that renew would have set: durability names the refusal that took
+    effect; epochs does not also call the read-back not durable (it is durable: the refusal was not)."""
+    s = Scenario()
+    a, claim = acquired(s)
+    renew = s.call(1, "renew", s.renew("agent-a", claim, 120_000), 3_000)
+    assert renew["type"] == "ok"
+    renew["type"], renew["value"] = "fail", {"exit": 6, "envelope": {
+        "ok": False, "namespace": "work-claim", "command": "renew", "contract_version": 1, "state": "unchanged",
+        "error": {"code": "clock-floor-persistence-failed",
+                  "message": "The authoritative clock floor could not be persisted.", "details": {}}}}
+    read = s.call(2, "read", s.key(), 5_000)
+    assert env(read)["result"]["read_back"]["active"]["expires_at"] == at(123_000)
+    found = named(s, "durability", "unchanged-reply-took-effect", idx(renew, read))
+    assert found["data"]["f"] == "renew" and found["data"]["code"] == "clock-floor-persistence-failed"
+    assert default_checkers()["epochs"](s.history, s.ctx())["valid"] is True
+
+
 # --------------------------------------------------------------------------- §4 leases and decision times
 
 

@@ -108,8 +108,8 @@ def check(history, ctx: dict | None = None) -> dict:
                     continue
                 expiries |= {g.issued_ms + lease for lease in leases}
             for x, op in g.unset_shown:
-                if x in expiries:
-                    continue
+                if x in expiries or _leases.refused_renew_behind(h, key, e, g, op) is not None:
+                    continue   # (a refused renew that set it: durability's unchanged-reply-took-effect)
                 out.add(
                     "read-back-not-durable",
                     f"Tuple {fmt_tuple(key)}: {op.f} (op {op.i}) shows epoch {e} of {g.owner!r} expiring at {at(x)}, "

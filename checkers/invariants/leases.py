@@ -153,3 +153,28 @@ def build(h: History) -> Leases:
             _see(gens, op.active, None if f == "read" else t_ms, op, sets_expiry=f != "publish")
     h.derived["leases"] = leases
     return leases
+
+
+def likeliest_refusal(candidates: list[Op]) -> Op:
+    """Of refused decisions that could have made a change no successful one made, the one to name: an
+    exit-6 refusal (the store may have written before it failed: "could not be persisted") before a
+    decision that writes nothing (``claim-held``), and of those the last invoked."""
+    return max(candidates, key=lambda op: (op.exit == 6, op.indices[0]))
+
+
+def refused_renew_behind(h: History, key: tuple, e: int, g: Generation, shown: Op) -> Op | None:
+    """The renew of generation ``e`` (by its owner) refused with ``state: unchanged`` and invoked before
+    ``shown``, the reply that shows an expiry no successful acquire or renew of it set: the one decision
+    that could have set it (Wowbagger's F5 on renew: the journal fsync failed after the line was
+    written). None where another decision may have (a renew of unknown outcome; a generation only an
+    acquire of unknown outcome shows, whose own lease is not known here)."""
+    if g.uncertain_renew or not g.acquired:
+        return None
+    refused = h.derived.get("refused-renews")
+    if refused is None:
+        refused = h.derived["refused-renews"] = {}
+        for op in h.ops:
+            if op.f == "renew" and op.type == "fail" and op.definite and op.key is not None and op.epoch is not None:
+                refused.setdefault((op.key, op.owner, op.epoch), []).append(op)
+    before = [op for op in refused.get((key, g.owner, e), ()) if op.indices[0] < shown.indices[-1]]
+    return likeliest_refusal(before) if before else None

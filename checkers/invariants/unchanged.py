@@ -10,6 +10,9 @@ backend to it. The effect of each refused op is recognisable later:
   successful acquire returned, whose owner has no acquire of unknown outcome
   on that tuple, but a refused acquire by that owner with witness
   ``last_epoch = epoch - 1`` (the one acquire that could have made it);
+* ``unchanged-reply-took-effect`` (renew): a generation's expiry that no
+  successful acquire or renew set, shown after a renew of it by its owner was
+  refused (``epochs`` then leaves it to this, not ``read-back-not-durable``);
 * ``unchanged-reply-took-effect`` (release): a record ``(epoch, active: null)``
   although every release of that epoch was refused (only a release frees an
   epoch's claim; expiry leaves the record in place until a takeover);
@@ -23,6 +26,7 @@ backend to it. The effect of each refused op is recognisable later:
 from __future__ import annotations
 
 from ._common import BAD, Findings, History, at, fmt_tuple
+from .leases import likeliest_refusal, refused_renew_behind
 from .stale_write import revealed_outcomes
 
 #: publication refusals that may be stored terminal outcomes (everything else stores nothing)
@@ -31,6 +35,7 @@ _MAY_STORE = frozenset(("claim-fence-rejected", "ledger-revision-conflict"))
 
 def check_unchanged(out: Findings, h: History, lease_map: dict, ctx: dict) -> None:
     _acquires(out, h, lease_map)
+    _renews(out, h, lease_map)
     _releases(out, h, ctx)
     _publishes(out, h)
 
@@ -99,13 +104,29 @@ def _acquires(out: Findings, h: History, lease_map: dict) -> None:
 
 def _maker(candidates: list, first) -> object:
     """Of the refused acquires that could have made a generation (its owner, witness ``epoch - 1``), the
-    one to name: one invoked before the generation was first shown, an exit-6 refusal (the store may
-    have written before it failed: "could not be persisted") before a decision that writes nothing
-    (``claim-held``), and of those the last. The first of them may precede the generation by many
-    refusals (a default Wowbagger run laid its F5, a journal fsync EIO, to a ``claim-held`` a second
-    earlier, so the profile's F5 entry, which names the exit-6 code, did not match it)."""
-    before = [op for op in candidates if op.indices[0] < first.indices[-1]] or candidates
-    return max(before, key=lambda op: (op.exit == 6, op.indices[0]))
+    likeliest (``leases.likeliest_refusal``) of those invoked before the generation was first shown. The
+    first of them may precede the generation by many refusals (a default Wowbagger run laid its F5, a
+    journal fsync EIO, to a ``claim-held`` a second earlier, so the profile's F5 entry, which names the
+    exit-6 code, did not match it)."""
+    return likeliest_refusal([op for op in candidates if op.indices[0] < first.indices[-1]] or candidates)
+
+
+def _renews(out: Findings, h: History, lease_map: dict) -> None:
+    for key, gens in lease_map.items():
+        for e, g in gens.items():
+            for x, shown in g.unset_shown:
+                op = None if x in g.set_expiries else refused_renew_behind(h, key, e, g, shown)
+                if op is None:
+                    continue
+                out.add(
+                    "unchanged-reply-took-effect",
+                    f"Tuple {fmt_tuple(key)}: renew of epoch {e} by {g.owner!r} was refused with {op.code} "
+                    f"(state unchanged), yet {shown.f} (op {shown.i}) shows that generation expiring at {at(x)}, "
+                    "an expiry no successful acquire or renew of it set. A refusal changes nothing; a renew "
+                    "whose durability is in doubt answers an unknown outcome (contract §4, §5 Renew, §8).",
+                    [*op.indices, *shown.indices], tuple=list(key), epoch=str(e), f="renew", code=op.code,
+                )
+                break
 
 
 def _releases(out: Findings, h: History, ctx: dict) -> None:
