@@ -569,7 +569,7 @@ def test_read_back_shows_an_expiry_nobody_set():
     named(s, "epochs", "read-back-not-durable", idx(a, read))
 
 
-@covers("read-back-exact")
+@covers("unchanged-means-unchanged")
 def test_an_expiry_a_refused_renew_set_is_that_refusal_taking_effect():
     """A renew refused with exit 6 (Wowbagger's F5: its journal fsync failed after the line was written),
     then a read shows the expiry that renew would have set: durability names the refusal that took
