@@ -78,9 +78,9 @@ from chaos.deterministic import shim
 from chaos.faults.procs import pidfd_getfd, set_child_subreaper
 from chaos.store import private_dir
 
-#: calls whose argument is a byte count: the trace leaves it out (a lock file's content names its owner's pid,
-#: gitjournal's journal the store's path)
-SIZED = frozenset({"write", "read", "ftruncate", "kill"})   # (a kill's argument is its target's pid)
+#: calls whose argument the trace leaves out: a byte count (a lock file's content names its owner's pid,
+#: gitjournal's journal the store's path) or a kill's target (a pid)
+UNTRACED_ARG = frozenset({"write", "read", "ftruncate", "kill"})
 #: a number in a path that may be a pid (a program's temp and lock files carry theirs)
 PID_IN_PATH = re.compile(r"(?<![0-9A-Za-z])[1-9][0-9]{1,6}(?![0-9A-Za-z])")
 #: a UUID's groups are hyphen-delimited and may be all digits ("...-48a3-8026-..."): never a pid, whatever pids run
@@ -370,8 +370,7 @@ class Scheduler:
                 signal.pidfd_send_signal(proc.pidfd, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
-        if proc.pidfd >= 0 and not select.select([proc.pidfd], [], [], self.stuck_s)[0]:
-            raise SchedulerStuck(f"{proc.name} did not die {self.stuck_s:g} s after its parent's SIGKILL")
+        self._wait_dead(proc, "its parent's SIGKILL")
         self._wait_reaped(proc)
         self._reap(proc)
 
@@ -385,9 +384,13 @@ class Scheduler:
             except ProcessLookupError:
                 hit = True     # already reaped by its parent
             if hit:
-                if not select.select([proc.pidfd], [], [], self.stuck_s)[0]:
-                    raise SchedulerStuck(f"{proc.name} did not die {self.stuck_s:g} s after a SIGKILL")
+                self._wait_dead(proc, "a SIGKILL")
                 self._reap(proc)
+
+    def _wait_dead(self, proc: Proc, after: str) -> None:
+        """Wait (wall time bounds it) until ``proc`` has exited (its pidfd polls readable)."""
+        if proc.pidfd >= 0 and not select.select([proc.pidfd], [], [], self.stuck_s)[0]:
+            raise SchedulerStuck(f"{proc.name} did not die {self.stuck_s:g} s after {after}")
 
     def _wait_reaped(self, proc: Proc) -> None:
         """A dead child of a killed process is a zombie until someone reaps it, and a program that asks
@@ -789,7 +792,7 @@ class Scheduler:
         t.held = False
         point = {"process": t.proc.name, "thread": t.name, "call": t.call, "index": t.seq, "path": t.path,
                  "vt_ns": self.vt}
-        arg = "-" if t.call in SIZED else t.arg   # a data call's size: a program's data may carry its pid
+        arg = "-" if t.call in UNTRACED_ARG else t.arg
         self.trace.append(f"{self.vt} {t.name} {t.call} {t.seq} {arg} {t.path}")
         if rule is not None:
             rule.evidence = dict(point, action=rule.action)
