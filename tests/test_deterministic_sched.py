@@ -246,18 +246,88 @@ def test_an_op_nobody_can_ever_answer_ends_the_run_as_a_deadlock_not_a_hang(tmp_
         history.close()
 
 
-def test_a_pid_in_a_path_is_named_but_a_uuid_group_that_looks_like_one_is_not(tmp_path):
-    """A program's temp file carries its pid, which differs between runs, so the trace names it by the
-    process; a UUID's all-digit group is the same in every run (the shim seeds randomness) and stays as
-    it is even when it equals a pid of this run (a CI run's Wowbagger trace read "48a3-{pid:w1.0/f2/f4}-dd35"
-    in one of three runs of one schedule)."""
-    with Scheduler(1, prefixes=[str(tmp_path)]) as s:
-        s.pid_names[8026] = "w1.0/f2/f4"
-        uuid_name = "claims.json.lock.cb62fa70-dbc4-48a3-8026-dd3529a504b3.candidate"
-        assert s._relative(f"{tmp_path}/ledgers/{uuid_name}") == f"ledgers/{uuid_name}"
-        assert s._relative(f"{tmp_path}/.report.8026.cb62fa70-dbc4-48a3-8026-dd3529a504b3.tmp") == \
-            ".report.{pid:w1.0/f2/f4}.cb62fa70-dbc4-48a3-8026-dd3529a504b3.tmp"
-        assert s._relative(f"{tmp_path}/lock.tmp.8026.1a2b3c4d") == "lock.tmp.{pid:w1.0/f2/f4}.1a2b3c4d"
+PIDS = """
+import os, signal, subprocess, sys
+store = sys.argv[1]
+child = [sys.executable, "-c", "import os, sys; "
+         "open(os.path.join(sys.argv[1], 'owner.%d' % os.getpid()), 'w').close(); "
+         "print(os.getpid(), flush=True); sys.stdin.read()", store]
+a = subprocess.Popen(child, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+b = subprocess.Popen(child, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+va, vb = int(a.stdout.readline()), int(b.stdout.readline())
+os.kill(va, 0)                                     # alive: no error
+a.stdin.close()
+a.wait()
+try:
+    os.kill(va, 0)
+    after = "alive"
+except ProcessLookupError:
+    after = "ESRCH"
+os.kill(vb, signal.SIGKILL)                        # a virtual pid reaches the real process
+print(os.getpid(), va, vb, after, b.wait(), flush=True)
+"""
+
+
+def test_getpid_is_a_virtual_pid_the_same_in_every_run_and_kill_knows_it(tmp_path):
+    """A black-box program (``CHAOS_SCHED_VPIDS=1``, inherited by its children) names files after its pid
+    and writes it in lock files (Wowbagger hashes it into its temp names), so its getpid() is the
+    scheduler's, numbered in grant order above every kernel pid: the same in every run, and a path that
+    carries it is traced as it is. kill() of one reaches the process while it is there and says ESRCH
+    once it has exited, whatever process the kernel has given that pid since."""
+    script = _script(tmp_path, "pids.py", PIDS)
+    replies, traces = set(), set()
+    for i in range(2):
+        store = tmp_path / f"store{i}"
+        store.mkdir()
+        with Scheduler(1, prefixes=[str(store)], stuck_s=10) as s:
+            proc = s.spawn("p", [sys.executable, script, str(store)], control=True, env={"CHAOS_SCHED_VPIDS": "1"})
+            lines = [line for _, line in s.run_all() if line]
+            owners = sorted(f.name for f in store.iterdir())
+            traces.add(s.digest())
+            proc.popen.wait()
+        me, va, vb, after, rc = lines[0].decode().split()
+        assert int(me) > 4_194_304 and int(va) > int(me) and int(vb) > int(me) and va != vb, lines
+        assert (after, rc) == ("ESRCH", "-9")
+        assert owners == sorted([f"owner.{va}", f"owner.{vb}"])
+        assert any(f"owner.{va}" in line for line in s.trace) and any(" pid " in line for line in s.trace)
+        replies.add(lines[0])
+    assert len(replies) == 1 and len(traces) == 1, (replies, traces)
+
+
+TIMES = """
+import os, subprocess, sys
+path = os.path.join(sys.argv[1], "f")
+with open(path, "w") as f:
+    f.write("x")
+first = os.stat(path)
+os.utime(path, ns=(1, 1))                          # the kernel's ctime moves; a stat still says ctime = mtime
+with open(path, "a") as f:
+    f.write("y")
+second = os.lstat(path)
+print(first.st_mtime_ns, first.st_ctime_ns, first.st_atime_ns, second.st_mtime_ns, second.st_ctime_ns, flush=True)
+"""
+
+
+def test_a_store_file_s_times_are_virtual(tmp_path):
+    """A store file's times are the kernel's clock, real time, and git decides whether to read a worktree
+    file again by comparing them (two default Wowbagger runs of one seed parted where one run's git read a
+    ledger file and the other's did not): a change through a store fd sets its mtime to the virtual time
+    of the change, and a stat says atime = ctime = mtime. Two runs: the same times, virtual ones."""
+    from chaos.deterministic.shim import EPOCH_NS
+
+    script = _script(tmp_path, "times.py", TIMES)
+    seen = set()
+    for i in range(2):
+        store = tmp_path / f"store{i}"
+        store.mkdir()
+        with Scheduler(1, prefixes=[str(store)], stuck_s=10) as s:
+            proc = s.spawn("p", [sys.executable, script, str(store)], control=True)
+            lines = [line for _, line in s.run_all() if line]
+            proc.popen.wait()
+        m1, c1, a1, m2, c2 = map(int, lines[0].split())
+        assert EPOCH_NS < m1 == c1 == a1 < m2 == c2 < EPOCH_NS + 10**9, lines
+        seen.add(lines[0])
+    assert len(seen) == 1, seen
 
 
 KILLER = """
@@ -328,7 +398,7 @@ def test_a_pid_the_kernel_reused_is_a_new_process_not_the_dead_one(tmp_path):
             proc = s.procs[sleeper.pid]
             assert proc is not dead and proc.name == "w3.1/f7" and not proc.gone and proc.pidfd >= 0
             assert [t.name for t in proc.threads] == ["w3.1/f7/t0"] and dead.threads == []
-            assert s.pid_names[sleeper.pid] == "w3.1/f7"
+            assert s.by_name["w3.1/f7"] is proc
     finally:
         sleeper.kill()
         sleeper.wait()

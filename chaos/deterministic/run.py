@@ -454,6 +454,7 @@ def run(cfg, report: bool = True, config_path: str | None = None, exact_rules=No
     try:
         with setup_programs_virtual():
             target.setup(kind.namespaces(world), kind.durable(world))
+        file_times_at_epoch(run_dir.path)
         client_gen, world = adapt_to_target(kind, cfg, target, world, notes, run_dir, client_gen)
         power = power_journal(cfg, target, run_dir)   # (the store's path is known once it is set up)
         rules = (fault_rules(cfg, power) if exact_rules is None
@@ -564,6 +565,16 @@ class setup_programs_virtual:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+def file_times_at_epoch(root: str) -> None:
+    """Every file and directory the set-up left under ``root`` gets the virtual epoch as its times: the
+    set-up's programs run outside the scheduler, so their files carry real times, and git decides whether
+    to read a worktree file again by comparing them (sched.c, "file times")."""
+    for base, dirs, files in os.walk(root):
+        for name in dirs + files:
+            os.utime(os.path.join(base, name), ns=(EPOCH_NS, EPOCH_NS), follow_symlinks=False)
+    os.utime(root, ns=(EPOCH_NS, EPOCH_NS))
 
 
 def prepare_for_backend(kind, cfg, notes: list) -> None:

@@ -24,16 +24,20 @@
  * blocking after each grant, never blocking for real. With $CHAOS_SCHED_THREADS=1 a program's
  * threads are controlled too (pthread_create, mutexes, semaphores, condition variables, joins, epoll:
  * "threads" below). A SIGKILL it sends (kill, killpg) is followed by a "kill" point: the scheduler
- * sees the controlled processes it hit die before anything else runs.
+ * sees the controlled processes it hit die before anything else runs. With $CHAOS_SCHED_VPIDS=1
+ * getpid() is a virtual pid the scheduler numbers in grant order, above every pid the kernel can give;
+ * kill() of one asks the scheduler at a "pid" point ("pids" below). A store file's times are virtual
+ * ("file times").
  *
  * Wire (text lines): hello "H <name> <pid> <tid>", point "P <seq> <call> <arg>
  * <local_vt> <spawned> <path or ->", blocked "B <seq> <local_vt> <spawned>", waiting "W <seq>
  * <local_vt> <spawned> <deadline_vt or -1> <what>" (spawned: the children this process started so far,
  * so the scheduler waits for their hellos before it decides anything); reply
- * "G <vt> <errno or 0> [<offset>]": go on at virtual time vt, or fail the call with
+ * "G <vt> <errno or 0> [<offset> [<value>]]": go on at virtual time vt, or fail the call with
  * errno without doing it (an exact fault); offset (ns, default 0) is added to
  * the wall clocks (REALTIME, TAI) the thread reads until its next grant: a
- * clock fault, a step forward or back; monotonic clocks never move back. A kill is the scheduler's SIGKILL while
+ * clock fault, a step forward or back; monotonic clocks never move back; value: a hello's virtual pid,
+ * a "pid" point's answer (the real pid, 0 none). A kill is the scheduler's SIGKILL while
  * the thread waits here, before the call.
  * Build: gcc -shared -fPIC -O2 -o sched.so sched.c -ldl -lpthread (chaos.deterministic.shim). */
 #define _GNU_SOURCE
@@ -66,6 +70,7 @@
 #include <unistd.h>
 
 #define FD_MAX 65536
+#define VPID_BASE 4194304            /* PID_MAX_LIMIT: the first virtual pid is one above */
 #define US 1000LL
 #define SEC 1000000000LL
 
@@ -81,6 +86,9 @@ static int next_thread;
 static volatile int forks;          /* children started: fork, vfork+exec (shared with a vfork child), posix_spawn */
 static __thread int forks_told;     /* the count this thread's last stop told the scheduler */
 static pid_t my_pid;                /* a vfork child runs with its parent's memory: getpid() differs from this */
+/* the pid getpid() gives (see "pids"): the scheduler's, from its first grant; 0 until then */
+static volatile pid_t my_vpid;
+static int vpids_on;                /* $CHAOS_SCHED_VPIDS=1 (a black-box program and its children) */
 static int is_child;                /* a forked child, or a program exec'd by one: it says hello at once */
 static int reads_are_points;        /* $CHAOS_SCHED_READS=1: read/pread of store fds are points too */
 static pthread_key_t conn_key;
@@ -94,6 +102,7 @@ static int threads_too;             /* $CHAOS_SCHED_THREADS=1: futex waits and e
 static volatile int threads_made;   /* threads this process made (its points say so, like its children) */
 static __thread unsigned long seq;
 static __thread long long grant_vt, reads;
+static __thread long long grant_value;   /* a grant's answer: a hello's virtual pid, a pid query's real pid */
 /* the process's wall-clock offset (a clock fault) the last grant carried: REALTIME reads only */
 static __thread long long grant_offset;
 
@@ -111,6 +120,7 @@ static void atfork_child(void) {
     conn = -1; next_thread = 0; seq = 0;
     char n[256]; snprintf(n, sizeof n, "%s/f%d", name, forks); memcpy(name, n, sizeof name);
     forks = 0; forks_told = 0; threads_made = 0; my_idx = -1; is_child = 1; my_pid = (pid_t)syscall(SYS_getpid);
+    my_vpid = 0;       /* its own, from its hello's grant */
     rng_seeded = 0; rng_state = 0;
     pthread_mutex_init(&rng_lock, NULL);
     pthread_setspecific(conn_key, (void *)1);
@@ -155,6 +165,7 @@ __attribute__((constructor)) static void init(int argc, char **argv, char **envp
     is_child = env_ll("CHAOS_SCHED_CHILD", 0) == 1;
     remember_env();
     threads_too = env_ll("CHAOS_SCHED_THREADS", 0) == 1;
+    vpids_on = env_ll("CHAOS_SCHED_VPIDS", 0) == 1;
     enabled = 1;
     if (is_child) ensure_conn();   /* a program exec'd by a scheduled process stops before it runs */
 }
@@ -170,7 +181,7 @@ static void send_line(const char *buf, int len) {
         if (k < 0) { if (errno == EINTR) continue; die("lost the scheduler"); } buf += k; len -= k; }
 }
 
-/* wait for "G <vt> <errno> [<offset>]\n"; returns the errno to fail the call with (0: go on) */
+/* wait for "G <vt> <errno> [<offset> [<value>]]\n"; returns the errno to fail the call with (0: go on) */
 static int wait_grant(void) {
     char buf[128]; int n = 0;
     /* a signal (SIGCHLD of a child the scheduler reaped) waits until the thread is granted: its handler
@@ -185,9 +196,9 @@ static int wait_grant(void) {
     }
     buf[n] = 0;
     if (threads_too) pthread_sigmask(SIG_SETMASK, &old, NULL);
-    long long vt = 0, offset = 0; int err = 0;
-    if (sscanf(buf, "G %lld %d %lld", &vt, &err, &offset) < 2) die("bad grant");
-    grant_vt = vt; grant_offset = offset; reads = 0;
+    long long vt = 0, offset = 0, value = 0; int err = 0;
+    if (sscanf(buf, "G %lld %d %lld %lld", &vt, &err, &offset, &value) < 2) die("bad grant");
+    grant_vt = vt; grant_offset = offset; grant_value = value; reads = 0;
     return err;
 }
 
@@ -206,10 +217,11 @@ static void ensure_conn(void) {
     conn = fd;
     pthread_setspecific(conn_key, (void *)1);
     int idx = my_idx >= 0 ? my_idx : __sync_fetch_and_add(&next_thread, 1);
-    char m[400]; int k = snprintf(m, sizeof m, "H %s/t%d %d %ld%s\n", name, idx, getpid(), (long)syscall(SYS_gettid),
-                                  my_idx >= 0 ? " made" : "");
+    char m[400]; int k = snprintf(m, sizeof m, "H %s/t%d %ld %ld%s\n", name, idx, (long)syscall(SYS_getpid),
+                                  (long)syscall(SYS_gettid), my_idx >= 0 ? " made" : "");
     send_line(m, k);
     wait_grant();
+    if (grant_value > 0) my_vpid = (pid_t)grant_value;
 }
 
 /* wakes of local waits: a slot per object address (condition, mutex, semaphore), shared by collisions
@@ -301,6 +313,30 @@ static int store_path(int dirfd, const char *path, char *full, size_t size) {
 
 static int is_store_fd(int fd) { return enabled && fd >= 0 && fd < FD_MAX && store_fd[fd]; }
 
+/* ---------------------------------------------------------------- file times */
+
+/* A file's times are the kernel's clock, real time, which differs between runs: git compares a
+ * worktree file's mtime and ctime with what its index recorded and with the index's own mtime
+ * ("racy git") to decide whether to read the file again, so one run's git read a ledger file that the
+ * other's did not (two default Wowbagger runs of one seed parted there). So a change through a store
+ * fd (a write, a truncation, a file created) sets the file's atime and mtime to the virtual time of
+ * the change, and a stat of a store path or fd through libc says atime = ctime = mtime (a ctime cannot
+ * be set). Not virtual: directories' times, changes through a shared mapping (SQLite's -shm), and a
+ * stat made with syscall(2) (libuv's statx: Node sees the kernel's times; Wowbagger reads none). */
+static void virtual_times(int fd) {
+    long long t = epoch_ns + local_vt();
+    struct timespec ts[2] = {{t / SEC, t % SEC}, {t / SEC, t % SEC}};
+    syscall(SYS_utimensat, fd, NULL, ts, 0);
+}
+static void stat_times(struct stat *st) { st->st_atim = st->st_ctim = st->st_mtim; }
+
+static void not_a_virtual_pid_in_proc(const char *path) {
+    if (!vpids_on || !path || strncmp(path, "/proc/", 6) != 0) return;
+    char *end; long long p = strtoll(path + 6, &end, 10);
+    if (p > VPID_BASE && (*end == 0 || *end == '/')) die("looked up a virtual pid in /proc (getpid() is the "
+                                                        "scheduler's in a black-box program; /proc has no entry for it)");
+}
+
 #define REAL(ret, fn, ...) static ret (*real_##fn)(__VA_ARGS__); if (!real_##fn) real_##fn = dlsym(RTLD_NEXT, #fn)
 #define FAIL_IF(err) do { int e_ = (err); if (e_) { errno = e_; return -1; } } while (0)
 
@@ -309,10 +345,14 @@ static int is_store_fd(int fd) { return enabled && fd >= 0 && fd < FD_MAX && sto
 static int open_common(const char *fn, int dirfd, const char *path, int flags, mode_t mode) {
     char full[PATH_MAX + 256]; int store = store_path(dirfd, path, full, sizeof full);
     if (store) FAIL_IF(point((flags & O_CREAT) ? "creat" : "open", flags, full));
+    not_a_virtual_pid_in_proc(path);
     static int (*real)(int, const char *, int, ...);
     if (!real) real = dlsym(RTLD_NEXT, "openat");
     (void)fn;
+    int fresh = store && ((flags & O_TRUNC) || ((flags & O_CREAT)
+                          && ((flags & O_EXCL) || syscall(SYS_faccessat, dirfd, path, F_OK, 0) != 0)));
     int fd = real(dirfd, path, flags, mode);
+    if (fresh && fd >= 0 && !in_vfork_child()) virtual_times(fd);
     if ((enabled || alone) && fd >= 0 && fd < FD_MAX && (alone || !in_vfork_child()))
         random_fd[fd] = path && (strcmp(path, "/dev/urandom") == 0 || strcmp(path, "/dev/random") == 0);
     if (store && fd >= 0 && fd < FD_MAX && !in_vfork_child()) { store_fd[fd] = 1; free(fd_path[fd]); fd_path[fd] = strdup(full); }
@@ -740,10 +780,11 @@ int epoll_pwait(int ep, struct epoll_event *ev, int max, int timeout_ms, const s
 static char *sched_env[16]; static int sched_envs;   /* LD_PRELOAD and CHAOS_SCHED_* as this process got them */
 
 /* the variables a child gets from this process, whatever its caller's envp says (CHAOS_SCHED_THREADS
- * is the caller's choice per program: it stays as given) */
+ * and CHAOS_SCHED_VPIDS are the caller's choice per program: they stay as given) */
 static int is_sched_var(const char *kv) {
     return strncmp(kv, "LD_PRELOAD=", 11) == 0
-        || (strncmp(kv, "CHAOS_SCHED_", 12) == 0 && strncmp(kv, "CHAOS_SCHED_THREADS=", 20) != 0);
+        || (strncmp(kv, "CHAOS_SCHED_", 12) == 0 && strncmp(kv, "CHAOS_SCHED_THREADS=", 20) != 0
+            && strncmp(kv, "CHAOS_SCHED_VPIDS=", 18) != 0);
 }
 static void remember_env(void) {
     extern char **environ;
@@ -831,25 +872,61 @@ ssize_t read(int fd, void *buf, size_t n) {
     if (reads_are_points && is_store_fd(fd)) FAIL_IF(point("pread", (long long)off, fd_path[fd])); return real_##fn(fd, buf, n, off); }
 PREAD(pread) PREAD(pread64)
 
+/* a change through a store fd: its result, after the file's times are made virtual ("file times") */
+static long long changed(int fd, long long r) {
+    if (r >= 0 && is_store_fd(fd) && !in_vfork_child()) { int e = errno; virtual_times(fd); errno = e; }
+    return r;
+}
+
 ssize_t write(int fd, const void *buf, size_t n) {
     REAL(ssize_t, write, int, const void *, size_t);
     if (is_store_fd(fd)) FAIL_IF(point("write", (long long)n, fd_path[fd]));
     else wait_for_fd(fd, POLLOUT, "write-pipe");
-    return real_write(fd, buf, n);
+    return changed(fd, real_write(fd, buf, n));
 }
 #define PWRITE(fn) ssize_t fn(int fd, const void *buf, size_t n, off_t off) { REAL(ssize_t, fn, int, const void *, size_t, off_t); \
-    if (is_store_fd(fd)) FAIL_IF(point("pwrite", (long long)off, fd_path[fd])); return real_##fn(fd, buf, n, off); }
+    if (is_store_fd(fd)) FAIL_IF(point("pwrite", (long long)off, fd_path[fd])); return changed(fd, real_##fn(fd, buf, n, off)); }
 PWRITE(pwrite) PWRITE(pwrite64)
 
 ssize_t writev(int fd, const struct iovec *iov, int cnt) {
     REAL(ssize_t, writev, int, const struct iovec *, int);
     if (is_store_fd(fd)) FAIL_IF(point("writev", cnt, fd_path[fd]));
-    return real_writev(fd, iov, cnt);
+    return changed(fd, real_writev(fd, iov, cnt));
 }
 
 #define FTRUNC(fn) int fn(int fd, off_t len) { REAL(int, fn, int, off_t); \
-    if (is_store_fd(fd)) FAIL_IF(point("ftruncate", (long long)len, fd_path[fd])); return real_##fn(fd, len); }
+    if (is_store_fd(fd)) FAIL_IF(point("ftruncate", (long long)len, fd_path[fd])); return (int)changed(fd, real_##fn(fd, len)); }
 FTRUNC(ftruncate) FTRUNC(ftruncate64)
+
+/* stats of store paths and fds: their times as "file times" says */
+#define STAT_PATH(fn) int fn(const char *p, struct stat *st) { REAL(int, fn, const char *, struct stat *); \
+    char full[PATH_MAX + 256]; not_a_virtual_pid_in_proc(p); int r = real_##fn(p, st); \
+    if (r == 0 && store_path(AT_FDCWD, p, full, sizeof full)) stat_times(st); return r; }
+STAT_PATH(stat) STAT_PATH(lstat)
+#define STAT64_PATH(fn) int fn(const char *p, struct stat64 *st) { REAL(int, fn, const char *, struct stat64 *); \
+    char full[PATH_MAX + 256]; not_a_virtual_pid_in_proc(p); int r = real_##fn(p, st); \
+    if (r == 0 && store_path(AT_FDCWD, p, full, sizeof full)) stat_times((struct stat *)st); return r; }
+STAT64_PATH(stat64) STAT64_PATH(lstat64)
+int fstat(int fd, struct stat *st) { REAL(int, fstat, int, struct stat *);
+    int r = real_fstat(fd, st); if (r == 0 && is_store_fd(fd)) stat_times(st); return r; }
+int fstat64(int fd, struct stat64 *st) { REAL(int, fstat64, int, struct stat64 *);
+    int r = real_fstat64(fd, st); if (r == 0 && is_store_fd(fd)) stat_times((struct stat *)st); return r; }
+static int store_at(int dirfd, const char *p, int flags) {
+    char full[PATH_MAX + 256];
+    return (flags & AT_EMPTY_PATH) && p && !*p ? is_store_fd(dirfd) : store_path(dirfd, p, full, sizeof full);
+}
+int fstatat(int dirfd, const char *p, struct stat *st, int flags) { REAL(int, fstatat, int, const char *, struct stat *, int);
+    not_a_virtual_pid_in_proc(p); int r = real_fstatat(dirfd, p, st, flags);
+    if (r == 0 && store_at(dirfd, p, flags)) stat_times(st); return r; }
+int fstatat64(int dirfd, const char *p, struct stat64 *st, int flags) {
+    REAL(int, fstatat64, int, const char *, struct stat64 *, int);
+    not_a_virtual_pid_in_proc(p); int r = real_fstatat64(dirfd, p, st, flags);
+    if (r == 0 && store_at(dirfd, p, flags)) stat_times((struct stat *)st); return r; }
+int statx(int dirfd, const char *p, int flags, unsigned mask, struct statx *sx) {
+    REAL(int, statx, int, const char *, int, unsigned, struct statx *);
+    not_a_virtual_pid_in_proc(p); int r = real_statx(dirfd, p, flags, mask, sx);
+    if (r == 0 && store_at(dirfd, p, flags)) sx->stx_atime = sx->stx_ctime = sx->stx_mtime;
+    return r; }
 
 /* a directory's sync is its own call ("dirsync"): SQLite, like many stores, ignores its errors */
 static const char *sync_call(int fd, const char *fn) { struct stat st;
@@ -907,6 +984,15 @@ int linkat(int od, const char *o, int nd, const char *n, int f) { REAL(int, link
  * kill(): both are here. */
 int kill(pid_t pid, int sig) {
     REAL(int, kill, pid_t, int);
+    if (enabled && !in_vfork_child() && (pid > VPID_BASE || pid < -VPID_BASE)) {
+        /* a virtual pid (one a program read from a lock file): which process it is, and whether it is
+         * still there, is the scheduler's answer at this point, in schedule order */
+        int e = point("pid", pid < 0 ? -(long long)pid : pid, NULL);
+        if (e) { errno = e; return -1; }
+        if (grant_value <= 0) { errno = ESRCH; return -1; }
+        if (sig == 0) return 0;
+        pid = pid < 0 ? -(pid_t)grant_value : (pid_t)grant_value;
+    }
     int r = real_kill(pid, sig);
     if (r == 0 && sig == SIGKILL && enabled && !in_vfork_child() && pid != 0 && pid != -1) {
         int e = errno; point("kill", pid, "-"); errno = e;
@@ -914,6 +1000,23 @@ int kill(pid_t pid, int sig) {
     return r;
 }
 int killpg(pid_t pgrp, int sig) { return pgrp < 0 ? (errno = EINVAL, -1) : kill(-pgrp, sig); }
+
+/* ---------------------------------------------------------------- pids */
+
+/* A program names files after its pid and writes it in lock files, and Wowbagger hashes it into its
+ * temp names: the kernel's pid differs between runs (and its length with it, so a program's
+ * allocations, and when V8 collects garbage), so in a black-box program ($CHAOS_SCHED_VPIDS=1: the
+ * harness's own processes keep the kernel's, which psutil's /proc lookups need) getpid() is a
+ * virtual one, numbered by the scheduler in the order of its processes' first grants and kept across
+ * an exec. They start above PID_MAX_LIMIT (2^22), so kill() tells them from the real pids fork and
+ * spawn return (a parent still signals its child by those). /proc has no entry for one: a program
+ * that looks there for its own pid is told so (it dies, exit 86, with the reason on its stderr).
+ * In a vfork child a process has its kernel pid; getppid() stays the kernel's. */
+pid_t getpid(void) {
+    if (!enabled || !vpids_on || in_vfork_child()) return (pid_t)syscall(SYS_getpid);
+    if (!my_vpid) ensure_conn();
+    return my_vpid ? my_vpid : (pid_t)syscall(SYS_getpid);
+}
 
 /* ---------------------------------------------------------------- locks */
 

@@ -78,9 +78,12 @@ from chaos.deterministic import shim
 from chaos.faults.procs import pidfd_getfd, set_child_subreaper
 from chaos.store import private_dir
 
-#: calls whose argument the trace leaves out: a byte count (a lock file's content names its owner's pid,
-#: gitjournal's journal the store's path) or a kill's target (a pid)
+#: calls whose argument the trace leaves out: a byte count (a lock file's content names its owner's kernel
+#: pid, gitjournal's journal the store's path) or a kill's target (a kernel pid)
 UNTRACED_ARG = frozenset({"write", "read", "ftruncate", "kill"})
+#: getpid() in a black-box program: VPID_BASE + n for the n-th process granted (sched.c, "pids"); above
+#: PID_MAX_LIMIT, so never a kernel pid
+VPID_BASE = 4_194_304
 #: a number in a path that may be a pid (a program's temp and lock files carry theirs)
 PID_IN_PATH = re.compile(r"(?<![0-9A-Za-z])[1-9][0-9]{1,6}(?![0-9A-Za-z])")
 #: a UUID's groups are hyphen-delimited and may be all digits ("...-48a3-8026-..."): never a pid, whatever pids run
@@ -182,6 +185,7 @@ class Proc:
     out_buf: bytes = b""
     threads: list = field(default_factory=list)
     gone: bool = False
+    vpid: int = 0                 # its virtual pid, numbered at its first grant (``_answer``)
     serving: bool = False      # handed a line (``send``) and not yet replied: inside a request
     call: tuple | None = None     # (serial, f) of the op it serves (``begin_call``): what a fault rule may name
     item: tuple | None = None     # the (namespace, item) that op names, if any
@@ -252,6 +256,7 @@ class Scheduler:
         self.procs: dict[int, Proc] = {}
         self.by_name: dict[str, Proc] = {}
         self.pid_names: dict[int, str] = {}   # every pid a controlled process had -> its logical name
+        self.vpids: dict[int, Proc] = {}      # virtual pid -> its process (a gone one stays: it answers ESRCH)
         # a waiting thread may retry once another thread's slice got somewhere: ``epoch`` counts the slices
         # that did (a point, a hello, an exit, a reply), ``_moved`` says the current one did; a local wait
         # (``LOCAL_WAITS``) retries once its process's ``wakes`` moved (``_woken``: in this slice), or, when
@@ -816,13 +821,30 @@ class Scheduler:
         t.state = "running"
         t.released = call in RELEASES
         self.running = (t.pid, t.tid)
+        value = self._answer(t) if err == 0 else 0
         try:
-            t.conn.sendall(f"G {self.vt} {err} {self.clock_offset(t.proc.name)}\n".encode())
+            t.conn.sendall(f"G {self.vt} {err} {self.clock_offset(t.proc.name)} {value}\n".encode())
         except OSError:   # it died while stopped: its exit event says so
             pass
         self._settle(t)
         if call in RELEASES:
             self._release_blocked()
+
+    def _answer(self, t: Thread) -> int:
+        """What a grant tells the thread besides go: a hello learns its process's virtual pid (numbered
+        here, in grant order, so the same in every run; the shim uses it only in a program run with
+        ``CHAOS_SCHED_VPIDS=1``); a ``pid`` point (kill() of a virtual pid) the real pid of that process
+        while it is not gone, else 0 (ESRCH: an exit is a point of the schedule, and the kernel may have
+        given its pid to another process since)."""
+        if t.call == "start":
+            if not t.proc.vpid:
+                t.proc.vpid = VPID_BASE + len(self.vpids) + 1
+                self.vpids[t.proc.vpid] = t.proc
+            return t.proc.vpid
+        if t.call == "pid":
+            target = self.vpids.get(t.arg)
+            return target.pid if target is not None and not target.gone else 0
+        return 0
 
     def _power_loss(self, rule: FaultRule) -> None:
         """The power goes off at this point: every process is killed and reaped (in start order),
