@@ -269,7 +269,7 @@ print(os.getpid(), va, vb, after, b.wait(), flush=True)
 
 
 def test_getpid_is_a_virtual_pid_the_same_in_every_run_and_kill_knows_it(tmp_path):
-    """A black-box program (``CHAOS_SCHED_VPIDS=1``, inherited by its children) names files after its pid
+    """A Node program (``CHAOS_SCHED_VPIDS=1``, inherited by its children) names files after its pid
     and writes it in lock files (Wowbagger hashes it into its temp names), so its getpid() is the
     scheduler's, numbered in grant order above every kernel pid: the same in every run, and a path that
     carries it is traced as it is. kill() of one reaches the process while it is there and says ESRCH

@@ -11,8 +11,8 @@ program's pipes and a pidfd of the program, a wait the shim turns into a
 scheduler stop (retried after another slice got somewhere, never blocking).
 The program runs under the shim as the worker's child ``w<n>.<k>/f<N>``; its
 timeout (the profile's ``timeout_s``) is virtual, as every clock here. A Node
-program (Wowbagger) runs with ``shim.THREADED_ENV``: every thread controlled. Every program runs with
-``shim.PROGRAM_ENV``: its getpid() is a virtual pid, the same in every run.
+program (Wowbagger) runs with ``shim.THREADED_ENV``: every thread controlled, and its getpid() a
+virtual pid, the same in every run.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import subprocess
 
 from backends.external import ExternalBackend, confine
 from backends.external.process import MAX_STDERR, MAX_STDOUT, Indeterminate, _kill_group, judge_call
-from chaos.deterministic.shim import PROGRAM_ENV, THREADED_ENV
+from chaos.deterministic.shim import THREADED_ENV
 
 _CHUNK = 1 << 16
 
@@ -34,8 +34,7 @@ class HostedExternalBackend(ExternalBackend):
     def run(self, argv: list[str], stdin: bytes, op: str) -> tuple[int, dict]:
         os.makedirs(self.tmpdir, exist_ok=True)
         threaded = THREADED_ENV if is_node(argv) else {}   # its threads wait on each other: all controlled
-        env = {"TMPDIR": self.tmpdir, **self.env, **threaded, **PROGRAM_ENV}
-        return run_cli(argv, stdin, env, self.profile.timeout_s, op,
+        return run_cli(argv, stdin, {"TMPDIR": self.tmpdir, **self.env, **threaded}, self.profile.timeout_s, op,
                        write_roots=self.write_roots, cwd=self.cwd)
 
 

@@ -24,8 +24,8 @@
  * blocking after each grant, never blocking for real. With $CHAOS_SCHED_THREADS=1 a program's
  * threads are controlled too (pthread_create, mutexes, semaphores, condition variables, joins, epoll:
  * "threads" below). A SIGKILL it sends (kill, killpg) is followed by a "kill" point: the scheduler
- * sees the controlled processes it hit die before anything else runs. With $CHAOS_SCHED_VPIDS=1
- * getpid() is a virtual pid the scheduler numbers in grant order, above every pid the kernel can give;
+ * sees the controlled processes it hit die before anything else runs. With $CHAOS_SCHED_VPIDS=1 (a
+ * Node program) getpid() is a virtual pid the scheduler numbers in grant order, above every pid the kernel can give;
  * kill() of one asks the scheduler at a "pid" point ("pids" below). A store file's times are virtual
  * ("file times").
  *
@@ -88,7 +88,7 @@ static __thread int forks_told;     /* the count this thread's last stop told th
 static pid_t my_pid;                /* a vfork child runs with its parent's memory: getpid() differs from this */
 /* the pid getpid() gives (see "pids"): the scheduler's, from its first grant; 0 until then */
 static volatile pid_t my_vpid;
-static int vpids_on;                /* $CHAOS_SCHED_VPIDS=1 (a black-box program and its children) */
+static int vpids_on;                /* $CHAOS_SCHED_VPIDS=1 (a Node program and its children) */
 static int is_child;                /* a forked child, or a program exec'd by one: it says hello at once */
 static int reads_are_points;        /* $CHAOS_SCHED_READS=1: read/pread of store fds are points too */
 static pthread_key_t conn_key;
@@ -1005,8 +1005,8 @@ int killpg(pid_t pgrp, int sig) { return pgrp < 0 ? (errno = EINVAL, -1) : kill(
 
 /* A program names files after its pid and writes it in lock files, and Wowbagger hashes it into its
  * temp names: the kernel's pid differs between runs (and its length with it, so a program's
- * allocations, and when V8 collects garbage), so in a black-box program ($CHAOS_SCHED_VPIDS=1: the
- * harness's own processes keep the kernel's, which psutil's /proc lookups need) getpid() is a
+ * allocations, and when V8 collects garbage), so in a Node program ($CHAOS_SCHED_VPIDS=1, with its
+ * children; Python processes keep the kernel's, which psutil looks up in /proc) getpid() is a
  * virtual one, numbered by the scheduler in the order of its processes' first grants and kept across
  * an exec. They start above PID_MAX_LIMIT (2^22), so kill() tells them from the real pids fork and
  * spawn return (a parent still signals its child by those). /proc has no entry for one: a program

@@ -81,7 +81,7 @@ from chaos.store import private_dir
 #: calls whose argument the trace leaves out: a byte count (a lock file's content names its owner's kernel
 #: pid, gitjournal's journal the store's path) or a kill's target (a kernel pid)
 UNTRACED_ARG = frozenset({"write", "read", "ftruncate", "kill"})
-#: getpid() in a black-box program: VPID_BASE + n for the n-th process granted (sched.c, "pids"); above
+#: getpid() in a Node program: VPID_BASE + n for the n-th process granted (sched.c, "pids"); above
 #: PID_MAX_LIMIT, so never a kernel pid
 VPID_BASE = 4_194_304
 #: a number in a path that may be a pid (a program's temp and lock files carry theirs)

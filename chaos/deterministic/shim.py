@@ -20,11 +20,11 @@ MONO_NS = 1000 * 10**9
 
 #: what a multi-threaded program (Node: libuv's pool, V8's helpers) runs with: every thread controlled
 #: (its futex waits and epoll are scheduler waits), one pool thread, no io_uring (which would bypass
-#: every interposed call). Its schedule repeats; its randomness does not yet (docs/deterministic.md).
-THREADED_ENV = {"CHAOS_SCHED_THREADS": "1", "UV_THREADPOOL_SIZE": "1", "UV_USE_IO_URING": "0"}
-#: what a black-box program runs with: its pid (names, lock files, Wowbagger's temp-name hash) is a
-#: virtual one, the same in every run (sched.c, "pids"); the harness's own processes keep the kernel's
-PROGRAM_ENV = {"CHAOS_SCHED_VPIDS": "1"}
+#: every interposed call), and a virtual pid, the same in every run (Wowbagger hashes its pid into temp
+#: names and writes it in lock files: sched.c, "pids"; Python processes keep the kernel's, which
+#: psutil looks up in /proc). Its schedule repeats (docs/deterministic.md).
+THREADED_ENV = {"CHAOS_SCHED_THREADS": "1", "UV_THREADPOOL_SIZE": "1", "UV_USE_IO_URING": "0",
+                "CHAOS_SCHED_VPIDS": "1"}
 
 
 @functools.cache
