@@ -550,21 +550,22 @@ class setup_programs_virtual:
     """While the target is set up, every program the harness starts (git init, a black-box program's
     provision, the seeding commit) runs with the shim alone (``shim.alone_env``): the virtual epoch on
     its clocks and seeded randomness, so a namespace it mints and a commit's hash are the same in every
-    run. The harness's own process is not affected (a preload applies to new processes only)."""
+    run, and in the run's stable environment (``shim.stable_env``: the same whatever shell or directory
+    the harness was started from). The harness's own process is not affected (a preload applies to new
+    processes only; its environment is whole again once the set-up is done)."""
 
     def __enter__(self):
-        from chaos.deterministic.shim import alone_env
+        from chaos.deterministic.shim import alone_env, stable_env
 
-        self.saved = {k: os.environ.get(k) for k in alone_env("setup", threads=True)}
-        os.environ.update(alone_env("setup", threads=True))
+        self.saved = dict(os.environ)
+        stable = {**stable_env(), **alone_env("setup", threads=True)}
+        os.environ.clear()
+        os.environ.update(stable)
         return self
 
     def __exit__(self, *exc):
-        for k, v in self.saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        os.environ.clear()
+        os.environ.update(self.saved)
 
 
 def file_times_at_epoch(root: str) -> None:

@@ -296,7 +296,7 @@ class Scheduler:
         sched_env = self.env(name)
         if env and env.get("LD_PRELOAD"):
             sched_env["LD_PRELOAD"] += " " + env["LD_PRELOAD"]
-        full_env = {**os.environ, **(env or {}), **sched_env}
+        full_env = {**shim.stable_env(), **(env or {}), **sched_env}
         if control:   # its stdin/stdout are the harness's: their reads block for real (not a wait for a child)
             full_env["CHAOS_SCHED_CONTROL"] = "1"
         stderr = (open(os.path.join(self.log_dir, f"{name.replace('/', '_')}.stderr"), "ab")

@@ -59,6 +59,30 @@ def own_stream(label: str):
         os.environ["CHAOS_SCHED_ALONE"] = base
 
 
+#: the harness's variables a controlled process keeps (``stable_env``): what finds programs, a user's
+#: identity and locale, and settings meant for the suite, git, Node or Python
+KEPT_VARS = frozenset({"PATH", "HOME", "USER", "LOGNAME", "LANG", "TZ", "TMPDIR"})
+KEPT_PREFIXES = ("LC_", "CHAOS_", "GIT_", "NODE_", "PYTHON")
+#: where ``chaos`` is imported from (the directory holding the package)
+CHAOS_ROOT = str(Path(__file__).resolve().parents[2])
+
+
+def stable_env(environ=None) -> dict:
+    """The environment every process of a deterministic run starts from, the set-up's programs
+    included: the kept variables of ``environ`` (``os.environ``), nothing else, and ``PYTHONPATH``
+    led by the directory ``chaos`` is imported from. Whatever else the harness was started with (its
+    shell's, pytest's, a trace file's name) would change the history: a Node program's heap holds its
+    environment, so where V8 collects garbage (and reads the clock) moves with its size (a 10-worker
+    Wowbagger run's first lock token differed with one variable more), and a worker host started in a
+    checkout imports ``chaos`` by another path than one started elsewhere (its first slice read the
+    clock twice more)."""
+    environ = os.environ if environ is None else environ
+    kept = {k: v for k, v in environ.items()
+            if (k in KEPT_VARS or k.startswith(KEPT_PREFIXES)) and not k.startswith("CHAOS_SCHED_")}
+    kept["PYTHONPATH"] = os.pathsep.join([CHAOS_ROOT] + ([environ["PYTHONPATH"]] if environ.get("PYTHONPATH") else []))
+    return kept
+
+
 def env(sock: str, name: str, prefixes: list[str], reads: bool = False) -> dict:
     """What a process needs to run under the scheduler listening on ``sock``:
     ``name`` is its logical name in traces (never its pid, which differs
