@@ -106,20 +106,23 @@ def test_a_killed_workers_children_are_reaped_before_anything_else_runs(tmp_path
             os.kill(pid, 0)    # not a zombie: reaped
 
 
-def _run(store: Path, *args: str) -> subprocess.CompletedProcess:
+def _run(store: Path, *args: str, cwd: str | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "chaos.cli", "run", "--store", str(store), "--no-report", *args],
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300, cwd=cwd, env={**os.environ, **(env or {})})
 
 
 def _three_runs(store: Path, *args: str, one_path_length: bool = False) -> list[dict]:
     """Three runs of one command at once, each in a store of its own, its path of another length unless
-    ``one_path_length`` (at once: a history that depended on real time would differ sooner under the load
-    they make, and the suite waits for one run, not three): each ends with a verdict (not a crash), all
-    write one history and one results.json (the store's path, in the reproduce command, aside); their
-    results, in order."""
+    ``one_path_length``, each started from another directory with another variable in its environment
+    (a run's processes start from one stable environment: docs/deterministic.md), at once (a history
+    that depended on real time would differ sooner under the load they make, and the suite waits for one
+    run, not three): each ends with a verdict (not a crash), all write one history and one results.json
+    (the store's path, in the reproduce command, aside); their results, in order."""
     stores = [store / (f"r{i}" if one_path_length else "abc"[i] * (1 + 9 * i)) for i in range(3)]
+    cwds = [None, str(store), "/"]
+    envs = [{}, {"UNRELATED_TO_THE_RUN": "x" * 60}, {"TERM_PROGRAM": "y" * 7}]
     with ThreadPoolExecutor(3) as pool:
-        done = list(pool.map(lambda s: _run(s, *args), stores))
+        done = list(pool.map(lambda i: _run(stores[i], *args, cwd=cwds[i], env=envs[i]), range(3)))
     for res in done:
         assert res.returncode in (0, 2), res.stderr[-2000:]
     paths = [next(s.glob("*/2*/results.json")) for s in stores]
@@ -263,6 +266,7 @@ def test_wowbagger_three_runs_of_one_seed_give_one_history(tmp_path):
             "--profile", str(Path(__file__).resolve().parents[1] / "profiles" / "wowbagger-0.1.0-alpha.7.yaml"),
             "--seed", "1", "--workers", "2", "--time-limit", "1")
     assert sut.get("external").abilities({"command": f"node {WOWBAGGER}"})["deterministic"].ok
-    # one path length: the lock files' UUIDs its per-call processes draw still move with it (docs/deterministic.md)
+    # one path length: a Node program's heap holds its environment, where the run dir's path is (its
+    # TMPDIR, the scheduler's socket and prefix), and V8's collections move with its size (docs/deterministic.md)
     runs = _three_runs(tmp_path, *args, one_path_length=True)
     assert runs[0]["stats"]["ok"] > 10 and runs[0]["verdict"] != "invalid", runs[0]["notes"]

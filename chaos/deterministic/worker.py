@@ -28,7 +28,8 @@ def main() -> int:
 
     random.seed(os.environ.get("CHAOS_SCHED_NAME", ""))
     clock = FixedClock(None)
-    spec = json.loads(os.environ["CHAOS_DET_SPEC"])
+    # the backend's spec is this process's, not its programs': a black box's heap would hold its store paths
+    spec = json.loads(os.environ.pop("CHAOS_DET_SPEC"))
     if spec.get("backend") == "external":   # its per-call program in this one thread (chaos.deterministic.host)
         from chaos.deterministic.host import open_backend as open_hosted
 
