@@ -59,9 +59,11 @@ def own_stream(label: str):
         os.environ["CHAOS_SCHED_ALONE"] = base
 
 
-#: the harness's variables a controlled process keeps (``stable_env``): what finds programs, a user's
-#: identity and locale, and settings meant for the suite, git, Node or Python
-KEPT_VARS = frozenset({"PATH", "HOME", "USER", "LOGNAME", "LANG", "TZ", "TMPDIR"})
+#: the harness's variables a controlled process keeps (``stable_env``): what finds programs and their
+#: libraries, a user's identity, configuration and locale, and settings meant for the suite, git, Node
+#: or Python
+KEPT_VARS = frozenset({"PATH", "LD_LIBRARY_PATH", "HOME", "XDG_CONFIG_HOME", "USER", "LOGNAME", "LANG", "TZ",
+                       "TMPDIR"})
 KEPT_PREFIXES = ("LC_", "CHAOS_", "GIT_", "NODE_", "PYTHON")
 #: where ``chaos`` is imported from (the directory holding the package)
 CHAOS_ROOT = str(Path(__file__).resolve().parents[2])
