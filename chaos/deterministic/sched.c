@@ -898,30 +898,25 @@ ssize_t writev(int fd, const struct iovec *iov, int cnt) {
     if (is_store_fd(fd)) FAIL_IF(point("ftruncate", (long long)len, fd_path[fd])); return (int)changed(fd, real_##fn(fd, len)); }
 FTRUNC(ftruncate) FTRUNC(ftruncate64)
 
-/* stats of store paths and fds: their times as "file times" says */
-#define STAT_PATH(fn) int fn(const char *p, struct stat *st) { REAL(int, fn, const char *, struct stat *); \
-    char full[PATH_MAX + 256]; not_a_virtual_pid_in_proc(p); int r = real_##fn(p, st); \
-    if (r == 0 && store_path(AT_FDCWD, p, full, sizeof full)) stat_times(st); return r; }
-STAT_PATH(stat) STAT_PATH(lstat)
-#define STAT64_PATH(fn) int fn(const char *p, struct stat64 *st) { REAL(int, fn, const char *, struct stat64 *); \
-    char full[PATH_MAX + 256]; not_a_virtual_pid_in_proc(p); int r = real_##fn(p, st); \
-    if (r == 0 && store_path(AT_FDCWD, p, full, sizeof full)) stat_times((struct stat *)st); return r; }
-STAT64_PATH(stat64) STAT64_PATH(lstat64)
-int fstat(int fd, struct stat *st) { REAL(int, fstat, int, struct stat *);
-    int r = real_fstat(fd, st); if (r == 0 && is_store_fd(fd)) stat_times(st); return r; }
-int fstat64(int fd, struct stat64 *st) { REAL(int, fstat64, int, struct stat64 *);
-    int r = real_fstat64(fd, st); if (r == 0 && is_store_fd(fd)) stat_times((struct stat *)st); return r; }
+/* stats of store paths and fds: their times as "file times" says (the 64-bit names fill the same
+ * struct on this ABI: one macro per shape, the struct its argument) */
+_Static_assert(sizeof(struct stat) == sizeof(struct stat64), "struct stat64 is struct stat here");
 static int store_at(int dirfd, const char *p, int flags) {
     char full[PATH_MAX + 256];
     return (flags & AT_EMPTY_PATH) && p && !*p ? is_store_fd(dirfd) : store_path(dirfd, p, full, sizeof full);
 }
-int fstatat(int dirfd, const char *p, struct stat *st, int flags) { REAL(int, fstatat, int, const char *, struct stat *, int);
-    not_a_virtual_pid_in_proc(p); int r = real_fstatat(dirfd, p, st, flags);
-    if (r == 0 && store_at(dirfd, p, flags)) stat_times(st); return r; }
-int fstatat64(int dirfd, const char *p, struct stat64 *st, int flags) {
-    REAL(int, fstatat64, int, const char *, struct stat64 *, int);
-    not_a_virtual_pid_in_proc(p); int r = real_fstatat64(dirfd, p, st, flags);
+#define STAT_PATH(fn, st_t) int fn(const char *p, st_t *st) { REAL(int, fn, const char *, st_t *); \
+    not_a_virtual_pid_in_proc(p); int r = real_##fn(p, st); \
+    if (r == 0 && store_at(AT_FDCWD, p, 0)) stat_times((struct stat *)st); return r; }
+STAT_PATH(stat, struct stat) STAT_PATH(lstat, struct stat) STAT_PATH(stat64, struct stat64) STAT_PATH(lstat64, struct stat64)
+#define FSTAT(fn, st_t) int fn(int fd, st_t *st) { REAL(int, fn, int, st_t *); \
+    int r = real_##fn(fd, st); if (r == 0 && is_store_fd(fd)) stat_times((struct stat *)st); return r; }
+FSTAT(fstat, struct stat) FSTAT(fstat64, struct stat64)
+#define FSTATAT(fn, st_t) int fn(int dirfd, const char *p, st_t *st, int flags) { \
+    REAL(int, fn, int, const char *, st_t *, int); \
+    not_a_virtual_pid_in_proc(p); int r = real_##fn(dirfd, p, st, flags); \
     if (r == 0 && store_at(dirfd, p, flags)) stat_times((struct stat *)st); return r; }
+FSTATAT(fstatat, struct stat) FSTATAT(fstatat64, struct stat64)
 int statx(int dirfd, const char *p, int flags, unsigned mask, struct statx *sx) {
     REAL(int, statx, int, const char *, int, unsigned, struct statx *);
     not_a_virtual_pid_in_proc(p); int r = real_statx(dirfd, p, flags, mask, sx);
