@@ -1,7 +1,8 @@
 """Deterministic mode beside the timed mode: the same ``chaos run`` (backend, seed, workers,
 time limit, nemeses) once each way per seed, in this one benchmark run on this machine; prints ops
 per wall second of each run, of each mode over all seeds, their ratio, and the load average (the
-controlled processes of the deterministic mode share one core by construction: one runs at a time).
+controlled processes of the deterministic mode run one at a time, but for a Node program's start, which
+flies beside them: docs/deterministic.md, "Flights").
 
     .venv/bin/python benchmarks/deterministic_vs_timed.py [--backend sqlite|gitjournal|wowbagger|...]
         [--workers 4] [--time-limit 5] [--seeds 1] [--nemesis kill,fsync] [--wowbagger PATH]

@@ -270,3 +270,71 @@ def test_wowbagger_three_runs_of_one_seed_give_one_history(tmp_path):
     # TMPDIR, the scheduler's socket and prefix), and V8's collections move with its size (docs/deterministic.md)
     runs = _three_runs(tmp_path, *args, one_path_length=True)
     assert runs[0]["stats"]["ok"] > 10 and runs[0]["verdict"] != "invalid", runs[0]["notes"]
+    # each node's start (and each git's) flew beside the schedule (flights.py), in all three alike
+    summary = runs[0]["deterministic"]
+    assert summary["flights"] > runs[0]["stats"]["ops"] and summary["flight_points"] > 20 * summary["flights"] // 10
+
+
+# a Node program a controlled process starts: it says hello on its stdout, then writes a store file
+NODE_CHILD = """
+const fs = require("fs");
+console.log(`hello ${process.pid}`);
+fs.writeFileSync(process.argv[2], "x");
+"""
+# runs it (the per-call way: its own session, its stdin filled before it starts) and keeps what it said
+NODE_PARENT = """
+import os, subprocess, sys
+store, script = sys.argv[1], sys.argv[2]
+env = dict(os.environ, **{k: v for k, v in (kv.split("=") for kv in sys.argv[3:])})
+for i in range(2):
+    out = subprocess.run(["node", script, os.path.join(store, f"x{i}")], env=env, stdin=subprocess.DEVNULL,
+                         capture_output=True, start_new_session=True).stdout
+    with open(os.path.join(store, f"said{i}"), "wb") as f:
+        f.write(out)
+"""
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node not here")
+def test_a_node_programs_start_flies_and_joins_the_schedule_by_its_own_clock(tmp_path):
+    """An exec'd Node program (``CHAOS_SCHED_VPIDS=1``) starts as a flight: its threads are granted beside
+    the schedule, and what it did joins the trace as one block, at the virtual time its own grants reached,
+    before the point it landed at (its first write to stdout: the parent could read it). Three runs give one
+    trace, one of them with two CPU burners beside it (a join that depended on how fast the flight ran
+    would move), and the parent heard the same virtual pid each time."""
+    from chaos.deterministic.flights import FLIGHT_STEP_NS
+    from chaos.deterministic.shim import THREADED_ENV
+
+    store = tmp_path / "store"
+    store.mkdir()
+    (tmp_path / "child.js").write_text(NODE_CHILD)
+    (tmp_path / "parent.py").write_text(NODE_PARENT)
+    argv = [sys.executable, str(tmp_path / "parent.py"), str(store), str(tmp_path / "child.js"),
+            *(f"{k}={v}" for k, v in THREADED_ENV.items())]
+    runs = []
+    for n in range(3):
+        burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2 if n == 1 else 0)]
+        try:
+            with Scheduler(3, prefixes=[str(store)], stuck_s=60) as s:
+                s.spawn("p", argv)
+                s.run_all()
+                assert s.by_name["p"].popen.returncode == 0
+                runs.append((list(s.trace), s.summary(), [(store / f"said{i}").read_text() for i in range(2)]))
+        finally:
+            for b in burners:
+                b.kill()
+                b.wait()
+    trace, summary, said = runs[0]
+    assert summary["flights"] >= 2 and summary["flight_points"] > 20, summary
+    assert said[0].startswith("hello 4194") and said[0] != said[1], said   # virtual pids, one per child
+    child = "p/f1/"
+    mine = [i for i, line in enumerate(trace) if line.split(" ")[1].startswith(child)]
+    out = next(i for i in mine if " out " in trace[i])
+    flown = [i for i in mine if i < out]
+    # its start is one block: nothing of the schedule between its grants, its clock 2 ms a grant
+    assert len(flown) > 10 and flown == list(range(flown[0], out)), (flown, out)
+    times = [int(trace[i].split(" ")[0]) for i in flown]
+    assert all(b - a >= FLIGHT_STEP_NS for a, b in zip(times, times[1:]))
+    assert int(trace[out].split(" ")[0]) > times[-1]    # the stop it landed at comes after, in the schedule
+    assert runs[1][0] == trace and runs[2][0] == trace
+    assert [r[2] for r in runs] == [said] * 3
+    assert not summary["notes"]

@@ -17,9 +17,11 @@ virtual pid, the same in every run.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import select
 import subprocess
+import tempfile
 
 from backends.external import ExternalBackend, confine
 from backends.external.process import MAX_STDERR, MAX_STDOUT, Indeterminate, _kill_group, judge_call
@@ -54,25 +56,24 @@ def run_cli(argv: list[str], stdin: bytes, env: dict, timeout_s: float, op: str 
     import time
 
     ruleset = confine.ruleset(write_roots) if write_roots else None
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env={**os.environ, **env}, start_new_session=True, cwd=cwd,
-                            preexec_fn=None if ruleset is None else confine.restrict_in_child(ruleset))
+    feed = _filled_stdin(stdin)
+    try:
+        proc = subprocess.Popen(argv, stdin=feed, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env={**os.environ, **env}, start_new_session=True, cwd=cwd,
+                                preexec_fn=None if ruleset is None else confine.restrict_in_child(ruleset))
+    finally:
+        os.close(feed)
     pidfd = os.pidfd_open(proc.pid)
     out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
     streams = {out_fd: ("stdout", bytearray(), max_stdout), err_fd: ("stderr", bytearray(), max_stderr)}
-    feed, sent, over, timed_out = proc.stdin.fileno(), 0, None, False
-    for fd in (feed, *streams):
+    over, timed_out = None, False
+    for fd in streams:
         os.set_blocking(fd, False)
-    if not stdin:
-        proc.stdin.close()
-        feed = None
     deadline = time.monotonic() + timeout_s
     poller = select.poll()
     poller.register(pidfd, select.POLLIN)
     for fd in streams:
         poller.register(fd, select.POLLIN)
-    if feed is not None:
-        poller.register(feed, select.POLLOUT)
     try:
         exited = False
         while not exited and over is None:
@@ -83,15 +84,6 @@ def run_cli(argv: list[str], stdin: bytes, env: dict, timeout_s: float, op: str 
             for fd, _ in poller.poll(max(1, int(left * 1000))):
                 if fd == pidfd:
                     exited = True
-                elif fd == feed:
-                    try:
-                        sent += os.write(feed, stdin[sent:sent + _CHUNK])
-                    except (BrokenPipeError, OSError):
-                        sent = len(stdin)
-                    if sent >= len(stdin):
-                        poller.unregister(feed)
-                        proc.stdin.close()
-                        feed = None
                 elif fd in streams and not _drain(fd, streams, poller):
                     over = streams[fd]
     finally:
@@ -101,7 +93,7 @@ def run_cli(argv: list[str], stdin: bytes, env: dict, timeout_s: float, op: str 
         for fd in list(streams):
             if over is None and not _drain(fd, streams, None):
                 over = streams[fd]
-        for stream in (proc.stdin, proc.stdout, proc.stderr):
+        for stream in (proc.stdout, proc.stderr):
             try:
                 stream.close()
             except OSError:
@@ -112,6 +104,30 @@ def run_cli(argv: list[str], stdin: bytes, env: dict, timeout_s: float, op: str 
     if timed_out:
         raise Indeterminate(f"timed out after {timeout_s} s: {' '.join(argv)}")
     return judge_call(proc.returncode, bytes(streams[out_fd][1]), bytes(streams[err_fd][1]), op, argv)
+
+
+def _filled_stdin(data: bytes) -> int:
+    """The read end of a pipe that already holds all of ``data`` and its end (or of an unlinked file, for
+    more than a pipe can hold): what the program reads is there before it starts, so its start depends on
+    nothing this host does later (the scheduler runs that start beside the schedule: "flights")."""
+    r, w = os.pipe()
+    try:
+        if len(data) > 65536:
+            fcntl.fcntl(w, fcntl.F_SETPIPE_SZ, len(data))
+        os.write(w, data) if data else None
+        os.close(w)
+        return r
+    except OSError:   # more than the pipe limit (/proc/sys/fs/pipe-max-size): a file
+        os.close(r)
+        try:
+            os.close(w)
+        except OSError:
+            pass
+        with tempfile.TemporaryFile() as f:
+            f.write(data)
+            f.flush()
+            f.seek(0)
+            return os.dup(f.fileno())
 
 
 def _drain(fd: int, streams: dict, poller) -> bool:

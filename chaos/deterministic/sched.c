@@ -29,7 +29,8 @@
  * kill() of one asks the scheduler at a "pid" point ("pids" below). A store file's times are virtual
  * ("file times").
  *
- * Wire (text lines): hello "H <name> <pid> <tid>", point "P <seq> <call> <arg>
+ * Wire (text lines): hello "H <name> <pid> <tid> [made] [fly]" (made: a thread pthread_create made; fly: an
+ * exec'd program with $CHAOS_SCHED_VPIDS=1, "flying" below), point "P <seq> <call> <arg>
  * <local_vt> <spawned> <path or ->", blocked "B <seq> <local_vt> <spawned>", waiting "W <seq>
  * <local_vt> <spawned> <deadline_vt or -1> <what>" (spawned: the children this process started so far,
  * so the scheduler waits for their hellos before it decides anything); reply
@@ -89,6 +90,10 @@ static pid_t my_pid;                /* a vfork child runs with its parent's memo
 /* the pid getpid() gives (see "pids"): the scheduler's, from its first grant; 0 until then */
 static volatile pid_t my_vpid;
 static int vpids_on;                /* $CHAOS_SCHED_VPIDS=1 (a Node program and its children) */
+/* a program exec'd with $CHAOS_SCHED_VPIDS=1: its hello says "fly" (the scheduler may run its start beside
+ * the schedule, "flights" in scheduler.py), and what another process could see of it before its first store
+ * point is a point too: a write to a pipe or socket on fd 0-2 ("out") and its exit ("exit", from atexit) */
+static int flying, fly_told;
 static int is_child;                /* a forked child, or a program exec'd by one: it says hello at once */
 static int reads_are_points;        /* $CHAOS_SCHED_READS=1: read/pread of store fds are points too */
 static pthread_key_t conn_key;
@@ -107,6 +112,7 @@ static __thread long long grant_value;   /* a grant's answer: a hello's virtual 
 static __thread long long grant_offset;
 
 static void remember_env(void);
+static void exit_point(void);
 static void forget_passthrough(void);
 static long long env_ll(const char *k, long long dflt) { const char *v = getenv(k); return v && *v ? atoll(v) : dflt; }
 
@@ -120,6 +126,7 @@ static void atfork_child(void) {
     conn = -1; next_thread = 0; seq = 0;
     char n[256]; snprintf(n, sizeof n, "%s/f%d", name, forks); memcpy(name, n, sizeof name);
     forks = 0; forks_told = 0; threads_made = 0; my_idx = -1; is_child = 1; my_pid = (pid_t)syscall(SYS_getpid);
+    flying = 0; fly_told = 1;   /* a fork before its exec: part of its parent's schedule */
     my_vpid = 0;       /* its own, from its hello's grant */
     rng_seeded = 0; rng_state = 0;
     pthread_mutex_init(&rng_lock, NULL);
@@ -167,6 +174,8 @@ __attribute__((constructor)) static void init(int argc, char **argv, char **envp
     threads_too = env_ll("CHAOS_SCHED_THREADS", 0) == 1;
     vpids_on = env_ll("CHAOS_SCHED_VPIDS", 0) == 1;
     enabled = 1;
+    flying = is_child && vpids_on;
+    if (flying) atexit(exit_point);
     if (is_child) ensure_conn();   /* a program exec'd by a scheduled process stops before it runs */
 }
 
@@ -217,8 +226,10 @@ static void ensure_conn(void) {
     conn = fd;
     pthread_setspecific(conn_key, (void *)1);
     int idx = my_idx >= 0 ? my_idx : __sync_fetch_and_add(&next_thread, 1);
-    char m[400]; int k = snprintf(m, sizeof m, "H %s/t%d %ld %ld%s\n", name, idx, (long)syscall(SYS_getpid),
-                                  (long)syscall(SYS_gettid), my_idx >= 0 ? " made" : "");
+    const char *fly = flying && !fly_told ? " fly" : "";
+    fly_told = 1;
+    char m[400]; int k = snprintf(m, sizeof m, "H %s/t%d %ld %ld%s%s\n", name, idx, (long)syscall(SYS_getpid),
+                                  (long)syscall(SYS_gettid), my_idx >= 0 ? " made" : "", fly);
     send_line(m, k);
     wait_grant();
     if (grant_value > 0) my_vpid = (pid_t)grant_value;
@@ -878,10 +889,18 @@ static long long changed(int fd, long long r) {
     return r;
 }
 
+/* a flying program's write another process may read at once: its stdout or stderr, a pipe or socket */
+static int out_fd(int fd) {
+    struct stat st;
+    return flying && fd >= 0 && fd <= 2 && !in_vfork_child() && !passthrough[fd] && syscall(SYS_fstat, fd, &st) == 0
+           && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode));
+}
+static void exit_point(void) { if (enabled && conn >= 0 && !in_vfork_child()) point("exit", 0, NULL); }
+
 ssize_t write(int fd, const void *buf, size_t n) {
     REAL(ssize_t, write, int, const void *, size_t);
     if (is_store_fd(fd)) FAIL_IF(point("write", (long long)n, fd_path[fd]));
-    else wait_for_fd(fd, POLLOUT, "write-pipe");
+    else { if (out_fd(fd)) FAIL_IF(point("out", fd, NULL)); wait_for_fd(fd, POLLOUT, "write-pipe"); }
     return changed(fd, real_write(fd, buf, n));
 }
 #define PWRITE(fn) ssize_t fn(int fd, const void *buf, size_t n, off_t off) { REAL(ssize_t, fn, int, const void *, size_t, off_t); \
@@ -891,6 +910,7 @@ PWRITE(pwrite) PWRITE(pwrite64)
 ssize_t writev(int fd, const struct iovec *iov, int cnt) {
     REAL(ssize_t, writev, int, const struct iovec *, int);
     if (is_store_fd(fd)) FAIL_IF(point("writev", cnt, fd_path[fd]));
+    else if (out_fd(fd)) FAIL_IF(point("out", fd, NULL));
     return changed(fd, real_writev(fd, iov, cnt));
 }
 

@@ -10,6 +10,11 @@ control pipe, or its death) before it picks the next one. So, for the same
 seed and the same program bytes, the order of every point is the same, and so
 is everything that depends only on that order.
 
+One exception: an exec'd Node program's start (and its git's) runs as a
+*flight* beside the one running thread, its own threads one at a time, until
+it first stops where another process could see it; it joins once the
+schedule's virtual clock reaches its own (``flights.py``, the mixin below).
+
 Who goes next follows PCT (Burckhardt et al., ASPLOS 2010): each thread gets
 a random priority from the seed when it first appears; at ``depth - 1`` change
 points, drawn from the seed over ``expected_points`` steps, the thread chosen
@@ -75,6 +80,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from chaos.deterministic import shim
+from chaos.deterministic.flights import Flights
 from chaos.faults.procs import pidfd_getfd, set_child_subreaper
 from chaos.store import private_dir
 
@@ -195,6 +201,7 @@ class Proc:
     made_hellos: int = 0          # of those, the ones that said hello
     wakes: dict = field(default_factory=dict)   # slot -> slices that woke a local wait on it (an unlock, post, signal)
     wakes_all: int = 0            # slices that may have woken any of its local waits (a thread's exit, many slots)
+    flight: object = None         # its Flight while its start runs beside the schedule (flights.py)
 
 
 @dataclass
@@ -224,11 +231,13 @@ class Thread:
     released: bool = False        # its last grant was a release (``RELEASES``): it stops right after one
 
 
-class Scheduler:
+class Scheduler(Flights):
+    Stuck = SchedulerStuck
+
     def __init__(self, seed: int, *, prefixes: list[str], depth: int = 3, expected_points: int = 1000,
                  step_ns: int = 10_000, faults: list[FaultRule] | None = None, stuck_s: float = 60.0,
                  log_dir: str | None = None, reads: bool = False, send_ns: int = 0, sock_dir: str | None = None,
-                 release_yield: float | None = None):
+                 release_yield: float | None = None, flights: bool = True):
         if depth < 1 or expected_points < 1:
             raise ValueError("depth and expected_points must be at least 1")
         self.seed, self.depth, self.expected_points, self.step_ns = seed, depth, expected_points, step_ns
@@ -248,6 +257,11 @@ class Scheduler:
         self.vt = 0
         self.clock_offsets: dict[str, int] = {}   # process-name prefix -> wall-clock offset (ns): clock faults
         self.steps = 0
+        # flights (flights.py): a program's start run beside the schedule, joining it by virtual time
+        self.fly = flights
+        self.flights: list = []
+        self.flights_begun = 0
+        self.flight_points = 0
         self.calls_begun = 0            # ops handed to controlled processes (``begin_call``)
         self.trace: list[str] = []
         self.notes: list[str] = []
@@ -428,6 +442,8 @@ class Scheduler:
         return top if top is not None and not top.gone else proc
 
     def _reap(self, proc: Proc) -> None:
+        if proc.flight is not None:
+            self._drop_flight(proc.flight)
         if proc.popen is not None:
             proc.popen.wait()
         proc.gone = True
@@ -438,7 +454,7 @@ class Scheduler:
         for t in proc.threads:
             self._thread_gone(t)
         if proc.pidfd >= 0:
-            self._sel.unregister(proc.pidfd)
+            self._park(proc.pidfd)
             os.close(proc.pidfd)
             proc.pidfd = -1
         if proc.control:
@@ -459,7 +475,8 @@ class Scheduler:
             return
         t.state = "gone"
         self._drop_probe(t)
-        self.threads.remove(t)      # (a long run starts many worker incarnations: keep the scans short)
+        if t in self.threads:       # (a long run starts many worker incarnations: keep the scans short)
+            self.threads.remove(t)
         try:
             self._sel.unregister(t.conn)
         except (KeyError, ValueError):
@@ -492,18 +509,20 @@ class Scheduler:
                     self._event(*key.data, key.fileobj)
         self._end_slice(subject)
 
-    def _end_slice(self, subject: Thread | None) -> None:
-        if self._moved:
-            self.epoch += 1
-            self._moved = False
-        for proc, slots in self._woken.values():
+    def _end_slice(self, subject: Thread | None, lane=None) -> None:
+        """``lane``: the schedule (None) or a flight, whose slice this was."""
+        lane = lane or self
+        if lane._moved:
+            lane.epoch += 1
+            lane._moved = False
+        for proc, slots in lane._woken.values():
             if slots is None:
                 proc.wakes_all += 1
             for slot in slots or ():
                 proc.wakes[slot] = proc.wakes.get(slot, 0) + 1
-        self._woken.clear()
+        lane._woken.clear()
         if subject is not None and subject.state == "waiting":
-            subject.since, subject.since_wakes = self.epoch, self._wakes_of(subject)
+            subject.since, subject.since_wakes = lane.epoch, self._wakes_of(subject)
 
     @staticmethod
     def _wakes_of(t: Thread) -> tuple[int, int]:
@@ -511,12 +530,13 @@ class Scheduler:
 
     def _wake(self, proc: Proc, slots: str = "*") -> None:
         """This slice may have ended local waits in ``proc``: on those slots ("3,17"), or any ("*")."""
-        self._moved = True
-        _, seen = self._woken.get(id(proc), (proc, set()))
+        lane = proc.flight or self
+        lane._moved = True
+        _, seen = lane._woken.get(id(proc), (proc, set()))
         if slots == "*" or seen is None:
-            self._woken[id(proc)] = (proc, None)
+            lane._woken[id(proc)] = (proc, None)
         else:
-            self._woken[id(proc)] = (proc, seen | {int(x) for x in slots.split(",")})
+            lane._woken[id(proc)] = (proc, seen | {int(x) for x in slots.split(",")})
 
     def _unannounced(self) -> str | None:
         """A live process whose children have not all said hello yet (its name)."""
@@ -549,13 +569,19 @@ class Scheduler:
             if line is not None:
                 self._hello(fileobj, line)
         elif kind == "thread":
+            if obj.proc.flight is not None and obj in obj.proc.flight.threads:
+                self._flight_data(obj, fileobj)
+                return
             line = self._line_of(fileobj, obj)
             if line is not None:
                 self._message(obj, line)
         elif kind == "control":
             self._drain_control(obj)
         elif kind == "exit":
-            self._reap(obj)
+            if obj.flight is not None:   # it died in flight: taken when it joins (or dropped with its tree)
+                self._land(obj.flight)
+            else:
+                self._reap(obj)
 
     def _line_of(self, conn: socket.socket, thread: Thread | None) -> str | None:
         data = self._recv(conn, 65536)
@@ -563,7 +589,8 @@ class Scheduler:
             if thread is not None:
                 self._thread_gone(thread)
                 self._await_thread_exit(thread)
-                self._wake(thread.proc)    # a join
+                if thread.proc.flight is None:   # (else an image the process left by an exec: nothing to join)
+                    self._wake(thread.proc)    # a join
                 if self.running == (thread.pid, thread.tid):
                     last = all(x.state == "gone" for x in thread.proc.threads)
                     self.running = (thread.pid, None) if last and not thread.proc.gone else None
@@ -603,10 +630,18 @@ class Scheduler:
         return out
 
     def _hello(self, conn: socket.socket, line: str) -> None:
-        _, name, pid, tid, *made = line.split(" ")
+        _, name, pid, tid, *flags = line.split(" ")
         pid, tid = int(pid), int(tid)
+        made, fly = "made" in flags, "fly" in flags
         pname = name.rsplit("/", 1)[0]
+        parent = self._parent(pname)
         proc = self.procs.get(pid)
+        flight = (parent.flight if parent is not None and parent.flight is not None
+                  else proc.flight if proc is not None and not proc.gone and proc.flight is not None and not made else None)
+        if flight is not None:   # a flight's child, or its process's new image: taken when it joins
+            self._park(conn)
+            flight.hellos.append((conn, line))
+            return
         if proc is None or proc.gone:
             # a new process; or the kernel reused a gone one's pid (pid_max is 32768 here, and a default
             # Wowbagger run starts more processes and threads than that): its own Proc, not the dead one's
@@ -614,19 +649,26 @@ class Scheduler:
             proc = self._adopt(pname, pid, None)
         if self.running == (pid, None):
             self.running = (pid, tid)          # an exec'd image: it stops here, at its start
-        parent = self._parent(pname)
         if parent is not None:
             parent.children.add(pname)
         if made:
             proc.made_hellos += 1
-        self._moved = True
         # a child's thread, or a second thread: a priority of its own name, whatever order the hellos came in
         first = "/" not in pname and name.endswith("/t0")
         rank = self.rng.random() if first else random.Random(f"{self.seed}:{name}").random()
-        t = Thread(name, pid, tid, conn, proc, self.depth + rank, local_vt=self.vt)
+        t = Thread(name, pid, tid, conn, proc, self.depth + rank, local_vt=proc.flight.vt if proc.flight else self.vt)
         proc.threads.append(t)
-        self.threads.append(t)
         self._sel.modify(conn, selectors.EVENT_READ, ("thread", t))
+        if proc.flight is not None:            # a thread its flight made
+            self._flight_hello(proc.flight, t)
+            return
+        self._moved = True
+        if fly and self.fly and not made:
+            if self.running is not None and self.running[0] == pid:
+                self.running = None            # the schedule's slice (its exec) is over; its start flies
+            self._take_off(proc, t)
+            return
+        self.threads.append(t)
         self._stopped(t)
 
     def _message(self, t: Thread, line: str) -> None:
@@ -643,14 +685,14 @@ class Scheduler:
                 t.state, t.wake_at = "sleeping", max(self.vt, t.local_vt) + t.arg
             else:
                 t.state = "ready"
-            self._moved = True
+            (t.proc.flight or self)._moved = True
         elif parts[0] == "B":
             t.local_vt, spawned = int(parts[2]), parts[3]
             t.call, t.state = "retry", "blocked"
         elif parts[0] == "W":   # W seq local_vt spawned deadline what
             _, seq, local_vt, spawned, wake, what = parts[:6]
             if int(seq) != t.seq:   # a new wait: the thread ran since its last stop (a retry did nothing)
-                self._moved = True
+                (t.proc.flight or self)._moved = True
             what, _, slot = what.partition(":")
             what, _, fds = what.partition("@")
             t.seq, t.local_vt, t.call, t.arg, t.path = int(seq), int(local_vt), what, int(wake), ""
@@ -665,10 +707,13 @@ class Scheduler:
             self._wake(t.proc, woke)
         if int(forks) > t.proc.spawned or int(made or 0) > t.proc.threads_made:
             t.proc.spawned, t.proc.threads_made = max(t.proc.spawned, int(forks)), max(t.proc.threads_made, int(made or 0))
-            self._awaiting.add(t.proc.name)
+            if t.proc.flight is None:   # (a flight waits for its own threads' hellos: ``_flight_turn``)
+                self._awaiting.add(t.proc.name)
         self._stopped(t)
 
     def _stopped(self, t: Thread) -> None:
+        if t.proc.flight is not None:
+            return
         if self.running == (t.pid, t.tid):
             self.running = None
         elif self.running is not None and t.call != "start":
@@ -722,10 +767,15 @@ class Scheduler:
         the shim did not see (an object changed without an interposed call) must cost time, not a hang."""
         if idle:
             return [t for t in self.threads if t.state == "waiting" and t.since < self.epoch]
-        return [t for t in self.threads if t.state == "ready" or (t.state == "sleeping" and t.wake_at <= self.vt)
-                or (t.state == "waiting" and (0 <= t.wake_at <= self.vt or (
+        return self._enabled_of(self.threads, self.vt, self.epoch)
+
+    def _enabled_of(self, threads: list, vt: int, epoch: int) -> list[Thread]:
+        """Of ``threads``, those that may be granted at virtual time ``vt`` after ``epoch`` slices that got
+        somewhere (the schedule's, or a flight's)."""
+        return [t for t in threads if t.state == "ready" or (t.state == "sleeping" and t.wake_at <= vt)
+                or (t.state == "waiting" and (0 <= t.wake_at <= vt or (
                     t.since_wakes != self._wakes_of(t) if t.call in LOCAL_WAITS
-                    else t.since < self.epoch and (t.probe is None or self._probe_ready(t)))))]
+                    else t.since < epoch and (t.probe is None or self._probe_ready(t, epoch)))))]
 
     # ------------------------------------------------------------------ waits for fds
 
@@ -742,11 +792,12 @@ class Scheduler:
             poll.register(dup, int(events))
         t.probe, t.probe_epoch = poll, -1
 
-    def _probe_ready(self, t: Thread) -> bool:
+    @staticmethod
+    def _probe_ready(t: Thread, epoch: int) -> bool:
         """Whether one of the wait's fds is ready: what the thread's own try would see, since nothing runs
-        between this look and its grant; looked at again only once something ran."""
-        if t.probe_epoch != self.epoch:
-            t.probe_ready, t.probe_epoch = bool(t.probe.poll(0)), self.epoch
+        between this look and its grant; looked at again only once something ran (``epoch`` moved)."""
+        if t.probe_epoch != epoch:
+            t.probe_ready, t.probe_epoch = bool(t.probe.poll(0)), epoch
         return t.probe_ready
 
     @staticmethod
@@ -759,6 +810,8 @@ class Scheduler:
         """The threads that are neither idle nor gone and what each stopped at (a deadlock's description)."""
         rows = [f"{t.name} {t.state} at {t.call}{' ' + t.path if t.path else ''}" for t in self.threads
                 if t.state not in ("idle", "gone")]
+        rows += [f"{f.proc.name} in flight ({f.grants} grants, at {f.vt} ns{', landed' if f.landed else ''})"
+                 for f in self.flights]
         more = f"; and {len(rows) - limit} more" if len(rows) > limit else ""
         # a live process none of whose threads is at a point: what the kernel says it is doing
         silent = [f"{p.name} (pid {p.pid}) has no thread at a point: {_kernel_state(p.pid)}" for p in self.procs.values()
@@ -772,6 +825,7 @@ class Scheduler:
     def step(self, idle: bool = False) -> bool:
         """Grant one enabled thread (PCT) and wait until it stops. False when none is enabled."""
         assert self.running is None
+        self._sync_flights()
         ready = self.enabled(idle)
         if not ready:
             return False
@@ -837,14 +891,17 @@ class Scheduler:
         while it is not gone, else 0 (ESRCH: an exit is a point of the schedule, and the kernel may have
         given its pid to another process since)."""
         if t.call == "start":
-            if not t.proc.vpid:
-                t.proc.vpid = VPID_BASE + len(self.vpids) + 1
-                self.vpids[t.proc.vpid] = t.proc
+            self._number(t.proc)
             return t.proc.vpid
         if t.call == "pid":
             target = self.vpids.get(t.arg)
             return target.pid if target is not None and not target.gone else 0
         return 0
+
+    def _number(self, proc: Proc) -> None:
+        if not proc.vpid:
+            proc.vpid = VPID_BASE + len(self.vpids) + 1
+            self.vpids[proc.vpid] = proc
 
     def _power_loss(self, rule: FaultRule) -> None:
         """The power goes off at this point: every process is killed and reaped (in start order),
@@ -884,6 +941,8 @@ class Scheduler:
             if self.step():
                 continue
             wake = self.next_wake()
+            if self._flights_first(min((x for x in (wake, until) if x is not None), default=None)):
+                continue
             if wake is not None and (until is None or wake <= until):
                 self.vt = max(self.vt, wake)
                 continue
@@ -901,7 +960,7 @@ class Scheduler:
         replies = []
         while True:
             replies += self.run_until(None)
-            if not self.enabled() and not self.enabled(idle=True) and self.next_wake() is None:
+            if not self.enabled() and not self.enabled(idle=True) and self.next_wake() is None and not self.flights:
                 break
         for proc in list(self.procs.values()):   # past their last point they only exit: reap them
             if proc.popen is not None and not proc.gone and not proc.control:
@@ -918,7 +977,8 @@ class Scheduler:
         return hashlib.sha256("\n".join(self.trace).encode()).hexdigest()
 
     def summary(self) -> dict:
-        return {"seed": self.seed, "depth": self.depth, "points": self.steps,
+        return {"seed": self.seed, "depth": self.depth, "points": self.steps + self.flight_points,
+                "flights": self.flights_begun, "flight_points": self.flight_points,
                 "expected_points": self.expected_points, "change_points": self.change_points,
                 "release_yield": self.release_yield, "release_yields": self.release_yields,
                 "virtual_ns": self.vt, "trace_sha256": self.digest(),
