@@ -80,7 +80,8 @@ class RunDir:
     def __init__(self, root: str, name: str):
         self.root = os.path.realpath(root)
         check_name(name)
-        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + f".{int(time.time() * 1000) % 1000:03d}Z"
+        now = time.time()   # one read: seconds and milliseconds of one instant (two could straddle a second)
+        stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now)) + f".{int(now * 1000) % 1000:03d}Z"
         base = os.path.join(self.root, name)
         if os.path.islink(base):  # a link could lead anywhere: the run would be written there
             raise UsageError(f"store {self.root}: {base} is a symlink; a run directory is never made through one")

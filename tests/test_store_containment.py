@@ -112,6 +112,8 @@ def test_runs_started_in_the_same_millisecond_get_a_directory_each_and_keep_thei
 
     monkeypatch.setattr("time.time", lambda: 1_800_000_000.123)   # one stamp for both
     first, second = RunDir(str(tmp_path), "t"), RunDir(str(tmp_path), "t")
+    # the stamp is of one clock read: seconds from another read (time.gmtime()) put today's date here
+    assert first.path.endswith("/t/20270115T080000.123Z"), first.path
     assert first.path != second.path and second.path.endswith("-2")
     for run in (first, second):
         assert open(os.path.join(run.tmp, ".owner")).read() == str(os.getpid())
