@@ -338,3 +338,22 @@ def test_a_node_programs_start_flies_and_joins_the_schedule_by_its_own_clock(tmp
     assert runs[1][0] == trace and runs[2][0] == trace
     assert [r[2] for r in runs] == [said] * 3
     assert not summary["notes"]
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node not here")
+def test_a_flight_that_never_reaches_a_point_is_reported_stuck_not_waited_for(tmp_path):
+    """A Node child that spins before its first point: the schedule, waiting for it to land, says which
+    flight and where within ``stuck_s`` (wall time bounds that wait), instead of hanging."""
+    from chaos.deterministic.scheduler import SchedulerStuck
+    from chaos.deterministic.shim import THREADED_ENV
+
+    store = tmp_path / "store"
+    store.mkdir()
+    (tmp_path / "child.js").write_text("while (true) {}\n")
+    (tmp_path / "parent.py").write_text(NODE_PARENT)
+    argv = [sys.executable, str(tmp_path / "parent.py"), str(store), str(tmp_path / "child.js"),
+            *(f"{k}={v}" for k, v in THREADED_ENV.items())]
+    with Scheduler(3, prefixes=[str(store)], stuck_s=5) as s:
+        s.spawn("p", argv)
+        with pytest.raises(SchedulerStuck, match=r"in flight, 5 s without a point: p/f1/t\d"):
+            s.run_all()

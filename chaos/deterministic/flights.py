@@ -51,7 +51,6 @@ class Flight:
     grants: int = 0
     running: tuple | None = None  # (pid, tid) of its thread granted and not yet stopped
     subject: object = None        # that thread
-    granted_at: float = 0.0       # wall time of that grant (``SchedulerStuck``)
     epoch: int = 0                # its slices that got somewhere (a waiting thread's retry)
     _moved: bool = False
     _woken: dict = field(default_factory=dict)
@@ -131,7 +130,7 @@ class Flights:
         f.grants += 1
         f.trace.append(f"{f.vt} {t.name} {t.call} {t.seq} {t.arg} {t.path}")
         t.state, t.released = "running", False
-        f.running, f.subject, f.granted_at = (t.pid, t.tid), t, time.monotonic()
+        f.running, f.subject = (t.pid, t.tid), t
         try:
             t.conn.sendall(f"G {f.vt} 0 {f.offset} {self._answer(t)}\n".encode())
         except OSError:   # it died while stopped: its connection's close lands the flight
@@ -180,14 +179,16 @@ class Flights:
         return True
 
     def _pump_flights(self, waiting_for: list) -> None:
-        """Handle what arrives (the schedule's thread is not running) until one of ``waiting_for`` moved."""
+        """Handle what arrives (the schedule's thread is not running) until one of ``waiting_for`` moved;
+        ``SchedulerStuck`` when none did for ``stuck_s`` (a thread that never reaches a point, a hello that
+        never comes)."""
         marks = [(f, f.grants, f.landed) for f in waiting_for]
+        deadline = time.monotonic() + self.stuck_s
         while all(f.grants == g and f.landed == landed for f, g, landed in marks):
-            f = marks[0][0]
-            if f.running is not None and time.monotonic() - f.granted_at > self.stuck_s:
-                t = f.subject
-                raise self.Stuck(f"{t.name} (in flight, granted {t.call} #{t.seq}) ran {self.stuck_s:g} s without "
-                                 f"reaching a scheduling point; the others: {self.states()}")
+            if time.monotonic() > deadline:
+                late = ", ".join(f"{f.subject.name} (granted {f.subject.call} #{f.subject.seq})" if f.subject
+                                 else f"{f.proc.name} (its threads' hellos)" for f in waiting_for)
+                raise self.Stuck(f"in flight, {self.stuck_s:g} s without a point: {late}; the others: {self.states()}")
             for key, _ in self._sel.select(timeout=1.0):
                 if self._sel.get_map().get(key.fd) is key:
                     self._event(*key.data, key.fileobj)
