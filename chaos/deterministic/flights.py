@@ -189,9 +189,7 @@ class Flights:
                 late = ", ".join(f"{f.subject.name} (granted {f.subject.call} #{f.subject.seq})" if f.subject
                                  else f"{f.proc.name} (its threads' hellos)" for f in waiting_for)
                 raise self.Stuck(f"in flight, {self.stuck_s:g} s without a point: {late}; the others: {self.states()}")
-            for key, _ in self._sel.select(timeout=1.0):
-                if self._sel.get_map().get(key.fd) is key:
-                    self._event(*key.data, key.fileobj)
+            self._dispatch(1.0)
 
     def _join(self, f: Flight) -> None:
         """A landed flight joins the schedule: its trace, its threads, then the stop it landed at."""
@@ -209,15 +207,11 @@ class Flights:
         if proc.pidfd >= 0:
             self._sel.register(proc.pidfd, selectors.EVENT_READ, ("exit", proc))
         self._moved = True
-        for t in f.closed:   # as ``_line_of`` takes a close
-            self._thread_gone(t)
-            self._await_thread_exit(t)
-            self._wake(proc)
+        for t in f.closed:
+            self._thread_closed(t)
         if not proc.gone and all(t.state == "gone" for t in proc.threads):
             self.running = (proc.pid, None)   # exiting, or a new image to say hello: wait for it here
-        for conn, line in f.hellos:
-            self._sel.register(conn, selectors.EVENT_READ, ("hello", conn))
-            self._hello(conn, line)
+        self._replay_hellos(f)
         if f.landing is not None:
             t, line = f.landing
             if t.state != "gone":
@@ -229,8 +223,12 @@ class Flights:
         children it started (their hellos kept for the join) are killed and reaped with it."""
         self.flights.remove(f)
         f.proc.flight = None
+        self._replay_hellos(f)
+        for child in [p for p in self.procs.values() if self._parent(p.name) is f.proc and not p.gone]:
+            self._await_exit(child)
+
+    def _replay_hellos(self, f: Flight) -> None:
+        """The hellos kept while ``f`` flew (its children's, a new image's), taken now that it no longer does."""
         for conn, line in f.hellos:
             self._sel.register(conn, selectors.EVENT_READ, ("hello", conn))
             self._hello(conn, line)
-        for child in [p for p in self.procs.values() if self._parent(p.name) is f.proc and not p.gone]:
-            self._await_exit(child)

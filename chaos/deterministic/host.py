@@ -114,7 +114,8 @@ def _filled_stdin(data: bytes) -> int:
     try:
         if len(data) > 65536:
             fcntl.fcntl(w, fcntl.F_SETPIPE_SZ, len(data))
-        os.write(w, data) if data else None
+        if data and os.write(w, data) != len(data):   # a blocking pipe with room takes it all: else a file
+            raise OSError("short write to the stdin pipe")
         os.close(w)
         return r
     except OSError:   # more than the pipe limit (/proc/sys/fs/pipe-max-size): a file

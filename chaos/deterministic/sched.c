@@ -93,7 +93,7 @@ static int vpids_on;                /* $CHAOS_SCHED_VPIDS=1 (a Node program and 
 /* a program exec'd with $CHAOS_SCHED_VPIDS=1: its hello says "fly" (the scheduler may run its start beside
  * the schedule, "flights" in scheduler.py), and what another process could see of it before its first store
  * point is a point too: a write to a pipe or socket on fd 0-2 ("out") and its exit ("exit", from atexit) */
-static int flying, fly_told;
+static int flying;
 static int is_child;                /* a forked child, or a program exec'd by one: it says hello at once */
 static int reads_are_points;        /* $CHAOS_SCHED_READS=1: read/pread of store fds are points too */
 static pthread_key_t conn_key;
@@ -126,7 +126,7 @@ static void atfork_child(void) {
     conn = -1; next_thread = 0; seq = 0;
     char n[256]; snprintf(n, sizeof n, "%s/f%d", name, forks); memcpy(name, n, sizeof name);
     forks = 0; forks_told = 0; threads_made = 0; my_idx = -1; is_child = 1; my_pid = (pid_t)syscall(SYS_getpid);
-    flying = 0; fly_told = 1;   /* a fork before its exec: part of its parent's schedule */
+    flying = 0;        /* a fork before its exec: part of its parent's schedule */
     my_vpid = 0;       /* its own, from its hello's grant */
     rng_seeded = 0; rng_state = 0;
     pthread_mutex_init(&rng_lock, NULL);
@@ -226,8 +226,7 @@ static void ensure_conn(void) {
     conn = fd;
     pthread_setspecific(conn_key, (void *)1);
     int idx = my_idx >= 0 ? my_idx : __sync_fetch_and_add(&next_thread, 1);
-    const char *fly = flying && !fly_told ? " fly" : "";
-    fly_told = 1;
+    const char *fly = flying && idx == 0 && my_idx < 0 ? " fly" : "";   /* its image's first thread */
     char m[400]; int k = snprintf(m, sizeof m, "H %s/t%d %ld %ld%s%s\n", name, idx, (long)syscall(SYS_getpid),
                                   (long)syscall(SYS_gettid), my_idx >= 0 ? " made" : "", fly);
     send_line(m, k);

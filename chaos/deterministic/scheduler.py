@@ -237,7 +237,7 @@ class Scheduler(Flights):
     def __init__(self, seed: int, *, prefixes: list[str], depth: int = 3, expected_points: int = 1000,
                  step_ns: int = 10_000, faults: list[FaultRule] | None = None, stuck_s: float = 60.0,
                  log_dir: str | None = None, reads: bool = False, send_ns: int = 0, sock_dir: str | None = None,
-                 release_yield: float | None = None, flights: bool = True):
+                 release_yield: float | None = None):
         if depth < 1 or expected_points < 1:
             raise ValueError("depth and expected_points must be at least 1")
         self.seed, self.depth, self.expected_points, self.step_ns = seed, depth, expected_points, step_ns
@@ -258,7 +258,6 @@ class Scheduler(Flights):
         self.clock_offsets: dict[str, int] = {}   # process-name prefix -> wall-clock offset (ns): clock faults
         self.steps = 0
         # flights (flights.py): a program's start run beside the schedule, joining it by virtual time
-        self.fly = flights
         self.flights: list = []
         self.flights_begun = 0
         self.flight_points = 0
@@ -475,8 +474,10 @@ class Scheduler(Flights):
             return
         t.state = "gone"
         self._drop_probe(t)
-        if t in self.threads:       # (a long run starts many worker incarnations: keep the scans short)
-            self.threads.remove(t)
+        try:
+            self.threads.remove(t)  # (a long run starts many worker incarnations: keep the scans short)
+        except ValueError:          # a flight's thread: not the schedule's yet
+            pass
         try:
             self._sel.unregister(t.conn)
         except (KeyError, ValueError):
@@ -502,12 +503,16 @@ class Scheduler(Flights):
                     f"pid {self.running[0]} tid {self.running[1]}"
                 raise SchedulerStuck(f"{who} ran {self.stuck_s:g} s without reaching a scheduling point "
                                      f"({_kernel_state(self.running[0])}); the others: {self.states()}")
-            for key, _ in self._sel.select(timeout=min(left, 1.0)):
-                # an event of this batch may be for a file an earlier one closed (a process that a kill
-                # point's wait took as gone had its connections closed): only still-registered ones
-                if self._sel.get_map().get(key.fd) is key:
-                    self._event(*key.data, key.fileobj)
+            self._dispatch(min(left, 1.0))
         self._end_slice(subject)
+
+    def _dispatch(self, timeout: float) -> None:
+        """Handle what arrived within ``timeout``: an event of this batch may be for a file an earlier one
+        closed (a process that a kill point's wait took as gone had its connections closed): only
+        still-registered ones."""
+        for key, _ in self._sel.select(timeout=timeout):
+            if self._sel.get_map().get(key.fd) is key:
+                self._event(*key.data, key.fileobj)
 
     def _end_slice(self, subject: Thread | None, lane=None) -> None:
         """``lane``: the schedule (None) or a flight, whose slice this was."""
@@ -530,13 +535,17 @@ class Scheduler(Flights):
 
     def _wake(self, proc: Proc, slots: str = "*") -> None:
         """This slice may have ended local waits in ``proc``: on those slots ("3,17"), or any ("*")."""
-        lane = proc.flight or self
+        lane = self._lane(proc)
         lane._moved = True
         _, seen = lane._woken.get(id(proc), (proc, set()))
         if slots == "*" or seen is None:
             lane._woken[id(proc)] = (proc, None)
         else:
             lane._woken[id(proc)] = (proc, seen | {int(x) for x in slots.split(",")})
+
+    def _lane(self, proc: Proc):
+        """Whose slices ``proc``'s count: its flight's while it flies, else the schedule's."""
+        return proc.flight or self
 
     def _unannounced(self) -> str | None:
         """A live process whose children have not all said hello yet (its name)."""
@@ -587,10 +596,7 @@ class Scheduler(Flights):
         data = self._recv(conn, 65536)
         if not data:
             if thread is not None:
-                self._thread_gone(thread)
-                self._await_thread_exit(thread)
-                if thread.proc.flight is None:   # (else an image the process left by an exec: nothing to join)
-                    self._wake(thread.proc)    # a join
+                self._thread_closed(thread)
                 if self.running == (thread.pid, thread.tid):
                     last = all(x.state == "gone" for x in thread.proc.threads)
                     self.running = (thread.pid, None) if last and not thread.proc.gone else None
@@ -609,6 +615,13 @@ class Scheduler(Flights):
         if thread is not None:
             thread.buf = rest
         return line.decode("utf-8", "replace")
+
+    def _thread_closed(self, t: Thread) -> None:
+        """Its connection closed: it is gone once the kernel let it go, and a join on it may end."""
+        self._thread_gone(t)
+        self._await_thread_exit(t)
+        if t.proc.flight is None:   # (else an image the process left by an exec: nothing to join)
+            self._wake(t.proc)
 
     @staticmethod
     def _recv(conn: socket.socket, size: int) -> bytes:
@@ -636,8 +649,9 @@ class Scheduler(Flights):
         pname = name.rsplit("/", 1)[0]
         parent = self._parent(pname)
         proc = self.procs.get(pid)
-        flight = (parent.flight if parent is not None and parent.flight is not None
-                  else proc.flight if proc is not None and not proc.gone and proc.flight is not None and not made else None)
+        flight = parent.flight if parent is not None else None
+        if flight is None and proc is not None and not proc.gone and not made:
+            flight = proc.flight
         if flight is not None:   # a flight's child, or its process's new image: taken when it joins
             self._park(conn)
             flight.hellos.append((conn, line))
@@ -663,7 +677,7 @@ class Scheduler(Flights):
             self._flight_hello(proc.flight, t)
             return
         self._moved = True
-        if fly and self.fly and not made:
+        if fly and not made:
             if self.running is not None and self.running[0] == pid:
                 self.running = None            # the schedule's slice (its exec) is over; its start flies
             self._take_off(proc, t)
@@ -685,14 +699,14 @@ class Scheduler(Flights):
                 t.state, t.wake_at = "sleeping", max(self.vt, t.local_vt) + t.arg
             else:
                 t.state = "ready"
-            (t.proc.flight or self)._moved = True
+            self._lane(t.proc)._moved = True
         elif parts[0] == "B":
             t.local_vt, spawned = int(parts[2]), parts[3]
             t.call, t.state = "retry", "blocked"
         elif parts[0] == "W":   # W seq local_vt spawned deadline what
             _, seq, local_vt, spawned, wake, what = parts[:6]
             if int(seq) != t.seq:   # a new wait: the thread ran since its last stop (a retry did nothing)
-                (t.proc.flight or self)._moved = True
+                self._lane(t.proc)._moved = True
             what, _, slot = what.partition(":")
             what, _, fds = what.partition("@")
             t.seq, t.local_vt, t.call, t.arg, t.path = int(seq), int(local_vt), what, int(wake), ""
