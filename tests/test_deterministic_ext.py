@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from backends.contract.values import parse_instant
 from chaos import sut
 from chaos.deterministic.scheduler import FaultRule, Scheduler
 
@@ -132,6 +133,25 @@ def _three_runs(store: Path, *args: str, one_path_length: bool = False) -> list[
     return runs
 
 
+def _pinned_calls_decided_at_their_instant(store: Path) -> int:
+    """Every call the run pinned at an instant (an op's ``clock_ms``: a lease-boundary probe, a takeover
+    at ``expires_at``) and that was decided says it decided at that instant, or later (a clock floor
+    above it); how many said exactly it. A black box's program reads its wall clock from the shim, so
+    the pin must reach it (``$CHAOS_SCHED_WALL_MS``): when it did not, such a call was decided at the
+    virtual time instead, before its instant, and every probe missed its boundary."""
+    exact = 0
+    for line in next(store.rglob("history.jsonl")).read_text().splitlines():
+        op = json.loads(line)
+        details = ((op.get("value") or {}).get("envelope") or {})
+        rb = (details.get("result") or {}).get("read_back") or (details.get("error") or {}).get("details") or {}
+        if op["type"] == "invoke" or "clock_ms" not in op or not isinstance(rb.get("observed_at"), str):
+            continue
+        observed = parse_instant(rb["observed_at"])
+        assert observed >= op["clock_ms"], (op["index"], rb["observed_at"], op["clock_ms"])
+        exact += observed == op["clock_ms"]
+    return exact
+
+
 def test_gitjournal_three_runs_of_one_seed_give_one_history(tmp_path):
     assert sut.get("gitjournal").abilities({})["deterministic"].ok
     args = ("--deterministic", "--backend", "gitjournal", "--seed", "4", "--workers", "2", "--time-limit", "2")
@@ -164,6 +184,14 @@ def test_the_suites_cli_as_a_black_box_three_runs_of_one_seed_give_one_history(t
     assert {f["action"] for f in hit} == {"kill", "EIO"}
     assert all(re.fullmatch(r"w\d+\.\d+/f\d+", f["process"]) for f in hit), hit
     assert all(f["path"].startswith("ledgers/ledger-1/claims.db") for f in hit), hit
+
+
+def test_a_black_box_call_pinned_at_an_instant_is_decided_at_that_instant(tmp_path):
+    """The racers' lease-boundary probes and takeovers at ``expires_at`` pin their call's clock; a black
+    box reads its own (the shim's), so the hosting worker hands the pin to its program."""
+    res = _run(tmp_path, "--deterministic", *BLACKBOX, "--seed", "1", "--workers", "4", "--time-limit", "1")
+    assert res.returncode in (0, 2), res.stderr[-2000:]
+    assert _pinned_calls_decided_at_their_instant(tmp_path) > 5
 
 
 WOWBAGGER = Path(__file__).resolve().parents[1] / ".." / "shared" / "sut" / "wowbagger-0.1.0-alpha.7" / "bin" / "wowbagger.js"

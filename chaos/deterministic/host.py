@@ -12,7 +12,9 @@ scheduler stop (retried after another slice got somewhere, never blocking).
 The program runs under the shim as the worker's child ``w<n>.<k>/f<N>``; its
 timeout (the profile's ``timeout_s``) is virtual, as every clock here. A Node
 program (Wowbagger) runs with ``shim.THREADED_ENV``: every thread controlled, and its getpid() a
-virtual pid, the same in every run.
+virtual pid, the same in every run. A call the worker pins at an instant (an op's ``clock_ms``, on the
+worker's ``FixedClock``) runs its program with ``$CHAOS_SCHED_WALL_MS``: the shim freezes its wall
+clocks there, as the timed mode's libfaketime pin does.
 """
 
 from __future__ import annotations
@@ -33,11 +35,17 @@ _CHUNK = 1 << 16
 class HostedExternalBackend(ExternalBackend):
     """``ExternalBackend`` whose per-call program is run by ``run_cli`` (one thread)."""
 
+    def __init__(self, spec: dict, clock=None, hooks=None):
+        super().__init__(spec, clock, hooks)
+        self.pin = clock   # the worker's FixedClock: its ms, when set, is the instant this call is decided at
+
     def run(self, argv: list[str], stdin: bytes, op: str) -> tuple[int, dict]:
         os.makedirs(self.tmpdir, exist_ok=True)
         threaded = THREADED_ENV if is_node(argv) else {}   # its threads wait on each other: all controlled
-        return run_cli(argv, stdin, {"TMPDIR": self.tmpdir, **self.env, **threaded}, self.profile.timeout_s, op,
-                       write_roots=self.write_roots, cwd=self.cwd)
+        pinned = getattr(self.pin, "ms", None)
+        at = {} if pinned is None else {"CHAOS_SCHED_WALL_MS": str(int(pinned))}
+        return run_cli(argv, stdin, {"TMPDIR": self.tmpdir, **self.env, **threaded, **at}, self.profile.timeout_s,
+                       op, write_roots=self.write_roots, cwd=self.cwd)
 
 
 def is_node(argv: list[str]) -> bool:

@@ -27,7 +27,9 @@
  * sees the controlled processes it hit die before anything else runs. With $CHAOS_SCHED_VPIDS=1 (a
  * Node program) getpid() is a virtual pid the scheduler numbers in grant order, above every pid the kernel can give;
  * kill() of one asks the scheduler at a "pid" point ("pids" below). A store file's times are virtual
- * ("file times").
+ * ("file times"). With $CHAOS_SCHED_WALL_MS set (a call the harness decides at an exact instant, an
+ * op's clock_ms) the wall clocks read that instant, frozen, for the whole process and its children, as
+ * libfaketime's absolute pin does in the timed mode; monotonic clocks stay virtual.
  *
  * Wire (text lines): hello "H <name> <pid> <tid> [made] [fly]" (made: a thread pthread_create made; fly: an
  * exec'd program with $CHAOS_SCHED_VPIDS=1, "flying" below), point "P <seq> <call> <arg>
@@ -78,6 +80,7 @@
 static int enabled;                 /* $CHAOS_SCHED_SOCK set */
 static char sock_path[108], prefixes[4096], name[256];
 static long long epoch_ns;          /* CLOCK_REALTIME at virtual time 0 */
+static long long pinned_wall_ns = -1;   /* $CHAOS_SCHED_WALL_MS: the wall clocks frozen there (-1: not pinned) */
 static long long mono_ns;           /* CLOCK_MONOTONIC at virtual time 0 */
 static unsigned char store_fd[FD_MAX];
 static unsigned char random_fd[FD_MAX];  /* /dev/urandom, /dev/random: their reads are the seeded stream */
@@ -166,6 +169,8 @@ __attribute__((constructor)) static void init(int argc, char **argv, char **envp
     epoch_ns = env_ll("CHAOS_SCHED_EPOCH_NS", 1767225600LL * SEC);   /* 2026-01-01T00:00:00Z */
     mono_ns = env_ll("CHAOS_SCHED_MONO_NS", 1000LL * SEC);
     reads_are_points = env_ll("CHAOS_SCHED_READS", 0) == 1;
+    long long pin_ms = env_ll("CHAOS_SCHED_WALL_MS", -1);
+    if (pin_ms >= 0) pinned_wall_ns = pin_ms * 1000000LL;
     pthread_key_create(&conn_key, conn_gone);
     pthread_atfork(atfork_prepare, NULL, atfork_child);
     my_pid = (pid_t)syscall(SYS_getpid);
@@ -212,6 +217,8 @@ static int wait_grant(void) {
 }
 
 static long long local_vt(void) { return grant_vt + reads * US; }
+/* CLOCK_REALTIME now: a pinned call's instant, else virtual time stepped by a clock fault (the wall clock only) */
+static long long wall_now(void) { return pinned_wall_ns >= 0 ? pinned_wall_ns : epoch_ns + grant_offset + local_vt(); }
 
 /* a vfork child (before its exec) shares its parent's memory and connection: it must not stop or write state */
 static int in_vfork_child(void) { return (pid_t)syscall(SYS_getpid) != my_pid; }
@@ -686,7 +693,7 @@ static int sem_ready(void *s) {
 }
 static long long abs_timeout(const struct timespec *abstime) {   /* the program took it from our clocks */
     long long at = abstime->tv_sec * SEC + abstime->tv_nsec;
-    long long now = at > epoch_ns / 2 ? epoch_ns + grant_offset + local_vt() : mono_ns + local_vt();
+    long long now = at > epoch_ns / 2 ? wall_now() : mono_ns + local_vt();
     return at > now ? at - now : 0;
 }
 int sem_wait(sem_t *s) {
@@ -794,7 +801,7 @@ static char *sched_env[16]; static int sched_envs;   /* LD_PRELOAD and CHAOS_SCH
 static int is_sched_var(const char *kv) {
     return strncmp(kv, "LD_PRELOAD=", 11) == 0
         || (strncmp(kv, "CHAOS_SCHED_", 12) == 0 && strncmp(kv, "CHAOS_SCHED_THREADS=", 20) != 0
-            && strncmp(kv, "CHAOS_SCHED_VPIDS=", 18) != 0);
+            && strncmp(kv, "CHAOS_SCHED_VPIDS=", 18) != 0 && strncmp(kv, "CHAOS_SCHED_WALL_MS=", 20) != 0);
 }
 static void remember_env(void) {
     extern char **environ;
@@ -1113,7 +1120,7 @@ static long long now_of(clockid_t c) {
     ensure_conn();
     reads++;
     if (c == CLOCK_REALTIME || c == CLOCK_REALTIME_COARSE || c == CLOCK_TAI)
-        return epoch_ns + grant_offset + local_vt();   /* a clock fault steps the wall clock only */
+        return wall_now();
     return mono_ns + local_vt();
 }
 
