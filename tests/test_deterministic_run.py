@@ -77,6 +77,32 @@ def test_three_runs_of_one_seed_give_one_history(tmp_path):
     assert _results(tmp_path / "edited-run")[0]["reproduced"]["same_history"] is False
 
 
+def test_pcts_change_points_are_instants_spread_over_the_run_whatever_its_pace(tmp_path):
+    """A change point is a virtual instant drawn over the time limit, taken by the first step from then
+    on: all of them within a run that reaches its time limit, wherever in its steps they fall. (Drawn over
+    a count of 400 points per worker-second, every change point of these runs, which make some 3,000,
+    fell in their first seventh; with --pct-points the count still decides.)"""
+    latest = []
+    for seed in (1, 2, 3):
+        store = tmp_path / str(seed)
+        res = _run(store, "--deterministic", "--seed", str(seed), "--workers", "4", "--time-limit", "2",
+                   "--nemesis", "none")
+        assert res.returncode == 0, res.stderr[-2000:]
+        det = _results(store)[0]["deterministic"]
+        assert det["horizon_ns"] == 2 * 10**9 and len(det["change_ns"]) == 2
+        assert all(1 <= t <= det["horizon_ns"] for t in det["change_ns"]) and det["change_ns"] == sorted(det["change_ns"])
+        steps = det["points"] - det["flight_points"]
+        assert len(det["change_points"]) == 2 and 1 <= det["change_points"][0] <= det["change_points"][1] <= steps
+        assert steps > 3 * 400 * 4 * 2      # some 3,000 per worker-second: faster than the old count assumed
+        latest.append(det["change_points"][1] / steps)
+    assert max(latest) > 0.5, latest
+    res = _run(tmp_path / "count", "--deterministic", "--seed", "1", "--workers", "4", "--time-limit", "2",
+               "--nemesis", "none", "--pct-points", "300")
+    det = _results(tmp_path / "count")[0]["deterministic"]
+    assert det["horizon_ns"] is None and det["change_ns"] == [] and det["expected_points"] == 300
+    assert all(1 <= c <= 300 for c in det["change_points"]) and len(det["change_points"]) == 2
+
+
 def test_a_python_class_over_sqlite_gives_one_history(tmp_path):
     args = ("--deterministic", "--backend", "python", "--factory", "backends.sqlite:open_backend", "--seed", "3",
             "--workers", "2", "--time-limit", "1")

@@ -75,8 +75,11 @@ NEMESIS_OF = {"kill": "kill", "freeze": "pause", "lost-reply": "lost-reply", "po
               "clock": "clock"}
 #: PCT: bugs of this depth get a known chance per run (docs/deterministic.md); ``--pct-depth``
 DEPTH = 3
-#: the expected number of scheduling points per run, over which the change points are drawn, per
-#: worker and second of the time limit (at least 1000); ``--pct-points`` sets the number itself
+#: the expected number of scheduling points per run, per worker and second of the time limit (at
+#: least 1000): the clock fault's point is drawn over a quarter of it (``clock_rule``). PCT's change
+#: points are virtual instants over the time limit (``Scheduler(horizon_ns=)``: runs differ tenfold in
+#: points per second, sqlite's default 1,209 per worker-second, a Python mutant's 136), unless
+#: ``--pct-points`` gives a count of points to draw them over
 POINTS_PER_WORKER_SECOND = 400
 #: virtual time per scheduling point and per call handed to a worker: virtual time moves by the schedule
 #: only, and these keep its pace near a real call's (an agent loop paced by its calls' latency would
@@ -167,7 +170,7 @@ def power_rule(rng: random.Random, power, mode: str, after_ns: int) -> FaultRule
 
 
 def expected_points(cfg) -> int:
-    """The number of scheduling points PCT draws its change points over (``--pct-points``)."""
+    """``--pct-points``, or the points a run is expected to make (``POINTS_PER_WORKER_SECOND``)."""
     return cfg.pct_points or max(1000, int(POINTS_PER_WORKER_SECOND * cfg.workers * cfg.time_limit))
 
 
@@ -441,9 +444,10 @@ def run(cfg, report: bool = True, config_path: str | None = None, exact_rules=No
     history = HistoryWriter(run_dir.file("history.jsonl"))
     power, rules = None, {}
     coverage = Coverage(cfg.nemesis)
-    expected = expected_points(cfg)
-    sched = Scheduler(cfg.seed, prefixes=[run_dir.path], depth=cfg.pct_depth, expected_points=expected, step_ns=STEP_NS,
-                      send_ns=CALL_NS, log_dir=run_dir.file("logs"),
+    # change points at virtual instants over the time limit (any store's pace), or over --pct-points steps
+    horizon = None if cfg.pct_points else int(cfg.time_limit * SEC)
+    sched = Scheduler(cfg.seed, prefixes=[run_dir.path], depth=cfg.pct_depth, expected_points=expected_points(cfg),
+                      horizon_ns=horizon, step_ns=STEP_NS, send_ns=CALL_NS, log_dir=run_dir.file("logs"),
                       sock_dir=run_dir.tmp)
     clock_took, stuck, final_incomplete = None, None, []
     wall0 = time.monotonic()

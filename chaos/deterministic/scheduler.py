@@ -22,7 +22,15 @@ at that step drops below every other; the enabled thread of highest priority
 runs. A bug needing ``depth`` ordering constraints is then hit with
 probability at least 1 / (threads * expected_points ** (depth - 1)) per run
 (PCT's bound, for the change points alone: the release yields below reorder
-priorities too, and are measured, not proved).
+priorities too, and are measured, not proved). The bound needs
+``expected_points`` at least the run's own count, which no one number is for
+stores whose grants per second differ tenfold; so with ``horizon_ns`` the change
+points are virtual instants instead, drawn over ``[1, horizon_ns]``, each
+taken by the first step that starts at or after it. Every grant moves ``vt``
+by at least ``step_ns``, so a given step takes a given change point with
+chance at least ``step_ns / horizon_ns``: the same bound with ``expected_points``
+= ``horizon_ns / step_ns``, whatever the run's pace, for the steps within the
+horizon.
 
 Those change points are spread over every point, and a check-then-act bug's
 gap (between the check's commit and the act's write) is a few points among
@@ -237,12 +245,19 @@ class Scheduler(Flights):
     def __init__(self, seed: int, *, prefixes: list[str], depth: int = 3, expected_points: int = 1000,
                  step_ns: int = 10_000, faults: list[FaultRule] | None = None, stuck_s: float = 60.0,
                  log_dir: str | None = None, reads: bool = False, send_ns: int = 0, sock_dir: str | None = None,
-                 release_yield: float | None = None):
-        if depth < 1 or expected_points < 1:
-            raise ValueError("depth and expected_points must be at least 1")
+                 release_yield: float | None = None, horizon_ns: int | None = None):
+        if depth < 1 or expected_points < 1 or (horizon_ns is not None and horizon_ns < 1):
+            raise ValueError("depth, expected_points and horizon_ns must be at least 1")
         self.seed, self.depth, self.expected_points, self.step_ns = seed, depth, expected_points, step_ns
         self.rng = random.Random(f"pct:{seed}")
-        self.change_points = sorted(self.rng.sample(range(1, expected_points + 1), min(depth - 1, expected_points)))
+        self.horizon_ns = horizon_ns
+        if horizon_ns is None:   # change points at step counts
+            self.change_ns: list[int] = []
+            self.change_points = sorted(self.rng.sample(range(1, expected_points + 1), min(depth - 1, expected_points)))
+        else:                    # at virtual instants; change_points: the steps that took them
+            self.change_ns = sorted(self.rng.sample(range(1, horizon_ns + 1), min(depth - 1, horizon_ns)))
+            self.change_points = []
+            self.expected_points = max(1, horizon_ns // step_ns)   # the k of PCT's bound
         # depth 1 is one priority order, no change at all (chaos explore's baseline)
         self.release_yield = (RELEASE_YIELD if depth > 1 else 0.0) if release_yield is None else release_yield
         self.yield_rng = random.Random(f"pct-release:{seed}")   # its own stream: the threads' ranks stay as drawn
@@ -845,8 +860,9 @@ class Scheduler(Flights):
             return False
         self.steps += 1
         chosen = max(ready, key=lambda t: t.priority)
-        if self.steps in self.change_points:
-            chosen.priority = self.depth - 1 - self.change_points.index(self.steps)
+        change = self._change_point()
+        if change is not None:
+            chosen.priority = self.depth - 1 - change
             chosen = max(ready, key=lambda t: t.priority)
         elif chosen.released and len(ready) > 1 and self.yield_rng.random() < self.release_yield:
             self.lowest = min(self.lowest, *(t.priority for t in self.threads)) - 1
@@ -856,6 +872,20 @@ class Scheduler(Flights):
             chosen = max(ready, key=lambda t: t.priority)
         self._grant(chosen)
         return True
+
+    def _change_point(self) -> int | None:
+        """The index of the change point this step takes, or None (of several instants passed at once,
+        the last: the lowest priority)."""
+        if self.horizon_ns is None:
+            return self.change_points.index(self.steps) if self.steps in self.change_points else None
+        taken = len(self.change_points)
+        due = taken
+        while due < len(self.change_ns) and self.change_ns[due] <= self.vt:
+            due += 1
+        if due == taken:
+            return None
+        self.change_points += [self.steps] * (due - taken)
+        return due - 1
 
     def _grant(self, t: Thread) -> None:
         due = t.wake_at if t.state == "sleeping" or (t.state == "waiting" and 0 <= t.wake_at <= self.vt) else 0
@@ -994,6 +1024,7 @@ class Scheduler(Flights):
         return {"seed": self.seed, "depth": self.depth, "points": self.steps + self.flight_points,
                 "flights": self.flights_begun, "flight_points": self.flight_points,
                 "expected_points": self.expected_points, "change_points": self.change_points,
+                "horizon_ns": self.horizon_ns, "change_ns": self.change_ns,
                 "release_yield": self.release_yield, "release_yields": self.release_yields,
                 "virtual_ns": self.vt, "trace_sha256": self.digest(),
                 "faults": [r.evidence or {"action": r.action, "missed": True} for r in self.faults],
