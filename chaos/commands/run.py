@@ -75,8 +75,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pct-depth", type=int, default=3,
                    help="--deterministic: PCT depth d (d - 1 priority change points; default 3)")
     p.add_argument("--pct-points", type=int, default=None,
-                   help="--deterministic: the expected number of scheduling points the change points are drawn over "
-                        "(default 400 per worker and second of the time limit, at least 1000)")
+                   help="--deterministic: draw PCT's change points over this many scheduling points (default: "
+                        "over the time limit, as virtual instants; docs/deterministic.md)")
     p.add_argument("--no-report", dest="report", action="store_false",
                    help="skip report.html (its plots cost seconds; results.json, junit.xml and the history are "
                         "written as always), as chaos shrink's replays do")
