@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from backends.contract.values import parse_instant
 from chaos import sut
 from chaos.deterministic.scheduler import FaultRule, Scheduler
 
@@ -139,16 +138,16 @@ def _pinned_calls_decided_at_their_instant(store: Path) -> int:
     above it); how many said exactly it. A black box's program reads its wall clock from the shim, so
     the pin must reach it (``$CHAOS_SCHED_WALL_MS``): when it did not, such a call was decided at the
     virtual time instead, before its instant, and every probe missed its boundary."""
+    from workloads.coverage import attempts
+
+    history = [json.loads(line) for line in next(store.rglob("history.jsonl")).read_text().splitlines()]
     exact = 0
-    for line in next(store.rglob("history.jsonl")).read_text().splitlines():
-        op = json.loads(line)
-        details = ((op.get("value") or {}).get("envelope") or {})
-        rb = (details.get("result") or {}).get("read_back") or (details.get("error") or {}).get("details") or {}
-        if op["type"] == "invoke" or "clock_ms" not in op or not isinstance(rb.get("observed_at"), str):
+    for a in attempts(history):
+        observed = a.observed_ms()
+        if a.clock_ms is None or observed is None:
             continue
-        observed = parse_instant(rb["observed_at"])
-        assert observed >= op["clock_ms"], (op["index"], rb["observed_at"], op["clock_ms"])
-        exact += observed == op["clock_ms"]
+        assert observed >= a.clock_ms, (a.f, a.intent, observed, a.clock_ms)
+        exact += observed == a.clock_ms
     return exact
 
 
