@@ -130,9 +130,9 @@ def build_config(args: argparse.Namespace):
     else:
         names = supported(args.backend, dict(opts, **sc.get("nemesis_opts", {})))
         if getattr(args, "deterministic", False):
-            from chaos.deterministic.run import DEFAULT_FAULTS
+            from chaos.deterministic.run import DEFAULT_FAULTS, SCHEDULER_FAULTS
 
-            names = [n for n in names if n in DEFAULT_FAULTS]
+            names = [n for n in DEFAULT_FAULTS if n in names or n in SCHEDULER_FAULTS]
     unknown = [n for n in names if n not in NEMESES.keys()]
     if unknown:
         where = from_scenario if args.nemesis is None else ""

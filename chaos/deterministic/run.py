@@ -48,8 +48,9 @@ from workloads.interpreter import interpret
 
 #: the nemeses this mode puts at exact points; the rest are refused (not built yet)
 EXACT_FAULTS = ("kill", "fsync", "clock", "pause", "lost-reply", "power-loss")
-#: what ``--deterministic`` runs when no ``--nemesis`` is given (the clock only when asked for)
-DEFAULT_FAULTS = ("kill", "fsync")
+#: what the deterministic mode runs when no ``--nemesis`` is given: the timed mode's default but
+#: ``restart`` (a kill at an exact point already drops a worker's process state and reopens the store)
+DEFAULT_FAULTS = ("kill", "pause", "clock", "fsync", "lost-reply")
 #: exact faults the scheduler makes by itself: the timed mode's tool for them (libfaketime, a worker
 #: host's exit after commit) is not needed
 SCHEDULER_FAULTS = ("clock", "pause", "lost-reply")
