@@ -37,6 +37,7 @@ from dataclasses import asdict
 
 from checkers.history import classify, final_state_records
 from chaos.deterministic import trace as schedule
+from chaos.deterministic.callfaults import CallFaults
 from chaos.deterministic.scheduler import FaultRule, Scheduler, SchedulerStuck
 from chaos.deterministic.shim import EPOCH_NS
 from chaos.errors import ExitCode
@@ -196,8 +197,9 @@ class DeterministicDriver:
     """The interpreter's driver: virtual time, workers under the scheduler, completions in schedule order."""
 
     def __init__(self, sched: Scheduler, history: HistoryWriter, spec: dict, log_dir: str,
-                 worker_env: dict | None = None):
+                 worker_env: dict | None = None, op_timeout_s: float = 8.0):
         self.sched, self.history, self.spec, self.log_dir = sched, history, spec, log_dir
+        self.calls = CallFaults(sched, int(op_timeout_s * SEC_NS))   # the racers' faults inside one call
         self.worker_env = worker_env or {}   # the power-loss journal's preload and files
         self.procs: dict = {}          # client thread -> its worker Proc
         self.started: dict = {}        # client thread -> incarnations started
@@ -220,6 +222,8 @@ class DeterministicDriver:
         return self.history.append(op)
 
     def dispatch(self, thread, op: dict) -> None:
+        if self.calls.defer(thread, op):   # a frozen call's rival: sent once the freeze landed
+            return
         proc = self._worker(thread)
         if proc is None:
             self.pending.append({"process": op["process"], "f": op["f"], "type": "info",
@@ -230,17 +234,19 @@ class DeterministicDriver:
         v = op["value"] if isinstance(op.get("value"), dict) else {}
         item = (v["ledger_namespace"], v["item_id"]) if "ledger_namespace" in v and "item_id" in v else None
         self.sched.begin_call(proc, op["f"], item)
+        self.calls.arm(proc, op)
         self.sched.send(proc, json.dumps(msg, ensure_ascii=False, separators=(",", ":")).encode() + b"\n")
 
     def wait(self, until: int | None) -> list[dict]:
-        if not self.pending:
+        if not self.pending and not self.calls.released:
             replies = self.sched.run_until(until)
             if until is None and not replies and self.inflight:
                 # nothing can run, no deadline, no wake left: the ops in flight can never be answered
                 raise SchedulerStuck(f"deadlock: {len(self.inflight)} op(s) in flight and no controlled thread "
                                      f"can ever run: {self.sched.states()}")
-            for proc, line in replies:
-                self._reply(proc, line)
+            self._replies(replies)
+        for thread, op in self.calls.take_released():
+            self.dispatch(thread, op)
         self.record_clock_faults()
         out, self.pending = self.pending, []
         return [dict(ev, time=self.sched.vt) for ev in out]
@@ -259,20 +265,31 @@ class DeterministicDriver:
             events = self.sched.run_until(None)
             if not events:
                 break
-            for p, line in events:
-                self._reply(p, line)
+            self._replies(events)
         return proc if proc.pid in self.ready else None
 
+    def _replies(self, events) -> None:
+        for proc, line in events:
+            if proc is not None:   # (None: a racer's freeze landed, ``CallFaults``: its rival goes)
+                self._reply(proc, line)
+
     def _reply(self, proc, line: bytes | None) -> None:
-        op = self.inflight.pop(proc.pid, None)
+        op = self.inflight.pop(proc.pid, None)   # (a worker's hello comes before it is handed any op)
+        inside = self.calls.finish(proc, op) if op is not None else None
+        self.calls.rival_done(op)
+        self._complete(proc, line, op, inside)
+
+    def _complete(self, proc, line: bytes | None, op: dict | None, inside: dict | None) -> None:
+        """``op``'s completion from ``proc``'s reply ``line`` (None: it died), naming the exact fault
+        that hit the call: the racer's own (``inside``) first, a requested fault beside it."""
         if line is None:
             self._rearm_lost_replies(proc)
             if op is not None:
                 done = {"process": op["process"], "f": op["f"], "type": "info",
                         "error": f"worker {proc.name} died during the call"}
                 point = self._fault_point(proc)
-                if point:
-                    done["fault"] = point
+                if point or inside:
+                    done["fault"] = _both(inside, point)
                 self.pending.append(done)
             return
         msg = json.loads(line)
@@ -285,7 +302,7 @@ class DeterministicDriver:
             self._rearm_lost_replies(proc)
             done = {"process": op["process"], "f": op["f"], "type": "info", "error": msg["error"][:500]}
             point = self._fault_point(proc)
-            self.pending.append(dict(done, fault=point) if point else done)
+            self.pending.append(dict(done, fault=_both(inside, point)) if point or inside else done)
             self.sched.kill(proc)
             self.sched.replies = [(p, l) for p, l in self.sched.replies if p is not proc]
             return
@@ -298,8 +315,8 @@ class DeterministicDriver:
         if point and point["kind"] == "lost-reply":   # the call went through; its reply never reaches the client
             done = {"process": op["process"], "f": op["f"], "type": "info",
                     "error": "reply lost (an exact lost-reply fault inside the call)"}
-        if point:
-            done["fault"] = point
+        if point or inside:
+            done["fault"] = _both(inside, point)
         self.pending.append(done)
 
     def record_clock_faults(self) -> None:
@@ -379,6 +396,14 @@ class DeterministicDriver:
                 "point": {k: v for k, v in rule.evidence.items() if k != "killed"}}
 
 
+def _both(inside: dict | None, point: dict | None) -> dict:
+    """A completion's fault: the racer's own inside the call, with a requested one that came in the
+    same call beside it (``with``), or whichever came."""
+    if inside and point:
+        return dict(inside, **{"with": point})
+    return inside or point
+
+
 def _served_by(evidence: dict, proc) -> bool:
     """The fault's point was in ``proc`` or in one of its children (``w0.1/f2``: its git, its program)."""
     return evidence["process"].split("/", 1)[0] == proc.name
@@ -450,7 +475,7 @@ def run(cfg, report: bool = True, config_path: str | None = None, exact_rules=No
     sched = Scheduler(cfg.seed, prefixes=[run_dir.path], depth=cfg.pct_depth, expected_points=expected_points(cfg),
                       horizon_ns=horizon, step_ns=STEP_NS, send_ns=CALL_NS, log_dir=run_dir.file("logs"),
                       sock_dir=run_dir.tmp)
-    clock_took, stuck, final_incomplete = None, None, []
+    clock_took, stuck, final_incomplete, driver = None, None, [], None
     wall0 = time.monotonic()
     # SIGTERM ends the run like Ctrl-C: everything reaped. Only the main thread may set a handler: a run in
     # another thread (a cluster worker's task thread: chaos explore's explore_one) leaves its process's alone
@@ -466,7 +491,7 @@ def run(cfg, report: bool = True, config_path: str | None = None, exact_rules=No
                  else exact_rules(power) if callable(exact_rules) else exact_rules)
         sched.faults = [r for rs in rules.values() for r in rs]
         driver = DeterministicDriver(sched, history, target.spec, run_dir.file("logs"),
-                                     power.env() if power is not None else None)
+                                     power.env() if power is not None else None, cfg.op_timeout)
         threads = list(range(cfg.workers))
         limit_ns = int(cfg.time_limit * SEC)
         extended = [limit_ns]
@@ -482,7 +507,7 @@ def run(cfg, report: bool = True, config_path: str | None = None, exact_rules=No
                          f"time limit, until the requested faults had their points")
         driver.record_clock_faults()   # a step at the workload's last point is recorded before its heal
         clock_took = driver.heal_clocks()   # healed at the end, as the timed nemesis's final reset
-        sched.faults = []           # the final phase is not faulted: every rule left unfired is a missed fault
+        sched.faults, sched.call_faults = [], []   # the final phase is not faulted: a rule left unfired is missed
         for proc in list(driver.procs.values()):
             sched.kill(proc)        # fresh workers for the read-back, as the timed mode does
         sched.replies.clear()
@@ -504,6 +529,8 @@ def run(cfg, report: bool = True, config_path: str | None = None, exact_rules=No
     finally:
         sched.faults = [r for rs in rules.values() for r in rs]
         summary = sched.summary()
+        if driver is not None:   # the racers' faults inside calls: asked for and landed, per kind
+            summary["call_faults"] = driver.calls.summary()
         schedule.write(run_dir.path, sched.trace)
         sched.close()
         target.close()

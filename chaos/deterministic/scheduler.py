@@ -171,11 +171,13 @@ class FaultRule:
     then: Callable[[], dict] | None = None
     seen: int = 0
     evidence: dict | None = None
+    held: "Thread | None" = None   # freeze: the thread it holds (``release_hold``)
+    sleeps: bool = False           # with ``calls`` None: a sleep is a matching point too
 
     def matches(self, thread: "Thread", call: str, seq: int, vt: int = 0) -> bool:
         if self.evidence is not None or vt < self.after_ns:
             return False
-        if self.calls is None and call in ("start", "sleep"):
+        if self.calls is None and (call == "start" or (call == "sleep" and not self.sleeps)):
             return False
         if self.calls is not None and call not in self.calls:
             return False
@@ -265,6 +267,9 @@ class Scheduler(Flights):
         self.lowest = 0.0               # the priority the last yield gave: the next goes below it
         self.prefixes = [os.path.abspath(p) for p in prefixes]
         self.faults = list(faults or [])
+        #: one call's own faults (a racer's freeze or kill inside it: ``chaos.deterministic.callfaults``),
+        #: armed and disarmed by the run per call; not the run's requested faults (``summary``)
+        self.call_faults: list[FaultRule] = []
         self.stuck_s = stuck_s
         self.log_dir = log_dir
         self.reads = reads              # read/pread of store fds are points too
@@ -891,7 +896,8 @@ class Scheduler(Flights):
         due = t.wake_at if t.state == "sleeping" or (t.state == "waiting" and 0 <= t.wake_at <= self.vt) else 0
         self.vt = max(self.vt, t.local_vt, due) + self.step_ns
         err = 0
-        rule = None if t.held else next((r for r in self.faults if r.matches(t, t.call, t.seq, self.vt)), None)
+        rule = None if t.held else next((r for rules in (self.faults, self.call_faults) for r in rules
+                                         if r.matches(t, t.call, t.seq, self.vt)), None)
         t.held = False
         point = {"process": t.proc.name, "thread": t.name, "call": t.call, "index": t.seq, "path": t.path,
                  "vt_ns": self.vt}
@@ -909,6 +915,9 @@ class Scheduler(Flights):
             if rule.action == "freeze":
                 rule.evidence.update(hold_ns=rule.hold_ns, resume_vt_ns=self.vt + rule.hold_ns)
                 t.state, t.wake_at, t.held = "sleeping", self.vt + rule.hold_ns, True
+                rule.held = t
+                if rule.then is not None:
+                    rule.then()
                 return
             if rule.action == "clock":
                 self.clock_offsets.update(rule.offsets or {})
@@ -997,6 +1006,15 @@ class Scheduler(Flights):
             break
         out, self.replies = self.replies, []
         return out
+
+    def release_hold(self, rule: FaultRule, at_ns: int) -> None:
+        """A freeze that ``rule`` holds ends at virtual time ``at_ns`` (now, if that is past) instead of
+        at its ``hold_ns``: a frozen call held until its rival has its reply."""
+        t = rule.held
+        if t is None or not t.held or t.state != "sleeping":
+            return
+        t.wake_at = max(self.vt, at_ns)
+        rule.evidence.update(hold_ns=t.wake_at - rule.evidence["vt_ns"], resume_vt_ns=t.wake_at)
 
     def run_all(self) -> list[tuple[Proc, bytes]]:
         """Run until no thread is left that can ever run (every process done);
