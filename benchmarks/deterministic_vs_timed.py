@@ -36,7 +36,7 @@ MODES = ("timed", "deterministic")
 def one(store: str, deterministic: bool, seed: int, args) -> dict:
     cmd = [sys.executable, "-m", "chaos.cli", "run", *backend_args(args.backend, args.wowbagger), "--seed", str(seed),
            "--workers", str(args.workers), "--time-limit", str(args.time_limit), "--nemesis", args.nemesis,
-           "--store", store, "--no-report"] + (["--deterministic"] if deterministic else [])
+           "--store", store, "--no-report", "--deterministic" if deterministic else "--timed"]
     t0 = time.monotonic()
     code, err = run_child(cmd)
     wall = time.monotonic() - t0

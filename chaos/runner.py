@@ -58,7 +58,7 @@ from chaos.faults import procs
 from chaos.history_store import HistoryWriter
 from chaos.nemesis import Coverage, compose_packages
 from chaos.store import RunDir, clean_stale_tmp
-from chaos.watchdog import DSN_ENV, start_time
+from chaos.watchdog import Guard
 from chaos.faults.incall import Rendezvous
 from chaos.worker import ReleaseTally, Slot
 from chaos.workload_kinds import workload_kind
@@ -252,31 +252,10 @@ class Run:
     # ------------------------------------------------------------------ setup
 
     def _watchdog(self, run: RunDir) -> None:
-        self.pidfile = run.file("tmp", "pids")
-        self.dirsfile = run.file("tmp", "dirs")
-        open(self.pidfile, "w").close()
-        open(self.dirsfile, "w").close()
-        env = dict(os.environ, **({DSN_ENV: self.cfg.dsn} if self.cfg.dsn else {}))  # a secret stays off disk
-        wd = subprocess.Popen([sys.executable, "-m", "chaos.watchdog", self.pidfile, run.tmp, self.dirsfile],
-                              stdin=subprocess.PIPE, start_new_session=True, env=env)
-        procs.register(wd.pid)
-
-        def close():
-            try:
-                wd.stdin.close()
-                wd.wait(timeout=10)
-            except Exception:
-                procs.ProcessTree(wd.pid, popen=wd).kill()
-            procs.unregister(wd.pid)
-        self.cleanups.append(close)
-
-    def _note_pid(self, pid: int) -> None:
-        with open(self.pidfile, "a") as f:
-            f.write(f"{pid} {start_time(pid)}\n")
-
-    def _note_dir(self, path: str) -> None:
-        with open(self.dirsfile, "a") as f:
-            f.write(path + "\n")
+        self.guard = Guard(run.tmp, self.cfg.dsn)   # (a secret DSN stays off disk)
+        self.pidfile = self.guard.pidfile
+        self._note_pid, self._note_dir = self.guard.note_pid, self.guard.note_dir
+        self.cleanups.append(self.guard.close)
 
     def _faults(self, run: RunDir, target):
         clock_faults, fsync, power = {}, None, None

@@ -159,6 +159,45 @@ def drop_listed_schemas(tmpdir: str, dsn: str | None) -> list[str]:
     return dropped
 
 
+class Guard:
+    """A run's watchdog, started first (``python -m chaos.watchdog`` in its own session, a pipe on
+    its stdin): from then on a SIGKILL of the run leaves nothing behind. ``note_pid``/``note_dir``
+    list what it is to kill and remove; ``close()``, after the run's own cleanup, ends it (it then
+    kills what is still listed and alive, and removes ``tmp``). ``dsn``: the schemas a ``--dsn``
+    run names in ``tmp/schemas`` are dropped (the DSN only in its environment, never on disk)."""
+
+    def __init__(self, tmp: str, dsn: str | None = None):
+        import subprocess
+
+        from chaos.faults import procs
+
+        self.pidfile, self.dirsfile = os.path.join(tmp, "pids"), os.path.join(tmp, "dirs")
+        open(self.pidfile, "w").close()
+        open(self.dirsfile, "w").close()
+        env = dict(os.environ, **({DSN_ENV: dsn} if dsn else {}))
+        self.popen = subprocess.Popen([sys.executable, "-m", "chaos.watchdog", self.pidfile, tmp, self.dirsfile],
+                                      stdin=subprocess.PIPE, start_new_session=True, env=env)
+        procs.register(self.popen.pid)
+
+    def note_pid(self, pid: int) -> None:
+        with open(self.pidfile, "a") as f:
+            f.write(f"{pid} {start_time(pid)}\n")
+
+    def note_dir(self, path: str) -> None:
+        with open(self.dirsfile, "a") as f:
+            f.write(path + "\n")
+
+    def close(self) -> None:
+        from chaos.faults import procs
+
+        try:
+            self.popen.stdin.close()
+            self.popen.wait(timeout=10)
+        except Exception:
+            procs.ProcessTree(self.popen.pid, popen=self.popen).kill()
+        procs.unregister(self.popen.pid)
+
+
 def main(argv: list[str]) -> int:
     pidfile, tmpdir = argv[0], argv[1]
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the runner; we wait for its end

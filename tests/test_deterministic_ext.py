@@ -384,3 +384,17 @@ def test_a_flight_that_never_reaches_a_point_is_reported_stuck_not_waited_for(tm
         s.spawn("p", argv)
         with pytest.raises(SchedulerStuck, match=r"in flight, 5 s without a point: p/f1/t\d"):
             s.run_all()
+
+
+def test_a_relative_program_path_is_made_absolute_for_a_program_run_from_its_run_dir(tmp_path, monkeypatch):
+    # a deterministic run starts the program's calls in the run dir: `node ../sut/bin/prog.js` as typed
+    # from here must name the same file there (it stopped at setup with MODULE_NOT_FOUND)
+    from chaos.sut.external import paths_made_absolute
+
+    (tmp_path / "sut" / "bin").mkdir(parents=True)
+    (tmp_path / "sut" / "bin" / "prog.js").write_text("")
+    (tmp_path / "here").mkdir()
+    monkeypatch.chdir(tmp_path / "here")
+    prog = str(tmp_path / "sut" / "bin" / "prog.js")
+    assert paths_made_absolute("node ../sut/bin/prog.js --mode x/y sqlite") == f"node {prog} --mode x/y sqlite"
+    assert paths_made_absolute(f"node '{prog}'") == f"node {prog}"

@@ -116,9 +116,11 @@ _CACHES: list[str] = []
 @pytest.fixture
 def sandbox(tmp_path, monkeypatch):
     """``make()`` -> a fresh directory per example, the working directory while the CLI runs."""
+    import chaos.deterministic.run
     import chaos.runner
 
     monkeypatch.setattr(chaos.runner, "run", _runner_stub)
+    monkeypatch.setattr(chaos.deterministic.run, "run", _runner_stub)   # chaos run's default mode
     if not _CACHES:
         _CACHES.extend(_caches())
         from chaos.conform.adapters.python import probe
@@ -139,7 +141,7 @@ def sandbox(tmp_path, monkeypatch):
         shutil.rmtree(d, ignore_errors=True)
 
 
-def _runner_stub(cfg, report: bool = True) -> int:
+def _runner_stub(cfg, report: bool = True, config_path=None) -> int:
     """Where ``chaos run`` would start working: make the run dir and ``latest`` only."""
     from chaos.store import RunDir
 

@@ -192,7 +192,9 @@ def test_gitjournal_run_is_valid_and_merge_coordinated(tmp_path):
     work_claim = results["capabilities"]["result"]["operations"]["work_claim"]
     assert work_claim["mode"] == "merge-coordinated" and work_claim["safe_exclusive_dispatch"] is False
     assert results["checkers"]["capability_honesty"]["valid"] is True
-    assert set(results["fault_coverage"]) == {"kill", "pause", "clock", "fsync", "lost-reply", "restart"}
+    # chaos run's default on gitjournal: the deterministic mode, with its faults (the timed ones but restart)
+    assert results["deterministic"]["seed"] == 2 and "--deterministic" in results["test"]["command"]
+    assert set(results["fault_coverage"]) == {"kill", "pause", "clock", "fsync", "lost-reply"}
     assert (latest / "repo" / ".git").is_dir() and results["stats"]["ok"] > 0
 
 

@@ -108,7 +108,7 @@ def _is_f7(anomaly: dict, history: list[dict]) -> bool:
 def test_a_short_chaos_run_commits_verifies_and_finds_only_documented_deviations(tmp_path):
     p = subprocess.run([sys.executable, "-m", "chaos.cli", "run", "--backend", "external", "--profile", str(PROFILE),
                         "--command", COMMAND, "--nemesis", "kill,fsync", "--time-limit", "25", "--workers", "3",
-                        "--scale", "2", "--seed", "5", "--store", str(tmp_path / "store")],
+                        "--scale", "2", "--seed", "5", "--timed", "--store", str(tmp_path / "store")],
                        capture_output=True, text=True, cwd=ROOT, timeout=900)
     latest = tmp_path / "store" / "latest"
     results = json.loads((latest / "results.json").read_text())

@@ -1,13 +1,15 @@
 """``chaos run``: run a workload against a backend under faults and check it.
 
-Defaults: embedded SQLite, the ``claims`` workload, every nemesis the backend
-supports here, 10 workers, 30 s of workload plus the final phase (about a
-minute in all). Backends: ``sqlite``; ``postgres`` (our own server, or
+Defaults: embedded SQLite, the ``claims`` workload, the deterministic mode
+where it can run (else the timed one, saying why), every nemesis the mode
+and backend support here, 10 workers, 30 s of workload plus the final phase.
+Backends: ``sqlite``; ``postgres`` (our own server, or
 ``--dsn`` for yours: then only a fresh schema is created and dropped, and the
 server is never faulted); ``gitjournal`` (a git repo in the run dir);
 ``external --command '...' [--profile FILE]`` (any contract CLI). Which
-nemeses hit what, per backend: ``chaos doctor``. Same ``--seed`` -> the same operation and fault schedule
-(``schedule.jsonl``); outcomes may differ. Exit code = verdict (0 valid,
+nemeses hit what, per backend: ``chaos doctor``. Same ``--seed`` -> the same history in the
+deterministic mode; the same operation and fault schedule (``schedule.jsonl``) in the timed one, whose
+outcomes may differ. Exit code = verdict (0 valid,
 1 invalid, 2 unknown; 130 interrupted).
 """
 
@@ -25,6 +27,8 @@ from chaos.store import check_name, refuse_unusable_dir, writable_dir
 
 #: the longest --time-limit / --op-timeout accepted (a week; more is a typo)
 MAX_SECONDS = 7 * 24 * 3600
+#: --op-timeout unless given (seconds; raised for a slow backend in the timed mode)
+DEFAULT_OP_TIMEOUT = 8.0
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -55,7 +59,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", default="store", help="root of run directories (default ./store)")
     p.add_argument("--name", default=None, help="test name (run dir store/<name>/<timestamp>)")
     p.add_argument("--op-timeout", type=float, default=None,
-                   help="deadline per operation in seconds (default 8, raised for slow backends)")
+                   help="deadline per operation in seconds (default 8, raised for slow backends): the timed "
+                        "mode's; the deterministic mode has none, so another value runs the timed mode")
     p.add_argument("--scale", type=float, default=None,
                    help="multiply lease, work and backoff times by this (default: measured from the backend's "
                         "call latency at start; recorded so a run reproduces)")
@@ -68,10 +73,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", default=None,
                    help="run exactly this test.yaml (a stored run's, or chaos shrink's minimal one, with its "
                         "explicit fault list); only --store and --name apply on top")
-    p.add_argument("--deterministic", action="store_true",
-                   help="same seed, same history: every worker under one scheduler (PCT) on a virtual clock, "
-                        "faults (kill, fsync; clock when asked) at exact scheduling points "
-                        "(docs/deterministic.md; sqlite, python, gitjournal, the suite's own CLI as a black box and Wowbagger for now)")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--deterministic", action="store_true", default=None,
+                      help="same seed, same history: every worker under one scheduler (PCT) on a virtual clock, "
+                           "faults (kill, pause, clock, fsync, lost-reply) at exact scheduling points "
+                           "(docs/deterministic.md). The default wherever it can run (claims on sqlite, python, "
+                           "gitjournal, the suite's own CLI as a black box and Wowbagger, with exact faults only); "
+                           "this flag refuses a run it cannot make deterministic instead of running it timed")
+    mode.add_argument("--timed", dest="deterministic", action="store_false",
+                      help="the timed mode: real processes on the real clock, faults by timers (every nemesis, "
+                           "every backend; the same seed gives the same fault schedule, not the same history)")
     p.add_argument("--pct-depth", type=int, default=3,
                    help="--deterministic: PCT depth d (d - 1 priority change points; default 3)")
     p.add_argument("--pct-points", type=int, default=None,
@@ -83,6 +94,32 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def build_config(args: argparse.Namespace):
+    """The run ``args`` ask for. Neither ``--deterministic`` nor ``--timed``: the deterministic mode
+    where it can run (``chaos.deterministic.run.refusal``), else the timed one, saying why on stderr."""
+    mode = getattr(args, "deterministic", None)
+    deadline = getattr(args, "op_timeout", None)
+    if deadline is not None:
+        check_limits(1, 1.0, deadline)   # a bad value is its own one-line error, whatever the mode
+    timed_flag = (None if deadline is None or deadline == DEFAULT_OP_TIMEOUT else
+                  f"--op-timeout {deadline:g}: the deterministic mode has no per-op deadline (a call ends where "
+                  f"the schedule gets it; a run that cannot go on ends unknown)")
+    if mode is True and timed_flag:
+        raise UsageError(f"--deterministic: {timed_flag}")
+    if mode is not None:
+        return _build_config(args, mode)
+    if getattr(args, "pct_depth", 3) != 3 or getattr(args, "pct_points", None) is not None:
+        return _build_config(args, True)   # PCT's flags ask for the deterministic mode
+    from chaos.deterministic.run import refusal
+
+    cfg = None if timed_flag else _build_config(args, True)
+    why = timed_flag or refusal(cfg)
+    if why is None:
+        return cfg
+    print(f"chaos: timed mode, not deterministic: {why.removeprefix('--deterministic: ')}", file=sys.stderr)
+    return _build_config(args, False)
+
+
+def _build_config(args: argparse.Namespace, deterministic: bool):
     from chaos.nemesis import NEMESES, support, supported
     from chaos.random import fresh_seed
     from chaos.runner import RunConfig
@@ -129,7 +166,7 @@ def build_config(args: argparse.Namespace):
         names = sc["nemesis"]
     else:
         names = supported(args.backend, dict(opts, **sc.get("nemesis_opts", {})))
-        if getattr(args, "deterministic", False):
+        if deterministic:
             from chaos.deterministic.run import DEFAULT_FAULTS, SCHEDULER_FAULTS
 
             names = [n for n in DEFAULT_FAULTS if n in names or n in SCHEDULER_FAULTS]
@@ -139,12 +176,12 @@ def build_config(args: argparse.Namespace):
         raise UsageError(f"{where}unknown nemesis {', '.join(unknown)} (known: {', '.join(sorted(NEMESES.keys()))})")
     table = support(args.backend, dict(opts, **sc.get("nemesis_opts", {})))
     bad = [f"{n} ({table[n][1]})" for n in names
-           if not table[n][0] and not _scheduler_fault(n, getattr(args, "deterministic", False))]
+           if not table[n][0] and not _scheduler_fault(n, deterministic)]
     if bad:
         raise UsageError(f"nemesis not available with --backend {args.backend} here: {'; '.join(bad)}")
     workers = args.workers if args.workers is not None else sc.get("workers", 10)
     time_limit = args.time_limit if args.time_limit is not None else sc.get("time_limit", 30.0)
-    op_timeout = args.op_timeout if args.op_timeout is not None else 8.0
+    op_timeout = args.op_timeout if args.op_timeout is not None else DEFAULT_OP_TIMEOUT
     check_limits(workers, time_limit, op_timeout)
     check_scale(args.scale)
     seed = args.seed if args.seed is not None else fresh_seed()
@@ -169,12 +206,14 @@ def build_config(args: argparse.Namespace):
     if profile:
         argv += ["--profile", profile]
     pct_depth, pct_points = getattr(args, "pct_depth", 3), getattr(args, "pct_points", None)
-    if getattr(args, "deterministic", False):
+    if deterministic:
         argv += ["--deterministic", "--pct-depth", str(pct_depth)]
         if pct_points is not None:
             argv += ["--pct-points", str(pct_points)]
     elif pct_depth != 3 or pct_points is not None:
-        raise UsageError("--pct-depth and --pct-points are for --deterministic")
+        raise UsageError("--pct-depth and --pct-points are for the deterministic mode, not --timed")
+    else:
+        argv += ["--timed"]   # the reproduce line keeps its mode whatever the default
     if nodes != "local":
         argv += ["--nodes", nodes]
         for flag, value in (("--docker-host", getattr(args, "docker_host", None)),
@@ -193,7 +232,7 @@ def build_config(args: argparse.Namespace):
                      profile=os.path.abspath(profile) if profile else None, backend_command=command,
                      factory=factory, nodes=nodes, docker_host=getattr(args, "docker_host", None),
                      node_memory=getattr(args, "node_memory", None), node_cpus=getattr(args, "node_cpus", None),
-                     deterministic=bool(getattr(args, "deterministic", False)),
+                     deterministic=deterministic,
                      pct_depth=pct_depth, pct_points=pct_points)
 
 
@@ -284,8 +323,8 @@ def config_from_file(args: argparse.Namespace):
     cfg.store = args.store
     if args.name:
         cfg.name = args.name
-    if getattr(args, "deterministic", False):
-        cfg.deterministic = True
+    if getattr(args, "deterministic", None) is not None:   # --deterministic or --timed on top of the file's mode
+        cfg.deterministic = args.deterministic
     cfg.command = shlex.join(["chaos", "run", "--config", os.path.abspath(args.config), "--store", cfg.store,
                               "--name", cfg.name] + (["--deterministic"] if cfg.deterministic else []))
     return cfg

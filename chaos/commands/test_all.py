@@ -11,7 +11,8 @@ A matrix file (see ``matrices/smoke.yaml``, ``matrices/nightly.yaml``)::
     workers: 3
     store: store                 # optional; --store wins
 
-    deterministic: false         # optional: every run is `chaos run --deterministic`
+    deterministic: true          # optional: true, every run --deterministic; false, --timed;
+                                 # absent, chaos run's default (deterministic where it can run)
     reports: true                # optional: false skips each run's report.html (big campaigns)
 
 By default runs are sequential (one at a time keeps a shared machine usable
@@ -221,11 +222,12 @@ def expand(matrix: dict, path: str = "matrix", store: str | None = None) -> list
     prefix = matrix.get("name", "matrix")
     check_name(prefix, f"{path}: name")
     run_flags = []
-    for key, flag, when in (("deterministic", "--deterministic", True), ("reports", "--no-report", False)):
+    for key, flags in (("deterministic", {True: "--deterministic", False: "--timed"}),
+                       ("reports", {False: "--no-report"})):
         if key in matrix and not isinstance(matrix[key], bool):
             _fail(path, f"{key} must be true or false")
-        if matrix.get(key, not when) is when:
-            run_flags.append(flag)
+        if key in matrix and matrix[key] in flags:   # absent: chaos run's own default
+            run_flags.append(flags[matrix[key]])
     if not isinstance(matrix.get("store", "store"), str):
         _fail(path, "store must be a directory path")
     known_faults = _known_faults()

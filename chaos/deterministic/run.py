@@ -44,6 +44,7 @@ from chaos.errors import ExitCode
 from chaos.history_store import HistoryWriter
 from chaos.nemesis import Coverage
 from chaos.store import RunDir, clean_stale_tmp
+from chaos.watchdog import Guard
 from workloads.generator import NEMESIS, clients, deadline
 from workloads.interpreter import interpret
 
@@ -197,8 +198,9 @@ class DeterministicDriver:
     """The interpreter's driver: virtual time, workers under the scheduler, completions in schedule order."""
 
     def __init__(self, sched: Scheduler, history: HistoryWriter, spec: dict, log_dir: str,
-                 worker_env: dict | None = None, op_timeout_s: float = 8.0):
+                 worker_env: dict | None = None, op_timeout_s: float = 8.0, note_pid=None):
         self.sched, self.history, self.spec, self.log_dir = sched, history, spec, log_dir
+        self.note_pid = note_pid or (lambda pid: None)   # the run's watchdog kills it if the run dies
         self.calls = CallFaults(sched, int(op_timeout_s * SEC_NS))   # the racers' faults inside one call
         self.worker_env = worker_env or {}   # the power-loss journal's preload and files
         self.procs: dict = {}          # client thread -> its worker Proc
@@ -260,6 +262,7 @@ class DeterministicDriver:
         env = {**self.worker_env, "CHAOS_DET_SPEC": json.dumps(self.spec)}
         proc = self.sched.spawn(f"w{thread}.{n}", [sys.executable, "-m", "chaos.deterministic.worker"],
                                 control=True, env=env)
+        self.note_pid(proc.pid)
         self.procs[thread] = proc
         while proc.pid not in self.ready and not proc.gone:
             events = self.sched.run_until(None)
@@ -461,12 +464,13 @@ def run(cfg, report: bool = True, config_path: str | None = None, exact_rules=No
     run_dir = RunDir(cfg.store, cfg.name)
     with open(os.path.join(run_dir.tmp, ".owner"), "w") as f:   # a killed run's tmp/ is swept by the next start
         f.write(str(os.getpid()))
+    guard = Guard(run_dir.tmp)   # and by its watchdog at once, its workers killed, even after a SIGKILL of this one
     kind = workload_kind(cfg)
     notes: list[str] = []
     prepare_for_backend(kind, cfg, notes)
     run_dir.write_yaml("test.yaml", asdict(cfg))
     client_gen, world = kind.build(cfg)
-    target = kind.target(cfg, run_dir, lambda pid: None, lambda path: None)
+    target = kind.target(cfg, run_dir, guard.note_pid, guard.note_dir)
     history = HistoryWriter(run_dir.file("history.jsonl"))
     power, rules = None, {}
     coverage = Coverage(cfg.nemesis)
@@ -491,7 +495,7 @@ def run(cfg, report: bool = True, config_path: str | None = None, exact_rules=No
                  else exact_rules(power) if callable(exact_rules) else exact_rules)
         sched.faults = [r for rs in rules.values() for r in rs]
         driver = DeterministicDriver(sched, history, target.spec, run_dir.file("logs"),
-                                     power.env() if power is not None else None, cfg.op_timeout)
+                                     power.env() if power is not None else None, cfg.op_timeout, guard.note_pid)
         threads = list(range(cfg.workers))
         limit_ns = int(cfg.time_limit * SEC)
         extended = [limit_ns]
@@ -537,6 +541,7 @@ def run(cfg, report: bool = True, config_path: str | None = None, exact_rules=No
         history.close()
         if power is not None:
             power.cleanup()
+        guard.close()
         shutil.rmtree(run_dir.tmp, ignore_errors=True)
         if main:
             signal.signal(signal.SIGTERM, old_term)
@@ -673,6 +678,7 @@ def _results(cfg, kind, world, target, history, coverage, notes, summary, final_
     not a reason for ``unknown``; ``final_incomplete`` (a final read-back that ended info) is one.
     ``stuck``: why the scheduler could not go on; the history stops there, without its final phase,
     so it is not checked (a checker owed a read-back would cry wolf) and the verdict is ``unknown``."""
+    from chaos.reports.evidence import evidence
     from chaos.runner import Run, op_stats
 
     ops = history.snapshot()
@@ -713,6 +719,6 @@ def _results(cfg, kind, world, target, history, coverage, notes, summary, final_
             "test": {"name": cfg.name, "backend": cfg.backend, "workload": cfg.workload, "nemesis": list(cfg.nemesis),
                      "workers": cfg.workers, "time_limit": cfg.time_limit, "seed": cfg.seed, "command": cfg.command},
             "capabilities": target.capabilities, "verdict": verdict, "exit_code": int(code),
-            "checkers": checkers, "fault_coverage": coverage.to_json(), "workload_coverage": paths, "stats": stats,
-            "ctx": ctx, "notes": notes, "known_deviations": merged.get("known_deviations", []),
+            "checkers": checkers, "fault_coverage": coverage.to_json(), "workload_coverage": paths,
+            "evidence": evidence(ops, cfg.time_limit, paths), "stats": stats, "ctx": ctx, "notes": notes, "known_deviations": merged.get("known_deviations", []),
             "deterministic": summary}, wall

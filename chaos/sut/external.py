@@ -41,6 +41,8 @@ class ExternalTarget(Target):
         if not self.black_box and "export" not in profile.admin:
             raise UsageError(f"profile {profile.name} has 'admin seed' but no 'admin export'")
         command = resolve_command(self.cfg.backend_command)
+        if getattr(self.cfg, "deterministic", False):   # its calls start in the run dir, not here
+            command = paths_made_absolute(command)
         confined, how = confine.status()
         if not confined:   # said up front, not a refusal: the run goes on unconfined
             self.setup_notes.append(f"writes not confined: {how}")
@@ -383,3 +385,13 @@ def _deterministic(opts: dict) -> tuple:
 
 
 SUT = ExternalSut()
+
+
+def paths_made_absolute(command: str) -> str:
+    """``command`` as run from another directory (a deterministic run's program starts in its run
+    dir): each word that names an existing file or directory by a relative path with a slash in it
+    (``../sut/bin/prog.js``, ``./prog``) made absolute from here; every other word as it was."""
+    import shlex
+
+    return shlex.join(os.path.abspath(w) if "/" in w and not os.path.isabs(w) and os.path.exists(w) else w
+                      for w in shlex.split(command))
