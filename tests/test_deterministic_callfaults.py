@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from chaos.deterministic.callfaults import STEP_CALLS
+import claims_sim_support
 
 ARGS = ("--seed", "1", "--workers", "4", "--time-limit", "4", "--nemesis", "none")
 
@@ -25,26 +26,12 @@ def _run(store: Path) -> tuple[dict, list[dict]]:
     return json.loads((run / "results.json").read_text()), history
 
 
-def _pairs(history: list[dict]) -> list[tuple[dict, dict]]:
-    """(invoke, completion) of every client op, in invoke order."""
-    open_, out = {}, []
-    for op in history:
-        if op.get("process") == "nemesis" or op.get("type") not in ("invoke", "ok", "fail", "info"):
-            continue
-        if op["type"] == "invoke":
-            open_[op["process"]] = len(out)
-            out.append([op, None])
-        elif op["process"] in open_:
-            out[open_.pop(op["process"])][1] = op
-    return [(a, b) for a, b in out if b is not None]
-
-
 def test_a_racers_freeze_and_kill_land_inside_their_calls_and_the_rival_runs_in_the_freeze(tmp_path):
     results, history = _run(tmp_path / "a")
     asked = results["deterministic"]["call_faults"]
     assert asked["kill"]["asked"] >= 1 and asked["kill"]["landed"] == asked["kill"]["asked"], asked
     assert asked["freeze"]["landed"] >= 5, asked
-    pairs = _pairs(history)
+    pairs = [(i, c) for i, c in claims_sim_support.pairs(history) if c["type"] in ("ok", "fail", "info")]
     rivals = {inv["after_freeze"]: done for inv, done in pairs if inv.get("after_freeze")}
     frozen = [(inv, done) for inv, done in pairs if (done.get("fault") or {}).get("kind") == "freeze"]
     assert len(frozen) == asked["freeze"]["landed"]
