@@ -19,7 +19,13 @@ from chaos import sut
 from chaos.deterministic import NOT_CONTROLLED
 
 
+#: the deterministic mode's default nemesis before pause, clock and lost-reply joined it: these short runs are
+#: about replay and control, not about every fault landing in a second of virtual time
+KILL_FSYNC = ("--nemesis", "kill,fsync")
+
+
 def _run(store: Path, *args: str) -> subprocess.CompletedProcess:
+    args = args if "--nemesis" in args or "--config" in args else (*args, *KILL_FSYNC)
     return subprocess.run([sys.executable, "-m", "chaos.cli", "run", "--store", str(store), "--no-report", *args],
                           capture_output=True, text=True, timeout=300)
 
@@ -80,8 +86,9 @@ def test_three_runs_of_one_seed_give_one_history(tmp_path):
 def test_pcts_change_points_are_instants_spread_over_the_run_whatever_its_pace(tmp_path):
     """A change point is a virtual instant drawn over the time limit, taken by the first step from then
     on: all of them within a run that reaches its time limit, wherever in its steps they fall. (Drawn over
-    a count of 400 points per worker-second, every change point of these runs, which make some 3,000,
-    fell in their first seventh; with --pct-points the count still decides.)"""
+    a count of 400 points per worker-second, every change point of these runs, which made some 3,000 before
+    the racers' freezes held their calls and some 1,000 since, fell in their first part; with --pct-points
+    the count still decides.)"""
     latest = []
     for seed in (1, 2, 3):
         store = tmp_path / str(seed)
@@ -93,7 +100,7 @@ def test_pcts_change_points_are_instants_spread_over_the_run_whatever_its_pace(t
         assert all(1 <= t <= det["horizon_ns"] for t in det["change_ns"]) and det["change_ns"] == sorted(det["change_ns"])
         steps = det["points"] - det["flight_points"]
         assert len(det["change_points"]) == 2 and 1 <= det["change_points"][0] <= det["change_points"][1] <= steps
-        assert steps > 3 * 400 * 4 * 2      # some 3,000 per worker-second: faster than the old count assumed
+        assert steps > 2 * 400 * 4 * 2      # some 1,000-3,000 per worker-second: more than the old count assumed
         latest.append(det["change_points"][1] / steps)
     assert max(latest) > 0.5, latest
     res = _run(tmp_path / "count", "--deterministic", "--seed", "1", "--workers", "4", "--time-limit", "2",

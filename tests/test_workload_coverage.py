@@ -156,7 +156,9 @@ def test_probes_that_never_land_make_the_run_unknown_and_the_correct_backend_is_
     assert "probe " in note
     assert all(r["valid"] is True for r in results["checkers"].values())   # correct replies: no alarm
     (tmp_path / "b").mkdir()
-    results, _ = _run(tmp_path / "b", "--nemesis", "none", "--workers", "4", "--time-limit", "8", scenario=PROBES)
+    # the correct backend in the same (timed) mode as the class above, which the scheduler does not control
+    results, _ = _run(tmp_path / "b", "--timed", "--nemesis", "none", "--workers", "4", "--time-limit", "8",
+                      scenario=PROBES)
     assert results["verdict"] == "valid", results["notes"]
     assert results["workload_coverage"]["probe renew at exactly expires_at"]["completed"] > 0
 
