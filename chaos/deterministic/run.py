@@ -484,7 +484,8 @@ def run(cfg, report: bool = True, config_path: str | None = None, exact_rules=No
     # SIGTERM ends the run like Ctrl-C: everything reaped. Only the main thread may set a handler: a run in
     # another thread (a cluster worker's task thread: chaos explore's explore_one) leaves its process's alone
     main = threading.current_thread() is threading.main_thread()
-    old_term = signal.signal(signal.SIGTERM, _interrupt) if main else None
+    # (SIGINT too: a parent that ignores it, a shell's background job or a test runner, would leave it ignored)
+    old_handlers = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGINT, signal.SIGTERM)} if main else {}
     try:
         with setup_programs_virtual():
             target.setup(kind.namespaces(world), kind.durable(world))
@@ -543,8 +544,8 @@ def run(cfg, report: bool = True, config_path: str | None = None, exact_rules=No
             power.cleanup()
         guard.close()
         shutil.rmtree(run_dir.tmp, ignore_errors=True)
-        if main:
-            signal.signal(signal.SIGTERM, old_term)
+        for sig, handler in old_handlers.items():
+            signal.signal(sig, handler)
     for name, rs in rules.items():
         for r in rs:
             if r.evidence is not None:   # a fault that never came is missed: not fired
