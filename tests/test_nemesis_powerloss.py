@@ -18,7 +18,9 @@ from chaos.testing.sync_variants import VARIANTS
 def _run(tmp_path, seed: int, factory: str | None = None, backend: str = "sqlite", extra=(), time_limit=6):
     out = run_one(RunRequest(backend=backend, nemesis=["power-loss"], seed=seed, time_limit=time_limit, workers=4,
                              store=str(tmp_path / f"s{seed}"), factory=factory,
-                             extra_args=["--no-report", *extra]))   # results.json is what is read
+                             # the timed nemesis (its cut mid-write, its evidence); the deterministic
+                             # mode's exact power cut: tests/test_deterministic_faults.py
+                             extra_args=["--no-report", "--timed", *extra]))   # results.json is what is read
     offs = [json.loads(line) for line in open(f"{out.run_dir}/history.jsonl")]
     offs = [o for o in offs if o.get("f") == "power-loss" and o["type"] != "invoke"]
     return out, offs
