@@ -37,7 +37,7 @@ from dataclasses import asdict
 
 from checkers.history import classify, final_state_records
 from chaos.deterministic import trace as schedule
-from chaos.deterministic.callfaults import CallFaults
+from chaos.deterministic.callfaults import STEP_CALLS, CallFaults
 from chaos.deterministic.scheduler import FaultRule, Scheduler, SchedulerStuck
 from chaos.deterministic.shim import EPOCH_NS
 from chaos.errors import ExitCode
@@ -56,9 +56,9 @@ DEFAULT_FAULTS = ("kill", "pause", "clock", "fsync", "lost-reply")
 #: exact faults the scheduler makes by itself: the timed mode's tool for them (libfaketime, a worker
 #: host's exit after commit) is not needed
 SCHEDULER_FAULTS = ("clock", "pause", "lost-reply")
-#: the calls a kill may land before: every change to the store and every lock step
-KILL_CALLS = frozenset({"creat", "write", "pwrite", "writev", "ftruncate", "fsync", "fdatasync", "lock", "unlock",
-                        "flock", "rename", "link", "unlink", "mkdir"})
+#: the calls a kill may land before: every change to the store and every lock step (one set with the
+#: racers' own faults inside a call)
+KILL_CALLS = STEP_CALLS
 SYNC_CALLS = frozenset({"fsync", "fdatasync"})
 #: a fault's point is the n-th match from this share (%) of the time limit on, drawn per fault
 AFTER_PERCENT = (5, 60)
@@ -721,5 +721,6 @@ def _results(cfg, kind, world, target, history, coverage, notes, summary, final_
                      "workers": cfg.workers, "time_limit": cfg.time_limit, "seed": cfg.seed, "command": cfg.command},
             "capabilities": target.capabilities, "verdict": verdict, "exit_code": int(code),
             "checkers": checkers, "fault_coverage": coverage.to_json(), "workload_coverage": paths,
-            "evidence": evidence(ops, cfg.time_limit, paths), "stats": stats, "ctx": ctx, "notes": notes, "known_deviations": merged.get("known_deviations", []),
+            "evidence": evidence(ops, cfg.time_limit, paths), "stats": stats, "ctx": ctx, "notes": notes,
+            "known_deviations": merged.get("known_deviations", []),
             "deterministic": summary}, wall
