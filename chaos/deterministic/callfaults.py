@@ -10,8 +10,10 @@ box's program), armed when the call is sent and disarmed with its completion:
 * ``freeze`` with ``after: write-release``: the first point after the call released the
   POSIX record locks of a write transaction, the gap of a check-then-act fence (what
   ``chaos.faults.lockfreeze`` stops at in the timed mode): the next transaction's first lock
-  step, or the worker's point just before it writes its reply (``worker.py``); in a call
-  that takes no record lock (git's lock files, a program's renames), its n-th step, as a kill.
+  step, or the worker's point just before it writes its reply (``worker.py``); also the first
+  lock step after any transaction ended, so a check in a read-only transaction and its act in
+  the next are split; in a call that takes no record lock (git's lock files, a program's
+  renames), its n-th step, as a kill.
 
 A freeze with a ``tag`` holds its thread (keeping what it holds) until its rival, the op
 carrying ``after_freeze``/``ends_freeze`` with that tag, has its reply (at least ``hold_ms``,
@@ -103,9 +105,11 @@ class CallFaults:
     @staticmethod
     def _gap(in_call, nth: int):
         """The first point after the record locks of a write transaction were released (the
-        next transaction's first lock step, or the worker's point before its reply); in a call
-        that takes no record lock (git's lock files, a program's renames), its n-th step."""
-        seen = {"wrote": False, "last": None, "steps": 0, "locks": False}
+        next transaction's first lock step, or the worker's point before its reply), or the first
+        lock step after any transaction ended (a whole-file unlock): a check made in a read-only
+        transaction and acted on in the next is split there too. In a call that takes no record
+        lock (git's lock files, a program's renames), its n-th step."""
+        seen = {"wrote": False, "last": None, "steps": 0, "locks": False, "ended": False}
 
         def when(t) -> bool:
             if not in_call(t):
@@ -113,7 +117,8 @@ class CallFaults:
             call, last = t.call, seen["last"]
             seen["last"] = call
             seen["locks"] |= call in RECORD_LOCKS
-            gap = seen["wrote"] and last == "unlock" and call != "unlock"
+            gap = (seen["wrote"] and last == "unlock" and call != "unlock") or (seen["ended"] and call == "lock")
+            seen["ended"] |= call == "unlock" and t.arg == 0
             seen["wrote"] |= call in WRITES
             seen["steps"] += call in STEP_CALLS
             return gap or (not seen["locks"] and call in STEP_CALLS and seen["steps"] == nth)
