@@ -109,7 +109,8 @@ class CallFaults:
         lock step after any transaction ended (a whole-file unlock): a check made in a read-only
         transaction and acted on in the next is split there too. In a call that takes no record
         lock (git's lock files, a program's renames), its n-th step."""
-        seen = {"wrote": False, "last": None, "steps": 0, "locks": False, "ended": False}
+        seen = {"wrote": False, "last": None, "locks": False, "ended": False}
+        nth_step = CallFaults._nth_step(in_call, nth)
 
         def when(t) -> bool:
             if not in_call(t):
@@ -120,8 +121,7 @@ class CallFaults:
             gap = (seen["wrote"] and last == "unlock" and call != "unlock") or (seen["ended"] and call == "lock")
             seen["ended"] |= call == "unlock" and t.arg == 0
             seen["wrote"] |= call in WRITES
-            seen["steps"] += call in STEP_CALLS
-            return gap or (not seen["locks"] and call in STEP_CALLS and seen["steps"] == nth)
+            return nth_step(t) and not seen["locks"] or gap
         return when
 
     @staticmethod
