@@ -10,10 +10,10 @@ box's program), armed when the call is sent and disarmed with its completion:
 * ``freeze`` with ``after: write-release``: the first point after the call released the
   POSIX record locks of a write transaction, the gap of a check-then-act fence (what
   ``chaos.faults.lockfreeze`` stops at in the timed mode): the next transaction's first lock
-  step, or the worker's point just before it writes its reply (``worker.py``); also the first
-  lock step after any transaction ended, so a check in a read-only transaction and its act in
-  the next are split; in a call that takes no record lock (git's lock files, a program's
-  renames), its n-th step, as a kill.
+  step, or the worker's point just before it writes its reply (``worker.py``); in half the
+  calls (the racer's seeded ``at``) also the first lock step after any transaction ended, so a
+  check in a read-only transaction and its act in the next are split; in a call that takes
+  no record lock (git's lock files, a program's renames), its n-th step, as a kill.
 
 A freeze with a ``tag`` holds its thread (keeping what it holds) until its rival, the op
 carrying ``after_freeze``/``ends_freeze`` with that tag, has its reply (at least ``hold_ms``,
@@ -74,7 +74,9 @@ class CallFaults:
         else:
             tag = spec.get("tag")
             hold_ns = int(spec.get("hold_ms", 0)) * MS
-            rule = FaultRule("freeze", None, process=proc.name, sleeps=True, when=self._gap(in_call, nth)
+            at = float(spec.get("at", 0.5))
+            rule = FaultRule("freeze", None, process=proc.name, sleeps=True,
+                             when=self._gap(in_call, nth, check_gap=int(at * 16) % 2 == 1)
                              if spec.get("after") == "write-release" else self._nth_step(in_call, nth),
                              hold_ns=max(hold_ns, self.op_timeout_ns) if tag else hold_ns,
                              then=(lambda: self._landed(tag)) if tag else None)
@@ -103,12 +105,13 @@ class CallFaults:
         return when
 
     @staticmethod
-    def _gap(in_call, nth: int):
+    def _gap(in_call, nth: int, check_gap: bool):
         """The first point after the record locks of a write transaction were released (the
-        next transaction's first lock step, or the worker's point before its reply), or the first
-        lock step after any transaction ended (a whole-file unlock): a check made in a read-only
-        transaction and acted on in the next is split there too. In a call that takes no record
-        lock (git's lock files, a program's renames), its n-th step."""
+        next transaction's first lock step, or the worker's point before its reply), as the timed
+        mode's ``lockfreeze``; with ``check_gap`` (half the calls, by the racer's seeded ``at``),
+        also the first lock step after any transaction ended (a whole-file unlock), so a check
+        made in a read-only transaction and acted on in the next is split there. In a call that
+        takes no record lock (git's lock files, a program's renames), its n-th step."""
         seen = {"wrote": False, "last": None, "locks": False, "ended": False}
         nth_step = CallFaults._nth_step(in_call, nth)
 
@@ -118,7 +121,8 @@ class CallFaults:
             call, last = t.call, seen["last"]
             seen["last"] = call
             seen["locks"] |= call in RECORD_LOCKS
-            gap = (seen["wrote"] and last == "unlock" and call != "unlock") or (seen["ended"] and call == "lock")
+            gap = (seen["wrote"] and last == "unlock" and call != "unlock") or (check_gap and seen["ended"]
+                                                                                  and call == "lock")
             seen["ended"] |= call == "unlock" and t.arg == 0
             seen["wrote"] |= call in WRITES
             return nth_step(t) and not seen["locks"] or gap
