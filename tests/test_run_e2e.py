@@ -124,6 +124,10 @@ def test_sigint_stops_cleanly(tmp_path, mode):
     p.communicate(timeout=60)
     assert p.returncode == 130
     _assert_clean(run)
+    # what ran is kept and said, not checked: unknown, in both modes
+    results = json.loads(open(os.path.join(run, "results.json")).read())
+    assert results["verdict"] == "unknown" and not any(c.get("valid") is True for c in results["checkers"].values())
+    assert any("interrupted" in n for n in results["notes"])
 
 
 @MODES

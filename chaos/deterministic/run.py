@@ -479,7 +479,7 @@ def run(cfg, report: bool = True, config_path: str | None = None, exact_rules=No
     sched = Scheduler(cfg.seed, prefixes=[run_dir.path], depth=cfg.pct_depth, expected_points=expected_points(cfg),
                       horizon_ns=horizon, step_ns=STEP_NS, send_ns=CALL_NS, log_dir=run_dir.file("logs"),
                       sock_dir=run_dir.tmp)
-    clock_took, stuck, final_incomplete, driver = None, None, [], None
+    clock_took, stuck, final_incomplete, driver, interrupted = None, None, [], None, False
     wall0 = time.monotonic()
     # SIGTERM ends the run like Ctrl-C: everything reaped. Only the main thread may set a handler: a run in
     # another thread (a cluster worker's task thread: chaos explore's explore_one) leaves its process's alone
@@ -531,6 +531,8 @@ def run(cfg, report: bool = True, config_path: str | None = None, exact_rules=No
             history.append(dict(rec, time=sched.vt))
     except SchedulerStuck as e:
         stuck = str(e)   # the run ends where the scheduler could not go on: an unknown verdict, its schedule kept
+    except KeyboardInterrupt:   # Ctrl-C or SIGTERM: what ran is kept and said, unchecked, as the timed mode does
+        interrupted = True
     finally:
         sched.faults = [r for rs in rules.values() for r in rs]
         summary = sched.summary()
@@ -550,7 +552,8 @@ def run(cfg, report: bool = True, config_path: str | None = None, exact_rules=No
         for r in rs:
             if r.evidence is not None:   # a fault that never came is missed: not fired
                 coverage.fired(name, took_effect(r, clock_took))
-    results, wall = _results(cfg, kind, world, target, history, coverage, notes, summary, final_incomplete, stuck)
+    results, wall = _results(cfg, kind, world, target, history, coverage, notes, summary, final_incomplete,
+                             "interrupted (Ctrl-C or SIGTERM)" if interrupted else stuck, interrupted)
     results["history_sha256"] = history_sha256(run_dir.file("history.jsonl"))
     if previous is not None:
         results["reproduced"] = {"of": previous, "same_history": previous == results["history_sha256"]}
@@ -573,7 +576,7 @@ def run(cfg, report: bool = True, config_path: str | None = None, exact_rules=No
             print(schedule.compare_runs(os.path.dirname(os.path.abspath(config_path)), run_dir.path), file=sys.stderr)
     sys.stderr.flush()   # the verdict summary is stdout's, last (as chaos.runner prints it)
     print(console_summary(dict(results, run_dir=run_dir.path), run_dir.path), flush=True)
-    return results["exit_code"]
+    return 130 if interrupted else results["exit_code"]
 
 
 def _info_reason(op: dict) -> str:
@@ -672,13 +675,14 @@ def _without_wall(obj, path: str, wall: dict):
 
 
 def _results(cfg, kind, world, target, history, coverage, notes, summary, final_incomplete,
-             stuck: str | None = None) -> tuple[dict, dict]:
+             stuck: str | None = None, interrupted: bool = False) -> tuple[dict, dict]:
     """(results.json, wall.json): the first without a wall-clock field or the run dir's path, so
     equal runs give equal files; the second with what the wall clock said. ``notes`` are the set-up's
     (racer episodes left out, what a black box turned out to be): said, as the timed mode says them,
     not a reason for ``unknown``; ``final_incomplete`` (a final read-back that ended info) is one.
     ``stuck``: why the scheduler could not go on; the history stops there, without its final phase,
-    so it is not checked (a checker owed a read-back would cry wolf) and the verdict is ``unknown``."""
+    so it is not checked (a checker owed a read-back would cry wolf) and the verdict is ``unknown``;
+    so too for a run ``interrupted`` (``stuck`` then says by what)."""
     from chaos.reports.evidence import evidence
     from chaos.runner import Run, op_stats
 
@@ -693,9 +697,9 @@ def _results(cfg, kind, world, target, history, coverage, notes, summary, final_
             {k: v for k, v in f.items() if k != "missed"} | ({"cut_off": True} if f.get("missed") else {})
             for f in summary["faults"]])
         merged = {"valid": "unknown", "checkers": {}}
-        notes = notes + [f"the run stopped at {summary['virtual_ns'] / 1e9:.3f} virtual s, where the scheduler "
-                         f"could not go on: {stuck}; its history is incomplete and was not checked (its schedule "
-                         f"up to there is schedule.trace.gz)"]
+        where = "" if interrupted else ", where the scheduler could not go on"
+        notes = notes + [f"the run stopped at {summary['virtual_ns'] / 1e9:.3f} virtual s{where}: {stuck}; its "
+                         f"history is incomplete and was not checked (its schedule up to there is schedule.trace.gz)"]
     else:
         merged = kind.check(ops, ctx)
     v = merged.get("valid")
