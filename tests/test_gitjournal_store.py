@@ -72,6 +72,35 @@ def test_live_owner_lock_is_never_recovered(rig):
     assert _acquire_other(rig).exit == 0  # now the OS reports the owner gone: recovered
 
 
+def test_a_live_owners_lock_is_not_taken_when_the_wall_clock_moves_its_psutil_start(rig, monkeypatch):
+    """psutil's create_time() adds a boot time derived from the wall clock (``/proc/stat`` btime, re-read
+    on every call): a clock stepped or slewed across a second moves it by one, and a live owner read as
+    a reused pid lost its lock (a deterministic soak run: a frozen publisher's lock recovered, two
+    commits on one revision). The kernel's start ticks do not move."""
+    import psutil._pslinux as pslinux
+
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        record = {"pid": live.pid, "start_ticks": gl.process_start_ticks(live.pid),
+                  "start_time": gl.process_start_time(live.pid), "token": "t1"}
+        path = _write_lock(rig, record)
+        real = pslinux.boot_time
+        monkeypatch.setattr(pslinux, "boot_time", lambda: real() + 1.0)   # the wall clock stepped a second
+        assert gl.process_start_time(live.pid) == record["start_time"] + 1.0   # what the old check compared
+        assert not gl.owner_absent(record)
+        assert _acquire_other(rig).exit == 6 and os.path.exists(path)
+    finally:
+        live.kill()
+        live.wait()
+    assert _acquire_other(rig).exit == 0   # gone: recovered
+
+
+def test_pid_reuse_is_detected_by_start_ticks(rig):
+    me = os.getpid()  # a live pid, but not the process that took the lock
+    _write_lock(rig, {"pid": me, "start_ticks": gl.process_start_ticks(me) - 100, "start_time": 0.0, "token": "t3"})
+    assert _acquire_other(rig).exit == 0
+
+
 def test_malformed_lock_stays_unavailable(rig):
     _write_lock(rig, b"{not json")
     assert _acquire_other(rig).envelope["error"]["details"]["reason"] == "claim-store-locked"

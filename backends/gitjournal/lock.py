@@ -1,14 +1,22 @@
 """The namespace journal lock: an exclusive lock file that names its owner.
 
-Acquire: write ``{pid, start_time, token}`` to a private temp file, then
+Acquire: write ``{pid, start_ticks, start_time, token}`` to a private temp file, then
 ``link()`` it to ``lock``; ``link`` fails with EEXIST atomically, so the lock
 file only ever appears with its full content (a writer killed half-way
 cannot leave an empty, forever-malformed lock).
 
 Recovery (contract §6): a later process may remove a lock ONLY when the OS
 reports its owner absent: ``psutil`` says the pid does not exist, is a
-zombie, or is a different process (its start time differs: PID reuse).
-Elapsed time never authorizes recovery. A live or malformed lock stays busy.
+zombie, or is a different process (its start differs: PID reuse).
+Elapsed time never authorizes recovery. A process's start is the kernel's,
+in clock ticks since boot (``/proc/PID/stat`` field 22), fixed for its life;
+not psutil's ``create_time()``, which adds a boot time derived from the wall
+clock (``/proc/stat`` btime, re-read on every call) and so moves when the
+clock is stepped or slewed across a second: a live owner then reads as
+another process and its lock is taken from it (found by the deterministic
+mode: a frozen publisher's lock recovered, two commits on one revision).
+``start_time`` (psutil's) stays in the record for people and for locks
+written before ``start_ticks``, which are judged by it as before. A live or malformed lock stays busy.
 Recovery is mutually exclusive: it runs under ``flock`` of ``recover.lock``
 (released by the kernel when its holder dies, so it can never go stale), and
 re-reads the lock under it, so two recoverers cannot both remove it, and a
@@ -38,20 +46,31 @@ POLL_MAX_S = 0.05
 
 
 def process_start_time(pid: int) -> float | None:
+    """psutil's creation time (seconds since the epoch: moves with the wall clock; see above)."""
     try:
         return psutil.Process(pid).create_time()
     except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
         return None
 
 
-_START_BY_PID: dict[int, float | None] = {}
+def process_start_ticks(pid: int) -> int | None:
+    """The kernel's start of ``pid``: clock ticks since boot, ``/proc/PID/stat`` field 22."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    return int(stat.rsplit(b")", 1)[1].split()[19])   # (the name, field 2, may hold spaces)
 
 
-def _my_start() -> float | None:
-    """This process's start time (cached per pid: a fork gets its own)."""
+_START_BY_PID: dict[int, tuple[int | None, float | None]] = {}
+
+
+def _my_start() -> tuple[int | None, float | None]:
+    """This process's start, (ticks, psutil's time) (cached per pid: a fork gets its own)."""
     pid = os.getpid()
     if pid not in _START_BY_PID:
-        _START_BY_PID[pid] = process_start_time(pid)
+        _START_BY_PID[pid] = process_start_ticks(pid), process_start_time(pid)
     return _START_BY_PID[pid]
 
 
@@ -64,7 +83,10 @@ def owner_absent(owner: dict) -> bool:
         proc = psutil.Process(pid)
         if proc.status() == psutil.STATUS_ZOMBIE:
             return True  # dead, only not reaped yet: it can never release
-        return proc.create_time() != owner["start_time"]  # the pid was reused
+        if isinstance(owner.get("start_ticks"), int) and not isinstance(owner["start_ticks"], bool):
+            ticks = process_start_ticks(pid)
+            return ticks is not None and ticks != owner["start_ticks"]  # the pid was reused
+        return proc.create_time() != owner["start_time"]  # a lock from before start_ticks
     except psutil.NoSuchProcess:
         return True
     except psutil.AccessDenied:
@@ -123,7 +145,8 @@ class NamespaceLock:
 
     def _try_create(self) -> bool:
         token = secrets.token_hex(16)
-        record = {"pid": os.getpid(), "start_time": _my_start(), "token": token}
+        ticks, start = _my_start()
+        record = {"pid": os.getpid(), "start_ticks": ticks, "start_time": start, "token": token}
         tmp = os.path.join(self.directory, f"lock.tmp.{os.getpid()}.{token[:8]}")
         with open(tmp, "wb") as f:
             f.write(json.dumps(record).encode())
