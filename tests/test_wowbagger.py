@@ -139,7 +139,8 @@ def test_a_short_chaos_run_commits_verifies_and_finds_only_documented_deviations
     assert list(known) == ["F1-eio-exit-1", "F2-floor-failure-details", "F3-unknown-outcome-stored",
                            "F3-nonlinearizable", "F4-killed-publish-conflict", "F4-nonlinearizable",
                            "F5-refused-acquire-took-effect", "F5-nonlinearizable", "F5-refused-renew-took-effect",
-                           "F5-renew-nonlinearizable", "F6-unbound-details"]
+                           "F5-renew-nonlinearizable", "F5-refused-release-took-effect", "F5-release-nonlinearizable",
+                           "F6-unbound-details"]
     assert (latest / "ledgers" / ".git").is_dir()
     assert subprocess.run(["git", "-C", str(latest / "ledgers"), "log", "--oneline"], capture_output=True,
                           text=True).stdout.count("\n") >= 1
