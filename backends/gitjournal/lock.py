@@ -1,9 +1,9 @@
 """The namespace journal lock: an exclusive lock file that names its owner.
 
-Acquire: write ``{pid, start_ticks, start_time, token}`` to a private temp file, then
-``link()`` it to ``lock``; ``link`` fails with EEXIST atomically, so the lock
-file only ever appears with its full content (a writer killed half-way
-cannot leave an empty, forever-malformed lock).
+Acquire: write ``{pid, start_ticks, start_time, token}`` to a private temp
+file, then ``link()`` it to ``lock``; ``link`` fails with EEXIST atomically,
+so the lock file only ever appears with its full content (a writer killed
+half-way cannot leave an empty, forever-malformed lock).
 
 Recovery (contract §6): a later process may remove a lock ONLY when the OS
 reports its owner absent: ``psutil`` says the pid does not exist, is a
@@ -16,7 +16,8 @@ clock is stepped or slewed across a second: a live owner then reads as
 another process and its lock is taken from it (found by the deterministic
 mode: a frozen publisher's lock recovered, two commits on one revision).
 ``start_time`` (psutil's) stays in the record for people and for locks
-written before ``start_ticks``, which are judged by it as before. A live or malformed lock stays busy.
+written before ``start_ticks``, which are judged by it as before. A live or
+malformed lock stays busy.
 Recovery is mutually exclusive: it runs under ``flock`` of ``recover.lock``
 (released by the kernel when its holder dies, so it can never go stale), and
 re-reads the lock under it, so two recoverers cannot both remove it, and a

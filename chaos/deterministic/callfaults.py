@@ -121,11 +121,11 @@ class CallFaults:
             call, last = t.call, seen["last"]
             seen["last"] = call
             seen["locks"] |= call in RECORD_LOCKS
-            gap = (seen["wrote"] and last == "unlock" and call != "unlock") or (check_gap and seen["ended"]
-                                                                                  and call == "lock")
+            after_write = seen["wrote"] and last == "unlock" and call != "unlock"
+            after_check = check_gap and seen["ended"] and call == "lock"
             seen["ended"] |= call == "unlock" and t.arg == 0
             seen["wrote"] |= call in WRITES
-            return nth_step(t) and not seen["locks"] or gap
+            return nth_step(t) and not seen["locks"] or after_write or after_check
         return when
 
     @staticmethod
