@@ -64,7 +64,8 @@ class CallFaults:
         spec = op.get("fault")
         if not isinstance(spec, dict) or spec.get("kind") not in self.counts:
             return
-        nth = 1 + int(float(spec.get("at", 0.5)) * SPREAD)
+        at = float(spec.get("at", 0.5))
+        nth = 1 + int(at * SPREAD)
         in_call = lambda t: (self.armed.get(proc.pid, (None, None))[1] is op
                              and (t.proc is proc or t.proc.name.startswith(proc.name + "/")))
         if spec["kind"] == "freeze":
@@ -74,7 +75,6 @@ class CallFaults:
         else:
             tag = spec.get("tag")
             hold_ns = int(spec.get("hold_ms", 0)) * MS
-            at = float(spec.get("at", 0.5))
             rule = FaultRule("freeze", None, process=proc.name, sleeps=True,
                              when=self._gap(in_call, nth, check_gap=int(at * 16) % 2 == 1)
                              if spec.get("after") == "write-release" else self._nth_step(in_call, nth),
@@ -113,7 +113,7 @@ class CallFaults:
         made in a read-only transaction and acted on in the next is split there. In a call that
         takes no record lock (git's lock files, a program's renames), its n-th step."""
         seen = {"wrote": False, "last": None, "locks": False, "ended": False}
-        nth_step = CallFaults._nth_step(in_call, nth)
+        nth_step = CallFaults._step_counter(nth)
 
         def when(t) -> bool:
             if not in_call(t):
@@ -130,14 +130,20 @@ class CallFaults:
 
     @staticmethod
     def _nth_step(in_call, nth: int):
+        nth_step = CallFaults._step_counter(nth)
+        return lambda t: in_call(t) and nth_step(t)
+
+    @staticmethod
+    def _step_counter(nth: int):
+        """True at the n-th store change or lock step among the points it is shown (one call's)."""
         seen = [0]
 
-        def when(t) -> bool:
-            if not in_call(t) or t.call not in STEP_CALLS:
+        def count(t) -> bool:
+            if t.call not in STEP_CALLS:
                 return False
             seen[0] += 1
             return seen[0] == nth
-        return when
+        return count
 
     def _landed(self, tag: str) -> None:
         """A tagged freeze landed: its rival goes now, and the scheduler hands control back for it."""
