@@ -150,7 +150,7 @@ class CallFaults:
         waiting = self.deferred.pop(tag, None)
         if waiting is not None:
             self.released.append(waiting)
-        self.sched.replies.append((None, None))
+        self.sched.hand_back()
 
     def finish(self, proc, op: dict | None) -> dict | None:
         """``proc``'s call ended (replied, or the worker died): its fault disarmed; its evidence if it

@@ -242,7 +242,7 @@ class DeterministicDriver:
     def wait(self, until: int | None) -> list[dict]:
         if not self.pending and not self.calls.released:
             replies = self.sched.run_until(until)
-            if until is None and not replies and self.inflight:
+            if until is None and not replies and self.inflight and not self.sched.handed_back:
                 # nothing can run, no deadline, no wake left: the ops in flight can never be answered
                 raise SchedulerStuck(f"deadlock: {len(self.inflight)} op(s) in flight and no controlled thread "
                                      f"can ever run: {self.sched.states()}")
@@ -266,15 +266,14 @@ class DeterministicDriver:
         self.procs[thread] = proc
         while proc.pid not in self.ready and not proc.gone:
             events = self.sched.run_until(None)
-            if not events:
+            if not events and not self.sched.handed_back:
                 break
             self._replies(events)
         return proc if proc.pid in self.ready else None
 
     def _replies(self, events) -> None:
         for proc, line in events:
-            if proc is not None:   # (None: a racer's freeze landed, ``CallFaults``: its rival goes)
-                self._reply(proc, line)
+            self._reply(proc, line)
 
     def _reply(self, proc, line: bytes | None) -> None:
         op = self.inflight.pop(proc.pid, None)   # (a worker's hello comes before it is handed any op)

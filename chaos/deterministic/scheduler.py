@@ -285,6 +285,7 @@ class Scheduler(Flights):
         self.trace: list[str] = []
         self.notes: list[str] = []
         self.replies: list[tuple[Proc, bytes]] = []
+        self.handed_back = False   # ``hand_back``: the last ``run_until`` returned for its caller's sake
         self.threads: list[Thread] = []
         self.procs: dict[int, Proc] = {}
         self.by_name: dict[str, Proc] = {}
@@ -986,9 +987,11 @@ class Scheduler(Flights):
         """Run the controlled threads until a control reply arrives (returned;
         a reply ``None`` means the process is gone),
         or the virtual clock reaches ``until``, or nothing can run (the clock
-        then jumps to ``until``). Sleepers' deadlines advance the clock when
-        nothing else can run."""
-        while not self.replies:
+        then jumps to ``until``), or ``hand_back`` was called (``handed_back``
+        says so). Sleepers' deadlines advance the clock when nothing else can
+        run."""
+        self.handed_back = False
+        while not self.replies and not self.handed_back:
             if until is not None and self.vt >= until:
                 break
             if self.step():
@@ -1006,6 +1009,11 @@ class Scheduler(Flights):
             break
         out, self.replies = self.replies, []
         return out
+
+    def hand_back(self) -> None:
+        """Return from ``run_until`` before the next grant, replies or not: its caller has something to
+        send first (a racer's freeze landed: its rival goes now)."""
+        self.handed_back = True
 
     def release_hold(self, rule: FaultRule, at_ns: int) -> None:
         """A freeze that ``rule`` holds ends at virtual time ``at_ns`` (now, if that is past) instead of
