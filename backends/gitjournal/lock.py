@@ -6,7 +6,7 @@ so the lock file only ever appears with its full content (a writer killed
 half-way cannot leave an empty, forever-malformed lock).
 
 Recovery (contract §6): a later process may remove a lock ONLY when the OS
-reports its owner absent: ``psutil`` says the pid does not exist, is a
+reports its owner absent: ``/proc`` says the pid does not exist, is a
 zombie, or is a different process (its start differs: PID reuse).
 Elapsed time never authorizes recovery. A process's start is the kernel's,
 in clock ticks since boot (``/proc/PID/stat`` field 22), fixed for its life;
@@ -54,14 +54,22 @@ def process_start_time(pid: int) -> float | None:
         return None
 
 
-def process_start_ticks(pid: int) -> int | None:
-    """The kernel's start of ``pid``: clock ticks since boot, ``/proc/PID/stat`` field 22."""
+def process_stat(pid: int) -> tuple[str, int] | None:
+    """``pid``'s state and its start in clock ticks since boot (``/proc/PID/stat`` fields 3 and 22), None
+    when there is no such process."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             stat = f.read()
     except OSError:
         return None
-    return int(stat.rsplit(b")", 1)[1].split()[19])   # (the name, field 2, may hold spaces)
+    fields = stat.rsplit(b")", 1)[1].split()   # (the name, field 2, may hold spaces)
+    return fields[0].decode(), int(fields[19])
+
+
+def process_start_ticks(pid: int) -> int | None:
+    """The kernel's start of ``pid``: clock ticks since boot, ``/proc/PID/stat`` field 22."""
+    stat = process_stat(pid)
+    return None if stat is None else stat[1]
 
 
 _START_BY_PID: dict[int, tuple[int | None, float | None]] = {}
@@ -76,18 +84,18 @@ def _my_start() -> tuple[int | None, float | None]:
 
 
 def owner_absent(owner: dict) -> bool:
-    """True only when the OS reports the recorded owner process gone."""
+    """True only when the OS reports the recorded owner process gone (one read of its ``/proc`` stat)."""
     pid = owner["pid"]
-    if not psutil.pid_exists(pid):
+    stat = process_stat(pid) if pid > 0 else None
+    if stat is None:
         return True
+    state, ticks = stat
+    if state == "Z":
+        return True  # dead, only not reaped yet: it can never release
+    if isinstance(owner.get("start_ticks"), int) and not isinstance(owner["start_ticks"], bool):
+        return ticks != owner["start_ticks"]  # the pid was reused
     try:
-        proc = psutil.Process(pid)
-        if proc.status() == psutil.STATUS_ZOMBIE:
-            return True  # dead, only not reaped yet: it can never release
-        if isinstance(owner.get("start_ticks"), int) and not isinstance(owner["start_ticks"], bool):
-            ticks = process_start_ticks(pid)
-            return ticks is not None and ticks != owner["start_ticks"]  # the pid was reused
-        return proc.create_time() != owner["start_time"]  # a lock from before start_ticks
+        return psutil.Process(pid).create_time() != owner["start_time"]  # a lock from before start_ticks
     except psutil.NoSuchProcess:
         return True
     except psutil.AccessDenied:
