@@ -11,8 +11,11 @@ The two modes of a seed run one after the other, the order alternating from seed
 first for the first seed, deterministic first for the next, ...), so a load that rises or falls
 during the benchmark weighs on both alike. Ops are client completions (``results.json``
 stats.ops); wall time is the whole ``chaos run`` process (setup, the timed mode's calibration,
-workload, final phase, checkers), measured here. ``wowbagger``: the real program through
-``--backend external`` with its profile (``benchmarks/deterministic_soak.py``).
+workload, final phase, checkers), measured here. CPU is that process's and every process it started
+and reaped (user + system), per op and as cores used (CPU s / wall s): where both modes use about
+the same CPU per op, the machine's cores, not the timed mode's waits, bound them both.
+``wowbagger``: the real program through ``--backend external`` with its profile
+(``benchmarks/deterministic_soak.py``).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import sys
 import tempfile
 import time
@@ -33,18 +37,25 @@ from benchmarks.deterministic_soak import (WOWBAGGER, backend_args, exit_code,  
 MODES = ("timed", "deterministic")
 
 
+def _children_cpu() -> float:
+    """CPU seconds (user + system) of this process's waited-for children and theirs: a ``chaos run``
+    and every process it started and reaped (its workers, a black box's per-call programs)."""
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
 def one(store: str, deterministic: bool, seed: int, args) -> dict:
     cmd = [sys.executable, "-m", "chaos.cli", "run", *backend_args(args.backend, args.wowbagger), "--seed", str(seed),
            "--workers", str(args.workers), "--time-limit", str(args.time_limit), "--nemesis", args.nemesis,
            "--store", store, "--no-report", "--deterministic" if deterministic else "--timed"]
-    t0 = time.monotonic()
+    t0, cpu0 = time.monotonic(), _children_cpu()
     code, err = run_child(cmd)
-    wall = time.monotonic() - t0
+    wall, cpu = time.monotonic() - t0, _children_cpu() - cpu0
     found = sorted(Path(store).glob("*/2*/results.json"))
     if not found:
         raise SystemExit(f"no results ({MODES[deterministic]}, seed {seed}, exit {code}): {err[-1500:]}")
     results = json.loads(found[-1].read_text())
-    return {"seed": seed, "mode": MODES[deterministic], "ops": results["stats"]["ops"], "wall": wall,
+    return {"seed": seed, "mode": MODES[deterministic], "ops": results["stats"]["ops"], "wall": wall, "cpu": cpu,
             "verdict": results["verdict"], "why": why_not_valid(results), "load": os.getloadavg()[0]}
 
 
@@ -67,13 +78,15 @@ def main() -> int:
                 row = one(os.path.join(d, f"{MODES[deterministic]}-{seed}"), deterministic, seed, args)
                 rows.append(row)
                 print(f"  seed {seed:3d} {row['mode']:14s} {row['ops']:6d} ops  {row['wall']:7.1f} s wall  "
-                      f"{row['ops'] / row['wall']:8.2f} ops/s  ({row['verdict']}, load {row['load']:.1f})  {row['why']}", flush=True)
+                      f"{row['ops'] / row['wall']:8.2f} ops/s  {1000 * row['cpu'] / max(row['ops'], 1):6.0f} CPU ms/op  "
+                      f"({row['verdict']}, load {row['load']:.1f})  {row['why']}", flush=True)
     rate = {}
     for mode in MODES:
         mine = [r for r in rows if r["mode"] == mode]
-        ops, wall = sum(r["ops"] for r in mine), sum(r["wall"] for r in mine)
+        ops, wall, cpu = (sum(r[k] for r in mine) for k in ("ops", "wall", "cpu"))
         rate[mode] = ops / wall if wall else float("nan")
-        print(f"  {mode:14s} all seeds: {ops:6d} ops in {wall:7.1f} s wall = {rate[mode]:8.2f} ops/s")
+        print(f"  {mode:14s} all seeds: {ops:6d} ops in {wall:7.1f} s wall = {rate[mode]:8.2f} ops/s; "
+              f"{cpu:7.1f} CPU s = {1000 * cpu / max(ops, 1):5.0f} ms/op, {cpu / wall if wall else 0:4.2f} cores")
     ratio = rate["deterministic"] / rate["timed"] if rate["timed"] else float("nan")
     print(f"  deterministic / timed ops/s: {ratio:.2f}; load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     return 0
