@@ -244,6 +244,7 @@ class Run:
         self.report = report            # False: no report.html (``chaos run --no-report``)
         self.stop = threading.Event()
         self.interrupted = False
+        self.stopped_at_s: float | None = None   # interrupted: where the workload stopped (its clock)
         self.slots: list[Slot] = []
         self.cleanups: list = []
         self.final_incomplete: list[str] = []  # why the final durable check could not run (-> unknown)
@@ -376,6 +377,8 @@ class Run:
             progress = Progress(driver, coverage, cfg.time_limit, self.stop)
             try:
                 process_of = interpret(gen, threads, driver, cfg.seed)
+                if self.interrupted:
+                    self.stopped_at_s = driver.now() / SEC
                 workload_ops = history.snapshot()
                 last = max((o["time"] for o in workload_ops if o["type"] == "invoke" and o["process"] != NEMESIS),
                            default=0)
@@ -559,7 +562,10 @@ class Run:
             "checkers": checker_results,
             "fault_coverage": coverage.to_json(),
             "workload_coverage": paths,
-            "evidence": evidence(ops, cfg.time_limit, paths),
+            # an interrupted run is measured up to where it stopped (a stall to the time limit it never
+            # reached would be of its own making)
+            "evidence": evidence(ops, cfg.time_limit if self.stopped_at_s is None
+                                 else min(cfg.time_limit, self.stopped_at_s), paths),
             "stats": stats,
             "ctx": ctx,
             "started_at": started,

@@ -717,6 +717,9 @@ def _results(cfg, kind, world, target, history, coverage, notes, summary, final_
     if stuck is None:
         verdict = Run._workload_gate(verdict, paths, stats, notes)
     code = {"valid": ExitCode.VALID, "invalid": ExitCode.INVALID}.get(verdict, ExitCode.UNKNOWN)
+    # a run that stopped early is measured up to where it stopped (a stall to the time limit it never
+    # reached would be of its own making)
+    measured_s = cfg.time_limit if stuck is None else min(cfg.time_limit, summary["virtual_ns"] / SEC_NS)
     wall: dict = {}
     checkers = _without_wall(merged.get("checkers", {}), "checkers", wall)
     return {"schema_version": 1,
@@ -724,6 +727,6 @@ def _results(cfg, kind, world, target, history, coverage, notes, summary, final_
                      "workers": cfg.workers, "time_limit": cfg.time_limit, "seed": cfg.seed, "command": cfg.command},
             "capabilities": target.capabilities, "verdict": verdict, "exit_code": int(code),
             "checkers": checkers, "fault_coverage": coverage.to_json(), "workload_coverage": paths,
-            "evidence": evidence(ops, cfg.time_limit, paths), "stats": stats, "ctx": ctx, "notes": notes,
+            "evidence": evidence(ops, measured_s, paths), "stats": stats, "ctx": ctx, "notes": notes,
             "known_deviations": merged.get("known_deviations", []),
             "deterministic": summary}, wall
