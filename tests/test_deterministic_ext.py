@@ -135,6 +135,8 @@ def _three_runs(store: Path, *args: str, one_path_length: bool = False) -> list[
     runs = [json.loads(p.read_text()) for p in paths]
     assert len({r["history_sha256"] for r in runs}) == 1
     assert len({p.read_text().replace(str(s), "STORE") for p, s in zip(paths, stores)}) == 1
+    # and no process read the machine's clock through a file (its determinism would rest on luck)
+    assert "clock_files" not in runs[0]["deterministic"], runs[0]["deterministic"]["clock_files"]
     return runs
 
 

@@ -72,3 +72,4 @@ def test_three_runs_of_one_seed_under_load_give_one_history(tmp_path, backend, b
     assert runs[0]["stats"]["ops"] > 5
     assert backend == "wowbagger" or runs[0]["verdict"] != "invalid", runs[0]["notes"]   # (its findings are real)
     assert all(not f.get("missed") for f in runs[0]["deterministic"]["faults"])
+    assert "clock_files" not in runs[0]["deterministic"]   # none read the machine's clock through a file

@@ -177,6 +177,27 @@ def test_sleeps_are_virtual(tmp_path):
     assert [line for _, line in replies] in ([b"3600"], [b"3600", None])
 
 
+def test_a_read_of_the_machines_clock_through_a_file_is_reported(tmp_path):
+    """/proc/uptime and /proc/stat are the machine's clock, which the shim cannot make virtual: the
+    summary names who read which (one line per process and file, however often; a forked child is its
+    own process), and a run whose processes read none says nothing."""
+    reader = _script(tmp_path, "reader.py", "import os\nfor _ in range(3):\n    open('/proc/uptime').read()\n"
+                     "open('/proc/stat').read()\nif os.fork() == 0:\n    open('/proc/uptime').read()\n"
+                     "    os._exit(0)\nos.wait()\n")
+    quiet = [sys.executable, "-c", "import time; time.time()"]
+    with Scheduler(1, prefixes=[str(tmp_path)]) as s:
+        s.spawn("a", [sys.executable, reader])
+        s.spawn("b", quiet)
+        s.run_all()
+        assert s.summary()["clock_files"] == {"/proc/stat": {"processes": 1, "first": ["a"]},
+                                              "/proc/uptime": {"processes": 2, "first": ["a", "a/f1"]}}
+        assert len(Path(s.sock_path).with_name("uncontrolled").read_text().splitlines()) == 3
+    with Scheduler(1, prefixes=[str(tmp_path)]) as s:
+        s.spawn("b", quiet)
+        s.run_all()
+        assert "clock_files" not in s.summary()
+
+
 def test_randomness_is_a_stream_of_the_process_name(tmp_path):
     """getrandom (os.urandom, uuid4, random's seed) is seeded from the logical name: the same
     process gives the same bytes in every run, another name other bytes."""

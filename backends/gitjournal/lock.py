@@ -15,9 +15,10 @@ clock (``/proc/stat`` btime, re-read on every call) and so moves when the
 clock is stepped or slewed across a second: a live owner then reads as
 another process and its lock is taken from it (found by the deterministic
 mode: a frozen publisher's lock recovered, two commits on one revision).
-``start_time`` (psutil's) stays in the record for people and for locks
-written before ``start_ticks``, which are judged by it as before. A live or
-malformed lock stays busy.
+``start_time`` stays in the record: for people, the time its process first
+took a lock (its own clock; not psutil's, which reads ``/proc/stat``); and in
+a lock written before ``start_ticks`` (psutil's ``create_time()`` then), which
+is judged by it as before. A live or malformed lock stays busy.
 Recovery is mutually exclusive: it runs under ``flock`` of ``recover.lock``
 (released by the kernel when its holder dies, so it can never go stale), and
 re-reads the lock under it, so two recoverers cannot both remove it, and a
@@ -35,8 +36,6 @@ import os
 import secrets
 import time
 
-import psutil
-
 from backends.api import StoreUnavailable
 from backends.gitjournal.fsio import fsync_dir
 
@@ -48,6 +47,8 @@ POLL_MAX_S = 0.05
 
 def process_start_time(pid: int) -> float | None:
     """psutil's creation time (seconds since the epoch: moves with the wall clock; see above)."""
+    import psutil   # here, not at the top: importing psutil reads /proc/stat (its CPU-time baselines)
+
     try:
         return psutil.Process(pid).create_time()
     except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
@@ -72,14 +73,17 @@ def process_start_ticks(pid: int) -> int | None:
     return None if stat is None else stat[1]
 
 
-_START_BY_PID: dict[int, tuple[int | None, float | None]] = {}
+_START_BY_PID: dict[int, tuple[int | None, float]] = {}
 
 
-def _my_start() -> tuple[int | None, float | None]:
-    """This process's start, (ticks, psutil's time) (cached per pid: a fork gets its own)."""
+def _my_start() -> tuple[int | None, float]:
+    """This process's start in clock ticks, and when it first took a lock, in seconds since the epoch
+    (cached per pid: a fork gets its own). The seconds are for people and ``parse_owner``'s shape, and are
+    not psutil's ``create_time()``: that reads the boot time from ``/proc/stat``, a read of the machine's
+    clock that a deterministic run cannot make virtual (and reports)."""
     pid = os.getpid()
     if pid not in _START_BY_PID:
-        _START_BY_PID[pid] = process_start_ticks(pid), process_start_time(pid)
+        _START_BY_PID[pid] = process_start_ticks(pid), time.time()
     return _START_BY_PID[pid]
 
 
@@ -94,12 +98,8 @@ def owner_absent(owner: dict) -> bool:
         return True  # dead, only not reaped yet: it can never release
     if isinstance(owner.get("start_ticks"), int) and not isinstance(owner["start_ticks"], bool):
         return ticks != owner["start_ticks"]  # the pid was reused
-    try:
-        return psutil.Process(pid).create_time() != owner["start_time"]  # a lock from before start_ticks
-    except psutil.NoSuchProcess:
-        return True
-    except psutil.AccessDenied:
-        return False  # cannot tell: never guess
+    created = process_start_time(pid)   # a lock from before start_ticks
+    return created is not None and created != owner["start_time"]
 
 
 def parse_owner(raw: bytes) -> dict | None:
@@ -200,7 +200,7 @@ class NamespaceLock:
                 pid = int(name.split(".")[2])
             except (IndexError, ValueError):
                 continue
-            if not psutil.pid_exists(pid):
+            if process_stat(pid) is None:
                 try:
                     os.unlink(os.path.join(self.directory, name))
                 except FileNotFoundError:

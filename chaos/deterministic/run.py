@@ -710,6 +710,12 @@ def _results(cfg, kind, world, target, history, coverage, notes, summary, final_
     if missing and verdict == "valid":
         verdict = "unknown"
         notes.append(f"requested faults never took effect: {', '.join(missing)}")
+    if summary.get("clock_files"):   # said, not a reason for unknown: reading the clock decides nothing by itself
+        notes.append("read the machine's clock through files the shim cannot make virtual (" + "; ".join(
+            f"{path} by {', '.join(r['first'])}" + (f" and {r['processes'] - len(r['first'])} more"
+                                                     if r["processes"] > len(r["first"]) else "")
+            for path, r in summary["clock_files"].items()) + "): a decision made on what they read may differ "
+            "between runs of this seed")
     if summary["notes"] and verdict == "valid":
         verdict = "unknown"
         notes.append("the scheduler saw concurrency it did not serialize: " + "; ".join(summary["notes"][:3]))
