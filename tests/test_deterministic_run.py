@@ -34,6 +34,31 @@ def _results(store: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(store.glob("*/2*/results.json"))]
 
 
+def test_a_config_replay_without_store_runs_in_the_store_its_run_was_made_in(tmp_path):
+    """A Node program's history moves with the store path's length, so a replay without --store runs in
+    its run's own store, wherever it is started from, while that store is there; else in ./store."""
+    made = tmp_path / "made-here"
+    res = _run(made, "--deterministic", "--seed", "4", "--workers", "2", "--time-limit", "1")
+    assert res.returncode == 0, res.stderr[-2000:]
+    config = next(made.glob("*/2*/test.yaml"))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+
+    def replay(path: Path) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "chaos.cli", "run", "--no-report", "--config", str(path)],
+                              cwd=elsewhere, capture_output=True, text=True, timeout=300)
+
+    res = replay(config)
+    assert res.returncode == 0 and "reproduced the history" in res.stderr, res.stderr[-2000:]
+    assert len(_results(made)) == 2 and not (elsewhere / "store").exists()
+    assert f"--store {made}" in res.stderr   # the command it prints (and records) says where
+    gone = tmp_path / "moved.yaml"
+    gone.write_text(config.read_text().replace(f"store: {made}\n", f"store: {tmp_path / 'no-longer-here'}\n"))
+    res = replay(gone)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert len(_results(elsewhere / "store")) == 1 and len(_results(made)) == 2
+
+
 def test_three_runs_of_one_seed_give_one_history(tmp_path):
     """Two runs by flags and a third from the first one's stored test.yaml."""
     for _ in range(2):

@@ -56,7 +56,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--time-limit", type=float, default=None, help="seconds of workload (default 30)")
     p.add_argument("--seed", type=int, default=None, help="seed (default: random, recorded in test.yaml)")
     p.add_argument("--scenario", default=None, help="a scenario YAML file or built-in name")
-    p.add_argument("--store", default="store", help="root of run directories (default ./store)")
+    p.add_argument("--store", default=None,
+                   help="root of run directories (default ./store; with --config, the store its run was made in, "
+                        "while it is there)")
     p.add_argument("--name", default=None, help="test name (run dir store/<name>/<timestamp>)")
     p.add_argument("--op-timeout", type=float, default=None,
                    help="deadline per operation in seconds (default 8, raised for slow backends): the timed "
@@ -339,9 +341,23 @@ def _scheduler_fault(name: str, deterministic: bool) -> bool:
     return name in SCHEDULER_FAULTS
 
 
+def recorded_store(config_path: str) -> str | None:
+    """The store a ``--config`` file's run was made in, while it is a directory: a replay runs there, in a
+    path of the same length (a Node program's history moves with it: docs/deterministic.md). None when
+    the file does not say or the store is gone (``config_from_file`` says what is wrong with the file)."""
+    try:
+        data = safeload.yaml_file(config_path, what="--config")
+    except safeload.LoadError:
+        return None
+    store = data.get("store") if isinstance(data, dict) else None
+    return store if isinstance(store, str) and store and os.path.isdir(store) else None
+
+
 def run(args: argparse.Namespace) -> int:
     from chaos.runner import run as run_test
 
+    if args.store is None:
+        args.store = (getattr(args, "config", None) and recorded_store(args.config)) or "store"
     refuse_unusable_dir(args.store)  # first, creating nothing: before a factory is probed on a scratch dir
     cfg = config_from_file(args) if getattr(args, "config", None) else build_config(args)
     if cfg.deterministic:
