@@ -264,6 +264,31 @@ def test_idle_threads_are_not_granted_until_what_they_wait_for_can_have_changed(
 
 
 @pytest.mark.skipif(not WOWBAGGER.exists() or shutil.which("node") is None, reason="Wowbagger or node not here")
+def test_a_freeze_on_one_thread_of_a_node_program_holds_every_thread_of_it(tmp_path):
+    """A freeze landing on a libuv pool thread's open holds the whole process, as a SIGSTOP would: none of
+    its threads is granted until the hold ends (a thread-level hold let its main thread run on: one grant
+    here; in two Wowbagger soak runs it spun 60 s without a point), then the program ends well."""
+    from chaos.deterministic.shim import THREADED_ENV
+
+    ledger = _provisioned_ledger(tmp_path)
+    hold = 200_000_000
+    rule = FaultRule("freeze", frozenset({"open"}), process="n/t", nth=1, hold_ns=hold)
+    with Scheduler(1, prefixes=[str(tmp_path / "repo")], stuck_s=60, faults=[rule]) as s:
+        s.spawn("n", ["node", str(WOWBAGGER), "claim", "capabilities", "--ledger", str(ledger), "--json"],
+                env=THREADED_ENV)
+        s.run_all()
+        assert s.by_name["n"].popen.returncode == 0 and not s.summary()["notes"]
+        trace = list(s.trace)
+    ev = rule.evidence
+    assert ev is not None and ev["thread"] != "n/t0" and ev["resume_vt_ns"] == ev["vt_ns"] + hold, ev
+    during = [line for line in trace if ev["vt_ns"] < int(line.split(" ")[0]) < ev["resume_vt_ns"]
+              and line.split(" ")[1].startswith("n/t")]
+    assert not during, during
+    assert any(line.split(" ")[1].startswith("n/t") and int(line.split(" ")[0]) >= ev["resume_vt_ns"]
+               for line in trace)
+
+
+@pytest.mark.skipif(not WOWBAGGER.exists() or shutil.which("node") is None, reason="Wowbagger or node not here")
 def test_wowbaggers_minted_namespaces_are_distinct_and_do_not_depend_on_the_store_paths_length(tmp_path):
     """Node's randomness shifts with the length of its argv, where the ledger's path was: in this mode the
     calls run in the run dir and name their ledger relative to it, so a store elsewhere mints the same;

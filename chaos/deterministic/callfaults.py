@@ -15,7 +15,8 @@ box's program), armed when the call is sent and disarmed with its completion:
   check in a read-only transaction and its act in the next are split; in a call that takes
   no record lock (git's lock files, a program's renames), its n-th step, as a kill.
 
-A freeze with a ``tag`` holds its thread (keeping what it holds) until its rival, the op
+A freeze holds its thread's whole process (keeping what it holds; a Node program's libuv pool waits
+too, as under the timed mode's SIGSTOP). One with a ``tag`` holds it until its rival, the op
 carrying ``after_freeze``/``ends_freeze`` with that tag, has its reply (at least ``hold_ms``,
 at most the op timeout); the rival is sent only once the freeze landed, or once the frozen
 call ended without reaching its point. Either way in every run of the seed. A fault whose
@@ -48,7 +49,6 @@ class CallFaults:
         self.deferred: dict[str, tuple] = {}       # tag -> (thread, rival op) not sent yet
         self.released: list[tuple] = []            # (thread, rival op) to send now
         self.counts = {"kill": [0, 0], "freeze": [0, 0]}   # kind -> [asked, landed]
-        self.threaded = 0   # freezes not made: the call's program has threads of its own (``_single``)
 
     def defer(self, thread, op: dict) -> bool:
         """Hold ``op`` back when it is the rival of a freeze that has not landed yet."""
@@ -68,8 +68,6 @@ class CallFaults:
         nth = 1 + int(at * SPREAD)
         in_call = lambda t: (self.armed.get(proc.pid, (None, None))[1] is op
                              and (t.proc is proc or t.proc.name.startswith(proc.name + "/")))
-        if spec["kind"] == "freeze":
-            in_call = self._single(in_call)
         if spec["kind"] == "kill":
             rule = FaultRule("kill", STEP_CALLS, process=proc.name, nth=nth, when=in_call)
         else:
@@ -85,24 +83,6 @@ class CallFaults:
         self.counts[spec["kind"]][0] += 1
         self.armed[proc.pid] = (rule, op, spec)
         self.sched.call_faults.append(rule)
-
-    def _single(self, in_call):
-        """A freeze holds one thread, not its process: in a program with threads of its own (a Node
-        program's libuv pool) its other threads would run on around a half-done step (two Wowbagger
-        runs ended with its main thread spinning 60 s without a point, after a hold). There the freeze
-        is not made, and said (``summary``); a kill ends the whole process and is made."""
-        said = [False]
-
-        def when(t) -> bool:
-            if not in_call(t):
-                return False
-            if len(t.proc.threads) > 1:
-                if not said[0]:
-                    said[0] = True
-                    self.threaded += 1
-                return False
-            return True
-        return when
 
     @staticmethod
     def _gap(in_call, nth: int, check_gap: bool):
@@ -189,7 +169,4 @@ class CallFaults:
 
     def summary(self) -> dict:
         """Per kind, how many calls asked for a fault inside them and how many had it."""
-        out = {kind: {"asked": asked, "landed": landed} for kind, (asked, landed) in self.counts.items() if asked}
-        if self.threaded:
-            out["freeze"]["not_made_threaded"] = self.threaded
-        return out
+        return {kind: {"asked": asked, "landed": landed} for kind, (asked, landed) in self.counts.items() if asked}

@@ -69,7 +69,7 @@ EXTEND_MIN_NS = 2_000_000_000
 #: the calls a lost reply or a power cut may land at: changes to the store (not lock steps, which a
 #: read-only call takes too: its reply is not one whose loss hides a change)
 CHANGE_CALLS = KILL_CALLS - {"lock", "unlock", "flock"}
-#: a freeze holds its thread this long (virtual ms), drawn as the timed pause draws its duration, but
+#: a freeze holds its thread's process this long (virtual ms), drawn as the timed pause draws its duration, but
 #: at most a quarter of the time limit: a frozen lock holder stalls every other worker, and a freeze
 #: as long as a short run would leave the other faults no points to land at
 PAUSE_MS = (1000, 4000)

@@ -152,6 +152,8 @@ class FaultRule:
     * an errno name (``EIO``): the call fails with it, undone;
     * ``freeze``: the thread is held at the point for ``hold_ns`` of virtual
       time while the others run (a pause: it keeps its locks), then goes on;
+      so are its process's other threads (a Node program's libuv pool), as a
+      SIGSTOP stops them all;
     * ``lost-reply``: the call goes on; the caller is to drop the reply of
       the request in flight (the scheduler only names the point);
     * ``power-loss``: every process is killed and reaped, then ``then()``
@@ -214,6 +216,7 @@ class Proc:
     wakes: dict = field(default_factory=dict)   # slot -> slices that woke a local wait on it (an unlock, post, signal)
     wakes_all: int = 0            # slices that may have woken any of its local waits (a thread's exit, many slots)
     flight: object = None         # its Flight while its start runs beside the schedule (flights.py)
+    held_until: int = 0           # a freeze holds every thread of it until this virtual time (``_grant``)
 
 
 @dataclass
@@ -803,16 +806,18 @@ class Scheduler(Flights):
         no deadline): every wait that has not tried since something last ran may try again, since a wake
         the shim did not see (an object changed without an interposed call) must cost time, not a hang."""
         if idle:
-            return [t for t in self.threads if t.state == "waiting" and t.since < self.epoch]
+            return [t for t in self.threads if t.state == "waiting" and t.since < self.epoch
+                    and t.proc.held_until <= self.vt]
         return self._enabled_of(self.threads, self.vt, self.epoch)
 
     def _enabled_of(self, threads: list, vt: int, epoch: int) -> list[Thread]:
         """Of ``threads``, those that may be granted at virtual time ``vt`` after ``epoch`` slices that got
         somewhere (the schedule's, or a flight's)."""
-        return [t for t in threads if t.state == "ready" or (t.state == "sleeping" and t.wake_at <= vt)
+        return [t for t in threads if t.proc.held_until <= vt and (
+                t.state == "ready" or (t.state == "sleeping" and t.wake_at <= vt)
                 or (t.state == "waiting" and (0 <= t.wake_at <= vt or (
                     t.since_wakes != self._wakes_of(t) if t.call in LOCAL_WAITS
-                    else t.since < epoch and (t.probe is None or self._probe_ready(t, epoch)))))]
+                    else t.since < epoch and (t.probe is None or self._probe_ready(t, epoch))))))]
 
     # ------------------------------------------------------------------ waits for fds
 
@@ -856,7 +861,8 @@ class Scheduler(Flights):
         return "; ".join(rows[:limit] + silent[:limit]) + more or "no thread but idle ones"
 
     def next_wake(self) -> int | None:
-        wakes = [t.wake_at for t in self.threads if t.state == "sleeping" or (t.state == "waiting" and t.wake_at >= 0)]
+        wakes = [max(t.wake_at, t.proc.held_until) for t in self.threads
+                 if t.state == "sleeping" or (t.state == "waiting" and t.wake_at >= 0)]
         return min(wakes) if wakes else None
 
     def step(self, idle: bool = False) -> bool:
@@ -918,6 +924,9 @@ class Scheduler(Flights):
             if rule.action == "freeze":
                 rule.evidence.update(hold_ns=rule.hold_ns, resume_vt_ns=self.vt + rule.hold_ns)
                 t.state, t.wake_at, t.held = "sleeping", self.vt + rule.hold_ns, True
+                # the process's other threads wait too: run on around a half-done step, a Node program's
+                # main thread spun without a point (a thread-level hold, two soak runs ``unknown``)
+                t.proc.held_until = t.wake_at
                 rule.held = t
                 if rule.then is not None:
                     rule.then()
@@ -1023,7 +1032,7 @@ class Scheduler(Flights):
         t = rule.held
         if t is None or not t.held or t.state != "sleeping":
             return
-        t.wake_at = max(self.vt, at_ns)
+        t.wake_at = t.proc.held_until = max(self.vt, at_ns)
         rule.evidence.update(hold_ns=t.wake_at - rule.evidence["vt_ns"], resume_vt_ns=t.wake_at)
 
     def run_all(self) -> list[tuple[Proc, bytes]]:
