@@ -266,8 +266,9 @@ def test_idle_threads_are_not_granted_until_what_they_wait_for_can_have_changed(
 @pytest.mark.skipif(not WOWBAGGER.exists() or shutil.which("node") is None, reason="Wowbagger or node not here")
 def test_a_freeze_on_one_thread_of_a_node_program_holds_every_thread_of_it(tmp_path):
     """A freeze landing on a libuv pool thread's open holds the whole process, as a SIGSTOP would: none of
-    its threads is granted until the hold ends (a thread-level hold let its main thread run on: one grant
-    here; in two Wowbagger soak runs it spun 60 s without a point), then the program ends well."""
+    its threads is granted until the hold ends (a thread-level hold let the others run on: one grant here,
+    n/t1's epoll; in two Wowbagger soak runs the main thread spun 60 s without a point), then the program
+    ends well."""
     from chaos.deterministic.shim import THREADED_ENV
 
     ledger = _provisioned_ledger(tmp_path)
