@@ -289,6 +289,39 @@ def test_a_freeze_on_one_thread_of_a_node_program_holds_every_thread_of_it(tmp_p
                for line in trace)
 
 
+# a main thread that polls (setImmediate) for a write on libuv's pool to end: its loop never waits
+NODE_SPIN = """
+const fs = require('fs');
+let done = false, turns = 0;
+fs.writeFile(process.argv[2], 'x', () => { done = true; });
+function spin() { turns++; if (!done) setImmediate(spin); else fs.writeFileSync(process.argv[2] + '.turns', String(turns)); }
+spin();
+"""
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node not here")
+def test_an_event_loop_that_never_waits_gives_its_turn_up(tmp_path):
+    """Node's main thread polls for its pool thread's write with setImmediate: every epoll of its loop has
+    a timeout of 0, so it never stopped, the pool thread was never granted, and the scheduler reported it
+    stuck (a default Wowbagger run, seed 7, ``unknown`` so: V8's tasks kept its loop busy). Now 64 such
+    epolls in a row are a "spin" stop: the write ends, the program exits, two runs give one trace."""
+    from chaos.deterministic.shim import THREADED_ENV
+
+    (tmp_path / "spin.js").write_text(NODE_SPIN)
+    store = tmp_path / "store"
+    store.mkdir()
+    traces = []
+    for _ in range(2):
+        with Scheduler(1, prefixes=[str(store)], stuck_s=20) as s:
+            s.spawn("n", ["node", str(tmp_path / "spin.js"), str(store / "f")], env=THREADED_ENV)
+            s.run_all()
+            assert s.by_name["n"].popen.returncode == 0 and not s.summary()["notes"]
+            traces.append(list(s.trace))
+        assert int((store / "f.turns").read_text()) >= 64
+    assert any(line.split(" ")[1:3] == ["n/t0", "spin"] for line in traces[0])
+    assert traces[1] == traces[0]
+
+
 @pytest.mark.skipif(not WOWBAGGER.exists() or shutil.which("node") is None, reason="Wowbagger or node not here")
 def test_wowbaggers_minted_namespaces_are_distinct_and_do_not_depend_on_the_store_paths_length(tmp_path):
     """Node's randomness shifts with the length of its argv, where the ledger's path was: in this mode the

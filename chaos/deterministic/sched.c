@@ -22,8 +22,8 @@
  * parent's blocking waits for it (waitpid/wait4/waitid, a read or write of a
  * pipe or socket that would block, poll/select) are "W" stops: tried without
  * blocking after each grant, never blocking for real. With $CHAOS_SCHED_THREADS=1 a program's
- * threads are controlled too (pthread_create, mutexes, semaphores, condition variables, joins, epoll:
- * "threads" below). A SIGKILL it sends (kill, killpg) is followed by a "kill" point: the scheduler
+ * threads are controlled too (pthread_create, mutexes, semaphores, condition variables, joins, epoll,
+ * an event loop that never waits: "threads" below). A SIGKILL it sends (kill, killpg) is followed by a "kill" point: the scheduler
  * sees the controlled processes it hit die before anything else runs. With $CHAOS_SCHED_VPIDS=1 (a
  * Node program) getpid() is a virtual pid the scheduler numbers in grant order, above every pid the kernel can give;
  * kill() of one asks the scheduler at a "pid" point ("pids" below). A store file's times are virtual
@@ -111,6 +111,7 @@ static int threads_too;             /* $CHAOS_SCHED_THREADS=1: futex waits and e
 static volatile int threads_made;   /* threads this process made (its points say so, like its children) */
 static __thread unsigned long seq;
 static __thread long long grant_vt, reads;
+static __thread int quick_polls;    /* epolls that could not wait (timeout 0) since this thread's last stop */
 static __thread long long grant_value;   /* a grant's answer: a hello's virtual pid, a pid query's real pid */
 /* the process's wall-clock offset (a clock fault) the last grant carried: REALTIME reads only */
 static __thread long long grant_offset;
@@ -214,7 +215,7 @@ static int wait_grant(void) {
     if (threads_too) pthread_sigmask(SIG_SETMASK, &old, NULL);
     long long vt = 0, offset = 0, value = 0; int err = 0;
     if (sscanf(buf, "G %lld %d %lld %lld", &vt, &err, &offset, &value) < 2) die("bad grant");
-    grant_vt = vt; grant_offset = offset; grant_value = value; reads = 0;
+    grant_vt = vt; grant_offset = offset; grant_value = value; reads = 0; quick_polls = 0;
     return err;
 }
 
@@ -808,8 +809,21 @@ static int epoll_ready(void *p) {
     w->r = real(w->ep, w->ev, w->max, 0);
     return w->r != 0 && !(w->r < 0 && errno == EINTR);
 }
+/* An event loop that never waits (a timeout of 0: work it posts itself, setImmediate, V8's tasks) while
+ * it polls for what another of its threads is to do would keep the turn for ever: that thread runs only
+ * once this one stops (Node's main thread spun 60 s). So every SPIN_POLLS such epolls in a row without a
+ * stop, it gives the turn up ("spin": a wait that ends 1 us of virtual time on, after its clock reads:
+ * the others run first, or the clock moves on when none can). Counted per thread, so the same every run. */
+#define SPIN_POLLS 64
+static int never_ready(void *p) { (void)p; return 0; }
+static void quick_poll(void) {
+    if (!enabled || !threads_too || in_vfork_child() || ++quick_polls < SPIN_POLLS) return;
+    ensure_conn();
+    wait_until(never_ready, NULL, US, "spin");
+}
 int epoll_wait(int ep, struct epoll_event *ev, int max, int timeout_ms) {
     REAL(int, epoll_wait, int, struct epoll_event *, int, int);
+    if (timeout_ms == 0) quick_poll();
     if (!enabled || !threads_too || timeout_ms == 0 || in_vfork_child()) return real_epoll_wait(ep, ev, max, timeout_ms);
     struct epoll_wait_ w = { ep, ev, max, 0 };
     ensure_conn();
@@ -819,6 +833,7 @@ int epoll_wait(int ep, struct epoll_event *ev, int max, int timeout_ms) {
 }
 int epoll_pwait(int ep, struct epoll_event *ev, int max, int timeout_ms, const sigset_t *mask) {
     REAL(int, epoll_pwait, int, struct epoll_event *, int, int, const sigset_t *);
+    if (timeout_ms == 0) quick_poll();
     if (!enabled || !threads_too || timeout_ms == 0 || in_vfork_child()) return real_epoll_pwait(ep, ev, max, timeout_ms, mask);
     (void)mask;
     return epoll_wait(ep, ev, max, timeout_ms);
