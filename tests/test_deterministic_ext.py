@@ -322,6 +322,67 @@ def test_an_event_loop_that_never_waits_gives_its_turn_up(tmp_path):
     assert traces[1] == traces[0]
 
 
+C_SPIN = r"""
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/select.h>
+#include <unistd.h>
+static volatile int done;
+static const char *path;
+static void *work(void *arg) {
+    (void)arg;
+    int fd = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0644);
+    if (fd >= 0) { (void)write(fd, "x", 1); close(fd); }
+    done = 1;
+    return NULL;
+}
+int main(int argc, char **argv) {
+    path = argv[2];
+    pthread_t t;
+    pthread_create(&t, NULL, work, NULL);
+    long turns = 0;
+    while (!done) {
+        turns++;
+        if (!strcmp(argv[1], "poll")) poll(NULL, 0, 0);
+        else if (!strcmp(argv[1], "ppoll")) { struct timespec zero = {0, 0}; ppoll(NULL, 0, &zero, NULL); }
+        else { struct timeval zero = {0, 0}; select(0, NULL, NULL, NULL, &zero); }
+    }
+    pthread_join(t, NULL);
+    printf("%ld\n", turns);
+    return 0;
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not here")
+@pytest.mark.parametrize("call", ["poll", "ppoll", "select"])
+def test_a_loop_that_polls_without_waiting_gives_its_turn_up(tmp_path, call):
+    """The "spin" stop for every call an event loop may poll with, not only epoll: a thread that polls
+    with a timeout of 0 until another thread's write is done held the turn for ever (that thread runs only
+    once this one stops; the scheduler reported it stuck). Now 64 such polls in a row are a stop."""
+    from chaos.deterministic.shim import THREADED_ENV
+
+    (tmp_path / "spin.c").write_text(C_SPIN)
+    subprocess.run(["gcc", "-O1", "-pthread", "-o", str(tmp_path / "spin"), str(tmp_path / "spin.c")], check=True)
+    store = tmp_path / "store"
+    store.mkdir()
+    traces = []
+    for _ in range(2):
+        with Scheduler(1, prefixes=[str(store)], stuck_s=20) as s:
+            s.spawn("c", [str(tmp_path / "spin"), call, str(store / "f")], env=THREADED_ENV)
+            s.run_all()
+            assert s.by_name["c"].popen.returncode == 0 and not s.summary()["notes"]
+            traces.append(list(s.trace))
+    assert (store / "f").read_text() == "x"
+    assert any(line.split(" ")[2] == "spin" for line in traces[0]), traces[0][:20]
+    assert traces[1] == traces[0]
+
+
 @pytest.mark.skipif(not WOWBAGGER.exists() or shutil.which("node") is None, reason="Wowbagger or node not here")
 def test_wowbaggers_minted_namespaces_are_distinct_and_do_not_depend_on_the_store_paths_length(tmp_path):
     """Node's randomness shifts with the length of its argv, where the ledger's path was: in this mode the

@@ -548,6 +548,18 @@ size_t fread(void *buf, size_t size, size_t n, FILE *fp) {
 int fgetc(FILE *fp) { REAL(int, fgetc, FILE *); wait_for_stream(fp); return real_fgetc(fp); }
 int getc(FILE *fp) { REAL(int, getc, FILE *); wait_for_stream(fp); return real_getc(fp); }
 
+/* An event loop that never waits (a timeout of 0: work it posts itself, setImmediate, V8's tasks) while
+ * it polls for what another of its threads is to do would keep the turn for ever: that thread runs only
+ * once this one stops (Node's main thread spun 60 s). So every SPIN_POLLS such polls in a row without a
+ * stop (epoll, poll, ppoll, select: whichever its loop uses), it gives the turn up ("spin": a wait that ends 1 us of virtual time on, after its clock reads:
+ * the others run first, or the clock moves on when none can). Counted per thread, so the same every run. */
+#define SPIN_POLLS 64
+static int never_ready(void *p) { (void)p; return 0; }
+static void quick_poll(void) {
+    if (!enabled || !threads_too || in_vfork_child() || ++quick_polls < SPIN_POLLS) return;
+    ensure_conn();
+    wait_until(never_ready, NULL, US, "spin");
+}
 struct poll_wait { struct pollfd *fds; nfds_t n; int result; };
 static int poll_ready(void *p) {
     struct poll_wait *w = p;
@@ -558,6 +570,7 @@ static int poll_ready(void *p) {
 }
 int poll(struct pollfd *fds, nfds_t n, int timeout_ms) {
     REAL(int, poll, struct pollfd *, nfds_t, int);
+    if (timeout_ms == 0) quick_poll();
     if (!enabled || timeout_ms == 0 || in_vfork_child()) return real_poll(fds, n, timeout_ms);
     struct poll_wait w = { fds, n, 0 };
     struct probe p = { "", 0 }; for (nfds_t i = 0; i < n; i++) probe_add(&p, fds[i].fd, fds[i].events);
@@ -566,6 +579,7 @@ int poll(struct pollfd *fds, nfds_t n, int timeout_ms) {
 }
 int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask) {
     REAL(int, ppoll, struct pollfd *, nfds_t, const struct timespec *, const sigset_t *);
+    if (tmo && !tmo->tv_sec && !tmo->tv_nsec) quick_poll();
     if (!enabled || (tmo && !tmo->tv_sec && !tmo->tv_nsec) || in_vfork_child()) return real_ppoll(fds, n, tmo, mask);
     (void)mask;
     struct poll_wait w = { fds, n, 0 };
@@ -587,6 +601,7 @@ static int select_ready(void *p) {
 }
 int select(int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *tv) {
     REAL(int, select, int, fd_set *, fd_set *, fd_set *, struct timeval *);
+    if (tv && !tv->tv_sec && !tv->tv_usec) quick_poll();
     if (!enabled || (tv && !tv->tv_sec && !tv->tv_usec) || in_vfork_child()) return real_select(n, r, w, e, tv);
     struct select_wait s = { n, r, w, e, {{0}}, {{0}}, {{0}}, 0 };
     if (r) s.r0 = *r;
@@ -808,18 +823,6 @@ static int epoll_ready(void *p) {
     if (!real) real = dlsym(RTLD_NEXT, "epoll_wait");
     w->r = real(w->ep, w->ev, w->max, 0);
     return w->r != 0 && !(w->r < 0 && errno == EINTR);
-}
-/* An event loop that never waits (a timeout of 0: work it posts itself, setImmediate, V8's tasks) while
- * it polls for what another of its threads is to do would keep the turn for ever: that thread runs only
- * once this one stops (Node's main thread spun 60 s). So every SPIN_POLLS such epolls in a row without a
- * stop, it gives the turn up ("spin": a wait that ends 1 us of virtual time on, after its clock reads:
- * the others run first, or the clock moves on when none can). Counted per thread, so the same every run. */
-#define SPIN_POLLS 64
-static int never_ready(void *p) { (void)p; return 0; }
-static void quick_poll(void) {
-    if (!enabled || !threads_too || in_vfork_child() || ++quick_polls < SPIN_POLLS) return;
-    ensure_conn();
-    wait_until(never_ready, NULL, US, "spin");
 }
 int epoll_wait(int ep, struct epoll_event *ev, int max, int timeout_ms) {
     REAL(int, epoll_wait, int, struct epoll_event *, int, int);
