@@ -551,8 +551,9 @@ int getc(FILE *fp) { REAL(int, getc, FILE *); wait_for_stream(fp); return real_g
 /* An event loop that never waits (a timeout of 0: work it posts itself, setImmediate, V8's tasks) while
  * it polls for what another of its threads is to do would keep the turn for ever: that thread runs only
  * once this one stops (Node's main thread spun 60 s). So every SPIN_POLLS such polls in a row without a
- * stop (epoll, poll, ppoll, select: whichever its loop uses), it gives the turn up ("spin": a wait that ends 1 us of virtual time on, after its clock reads:
- * the others run first, or the clock moves on when none can). Counted per thread, so the same every run. */
+ * stop (epoll, poll, ppoll, select: whichever its loop uses), it gives the turn up ("spin": a wait that
+ * ends 1 us of virtual time on, after its clock reads: the others run first, or the clock moves on when
+ * none can). Counted per thread, so the same every run. */
 #define SPIN_POLLS 64
 static int never_ready(void *p) { (void)p; return 0; }
 static void quick_poll(void) {
