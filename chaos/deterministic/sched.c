@@ -23,8 +23,8 @@
  * pipe or socket that would block, poll/select) are "W" stops: tried without
  * blocking after each grant, never blocking for real. With $CHAOS_SCHED_THREADS=1 a program's
  * threads are controlled too (pthread_create, mutexes, semaphores, condition variables, joins, epoll,
- * an event loop that never waits: "threads" below). A SIGKILL it sends (kill, killpg) is followed by a "kill" point: the scheduler
- * sees the controlled processes it hit die before anything else runs. With $CHAOS_SCHED_VPIDS=1 (a
+ * an event loop that never waits: "threads" below). A SIGKILL it sends (kill, killpg) is followed by a
+ * "kill" point: the scheduler sees the controlled processes it hit die before anything else runs. With $CHAOS_SCHED_VPIDS=1 (a
  * Node program) getpid() is a virtual pid the scheduler numbers in grant order, above every pid the kernel can give;
  * kill() of one asks the scheduler at a "pid" point ("pids" below). A store file's times are virtual
  * ("file times"). With $CHAOS_SCHED_WALL_MS set (a call the harness decides at an exact instant, an
@@ -111,7 +111,7 @@ static int threads_too;             /* $CHAOS_SCHED_THREADS=1: futex waits and e
 static volatile int threads_made;   /* threads this process made (its points say so, like its children) */
 static __thread unsigned long seq;
 static __thread long long grant_vt, reads;
-static __thread int quick_polls;    /* epolls that could not wait (timeout 0) since this thread's last stop */
+static __thread int quick_polls;    /* polls that could not wait (timeout 0) since this thread's last stop */
 static __thread long long grant_value;   /* a grant's answer: a hello's virtual pid, a pid query's real pid */
 /* the process's wall-clock offset (a clock fault) the last grant carried: REALTIME reads only */
 static __thread long long grant_offset;
@@ -580,8 +580,9 @@ int poll(struct pollfd *fds, nfds_t n, int timeout_ms) {
 }
 int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset_t *mask) {
     REAL(int, ppoll, struct pollfd *, nfds_t, const struct timespec *, const sigset_t *);
-    if (tmo && !tmo->tv_sec && !tmo->tv_nsec) quick_poll();
-    if (!enabled || (tmo && !tmo->tv_sec && !tmo->tv_nsec) || in_vfork_child()) return real_ppoll(fds, n, tmo, mask);
+    int now_only = tmo && !tmo->tv_sec && !tmo->tv_nsec;
+    if (now_only) quick_poll();
+    if (!enabled || now_only || in_vfork_child()) return real_ppoll(fds, n, tmo, mask);
     (void)mask;
     struct poll_wait w = { fds, n, 0 };
     struct probe p = { "", 0 }; for (nfds_t i = 0; i < n; i++) probe_add(&p, fds[i].fd, fds[i].events);
@@ -602,8 +603,9 @@ static int select_ready(void *p) {
 }
 int select(int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *tv) {
     REAL(int, select, int, fd_set *, fd_set *, fd_set *, struct timeval *);
-    if (tv && !tv->tv_sec && !tv->tv_usec) quick_poll();
-    if (!enabled || (tv && !tv->tv_sec && !tv->tv_usec) || in_vfork_child()) return real_select(n, r, w, e, tv);
+    int now_only = tv && !tv->tv_sec && !tv->tv_usec;
+    if (now_only) quick_poll();
+    if (!enabled || now_only || in_vfork_child()) return real_select(n, r, w, e, tv);
     struct select_wait s = { n, r, w, e, {{0}}, {{0}}, {{0}}, 0 };
     if (r) s.r0 = *r;
     if (w) s.w0 = *w;
