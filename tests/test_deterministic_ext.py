@@ -305,21 +305,29 @@ def test_an_event_loop_that_never_waits_gives_its_turn_up(tmp_path):
     a timeout of 0, so it never stopped, the pool thread was never granted, and the scheduler reported it
     stuck (a default Wowbagger run, seed 7, ``unknown`` so: V8's tasks kept its loop busy). Now 64 such
     epolls in a row are a "spin" stop: the write ends, the program exits, two runs give one trace."""
-    from chaos.deterministic.shim import THREADED_ENV
-
     (tmp_path / "spin.js").write_text(NODE_SPIN)
     store = tmp_path / "store"
+    traces = _two_spinning_runs(store, "n", ["node", str(tmp_path / "spin.js"), str(store / "f")],
+                                lambda: int((store / "f.turns").read_text()) >= 64)
+    assert any(line.split(" ")[1:3] == ["n/t0", "spin"] for line in traces[0])
+    assert traces[1] == traces[0]
+
+
+def _two_spinning_runs(store: Path, name: str, argv: list[str], after_each) -> list[list[str]]:
+    """Two runs of ``argv`` (every thread controlled) whose store is ``store``: each ends with exit 0, no
+    unserialized concurrency and ``after_each()`` true; their traces."""
+    from chaos.deterministic.shim import THREADED_ENV
+
     store.mkdir()
     traces = []
     for _ in range(2):
         with Scheduler(1, prefixes=[str(store)], stuck_s=20) as s:
-            s.spawn("n", ["node", str(tmp_path / "spin.js"), str(store / "f")], env=THREADED_ENV)
+            s.spawn(name, argv, env=THREADED_ENV)
             s.run_all()
-            assert s.by_name["n"].popen.returncode == 0 and not s.summary()["notes"]
+            assert s.by_name[name].popen.returncode == 0 and not s.summary()["notes"]
             traces.append(list(s.trace))
-        assert int((store / "f.turns").read_text()) >= 64
-    assert any(line.split(" ")[1:3] == ["n/t0", "spin"] for line in traces[0])
-    assert traces[1] == traces[0]
+        assert after_each()
+    return traces
 
 
 C_SPIN = r"""
@@ -365,20 +373,11 @@ def test_a_loop_that_polls_without_waiting_gives_its_turn_up(tmp_path, call):
     """The "spin" stop for every call an event loop may poll with, not only epoll: a thread that polls
     with a timeout of 0 until another thread's write is done held the turn for ever (that thread runs only
     once this one stops; the scheduler reported it stuck). Now 64 such polls in a row are a stop."""
-    from chaos.deterministic.shim import THREADED_ENV
-
     (tmp_path / "spin.c").write_text(C_SPIN)
     subprocess.run(["gcc", "-O1", "-pthread", "-o", str(tmp_path / "spin"), str(tmp_path / "spin.c")], check=True)
     store = tmp_path / "store"
-    store.mkdir()
-    traces = []
-    for _ in range(2):
-        with Scheduler(1, prefixes=[str(store)], stuck_s=20) as s:
-            s.spawn("c", [str(tmp_path / "spin"), call, str(store / "f")], env=THREADED_ENV)
-            s.run_all()
-            assert s.by_name["c"].popen.returncode == 0 and not s.summary()["notes"]
-            traces.append(list(s.trace))
-    assert (store / "f").read_text() == "x"
+    traces = _two_spinning_runs(store, "c", [str(tmp_path / "spin"), call, str(store / "f")],
+                                lambda: (store / "f").read_text() == "x")
     assert any(line.split(" ")[2] == "spin" for line in traces[0]), traces[0][:20]
     assert traces[1] == traces[0]
 

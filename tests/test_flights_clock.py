@@ -19,7 +19,8 @@ from chaos.deterministic.flights import Flight, Flights
 
 
 class Schedule(Flights):
-    """The Flights mixin alone: pumping moves one flight a grant, by a script of which goes next."""
+    """The Flights mixin alone: pumping moves one flight a grant, by a script of which goes next (a flight
+    not landed always has a grant left: its last one lands it)."""
 
     def __init__(self, flights: dict, progress: dict, order):
         self.vt = 1
@@ -34,15 +35,15 @@ class Schedule(Flights):
         self.joined = []
 
     def _grant(self, f: Flight) -> None:
-        grants, lands = self.scripts[f.proc.name]
+        grants = self.scripts[f.proc.name]
         f.vt = grants[f.grants]
         f.grants += 1
-        f.landed = f.grants == len(grants) and lands
+        f.landed = f.grants == len(grants)   # its last grant's stop is where it lands
 
     def _pump_flights(self, waiting_for: list) -> None:
         for name in self.order:
             f = next((f for f in self.flights if f.proc.name == name and not f.landed), None)
-            if f is not None and f.grants < len(self.scripts[name][0]):
+            if f is not None:
                 self._grant(f)
                 if f in waiting_for:
                     return
@@ -52,8 +53,8 @@ class Schedule(Flights):
         self.joined.append((f.proc.name, self.vt))
 
 
-# a: lands at 6 ms; b: lands at 11 ms; c: still in the air at 30 ms (it lands later than any look here)
-FLIGHTS = {"a": ([2, 4, 6], True), "b": ([3, 5, 7, 9, 11], True), "c": ([2, 8, 14, 20, 26, 30, 36], True)}
+# the clocks of each flight's grants, the last where it lands: a at 6 ms, b at 11, c at 36 (later than any look)
+FLIGHTS = {"a": [2, 4, 6], "b": [3, 5, 7, 9, 11], "c": [2, 8, 14, 20, 26, 30, 36]}
 
 
 def _look(until, progress, order):
