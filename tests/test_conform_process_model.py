@@ -31,3 +31,14 @@ def test_conform_reports_the_process_model_instead_of_pages_of_diffs():
     assert [(r.case, r.status) for r in report.results] == [("process-model", "fail")]
     assert report.results[0].diff[0].startswith(f"--factory {MEMORY} keeps its state in process memory")
     assert report.exit_code == 1
+
+
+def test_the_probe_of_a_run_scratches_under_its_store_and_leaves_nothing(tmp_path, monkeypatch):
+    """`chaos run` passes its store: the system temp dir is not written (here it does not exist)."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "no-such-temp-dir"))
+    store = tmp_path / "store"
+    store.mkdir()
+    assert process_model.check(MEMORY, str(store)) is not None
+    assert list(store.iterdir()) == []

@@ -371,7 +371,7 @@ def run(args: argparse.Namespace) -> int:
     if cfg.backend == "python" and cfg.factory:
         from chaos.conform import process_model
 
-        problem = process_model.check(cfg.factory)   # the run would only show hundreds of anomalies
+        problem = process_model.check(cfg.factory, cfg.store)   # else the run would only show hundreds of anomalies
         if problem:
             print(f"chaos: warning: {problem}", file=sys.stderr)
     if cfg.deterministic:

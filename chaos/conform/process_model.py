@@ -58,12 +58,13 @@ def first_process() -> None:
     sys.exit(0 if reply.exit == 0 else 3)
 
 
-def check(factory: str) -> str | None:
-    """The one-line diagnosis of a backend whose state stays in process memory, else None."""
+def check(factory: str, scratch_root: str | None = None) -> str | None:
+    """The one-line diagnosis of a backend whose state stays in process memory, else None. The probe's
+    scratch directory goes under ``scratch_root`` (a run's store) when given, else the system temp dir."""
     from backends.registry import open_backend
 
     namespaces, (ns, item), durable = _probe_world()
-    scratch = tempfile.mkdtemp(prefix="chaos-process-model-")
+    scratch = tempfile.mkdtemp(prefix=".chaos-process-model-", dir=scratch_root)
     spec = {"backend": "python", "factory": factory, "path": os.path.join(scratch, "state"), "namespaces": namespaces}
     # the factory is importable here: the first process imports from the same places
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p or os.getcwd() for p in sys.path))
