@@ -81,6 +81,17 @@ def _unlink_quietly(path: str) -> None:
         pass
 
 
+def in_pid_free_order(names: list[str]) -> list[str]:
+    """Temp file names (``<stem>.<pid>.<token>``) in an order their writers' pids play no part in: a
+    directory lists in its file system's hash order of the whole name, so where the same files had other
+    pids (another run of one seed: the deterministic mode) they listed, and were handled, in another
+    order."""
+    def key(name: str) -> tuple[str, str]:
+        stem, pid, token = (name.rsplit(".", 2) + ["", ""])[:3]
+        return (stem, token) if pid.isdigit() else (name, "")
+    return sorted(names, key=key)
+
+
 def remove_stale_tmp(directory: str) -> int:
     """Remove temp files left by dead writers (the caller holds the namespace
     lock, so no live writer of this directory exists)."""
@@ -89,7 +100,7 @@ def remove_stale_tmp(directory: str) -> int:
         names = os.listdir(directory)
     except FileNotFoundError:
         return 0
-    for name in names:
+    for name in in_pid_free_order(names):
         if name.startswith(TMP_PREFIX):
             _unlink_quietly(os.path.join(directory, name))
             removed += 1

@@ -37,7 +37,7 @@ import secrets
 import time
 
 from backends.api import StoreUnavailable
-from backends.gitjournal.fsio import fsync_dir
+from backends.gitjournal.fsio import fsync_dir, in_pid_free_order
 
 LOCKED = "claim-store-locked"
 DEFAULT_WAIT_S = 5.0
@@ -193,7 +193,7 @@ class NamespaceLock:
             os.close(fd)  # closing drops the flock
 
     def _remove_dead_tmp(self) -> None:
-        for name in os.listdir(self.directory):
+        for name in in_pid_free_order(os.listdir(self.directory)):
             if not name.startswith("lock.tmp."):
                 continue
             try:
