@@ -382,6 +382,44 @@ def test_a_loop_that_polls_without_waiting_gives_its_turn_up(tmp_path, call):
     assert traces[1] == traces[0]
 
 
+NODE_CLOSE_AND_STAT = """
+const fs = require('fs');
+const [store, outside] = process.argv.slice(2);
+const a = fs.openSync(store + '/a', 'w');
+fs.writeSync(a, 'x');
+fs.closeSync(a);
+const b = fs.openSync(outside, 'w');
+fs.writeSync(b, 'y');
+fs.closeSync(b);
+const st = fs.statSync(store + '/a');
+fs.writeFileSync(store + '/seen', `${a === b} ${st.mtimeMs === st.ctimeMs} ${st.mtimeMs}`);
+"""
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node not here")
+def test_a_node_programs_closes_and_stats_through_syscall_are_the_shims(tmp_path):
+    """libuv closes and stats through syscall(2), not close() and statx(): the shim saw no close of a
+    Node program's store file, so the fd's number stayed that file's, and the next file to get the number
+    (here one outside the store) had its write taken for a write of the store file; and its stats saw the
+    kernel's times. Now a close is a point, the outside write is none, and a stat of a store path has the
+    virtual times (atime = ctime = mtime) as through libc."""
+    from chaos.deterministic.shim import THREADED_ENV
+
+    (tmp_path / "prog.js").write_text(NODE_CLOSE_AND_STAT)
+    store = tmp_path / "store"
+    store.mkdir()
+    with Scheduler(1, prefixes=[str(store)], stuck_s=60) as s:
+        s.spawn("n", ["node", str(tmp_path / "prog.js"), str(store), str(tmp_path / "outside")], env=THREADED_ENV)
+        s.run_all()
+        assert s.by_name["n"].popen.returncode == 0 and not s.summary()["notes"]
+        points = [line.split(" ")[2:] for line in s.trace if line.split(" ")[1].startswith("n/")]
+    same_fd, same_times, mtime_ms = (store / "seen").read_text().split(" ")
+    assert same_fd == "true"                          # the outside file got the store file's fd number
+    assert [p[0] for p in points if p[-1] == "a"] == ["creat", "write", "close"], points
+    assert same_times == "true"
+    assert float(mtime_ms) >= 1767225600 * 1000       # the virtual epoch's (2026-01-01), not the machine's
+
+
 @pytest.mark.skipif(not WOWBAGGER.exists() or shutil.which("node") is None, reason="Wowbagger or node not here")
 def test_wowbaggers_minted_namespaces_are_distinct_and_do_not_depend_on_the_store_paths_length(tmp_path):
     """Node's randomness shifts with the length of its argv, where the ledger's path was: in this mode the

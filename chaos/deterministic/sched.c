@@ -55,6 +55,7 @@
 #include <string.h>
 #include <poll.h>
 #include <sys/personality.h>
+#include <sys/random.h>
 #include <signal.h>
 #include <semaphore.h>
 #include <sys/epoll.h>
@@ -341,8 +342,8 @@ static int is_store_fd(int fd) { return enabled && fd >= 0 && fd < FD_MAX && sto
  * other's did not (two default Wowbagger runs of one seed parted there). So a change through a store
  * fd (a write, a truncation, a file created) sets the file's atime and mtime to the virtual time of
  * the change, and a stat of a store path or fd through libc says atime = ctime = mtime (a ctime cannot
- * be set). Not virtual: directories' times, changes through a shared mapping (SQLite's -shm), and a
- * stat made with syscall(2) (libuv's statx: Node sees the kernel's times; Wowbagger reads none). */
+ * be set), through syscall(2) too (libuv's statx) and glibc's old names (__fxstat64: Node 20's fstat).
+ * Not virtual: directories' times and changes through a shared mapping (SQLite's -shm). */
 static void virtual_times(int fd) {
     long long t = epoch_ns + local_vt();
     struct timespec ts[2] = {{t / SEC, t % SEC}, {t / SEC, t % SEC}};
@@ -387,7 +388,7 @@ static void clock_file_opened(const char *path) {
     syscall(SYS_close, fd);
 }
 
-#define REAL(ret, fn, ...) static ret (*real_##fn)(__VA_ARGS__); if (!real_##fn) real_##fn = dlsym(RTLD_NEXT, #fn)
+#define REAL(ret, fn, ...) static ret (*real_##fn)(__VA_ARGS__); if (!real_##fn) { real_##fn = dlsym(RTLD_NEXT, #fn); }
 #define FAIL_IF(err) do { int e_ = (err); if (e_) { errno = e_; return -1; } } while (0)
 
 /* ---------------------------------------------------------------- opens and closes */
@@ -407,6 +408,7 @@ static int open_common(const char *fn, int dirfd, const char *path, int flags, m
     if ((enabled || alone) && fd >= 0 && fd < FD_MAX && (alone || !in_vfork_child()))
         random_fd[fd] = path && (strcmp(path, "/dev/urandom") == 0 || strcmp(path, "/dev/random") == 0);
     if (store && fd >= 0 && fd < FD_MAX && !in_vfork_child()) { store_fd[fd] = 1; free(fd_path[fd]); fd_path[fd] = strdup(full); }
+    else if (fd >= 0 && fd < FD_MAX && !in_vfork_child()) store_fd[fd] = 0;   /* the number is another file's now */
     return fd;
 }
 
@@ -940,7 +942,7 @@ ssize_t read(int fd, void *buf, size_t n) {
     return real_read(fd, buf, n);
 }
 #define PREAD(fn) ssize_t fn(int fd, void *buf, size_t n, off_t off) { REAL(ssize_t, fn, int, void *, size_t, off_t); \
-    if (reads_are_points && is_store_fd(fd)) FAIL_IF(point("pread", (long long)off, fd_path[fd])); return real_##fn(fd, buf, n, off); }
+    if (reads_are_points && is_store_fd(fd)) { FAIL_IF(point("pread", (long long)off, fd_path[fd])); } return real_##fn(fd, buf, n, off); }
 PREAD(pread) PREAD(pread64)
 
 /* a change through a store fd: its result, after the file's times are made virtual ("file times") */
@@ -964,7 +966,7 @@ ssize_t write(int fd, const void *buf, size_t n) {
     return changed(fd, real_write(fd, buf, n));
 }
 #define PWRITE(fn) ssize_t fn(int fd, const void *buf, size_t n, off_t off) { REAL(ssize_t, fn, int, const void *, size_t, off_t); \
-    if (is_store_fd(fd)) FAIL_IF(point("pwrite", (long long)off, fd_path[fd])); return changed(fd, real_##fn(fd, buf, n, off)); }
+    if (is_store_fd(fd)) { FAIL_IF(point("pwrite", (long long)off, fd_path[fd])); } return changed(fd, real_##fn(fd, buf, n, off)); }
 PWRITE(pwrite) PWRITE(pwrite64)
 
 ssize_t writev(int fd, const struct iovec *iov, int cnt) {
@@ -975,7 +977,7 @@ ssize_t writev(int fd, const struct iovec *iov, int cnt) {
 }
 
 #define FTRUNC(fn) int fn(int fd, off_t len) { REAL(int, fn, int, off_t); \
-    if (is_store_fd(fd)) FAIL_IF(point("ftruncate", (long long)len, fd_path[fd])); return (int)changed(fd, real_##fn(fd, len)); }
+    if (is_store_fd(fd)) { FAIL_IF(point("ftruncate", (long long)len, fd_path[fd])); } return (int)changed(fd, real_##fn(fd, len)); }
 FTRUNC(ftruncate) FTRUNC(ftruncate64)
 
 /* stats of store paths and fds: their times as "file times" says (the 64-bit names fill the same
@@ -987,7 +989,7 @@ static int store_at(int dirfd, const char *p, int flags) {
 }
 #define STAT_PATH(fn, st_t) int fn(const char *p, st_t *st) { REAL(int, fn, const char *, st_t *); \
     not_a_virtual_pid_in_proc(p); int r = real_##fn(p, st); \
-    if (r == 0 && store_at(AT_FDCWD, p, 0)) stat_times((struct stat *)st); return r; }
+    if (r == 0 && store_at(AT_FDCWD, p, 0)) { stat_times((struct stat *)st); } return r; }
 STAT_PATH(stat, struct stat) STAT_PATH(lstat, struct stat) STAT_PATH(stat64, struct stat64) STAT_PATH(lstat64, struct stat64)
 #define FSTAT(fn, st_t) int fn(int fd, st_t *st) { REAL(int, fn, int, st_t *); \
     int r = real_##fn(fd, st); if (r == 0 && is_store_fd(fd)) stat_times((struct stat *)st); return r; }
@@ -995,7 +997,7 @@ FSTAT(fstat, struct stat) FSTAT(fstat64, struct stat64)
 #define FSTATAT(fn, st_t) int fn(int dirfd, const char *p, st_t *st, int flags) { \
     REAL(int, fn, int, const char *, st_t *, int); \
     not_a_virtual_pid_in_proc(p); int r = real_##fn(dirfd, p, st, flags); \
-    if (r == 0 && store_at(dirfd, p, flags)) stat_times((struct stat *)st); return r; }
+    if (r == 0 && store_at(dirfd, p, flags)) { stat_times((struct stat *)st); } return r; }
 FSTATAT(fstatat, struct stat) FSTATAT(fstatat64, struct stat64)
 int statx(int dirfd, const char *p, int flags, unsigned mask, struct statx *sx) {
     REAL(int, statx, int, const char *, int, unsigned, struct statx *);
@@ -1003,11 +1005,47 @@ int statx(int dirfd, const char *p, int flags, unsigned mask, struct statx *sx) 
     if (r == 0 && store_at(dirfd, p, flags)) sx->stx_atime = sx->stx_ctime = sx->stx_mtime;
     return r; }
 
+/* glibc's old stat names (a program built against glibc < 2.33 calls these: Node 20's fs.fstat) */
+#define XSTAT(fn, st_t) int fn(int ver, const char *p, st_t *st) { REAL(int, fn, int, const char *, st_t *); \
+    not_a_virtual_pid_in_proc(p); int r = real_##fn(ver, p, st); \
+    if (r == 0 && store_at(AT_FDCWD, p, 0)) { stat_times((struct stat *)st); } return r; }
+XSTAT(__xstat, struct stat) XSTAT(__lxstat, struct stat) XSTAT(__xstat64, struct stat64) XSTAT(__lxstat64, struct stat64)
+#define FXSTAT(fn, st_t) int fn(int ver, int fd, st_t *st) { REAL(int, fn, int, int, st_t *); \
+    int r = real_##fn(ver, fd, st); if (r == 0 && is_store_fd(fd)) stat_times((struct stat *)st); return r; }
+FXSTAT(__fxstat, struct stat) FXSTAT(__fxstat64, struct stat64)
+#define FXSTATAT(fn, st_t) int fn(int ver, int dirfd, const char *p, st_t *st, int flags) { \
+    REAL(int, fn, int, int, const char *, st_t *, int); \
+    not_a_virtual_pid_in_proc(p); int r = real_##fn(ver, dirfd, p, st, flags); \
+    if (r == 0 && store_at(dirfd, p, flags)) { stat_times((struct stat *)st); } return r; }
+FXSTATAT(__fxstatat, struct stat) FXSTATAT(__fxstatat64, struct stat64)
+
+/* syscall(2): libuv closes every fd with syscall(SYS_close) and stats with syscall(SYS_statx), so a Node
+ * program's close of a store fd went unseen (the number stayed the store file's, and a pipe or file that
+ * got it next had its writes taken for that file's) and its stats saw the kernel's times. These calls,
+ * and the clocks and randomness a program may read this way, take their libc names' path here (the
+ * shim's own syscall() calls too: a close of its own fd is no store fd's); every other goes through. */
+long syscall(long nr, ...) {
+    va_list ap; va_start(ap, nr);
+    long a0 = va_arg(ap, long), a1 = va_arg(ap, long), a2 = va_arg(ap, long), a3 = va_arg(ap, long),
+         a4 = va_arg(ap, long), a5 = va_arg(ap, long);
+    va_end(ap);
+    switch (nr) {
+    case SYS_close: return close((int)a0);
+    case SYS_statx: return statx((int)a0, (const char *)a1, (int)a2, (unsigned)a3, (struct statx *)a4);
+    case SYS_getrandom: return getrandom((void *)a0, (size_t)a1, (unsigned)a2);
+    case SYS_clock_gettime: return clock_gettime((clockid_t)a0, (struct timespec *)a1);
+    case SYS_gettimeofday: return gettimeofday((struct timeval *)a0, (void *)a1);
+    case SYS_time: return time((time_t *)a0);
+    }
+    REAL(long, syscall, long, ...);
+    return real_syscall(nr, a0, a1, a2, a3, a4, a5);
+}
+
 /* a directory's sync is its own call ("dirsync"): SQLite, like many stores, ignores its errors */
 static const char *sync_call(int fd, const char *fn) { struct stat st;
     return fstat(fd, &st) == 0 && S_ISDIR(st.st_mode) ? "dirsync" : fn; }
 #define SYNC(fn) int fn(int fd) { REAL(int, fn, int); \
-    if (is_store_fd(fd)) FAIL_IF(point(sync_call(fd, #fn), fd, fd_path[fd])); return real_##fn(fd); }
+    if (is_store_fd(fd)) { FAIL_IF(point(sync_call(fd, #fn), fd, fd_path[fd])); } return real_##fn(fd); }
 SYNC(fsync) SYNC(fdatasync)
 
 /* ---------------------------------------------------------------- names */
