@@ -405,10 +405,11 @@ static int open_common(const char *fn, int dirfd, const char *path, int flags, m
                           && ((flags & O_EXCL) || syscall(SYS_faccessat, dirfd, path, F_OK, 0) != 0)));
     int fd = real(dirfd, path, flags, mode);
     if (fresh && fd >= 0 && !in_vfork_child()) virtual_times(fd);
-    if ((enabled || alone) && fd >= 0 && fd < FD_MAX && (alone || !in_vfork_child()))
+    if ((enabled || alone) && fd >= 0 && fd < FD_MAX && (alone || !in_vfork_child())) {
         random_fd[fd] = path && (strcmp(path, "/dev/urandom") == 0 || strcmp(path, "/dev/random") == 0);
-    if (store && fd >= 0 && fd < FD_MAX && !in_vfork_child()) { store_fd[fd] = 1; free(fd_path[fd]); fd_path[fd] = strdup(full); }
-    else if (fd >= 0 && fd < FD_MAX && !in_vfork_child()) store_fd[fd] = 0;   /* the number is another file's now */
+        if (store) { store_fd[fd] = 1; free(fd_path[fd]); fd_path[fd] = strdup(full); }   /* (never alone) */
+        else store_fd[fd] = 0;   /* the number is another file's now */
+    }
     return fd;
 }
 
@@ -987,17 +988,23 @@ static int store_at(int dirfd, const char *p, int flags) {
     char full[PATH_MAX + 256];
     return (flags & AT_EMPTY_PATH) && p && !*p ? is_store_fd(dirfd) : store_path(dirfd, p, full, sizeof full);
 }
+/* a stat's result ``r``, its times made virtual where it was of a store path or fd */
+static int path_stat(int r, int dirfd, const char *p, int flags, void *st) {
+    if (r == 0 && store_at(dirfd, p, flags)) stat_times(st);
+    return r;
+}
+static int fd_stat(int r, int fd, void *st) {
+    if (r == 0 && is_store_fd(fd)) stat_times(st);
+    return r;
+}
 #define STAT_PATH(fn, st_t) int fn(const char *p, st_t *st) { REAL(int, fn, const char *, st_t *); \
-    not_a_virtual_pid_in_proc(p); int r = real_##fn(p, st); \
-    if (r == 0 && store_at(AT_FDCWD, p, 0)) { stat_times((struct stat *)st); } return r; }
+    not_a_virtual_pid_in_proc(p); return path_stat(real_##fn(p, st), AT_FDCWD, p, 0, st); }
 STAT_PATH(stat, struct stat) STAT_PATH(lstat, struct stat) STAT_PATH(stat64, struct stat64) STAT_PATH(lstat64, struct stat64)
-#define FSTAT(fn, st_t) int fn(int fd, st_t *st) { REAL(int, fn, int, st_t *); \
-    int r = real_##fn(fd, st); if (r == 0 && is_store_fd(fd)) stat_times((struct stat *)st); return r; }
+#define FSTAT(fn, st_t) int fn(int fd, st_t *st) { REAL(int, fn, int, st_t *); return fd_stat(real_##fn(fd, st), fd, st); }
 FSTAT(fstat, struct stat) FSTAT(fstat64, struct stat64)
 #define FSTATAT(fn, st_t) int fn(int dirfd, const char *p, st_t *st, int flags) { \
     REAL(int, fn, int, const char *, st_t *, int); \
-    not_a_virtual_pid_in_proc(p); int r = real_##fn(dirfd, p, st, flags); \
-    if (r == 0 && store_at(dirfd, p, flags)) { stat_times((struct stat *)st); } return r; }
+    not_a_virtual_pid_in_proc(p); return path_stat(real_##fn(dirfd, p, st, flags), dirfd, p, flags, st); }
 FSTATAT(fstatat, struct stat) FSTATAT(fstatat64, struct stat64)
 int statx(int dirfd, const char *p, int flags, unsigned mask, struct statx *sx) {
     REAL(int, statx, int, const char *, int, unsigned, struct statx *);
@@ -1007,16 +1014,14 @@ int statx(int dirfd, const char *p, int flags, unsigned mask, struct statx *sx) 
 
 /* glibc's old stat names (a program built against glibc < 2.33 calls these: Node 20's fs.fstat) */
 #define XSTAT(fn, st_t) int fn(int ver, const char *p, st_t *st) { REAL(int, fn, int, const char *, st_t *); \
-    not_a_virtual_pid_in_proc(p); int r = real_##fn(ver, p, st); \
-    if (r == 0 && store_at(AT_FDCWD, p, 0)) { stat_times((struct stat *)st); } return r; }
+    not_a_virtual_pid_in_proc(p); return path_stat(real_##fn(ver, p, st), AT_FDCWD, p, 0, st); }
 XSTAT(__xstat, struct stat) XSTAT(__lxstat, struct stat) XSTAT(__xstat64, struct stat64) XSTAT(__lxstat64, struct stat64)
 #define FXSTAT(fn, st_t) int fn(int ver, int fd, st_t *st) { REAL(int, fn, int, int, st_t *); \
-    int r = real_##fn(ver, fd, st); if (r == 0 && is_store_fd(fd)) stat_times((struct stat *)st); return r; }
+    return fd_stat(real_##fn(ver, fd, st), fd, st); }
 FXSTAT(__fxstat, struct stat) FXSTAT(__fxstat64, struct stat64)
 #define FXSTATAT(fn, st_t) int fn(int ver, int dirfd, const char *p, st_t *st, int flags) { \
     REAL(int, fn, int, int, const char *, st_t *, int); \
-    not_a_virtual_pid_in_proc(p); int r = real_##fn(ver, dirfd, p, st, flags); \
-    if (r == 0 && store_at(dirfd, p, flags)) { stat_times((struct stat *)st); } return r; }
+    not_a_virtual_pid_in_proc(p); return path_stat(real_##fn(ver, dirfd, p, st, flags), dirfd, p, flags, st); }
 FXSTATAT(__fxstatat, struct stat) FXSTATAT(__fxstatat64, struct stat64)
 
 /* syscall(2): libuv closes every fd with syscall(SYS_close) and stats with syscall(SYS_statx), so a Node
