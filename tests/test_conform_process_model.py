@@ -3,6 +3,9 @@ line, before any conformance case runs (issue #30, item 6)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from chaos.conform import process_model
@@ -42,3 +45,20 @@ def test_the_probe_of_a_run_scratches_under_its_store_and_leaves_nothing(tmp_pat
     store.mkdir()
     assert process_model.check(MEMORY, str(store)) is not None
     assert list(store.iterdir()) == []
+
+
+def test_a_probe_removes_the_scratch_a_killed_run_left_in_the_store(tmp_path):
+    """A harness SIGKILLed during its probe never ran its cleanup: its scratch dir names its pid, and the
+    next probe in that store removes it (a live process's is left alone)."""
+    import os
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    store = tmp_path / "store"
+    left = store / f".chaos-process-model-{dead.pid}-abcd1234"
+    (left / "state").mkdir(parents=True)
+    (left / "state" / "claims.db").write_bytes(b"x")
+    alive = store / f".chaos-process-model-{os.getppid()}-efgh5678"
+    alive.mkdir()
+    assert process_model.check(MEMORY, str(store)) is not None
+    assert sorted(p.name for p in store.iterdir()) == [alive.name]

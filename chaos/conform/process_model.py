@@ -24,7 +24,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 
 from backends.api import FixedClock, Hooks
 
@@ -60,11 +59,13 @@ def first_process() -> None:
 
 def check(factory: str, scratch_root: str | None = None) -> str | None:
     """The one-line diagnosis of a backend whose state stays in process memory, else None. The probe's
-    scratch directory goes under ``scratch_root`` (a run's store) when given, else the system temp dir."""
+    scratch directory goes under ``scratch_root`` (a run's store) when given, else the system temp dir;
+    it is named by this process's pid, so the next probe there removes one a SIGKILL left behind."""
     from backends.registry import open_backend
+    from chaos.store import private_dir
 
     namespaces, (ns, item), durable = _probe_world()
-    scratch = tempfile.mkdtemp(prefix=".chaos-process-model-", dir=scratch_root)
+    scratch = private_dir(".chaos-process-model-", scratch_root)
     spec = {"backend": "python", "factory": factory, "path": os.path.join(scratch, "state"), "namespaces": namespaces}
     # the factory is importable here: the first process imports from the same places
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p or os.getcwd() for p in sys.path))
