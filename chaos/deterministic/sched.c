@@ -59,6 +59,7 @@
 #include <signal.h>
 #include <semaphore.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <spawn.h>
 #include <sys/file.h>
 #include <sys/select.h>
@@ -116,6 +117,27 @@ static __thread int quick_polls;    /* polls that could not wait (timeout 0) sin
 static __thread long long grant_value;   /* a grant's answer: a hello's virtual pid, a pid query's real pid */
 /* the process's wall-clock offset (a clock fault) the last grant carried: REALTIME reads only */
 static __thread long long grant_offset;
+static __thread int my_thread = -1;  /* the index this thread's hello named it by (t<N>) */
+
+/* Hand-offs. A thread that stops to wait while another thread of its process waits for what it just
+ * did (a condition it signalled, an epoll whose fd it made ready: libuv's pool and event loop passing
+ * work back and forth, two thirds of a Node program's grants) lets that thread go on itself, instead
+ * of a round trip to the scheduler: it names it in its stop (">N"), gives it the virtual time the
+ * scheduler would have given it (the scheduler computes the same, from the same two numbers), and wakes
+ * it through its eventfd. Which thread goes is fixed by the process alone (the lowest index whose wait
+ * is over), so the schedule repeats. Only where the scheduler's grant allows it (its sixth field: the
+ * grant's cost in virtual time, 0: not allowed, as in a flight or while a fault may aim at any point). */
+#define HAND_MAX 64
+struct cond_wait { unsigned slot; unsigned long seen; };
+struct hand {
+    volatile int kind;                  /* 0: not waiting here, 1: a condition, 2: an epoll */
+    const struct cond_wait *cw; int ep; /* what its wait is for */
+    long long local_vt;                 /* the virtual time its stop told the scheduler */
+    int efd;                            /* its eventfd + 1 (0: none yet), written to hand it the turn */
+    volatile long long vt, offset, step; /* the grant it is handed */
+};
+static struct hand hands[HAND_MAX];
+static __thread long long hand_step;    /* what a hand-off costs now (0: none allowed), from the last grant */
 
 static void remember_env(void);
 static void exit_point(void);
@@ -132,6 +154,7 @@ static void atfork_child(void) {
     conn = -1; next_thread = 0; seq = 0;
     char n[256]; snprintf(n, sizeof n, "%s/f%d", name, forks); memcpy(name, n, sizeof name);
     forks = 0; forks_told = 0; threads_made = 0; my_idx = -1; is_child = 1; my_pid = (pid_t)syscall(SYS_getpid);
+    memset((void *)hands, 0, sizeof hands); my_thread = -1; hand_step = 0;
     flying = 0;        /* a fork before its exec: part of its parent's schedule */
     clock_files_told = 0;   /* its reads are its own */
     my_vpid = 0;       /* its own, from its hello's grant */
@@ -214,9 +237,9 @@ static int wait_grant(void) {
     }
     buf[n] = 0;
     if (threads_too) pthread_sigmask(SIG_SETMASK, &old, NULL);
-    long long vt = 0, offset = 0, value = 0; int err = 0;
-    if (sscanf(buf, "G %lld %d %lld %lld", &vt, &err, &offset, &value) < 2) die("bad grant");
-    grant_vt = vt; grant_offset = offset; grant_value = value; reads = 0; quick_polls = 0;
+    long long vt = 0, offset = 0, value = 0, step = 0; int err = 0;
+    if (sscanf(buf, "G %lld %d %lld %lld %lld", &vt, &err, &offset, &value, &step) < 2) die("bad grant");
+    grant_vt = vt; grant_offset = offset; grant_value = value; reads = 0; quick_polls = 0; hand_step = step;
     return err;
 }
 
@@ -237,6 +260,7 @@ static void ensure_conn(void) {
     conn = fd;
     pthread_setspecific(conn_key, (void *)1);
     int idx = my_idx >= 0 ? my_idx : __sync_fetch_and_add(&next_thread, 1);
+    my_thread = idx;
     const char *fly = flying && idx == 0 && my_idx < 0 ? " fly" : "";   /* its image's first thread */
     char m[400]; int k = snprintf(m, sizeof m, "H %s/t%d %ld %ld%s%s\n", name, idx, (long)syscall(SYS_getpid),
                                   (long)syscall(SYS_gettid), my_idx >= 0 ? " made" : "", fly);
@@ -275,6 +299,48 @@ static const char *take_woke(char *out, size_t size) {
     woke_n = 0;
     return out;
 }
+/* hand-offs (above): whether thread i's wait is over, looked at by the thread about to stop */
+static int cond_ready(void *p);
+static int epoll_ready(void *p);
+static int hand_ready(int i) {
+    struct hand *h = &hands[i];
+    if (h->kind == 1) return cond_signals[h->cw->slot] != h->cw->seen;
+    struct pollfd pf = { h->ep, POLLIN, 0 };   /* an epoll fd reads ready while its ready list is not empty */
+    return h->kind == 2 && syscall(SYS_poll, &pf, 1, 0) > 0;
+}
+static int hand_target(void) {
+    if (!threads_too || hand_step <= 0 || my_thread < 0) return -1;
+    int n = next_thread < HAND_MAX ? next_thread : HAND_MAX;
+    for (int i = 0; i < n; i++) if (i != my_thread && hands[i].kind && hand_ready(i)) return i;
+    return -1;
+}
+static void hand_to(int i) {
+    struct hand *h = &hands[i];
+    h->vt = (grant_vt > h->local_vt ? grant_vt : h->local_vt) + hand_step;   /* as the scheduler's _grant */
+    h->offset = grant_offset; h->step = hand_step;
+    h->kind = 0;
+    unsigned long long one = 1;
+    if (syscall(SYS_write, h->efd - 1, &one, sizeof one) != sizeof one) die("a hand-off failed");
+}
+/* wait for the scheduler's grant or a hand-off (a thread registered in hands[]) */
+static void wait_turn(struct hand *me) {
+    if (!me) { wait_grant(); return; }
+    sigset_t all, old; sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    struct pollfd pf[2] = { { conn, POLLIN, 0 }, { me->efd - 1, POLLIN, 0 } };
+    while (syscall(SYS_poll, pf, 2, -1) < 0) if (errno != EINTR) die("lost the scheduler");
+    if (pf[1].revents & POLLIN) {
+        unsigned long long v;
+        if (syscall(SYS_read, me->efd - 1, &v, sizeof v) != sizeof v) die("a hand-off failed");
+        grant_vt = me->vt; grant_offset = me->offset; hand_step = me->step;
+        grant_value = 0; reads = 0; quick_polls = 0;
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        return;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    wait_grant();
+}
+
 struct probe;
 static int wait_on(int (*ready)(void *), void *arg, long long timeout_ns, const char *what, const void *obj,
                    const struct probe *p);
@@ -486,18 +552,39 @@ static int wait_on(int (*ready)(void *), void *arg, long long timeout_ns, const 
     unsigned slot = obj ? cond_slot(obj) : 0;
     if (obj) __sync_fetch_and_add(&slot_waiters[slot], 1);
     int late = 0;
+    /* a wait another thread of this process may hand the turn to: a condition's, or an epoll's */
+    int kind = !threads_too || my_thread < 0 || my_thread >= HAND_MAX ? 0
+               : ready == cond_ready ? 1 : ready == epoll_ready && p && p->n == 1 ? 2 : 0;
+    struct hand *me = kind ? &hands[my_thread] : NULL;
+    if (me && !me->efd) {
+        int e = (int)syscall(SYS_eventfd2, 0, EFD_CLOEXEC);
+        if (e < 0) me = NULL; else me->efd = e + 1;
+    }
     for (;;) {
         forks_told = forks;
+        long long lv = local_vt();
+        int give = hand_target();
+        char h[16] = "";
+        if (give >= 0) snprintf(h, sizeof h, " >%d", give);
             char w[96], m[800]; int k = obj
-            ? snprintf(m, sizeof m, "W %lu %lld %d.%d.%s %lld %s:%u\n", seq, local_vt(), forks_told, threads_made,
-                       take_woke(w, sizeof w), deadline, what, slot)
+            ? snprintf(m, sizeof m, "W %lu %lld %d.%d.%s %lld %s:%u%s\n", seq, lv, forks_told, threads_made,
+                       take_woke(w, sizeof w), deadline, what, slot, h)
             : p && p->n > 0
-            ? snprintf(m, sizeof m, "W %lu %lld %d.%d.%s %lld %s@%s\n", seq, local_vt(), forks_told, threads_made,
-                       take_woke(w, sizeof w), deadline, what, p->s)
-            : snprintf(m, sizeof m, "W %lu %lld %d.%d.%s %lld %s\n", seq, local_vt(), forks_told, threads_made,
-                       take_woke(w, sizeof w), deadline, what);
+            ? snprintf(m, sizeof m, "W %lu %lld %d.%d.%s %lld %s@%s%s\n", seq, lv, forks_told, threads_made,
+                       take_woke(w, sizeof w), deadline, what, p->s, h)
+            : snprintf(m, sizeof m, "W %lu %lld %d.%d.%s %lld %s%s\n", seq, lv, forks_told, threads_made,
+                       take_woke(w, sizeof w), deadline, what, h);
+        if (me) {
+            me->cw = kind == 1 ? arg : NULL;
+            me->ep = kind == 2 ? *(int *)arg : -1;
+            me->local_vt = lv;
+            __sync_synchronize();
+            me->kind = kind;
+        }
         send_line(m, k);
-        wait_grant();
+        if (give >= 0) hand_to(give);
+        wait_turn(me);
+        if (me) me->kind = 0;
         if (ready(arg)) break;
         if (deadline >= 0 && grant_vt >= deadline) { late = 1; break; }
     }
@@ -785,7 +872,6 @@ int pthread_cond_broadcast(pthread_cond_t *c) {
     bump(c);
     return real_pthread_cond_broadcast(c);
 }
-struct cond_wait { unsigned slot; unsigned long seen; };
 static int cond_ready(void *p) { struct cond_wait *w = p; return cond_signals[w->slot] != w->seen; }
 static int cond_common(pthread_cond_t *c, pthread_mutex_t *m, long long timeout_ns) {
     static int (*unlock)(pthread_mutex_t *);

@@ -89,6 +89,7 @@ from typing import Callable
 
 from chaos.deterministic import shim
 from chaos.deterministic.flights import Flights
+from chaos.deterministic.handoffs import HandOffs
 from chaos.faults.procs import pidfd_getfd, set_child_subreaper
 from chaos.store import private_dir
 
@@ -228,6 +229,8 @@ class Thread:
     proc: Proc
     priority: float
     buf: bytes = b""
+    held: bool = False            # its stops (``buf``) or its close wait for a hand-off to reach it (``_take``)
+    closed: bool = False          # its connection closed while ``held``
     state: str = "ready"          # ready | sleeping | blocked | waiting | running | idle (control read) | gone
     call: str = "start"
     seq: int = 0
@@ -246,7 +249,7 @@ class Thread:
     released: bool = False        # its last grant was a release (``RELEASES``): it stops right after one
 
 
-class Scheduler(Flights):
+class Scheduler(Flights, HandOffs):
     Stuck = SchedulerStuck
 
     def __init__(self, seed: int, *, prefixes: list[str], depth: int = 3, expected_points: int = 1000,
@@ -286,6 +289,8 @@ class Scheduler(Flights):
         self.flights: list = []
         self.flights_begun = 0
         self.flight_points = 0
+        self.handoffs = 0          # grants a thread's stop gave another thread of its process (``_hand``)
+        self._subject = None       # the thread whose slice ``_settle`` closes (the last one handed the turn)
         self.calls_begun = 0            # ops handed to controlled processes (``begin_call``)
         self.trace: list[str] = []
         self.notes: list[str] = []
@@ -517,6 +522,7 @@ class Scheduler(Flights):
         if it got somewhere, every waiting thread may retry, but not ``subject`` (the thread granted) if it
         ended the slice waiting: nothing else ran since it looked. Decided per slice, not per message, so
         the order messages arrive in within a slice changes nothing."""
+        self._subject = subject
         deadline = time.monotonic() + self.stuck_s
         while self.running is not None or self._unannounced():
             left = deadline - time.monotonic()
@@ -530,7 +536,7 @@ class Scheduler(Flights):
                 raise SchedulerStuck(f"{who} ran {self.stuck_s:g} s without reaching a scheduling point "
                                      f"({_kernel_state(self.running[0])}); the others: {self.states()}")
             self._dispatch(min(left, 1.0))
-        self._end_slice(subject)
+        self._end_slice(self._subject)
 
     def _dispatch(self, timeout: float) -> None:
         """Handle what arrived within ``timeout``: an event of this batch may be for a file an earlier one
@@ -609,7 +615,7 @@ class Scheduler(Flights):
                 return
             line = self._line_of(fileobj, obj)
             if line is not None:
-                self._message(obj, line)
+                self._take(obj, line)
         elif kind == "control":
             self._drain_control(obj)
         elif kind == "exit":
@@ -621,12 +627,12 @@ class Scheduler(Flights):
     def _line_of(self, conn: socket.socket, thread: Thread | None) -> str | None:
         data = self._recv(conn, 65536)
         if not data:
-            if thread is not None:
-                self._thread_closed(thread)
-                if self.running == (thread.pid, thread.tid):
-                    last = all(x.state == "gone" for x in thread.proc.threads)
-                    self.running = (thread.pid, None) if last and not thread.proc.gone else None
-                self._release_blocked()
+            if thread is not None and self._before_its_turn(thread):
+                thread.held, thread.closed = True, True
+                self._park(conn)
+            elif thread is not None:
+                self._close_of(thread)
+                self._drain(thread.proc)
             else:
                 self._sel.unregister(conn)
                 conn.close()
@@ -729,7 +735,7 @@ class Scheduler(Flights):
         elif parts[0] == "B":
             t.local_vt, spawned = int(parts[2]), parts[3]
             t.call, t.state = "retry", "blocked"
-        elif parts[0] == "W":   # W seq local_vt spawned deadline what
+        elif parts[0] == "W":   # W seq local_vt spawned deadline what [>N: the thread it hands the turn to]
             _, seq, local_vt, spawned, wake, what = parts[:6]
             if int(seq) != t.seq:   # a new wait: the thread ran since its last stop (a retry did nothing)
                 self._lane(t.proc)._moved = True
@@ -750,6 +756,15 @@ class Scheduler(Flights):
             if t.proc.flight is None:   # (a flight waits for its own threads' hellos: ``_flight_turn``)
                 self._awaiting.add(t.proc.name)
         self._stopped(t)
+        if parts[0] == "W" and len(parts) > 6 and parts[6].startswith(">"):
+            self._hand(t, int(parts[6][1:]))
+
+    def _close_of(self, thread: Thread) -> None:
+        self._thread_closed(thread)
+        if self.running == (thread.pid, thread.tid):
+            last = all(x.state == "gone" for x in thread.proc.threads)
+            self.running = (thread.pid, None) if last and not thread.proc.gone else None
+        self._release_blocked()
 
     def _stopped(self, t: Thread) -> None:
         if t.proc.flight is not None:
@@ -942,7 +957,8 @@ class Scheduler(Flights):
         self.running = (t.pid, t.tid)
         value = self._answer(t) if err == 0 else 0
         try:
-            t.conn.sendall(f"G {self.vt} {err} {self.clock_offset(t.proc.name)} {value}\n".encode())
+            hand = self.step_ns if self._may_hand(t.proc) else 0
+            t.conn.sendall(f"G {self.vt} {err} {self.clock_offset(t.proc.name)} {value} {hand}\n".encode())
         except OSError:   # it died while stopped: its exit event says so
             pass
         self._settle(t)
@@ -1076,8 +1092,8 @@ class Scheduler(Flights):
 
     def summary(self) -> dict:
         clock_files = self.clock_files()
-        return {"seed": self.seed, "depth": self.depth, "points": self.steps + self.flight_points,
-                "flights": self.flights_begun, "flight_points": self.flight_points,
+        return {"seed": self.seed, "depth": self.depth, "points": self.steps + self.handoffs + self.flight_points,
+                "handoffs": self.handoffs, "flights": self.flights_begun, "flight_points": self.flight_points,
                 "expected_points": self.expected_points, "change_points": self.change_points,
                 "horizon_ns": self.horizon_ns, "change_ns": self.change_ns,
                 "release_yield": self.release_yield, "release_yields": self.release_yields,

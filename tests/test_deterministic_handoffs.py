@@ -1,0 +1,73 @@
+"""A Node program's threads hand each other the turn without a round trip to the scheduler
+(chaos/deterministic/handoffs.py, sched.c "Hand-offs"), and its schedule still repeats."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from chaos.deterministic.scheduler import FaultRule, Scheduler
+from chaos.deterministic.shim import THREADED_ENV
+
+pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node not here")
+
+# fs/promises: every call goes to libuv's pool thread and back to the event loop (a cond, an epoll)
+FILES = """
+const fs = require('fs/promises');
+(async () => {
+  for (let i = 0; i < 6; i++) {
+    await fs.writeFile(process.argv[2] + '/f' + i, 'x' + i);
+    await fs.readFile(process.argv[2] + '/f' + i);
+    await fs.stat(process.argv[2] + '/f' + i);
+  }
+  console.log('done');
+})();
+"""
+
+
+def _run(store, script, faults=()) -> tuple[list[str], dict]:
+    with Scheduler(5, prefixes=[str(store)], stuck_s=60, faults=list(faults)) as s:
+        s.spawn("a", ["node", str(script), str(store)], env=dict(os.environ, **THREADED_ENV))
+        s.run_all()
+        assert s.by_name["a"].popen.returncode == 0
+        return list(s.trace), s.summary()
+
+
+def test_a_node_programs_threads_hand_each_other_the_turn_and_the_schedule_repeats(tmp_path):
+    """Most of its pool thread's and event loop's waits end by a hand-off; three runs (one with two CPU
+    burners beside it) give one trace, hand-offs included, and no concurrency the scheduler did not see."""
+    script = tmp_path / "files.js"
+    script.write_text(FILES)
+    runs = []
+    for n in range(3):
+        store = tmp_path / f"s{n}"
+        store.mkdir()
+        burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2 if n == 1 else 0)]
+        try:
+            runs.append(_run(store, script))
+        finally:
+            for b in burners:
+                b.kill()
+                b.wait()
+    trace, summary = runs[0]
+    assert summary["handoffs"] >= 30, summary                  # 18 file calls, each there and back
+    assert summary["points"] >= summary["handoffs"] + summary["flight_points"]
+    assert not summary["notes"], summary["notes"]
+    assert [r[0] for r in runs] == [trace] * 3
+    assert {r[1]["handoffs"] for r in runs} == {summary["handoffs"]}
+
+
+def test_no_hand_off_while_a_fault_may_aim_at_any_point_of_the_process(tmp_path):
+    """A rule on any call of the process (a racer's freeze, a clock step) counts every point: while one is
+    armed its grants allow no hand-off, so no point of it goes by unseen."""
+    script = tmp_path / "files.js"
+    script.write_text(FILES)
+    store = tmp_path / "s"
+    store.mkdir()
+    never = FaultRule("freeze", None, process="a", nth=10**9)
+    trace, summary = _run(store, script, faults=[never])
+    assert summary["handoffs"] == 0 and never.seen > 30, (summary, never.seen)
