@@ -5,9 +5,9 @@ Two thirds of a Node program's grants are its own threads passing work back and 
 queues a file call and waits in ``epoll``, libuv's pool thread wakes from its ``cond``, makes the call,
 signals the loop and waits again. A thread about to stop at such a wait looks at its process's threads
 waiting at a ``cond`` or an ``epoll`` (HANDED_WAITS) and, where one's wait is over (the lowest index
-first: fixed by the process alone), names it in its stop (``W ... >N``), gives it the virtual time a grant
-here would have (the last grant's time or that thread's own, whichever is later, plus ``step_ns``) and
-wakes it itself. Here the stop ends the slice of the thread that stopped and begins the slice of the one
+first: fixed by the process alone), names it in its stop (``W ... >N@VT``), gives it the virtual time VT a
+grant here would have (the last grant's time or that thread's own, whichever is later, plus ``step_ns``;
+checked here) and wakes it itself. Here the stop ends the slice of the thread that stopped and begins the slice of the one
 it named, as if granted (``_hand``): the same trace line, the same clock. The shim hands the turn only
 where the grant allows it (its sixth field, 0 in a flight and while a fault that may aim at any point of
 the process is armed: ``_may_hand``), so no fault rule misses a point.
@@ -72,15 +72,18 @@ class HandOffs:
                 x.closed = False
                 self._close_of(x)
 
-    def _hand(self, a, index: int) -> None:
-        """``a`` stopped handing the turn to thread ``index`` of its process (sched.c, "Hand-offs"): its
-        slice is over and that thread's begins, as if granted here, at the virtual time the shim gave it."""
+    def _hand(self, a, index: int, vt: int) -> None:
+        """``a`` stopped handing the turn to thread ``index`` of its process (sched.c, "Hand-offs") at
+        virtual time ``vt``: its slice is over and that thread's begins, as if granted here. Where this
+        scheduler's clock would say otherwise, the two disagree on the schedule: said in ``notes``."""
         b = next((x for x in a.proc.threads if x.name == f"{a.proc.name}/t{index}" and x.state != "gone"), None)
         if b is None or b.state != "waiting" or b.call not in HANDED_WAITS:
             raise RuntimeError(f"{a.name} handed the turn to t{index}, which the scheduler does not see waiting "
                                f"({b.name + ' ' + b.state + ' at ' + b.call if b else 'no such thread'})")
         self._end_slice(a)
         self.vt = max(self.vt, b.local_vt) + self.step_ns
+        if vt != self.vt:
+            self.notes.append(f"{a.name} handed {b.name} the turn at {vt} ns, where the scheduler's clock says {self.vt}")
         self.trace.append(f"{self.vt} {b.name} {b.call} {b.seq} {b.arg} {b.path}")
         b.state, b.released = "running", False
         self.running, self._subject = (b.pid, b.tid), b

@@ -314,10 +314,11 @@ static int hand_target(void) {
     for (int i = 0; i < n; i++) if (i != my_thread && hands[i].kind && hand_ready(i)) return i;
     return -1;
 }
-static void hand_to(int i) {
+/* the virtual time thread i is handed the turn at: as the scheduler's grant would give it */
+static long long hand_vt(int i) { return (grant_vt > hands[i].local_vt ? grant_vt : hands[i].local_vt) + hand_step; }
+static void hand_to(int i, long long vt) {
     struct hand *h = &hands[i];
-    h->vt = (grant_vt > h->local_vt ? grant_vt : h->local_vt) + hand_step;   /* as the scheduler's _grant */
-    h->offset = grant_offset; h->step = hand_step;
+    h->vt = vt; h->offset = grant_offset; h->step = hand_step;
     h->kind = 0;
     unsigned long long one = 1;
     if (syscall(SYS_write, h->efd - 1, &one, sizeof one) != sizeof one) die("a hand-off failed");
@@ -564,8 +565,9 @@ static int wait_on(int (*ready)(void *), void *arg, long long timeout_ns, const 
         forks_told = forks;
         long long lv = local_vt();
         int give = hand_target();
-        char h[16] = "";
-        if (give >= 0) snprintf(h, sizeof h, " >%d", give);
+        long long give_vt = give >= 0 ? hand_vt(give) : 0;
+        char h[40] = "";   /* " >N@VT": the scheduler checks it gives the same time */
+        if (give >= 0) snprintf(h, sizeof h, " >%d@%lld", give, give_vt);
             char w[96], m[800]; int k = obj
             ? snprintf(m, sizeof m, "W %lu %lld %d.%d.%s %lld %s:%u%s\n", seq, lv, forks_told, threads_made,
                        take_woke(w, sizeof w), deadline, what, slot, h)
@@ -582,7 +584,7 @@ static int wait_on(int (*ready)(void *), void *arg, long long timeout_ns, const 
             me->kind = kind;
         }
         send_line(m, k);
-        if (give >= 0) hand_to(give);
+        if (give >= 0) hand_to(give, give_vt);
         wait_turn(me);
         if (me) me->kind = 0;
         if (ready(arg)) break;

@@ -757,7 +757,8 @@ class Scheduler(Flights, HandOffs):
                 self._awaiting.add(t.proc.name)
         self._stopped(t)
         if parts[0] == "W" and len(parts) > 6 and parts[6].startswith(">"):
-            self._hand(t, int(parts[6][1:]))
+            index, _, vt = parts[6][1:].partition("@")
+            self._hand(t, int(index), int(vt))
 
     def _close_of(self, thread: Thread) -> None:
         self._thread_closed(thread)
