@@ -54,23 +54,24 @@ class HandOffs:
                 if r is not None and r[0] == proc.pid and r[1] is not None else None
             if nxt is None:
                 break
-            if b"\n" in nxt.buf:
-                raw, _, nxt.buf = nxt.buf.partition(b"\n")
-                self._message(nxt, raw.decode("utf-8", "replace"))
-            elif nxt.closed:
-                nxt.held = nxt.closed = False
-                self._close_of(nxt)
-            else:
-                nxt.held = False
+            if not self._take_held(nxt):
                 return
         for x in [x for x in proc.threads if x.held and x.state != "gone"]:
-            x.held = False
-            while b"\n" in x.buf:
-                raw, _, x.buf = x.buf.partition(b"\n")
-                self._message(x, raw.decode("utf-8", "replace"))
-            if x.closed:
-                x.closed = False
-                self._close_of(x)
+            while self._take_held(x):
+                pass
+
+    def _take_held(self, t) -> bool:
+        """Take the next thing ``t`` holds: a stop, else its close; False (and no longer held) when none."""
+        if b"\n" in t.buf:
+            raw, _, t.buf = t.buf.partition(b"\n")
+            self._message(t, raw.decode("utf-8", "replace"))
+        elif t.closed:
+            t.held = t.closed = False
+            self._close_of(t)
+        else:
+            t.held = False
+            return False
+        return True
 
     def _hand(self, a, index: int, vt: int) -> None:
         """``a`` stopped handing the turn to thread ``index`` of its process (sched.c, "Hand-offs") at
@@ -84,7 +85,7 @@ class HandOffs:
         self.vt = max(self.vt, b.local_vt) + self.step_ns
         if vt != self.vt:
             self.notes.append(f"{a.name} handed {b.name} the turn at {vt} ns, where the scheduler's clock says {self.vt}")
-        self.trace.append(f"{self.vt} {b.name} {b.call} {b.seq} {b.arg} {b.path}")
+        self._trace_grant(b)
         b.state, b.released = "running", False
         self.running, self._subject = (b.pid, b.tid), b
         self.handoffs += 1

@@ -926,8 +926,7 @@ class Scheduler(Flights, HandOffs):
         t.held = False
         point = {"process": t.proc.name, "thread": t.name, "call": t.call, "index": t.seq, "path": t.path,
                  "vt_ns": self.vt}
-        arg = "-" if t.call in UNTRACED_ARG else t.arg
-        self.trace.append(f"{self.vt} {t.name} {t.call} {t.seq} {arg} {t.path}")
+        self._trace_grant(t)
         if rule is not None:
             rule.evidence = dict(point, action=rule.action)
             self.trace.append(f"{self.vt} {t.name} FAULT {rule.action}")
@@ -965,6 +964,11 @@ class Scheduler(Flights, HandOffs):
         self._settle(t)
         if call in RELEASES:
             self._release_blocked()
+
+    def _trace_grant(self, t: Thread) -> None:
+        """The trace's line of a grant to ``t`` at the schedule's clock (``_grant``'s, and a hand-off's)."""
+        arg = "-" if t.call in UNTRACED_ARG else t.arg
+        self.trace.append(f"{self.vt} {t.name} {t.call} {t.seq} {arg} {t.path}")
 
     def _answer(self, t: Thread) -> int:
         """What a grant tells the thread besides go: a hello learns its process's virtual pid (numbered
