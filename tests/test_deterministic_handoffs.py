@@ -71,3 +71,18 @@ def test_no_hand_off_while_a_fault_may_aim_at_any_point_of_the_process(tmp_path)
     never = FaultRule("freeze", None, process="a", nth=10**9)
     trace, summary = _run(store, script, faults=[never])
     assert summary["handoffs"] == 0 and never.seen > 30, (summary, never.seen)
+
+
+def test_a_thread_frozen_by_a_fault_is_not_taken_for_one_a_hand_off_has_not_reached():
+    """A freeze marks its thread ``held`` (its next grant is not faulted again); that is not a hand-off's
+    deferral: with no other thread of its process running, what it sends is taken at once."""
+    from chaos.deterministic.handoffs import HandOffs
+    from chaos.deterministic.scheduler import Proc, Thread
+
+    class Alone(HandOffs):
+        running = None
+
+    frozen = Thread("p/t0", 10, 10, None, Proc("p", 10, None, -1), 1.0, state="sleeping", call="epoll", held=True)
+    assert not Alone()._before_its_turn(frozen)
+    frozen.deferred = True
+    assert Alone()._before_its_turn(frozen)

@@ -14,7 +14,7 @@ the process is armed: ``_may_hand``), so no fault rule misses a point.
 
 What the running thread of a chain and the threads it handed the turn to send comes on several sockets,
 and may be read out of order: a stop (or a close) of a thread that waits where it may be handed the turn,
-while another thread of its process runs, waits (``held``) until the stop that hands it the turn was taken
+while another thread of its process runs, waits (``deferred``) until the stop that hands it the turn was taken
 (``_take``, ``_drain``). So the order stops are taken in is the chain's, whatever the kernel's.
 """
 
@@ -26,21 +26,21 @@ HANDED_WAITS = frozenset({"cond", "epoll"})
 
 class HandOffs:
     """The hand-off half of ``Scheduler`` (its mixin; its state: ``handoffs``, ``_subject``, a thread's
-    ``held`` and ``closed``)."""
+    ``deferred`` and ``closed``)."""
 
     def _before_its_turn(self, t) -> bool:
         """Whether what ``t`` sent may come from a turn a hand-off gave it that is not taken here yet: another
         thread of its process runs, and ``t`` waits where it may be handed the turn (``_take``)."""
         r = self.running
-        return (t.held or (r is not None and r[0] == t.pid and r[1] is not None and r[1] != t.tid
+        return (t.deferred or (r is not None and r[0] == t.pid and r[1] is not None and r[1] != t.tid
                            and t.state == "waiting" and t.call in HANDED_WAITS))
 
     def _take(self, t, line: str) -> None:
         """A stop of ``t``. In a chain of hand-offs (``_hand``) the stops (and closes) of one process come on
         several sockets and may be read out of order: those of a thread the chain has not reached yet wait
-        (``held``) until the stop that hands it the turn was taken (``_drain``)."""
+        (``deferred``) until the stop that hands it the turn was taken (``_drain``)."""
         if self._before_its_turn(t):
-            t.buf, t.held = line.encode() + b"\n" + t.buf, True
+            t.buf, t.deferred = line.encode() + b"\n" + t.buf, True
             return
         self._message(t, line)
         self._drain(t.proc)
@@ -54,22 +54,22 @@ class HandOffs:
                 if r is not None and r[0] == proc.pid and r[1] is not None else None
             if nxt is None:
                 break
-            if not self._take_held(nxt):
+            if not self._take_deferred(nxt):
                 return
-        for x in [x for x in proc.threads if x.held and x.state != "gone"]:
-            while self._take_held(x):
+        for x in [x for x in proc.threads if x.deferred and x.state != "gone"]:
+            while self._take_deferred(x):
                 pass
 
-    def _take_held(self, t) -> bool:
-        """Take the next thing ``t`` holds: a stop, else its close; False (and no longer held) when none."""
+    def _take_deferred(self, t) -> bool:
+        """Take the next thing deferred for ``t``: a stop, else its close; False (and no longer deferred) when none."""
         if b"\n" in t.buf:
             raw, _, t.buf = t.buf.partition(b"\n")
             self._message(t, raw.decode("utf-8", "replace"))
         elif t.closed:
-            t.held = t.closed = False
+            t.deferred = t.closed = False
             self._close_of(t)
         else:
-            t.held = False
+            t.deferred = False
             return False
         return True
 

@@ -229,8 +229,8 @@ class Thread:
     proc: Proc
     priority: float
     buf: bytes = b""
-    held: bool = False            # its stops (``buf``) or its close wait for a hand-off to reach it (``_take``)
-    closed: bool = False          # its connection closed while ``held``
+    deferred: bool = False        # its stops (``buf``) or its close wait for a hand-off to reach it (``_take``)
+    closed: bool = False          # its connection closed while ``deferred``
     state: str = "ready"          # ready | sleeping | blocked | waiting | running | idle (control read) | gone
     call: str = "start"
     seq: int = 0
@@ -628,7 +628,7 @@ class Scheduler(Flights, HandOffs):
         data = self._recv(conn, 65536)
         if not data:
             if thread is not None and self._before_its_turn(thread):
-                thread.held, thread.closed = True, True
+                thread.deferred, thread.closed = True, True
                 self._park(conn)
             elif thread is not None:
                 self._close_of(thread)
