@@ -191,11 +191,31 @@ def test_a_read_of_the_machines_clock_through_a_file_is_reported(tmp_path):
         s.run_all()
         assert s.summary()["clock_files"] == {"/proc/stat": {"processes": 1, "first": ["a"]},
                                               "/proc/uptime": {"processes": 2, "first": ["a", "a/f1"]}}
+        assert "machine_files" not in s.summary()
         assert len(Path(s.sock_path).with_name("uncontrolled").read_text().splitlines()) == 3
     with Scheduler(1, prefixes=[str(tmp_path)]) as s:
         s.spawn("b", quiet)
         s.run_all()
-        assert "clock_files" not in s.summary()
+        assert "clock_files" not in s.summary() and "machine_files" not in s.summary()
+
+
+def test_a_read_of_what_the_machine_has_is_reported(tmp_path):
+    """Memory, CPUs, load, kernel settings and the cgroup's limits are the machine's, not the run's (Node
+    sizes V8's heap from /proc/meminfo and its cgroup's memory limit): the summary names who read which,
+    a cgroup's file by its tree (its own path names the session that runs it), and apart from the clock's."""
+    cgroup = next((str(p) for p in Path("/sys/fs/cgroup").rglob("memory.*") if p.is_file()), None)
+    reader = _script(tmp_path, "reader.py", "import os\n"
+                     "for f in ('/proc/meminfo', '/proc/meminfo', '/proc/loadavg', '/proc/sys/kernel/pid_max', "
+                     f"{cgroup!r}):\n"
+                     "    if f: os.close(os.open(f, os.O_RDONLY))\n"
+                     "open('/proc/uptime').read()\n")
+    with Scheduler(1, prefixes=[str(tmp_path)]) as s:
+        s.spawn("a", [sys.executable, reader])
+        s.run_all()
+        summary = s.summary()
+    machine = {"/proc/loadavg", "/proc/meminfo", "/proc/sys/"} | ({"/sys/fs/cgroup/"} if cgroup else set())
+    assert summary["machine_files"] == {path: {"processes": 1, "first": ["a"]} for path in sorted(machine)}
+    assert summary["clock_files"] == {"/proc/uptime": {"processes": 1, "first": ["a"]}}
 
 
 def test_randomness_is_a_stream_of_the_process_name(tmp_path):

@@ -657,6 +657,16 @@ def previous_history(config_path: str | None) -> str | None:
 WALL_FIELDS = ("seconds", "cpu_seconds")
 
 
+def _readers(files: dict[str, dict]) -> str:
+    """``{path: {"processes", "first"}}`` said in a line, files read by the same processes together:
+    "/proc/meminfo, /sys/fs/cgroup/ by w0.0/f1, w0.1/f1 and 53 more"."""
+    by: dict[tuple, list[str]] = {}
+    for path, r in files.items():
+        by.setdefault((r["processes"], tuple(r["first"])), []).append(path)
+    return "; ".join(f"{', '.join(paths)} by {', '.join(first)}"
+                     + (f" and {n - len(first)} more" if n > len(first) else "") for (n, first), paths in by.items())
+
+
 def _without_wall(obj, path: str, wall: dict):
     """``obj`` without its wall-clock members (``WALL_FIELDS``, at any depth); they go to ``wall``
     under their dotted path."""
@@ -710,12 +720,15 @@ def _results(cfg, kind, world, target, history, coverage, notes, summary, final_
     if missing and verdict == "valid":
         verdict = "unknown"
         notes.append(f"requested faults never took effect: {', '.join(missing)}")
-    if summary.get("clock_files"):   # said, not a reason for unknown: reading the clock decides nothing by itself
-        notes.append("read the machine's clock through files the shim cannot make virtual (" + "; ".join(
-            f"{path} by {', '.join(r['first'])}" + (f" and {r['processes'] - len(r['first'])} more"
-                                                     if r["processes"] > len(r["first"]) else "")
-            for path, r in summary["clock_files"].items()) + "): a decision made on what they read may differ "
-            "between runs of this seed")
+    # said, not a reason for unknown: reading decides nothing by itself
+    for key, what, may_differ in (
+            ("clock_files", "read the machine's clock through files the shim cannot make virtual",
+             "a decision made on what they read may differ between runs of this seed"),
+            ("machine_files", "read what the machine has through files the shim does not control",
+             "what they say may differ on another machine or at another moment (free memory, load), and a "
+             "decision made on it (the size of a heap, of a pool) with it")):
+        if summary.get(key):
+            notes.append(f"{what} ({_readers(summary[key])}): {may_differ}")
     if summary["notes"] and verdict == "valid":
         verdict = "unknown"
         notes.append("the scheduler saw concurrency it did not serialize: " + "; ".join(summary["notes"][:3]))

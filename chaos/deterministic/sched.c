@@ -99,7 +99,7 @@ static int vpids_on;                /* $CHAOS_SCHED_VPIDS=1 (a Node program and 
  * the schedule, "flights" in scheduler.py), and what another process could see of it before its first store
  * point is a point too: a write to a pipe or socket on fd 0-2 ("out") and its exit ("exit", from atexit) */
 static int flying;
-static unsigned clock_files_told;   /* the clock files (``CLOCK_FILES``) this process reported reading */
+static unsigned uncontrolled_told;  /* the files (``UNCONTROLLED_FILES``) this process reported reading */
 static int is_child;                /* a forked child, or a program exec'd by one: it says hello at once */
 static int reads_are_points;        /* $CHAOS_SCHED_READS=1: read/pread of store fds are points too */
 static pthread_key_t conn_key;
@@ -156,7 +156,7 @@ static void atfork_child(void) {
     forks = 0; forks_told = 0; threads_made = 0; my_idx = -1; is_child = 1; my_pid = (pid_t)syscall(SYS_getpid);
     memset((void *)hands, 0, sizeof hands); my_thread = -1; hand_step = 0;
     flying = 0;        /* a fork before its exec: part of its parent's schedule */
-    clock_files_told = 0;   /* its reads are its own */
+    uncontrolled_told = 0;  /* its reads are its own */
     my_vpid = 0;       /* its own, from its hello's grant */
     rng_seeded = 0; rng_state = 0;
     pthread_mutex_init(&rng_lock, NULL);
@@ -425,28 +425,39 @@ static void not_a_virtual_pid_in_proc(const char *path) {
                                                         "scheduler's in a black-box program; /proc has no entry for it)");
 }
 
-/* The machine's clock read through a file: /proc/stat's btime (psutil's boot time, so its create_time),
- * /proc/uptime, the RTC. The shim cannot make these virtual, so what a process reads there may differ
- * between runs of a seed, and so may a decision made on it (a gitjournal lock once taken from a live owner
- * when btime turned over). Reported, not hidden: a line "<process> <path>" in "uncontrolled" beside the
- * scheduler's socket, once per process and file; the scheduler's summary names them. */
-static const char *const CLOCK_FILES[] = {"/proc/stat", "/proc/uptime", "/proc/driver/rtc", "/sys/class/rtc/"};
-#define CLOCK_FILE_KINDS (int)(sizeof CLOCK_FILES / sizeof CLOCK_FILES[0])
+/* Files outside the shim's control whose contents are the machine's, reported, not hidden: a line
+ * "<process> <class> <file>" in "uncontrolled" beside the scheduler's socket, once per process and file;
+ * the scheduler's summary names them.
+ * - "clock": the machine's clock read through a file: /proc/stat's btime (psutil's boot time, so its
+ *   create_time), /proc/uptime, the RTC. The shim cannot make these virtual, so what a process reads there
+ *   may differ between runs of a seed, and so may a decision made on it (a gitjournal lock once taken from
+ *   a live owner when btime turned over). <file> is the path opened.
+ * - "machine": what the machine has: its memory, CPUs, load, kernel settings, the cgroup's limits (Node
+ *   sizes V8's heap from /proc/meminfo and the cgroup's memory limit). Stable on one machine; another may
+ *   size the program, and so its schedule, otherwise. <file> is the entry below (a cgroup's own path names
+ *   the session that runs it). */
+static const char *const UNCONTROLLED_FILES[][2] = {
+    {"clock", "/proc/stat"}, {"clock", "/proc/uptime"}, {"clock", "/proc/driver/rtc"}, {"clock", "/sys/class/rtc/"},
+    {"machine", "/proc/meminfo"}, {"machine", "/proc/cpuinfo"}, {"machine", "/proc/loadavg"},
+    {"machine", "/proc/self/cgroup"}, {"machine", "/proc/sys/"}, {"machine", "/sys/fs/cgroup/"},
+    {"machine", "/sys/devices/system/cpu/"}};
+#define UNCONTROLLED_KINDS (int)(sizeof UNCONTROLLED_FILES / sizeof UNCONTROLLED_FILES[0])
 
-static void clock_file_opened(const char *path) {
+static void uncontrolled_file_opened(const char *path) {
     if (!enabled || !path || in_vfork_child()) return;
     int i = 0;
-    while (i < CLOCK_FILE_KINDS && (CLOCK_FILES[i][strlen(CLOCK_FILES[i]) - 1] == '/'
-                                    ? strncmp(path, CLOCK_FILES[i], strlen(CLOCK_FILES[i]))
-                                    : strcmp(path, CLOCK_FILES[i])) != 0)
-        i++;
-    if (i == CLOCK_FILE_KINDS || (clock_files_told & (1u << i))) return;
-    clock_files_told |= 1u << i;
+    for (; i < UNCONTROLLED_KINDS; i++) {   /* an entry ending in '/' is a tree */
+        const char *f = UNCONTROLLED_FILES[i][1]; size_t n = strlen(f);
+        if (f[n - 1] == '/' ? strncmp(path, f, n) == 0 : strcmp(path, f) == 0) break;
+    }
+    if (i == UNCONTROLLED_KINDS || (uncontrolled_told & (1u << i))) return;
+    uncontrolled_told |= 1u << i;
     const char *slash = strrchr(sock_path, '/');
     if (!slash) return;
-    char report[sizeof sock_path + 16], line[sizeof name + PATH_MAX + 2];
+    const char *cls = UNCONTROLLED_FILES[i][0], *file = *cls == 'c' ? path : UNCONTROLLED_FILES[i][1];
+    char report[sizeof sock_path + 16], line[sizeof name + PATH_MAX + 16];
     snprintf(report, sizeof report, "%.*s/uncontrolled", (int)(slash - sock_path), sock_path);
-    int k = snprintf(line, sizeof line, "%s %s\n", name, path);
+    int k = snprintf(line, sizeof line, "%s %s %s\n", name, cls, file);
     if (k <= 0 || k >= (int)sizeof line) return;
     int fd = (int)syscall(SYS_openat, AT_FDCWD, report, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0) return;
@@ -464,7 +475,7 @@ static int open_common(const char *fn, int dirfd, const char *path, int flags, m
     char full[PATH_MAX + 256]; int store = store_path(dirfd, path, full, sizeof full);
     if (store) FAIL_IF(point((flags & O_CREAT) ? "creat" : "open", flags, full));
     not_a_virtual_pid_in_proc(path);
-    if (!store) clock_file_opened(path);
+    if (!store) uncontrolled_file_opened(path);
     static int (*real)(int, const char *, int, ...);
     if (!real) real = dlsym(RTLD_NEXT, "openat");
     (void)fn;

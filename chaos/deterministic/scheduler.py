@@ -103,8 +103,9 @@ VPID_BASE = 4_194_304
 PID_IN_PATH = re.compile(r"(?<![0-9A-Za-z])[1-9][0-9]{1,6}(?![0-9A-Za-z])")
 #: a UUID's groups are hyphen-delimited and may be all digits ("...-48a3-8026-..."): never a pid, whatever pids run
 UUID_IN_PATH = re.compile(r"([0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12})")
-#: of the processes that read a clock file (``clock_files``), how many the summary names
-CLOCK_FILE_NAMES = 5
+#: of the processes that read a file outside the shim's control (``uncontrolled_files``), how many the
+#: summary names
+UNCONTROLLED_NAMES = 5
 #: calls after which a thread that reported "blocked" may succeed: they (or an exit) release locks
 RELEASES = frozenset({"unlock", "close"})
 #: the chance that a thread stopped right after a release yields to the others there (``release_yield``)
@@ -1078,25 +1079,28 @@ class Scheduler(Flights, HandOffs):
     def digest(self) -> str:
         return hashlib.sha256("\n".join(self.trace).encode()).hexdigest()
 
-    def clock_files(self) -> dict[str, dict]:
-        """The machine's clock read through a file (``/proc/stat``, ``/proc/uptime``, the RTC: sched.c,
-        "CLOCK_FILES"), which the shim cannot make virtual: per file, how many processes read it and the
-        first few of them by name. Empty when none did."""
+    def uncontrolled_files(self) -> dict[str, dict[str, dict]]:
+        """Files whose contents are the machine's, outside the shim's control (sched.c,
+        "UNCONTROLLED_FILES"), by class: ``clock`` (the machine's clock read through ``/proc/stat``,
+        ``/proc/uptime``, the RTC) and ``machine`` (its memory, CPUs, load, kernel settings, cgroup
+        limits); per file, how many processes read it and the first few of them by name. A class none
+        read is absent."""
         try:
             with open(os.path.join(self._dir, "uncontrolled"), "rb") as f:
                 lines = f.read().decode("utf-8", "replace").splitlines()
         except FileNotFoundError:
             return {}
-        readers: dict[str, set] = {}
+        readers: dict[str, dict[str, set]] = {}
         for line in lines:
-            name, _, path = line.partition(" ")
-            if path:
-                readers.setdefault(path, set()).add(name)
-        return {path: {"processes": len(names), "first": sorted(names)[:CLOCK_FILE_NAMES]}
-                for path, names in sorted(readers.items())}
+            name, cls, path = (line.split(" ", 2) + ["", ""])[:3]
+            if path and cls in ("clock", "machine"):
+                readers.setdefault(cls, {}).setdefault(path, set()).add(name)
+        return {cls: {path: {"processes": len(names), "first": sorted(names)[:UNCONTROLLED_NAMES]}
+                      for path, names in sorted(files.items())}
+                for cls, files in sorted(readers.items())}
 
     def summary(self) -> dict:
-        clock_files = self.clock_files()
+        read = self.uncontrolled_files()
         return {"seed": self.seed, "depth": self.depth, "points": self.steps + self.handoffs + self.flight_points,
                 "handoffs": self.handoffs, "flights": self.flights_begun, "flight_points": self.flight_points,
                 "expected_points": self.expected_points, "change_points": self.change_points,
@@ -1104,7 +1108,7 @@ class Scheduler(Flights, HandOffs):
                 "release_yield": self.release_yield, "release_yields": self.release_yields,
                 "virtual_ns": self.vt, "trace_sha256": self.digest(),
                 "faults": [r.evidence or {"action": r.action, "missed": True} for r in self.faults],
-                "notes": list(self.notes)} | ({"clock_files": clock_files} if clock_files else {})
+                "notes": list(self.notes)} | {f"{cls}_files": files for cls, files in read.items()}
 
     def close(self) -> None:
         for proc in list(self.procs.values()):
