@@ -86,3 +86,34 @@ def test_a_thread_frozen_by_a_fault_is_not_taken_for_one_a_hand_off_has_not_reac
     assert not Alone()._before_its_turn(frozen)
     frozen.deferred = True
     assert Alone()._before_its_turn(frozen)
+
+
+def test_a_stop_no_hand_off_reached_is_said_a_close_is_not():
+    """Once no thread of its process runs, what waited for a chain of hand-offs is taken as it came; a stop
+    among it came from a thread that ran beside the chain, unserialized: a note (the run ``unknown``). A
+    close is not: a killed process's threads close where they wait."""
+    from chaos.deterministic.handoffs import HandOffs
+    from chaos.deterministic.scheduler import Proc, Thread
+
+    class Chain(HandOffs):
+        running = None
+
+        def __init__(self):
+            self.notes, self.taken = [], []
+
+        def _message(self, t, line):
+            self.taken.append((t.name, line))
+
+        def _close_of(self, t):
+            self.taken.append((t.name, "closed"))
+
+    proc = Proc("p", 10, None, -1)
+    stray = Thread("p/t1", 10, 11, None, proc, 1.0, state="waiting", call="cond", seq=4,
+                   buf=b"S 7 write\n", deferred=True)
+    killed = Thread("p/t2", 10, 12, None, proc, 1.0, state="waiting", call="epoll", deferred=True, closed=True)
+    proc.threads = [stray, killed]
+    chain = Chain()
+    chain._drain(proc)
+    assert chain.taken == [("p/t1", "S 7 write"), ("p/t2", "closed")]
+    assert chain.notes == ["p/t1 stopped at a point though no hand-off of p's reached it (it waited at cond #4)"]
+    assert not stray.deferred and not killed.deferred

@@ -218,6 +218,21 @@ def test_a_read_of_what_the_machine_has_is_reported(tmp_path):
     assert summary["clock_files"] == {"/proc/uptime": {"processes": 1, "first": ["a"]}}
 
 
+def test_a_read_of_a_cpu_time_clock_is_reported(tmp_path):
+    """How long a process or thread ran is not virtual: a read of a CPU-time clock is said, once per
+    process and kind, like a clock file."""
+    reader = _script(tmp_path, "reader.py", "import time\nfor _ in range(3):\n    time.process_time()\n"
+                     "time.thread_time()\ntime.monotonic()\n")
+    with Scheduler(1, prefixes=[str(tmp_path)]) as s:
+        s.spawn("a", [sys.executable, reader])
+        s.spawn("b", [sys.executable, "-c", "import time; time.time(); time.monotonic()"])
+        s.run_all()
+        summary = s.summary()
+    assert summary["cpu_clocks"] == {"CLOCK_PROCESS_CPUTIME_ID": {"processes": 1, "first": ["a"]},
+                                     "CLOCK_THREAD_CPUTIME_ID": {"processes": 1, "first": ["a"]}}
+    assert "clock_files" not in summary
+
+
 def test_randomness_is_a_stream_of_the_process_name(tmp_path):
     """getrandom (os.urandom, uuid4, random's seed) is seeded from the logical name: the same
     process gives the same bytes in every run, another name other bytes."""

@@ -47,7 +47,9 @@ class HandOffs:
 
     def _drain(self, proc) -> None:
         """Take what waited for the chain: the running thread's stops (and close) while it is one of
-        ``proc``'s; once none of its threads runs, what is left waiting is taken as it came."""
+        ``proc``'s; once none of its threads runs, what is left waiting is taken as it came. A stop among
+        those came from a thread no hand-off reached, which ran beside the chain: said in ``notes`` (a
+        close is not: a killed process's threads close where they wait)."""
         while True:
             r = self.running
             nxt = next((x for x in proc.threads if (x.pid, x.tid) == r and x.state != "gone"), None) \
@@ -57,6 +59,9 @@ class HandOffs:
             if not self._take_deferred(nxt):
                 return
         for x in [x for x in proc.threads if x.deferred and x.state != "gone"]:
+            if b"\n" in x.buf:
+                self.notes.append(f"{x.name} stopped at a point though no hand-off of {proc.name}'s reached it "
+                                  f"(it waited at {x.call} #{x.seq})")
             while self._take_deferred(x):
                 pass
 

@@ -726,7 +726,9 @@ def _results(cfg, kind, world, target, history, coverage, notes, summary, final_
              "a decision made on what they read may differ between runs of this seed"),
             ("machine_files", "read what the machine has through files the shim does not control",
              "what they say may differ on another machine or at another moment (free memory, load), and a "
-             "decision made on it (the size of a heap, of a pool) with it")):
+             "decision made on it (the size of a heap, of a pool) with it"),
+            ("cpu_clocks", "read clocks the shim does not make virtual",
+             "how long a process or thread ran differs from run to run, and a decision made on it with it")):
         if summary.get(key):
             notes.append(f"{what} ({_readers(summary[key])}): {may_differ}")
     if summary["notes"] and verdict == "valid":

@@ -426,8 +426,8 @@ static void not_a_virtual_pid_in_proc(const char *path) {
 }
 
 /* Files outside the shim's control whose contents are the machine's, reported, not hidden: a line
- * "<process> <class> <file>" in "uncontrolled" beside the scheduler's socket, once per process and file;
- * the scheduler's summary names them.
+ * "<process> <class> <file>" in "uncontrolled" beside the scheduler's socket, once per process and file
+ * (``report_uncontrolled``); the scheduler's summary names them.
  * - "clock": the machine's clock read through a file: /proc/stat's btime (psutil's boot time, so its
  *   create_time), /proc/uptime, the RTC. The shim cannot make these virtual, so what a process reads there
  *   may differ between runs of a seed, and so may a decision made on it (a gitjournal lock once taken from
@@ -443,6 +443,21 @@ static const char *const UNCONTROLLED_FILES[][2] = {
     {"machine", "/sys/devices/system/cpu/"}};
 #define UNCONTROLLED_KINDS (int)(sizeof UNCONTROLLED_FILES / sizeof UNCONTROLLED_FILES[0])
 
+/* One line "<process> <class> <what>" in "uncontrolled" beside the scheduler's socket. */
+static void report_uncontrolled(const char *cls, const char *what) {
+    const char *slash = strrchr(sock_path, '/');
+    if (!slash) return;
+    char report[sizeof sock_path + 16], line[sizeof name + PATH_MAX + 16];
+    snprintf(report, sizeof report, "%.*s/uncontrolled", (int)(slash - sock_path), sock_path);
+    int k = snprintf(line, sizeof line, "%s %s %s\n", name, cls, what);
+    if (k <= 0 || k >= (int)sizeof line) return;
+    int fd = (int)syscall(SYS_openat, AT_FDCWD, report, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) return;
+    ssize_t w = syscall(SYS_write, fd, line, (size_t)k);   /* one O_APPEND write: lines never interleave */
+    (void)w;
+    syscall(SYS_close, fd);
+}
+
 static void uncontrolled_file_opened(const char *path) {
     if (!enabled || !path || in_vfork_child()) return;
     int i = 0;
@@ -450,20 +465,21 @@ static void uncontrolled_file_opened(const char *path) {
         const char *f = UNCONTROLLED_FILES[i][1]; size_t n = strlen(f);
         if (f[n - 1] == '/' ? strncmp(path, f, n) == 0 : strcmp(path, f) == 0) break;
     }
-    if (i == UNCONTROLLED_KINDS || (uncontrolled_told & (1u << i))) return;
-    uncontrolled_told |= 1u << i;
-    const char *slash = strrchr(sock_path, '/');
-    if (!slash) return;
-    const char *cls = UNCONTROLLED_FILES[i][0], *file = *cls == 'c' ? path : UNCONTROLLED_FILES[i][1];
-    char report[sizeof sock_path + 16], line[sizeof name + PATH_MAX + 16];
-    snprintf(report, sizeof report, "%.*s/uncontrolled", (int)(slash - sock_path), sock_path);
-    int k = snprintf(line, sizeof line, "%s %s %s\n", name, cls, file);
-    if (k <= 0 || k >= (int)sizeof line) return;
-    int fd = (int)syscall(SYS_openat, AT_FDCWD, report, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0) return;
-    ssize_t w = syscall(SYS_write, fd, line, (size_t)k);   /* one O_APPEND write: lines never interleave */
-    (void)w;
-    syscall(SYS_close, fd);
+    if (i == UNCONTROLLED_KINDS || (__sync_fetch_and_or(&uncontrolled_told, 1u << i) & (1u << i))) return;
+    const char *cls = UNCONTROLLED_FILES[i][0];
+    report_uncontrolled(cls, *cls == 'c' ? path : UNCONTROLLED_FILES[i][1]);
+}
+
+/* A clock the shim does not make virtual (a CPU-time clock: how long the process or a thread ran, which
+ * differs from run to run), read through clock_gettime: reported like a clock file, class "cputime",
+ * once per process and kind. */
+static void other_clock_read(clockid_t c) {
+    if (!enabled || in_vfork_child()) return;
+    int kind = c == CLOCK_PROCESS_CPUTIME_ID ? 0 : c == CLOCK_THREAD_CPUTIME_ID ? 1 : c < 0 ? 2 : 3;
+    static const char *const KINDS[] = {"CLOCK_PROCESS_CPUTIME_ID", "CLOCK_THREAD_CPUTIME_ID",
+                                        "another process's or thread's CPU-time clock", "another clock"};
+    unsigned bit = 1u << (UNCONTROLLED_KINDS + kind);
+    if (!(__sync_fetch_and_or(&uncontrolled_told, bit) & bit)) report_uncontrolled("cputime", KINDS[kind]);
 }
 
 #define REAL(ret, fn, ...) static ret (*real_##fn)(__VA_ARGS__); if (!real_##fn) { real_##fn = dlsym(RTLD_NEXT, #fn); }
@@ -1322,6 +1338,7 @@ static long long now_of(clockid_t c) {
 
 int clock_gettime(clockid_t c, struct timespec *ts) {
     REAL(int, clock_gettime, clockid_t, struct timespec *);
+    if (!virtual_clock(c)) other_clock_read(c);
     if (!(enabled || alone) || !virtual_clock(c)) return real_clock_gettime(c, ts);
     long long t = now_of(c); ts->tv_sec = t / SEC; ts->tv_nsec = t % SEC; return 0;
 }

@@ -106,6 +106,9 @@ UUID_IN_PATH = re.compile(r"([0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-
 #: of the processes that read a file outside the shim's control (``uncontrolled_files``), how many the
 #: summary names
 UNCONTROLLED_NAMES = 5
+#: what the shim reports reading outside its control (sched.c, "UNCONTROLLED_FILES", ``other_clock_read``), by
+#: class: its key in the summary
+UNCONTROLLED_KEYS = {"clock": "clock_files", "machine": "machine_files", "cputime": "cpu_clocks"}
 #: calls after which a thread that reported "blocked" may succeed: they (or an exit) release locks
 RELEASES = frozenset({"unlock", "close"})
 #: the chance that a thread stopped right after a release yields to the others there (``release_yield``)
@@ -1080,11 +1083,11 @@ class Scheduler(Flights, HandOffs):
         return hashlib.sha256("\n".join(self.trace).encode()).hexdigest()
 
     def uncontrolled_files(self) -> dict[str, dict[str, dict]]:
-        """Files whose contents are the machine's, outside the shim's control (sched.c,
-        "UNCONTROLLED_FILES"), by class: ``clock`` (the machine's clock read through ``/proc/stat``,
-        ``/proc/uptime``, the RTC) and ``machine`` (its memory, CPUs, load, kernel settings, cgroup
-        limits); per file, how many processes read it and the first few of them by name. A class none
-        read is absent."""
+        """What the shim saw read outside its control (sched.c, "UNCONTROLLED_FILES", ``other_clock_read``),
+        by class: ``clock`` (the machine's clock read through ``/proc/stat``, ``/proc/uptime``, the RTC),
+        ``machine`` (its memory, CPUs, load, kernel settings, cgroup limits) and ``cputime`` (a CPU-time
+        clock); per file or clock, how many processes read it and the first few of them by name. A class
+        none read is absent."""
         try:
             with open(os.path.join(self._dir, "uncontrolled"), "rb") as f:
                 lines = f.read().decode("utf-8", "replace").splitlines()
@@ -1093,7 +1096,7 @@ class Scheduler(Flights, HandOffs):
         readers: dict[str, dict[str, set]] = {}
         for line in lines:
             name, cls, path = (line.split(" ", 2) + ["", ""])[:3]
-            if path and cls in ("clock", "machine"):
+            if path and cls in UNCONTROLLED_KEYS:
                 readers.setdefault(cls, {}).setdefault(path, set()).add(name)
         return {cls: {path: {"processes": len(names), "first": sorted(names)[:UNCONTROLLED_NAMES]}
                       for path, names in sorted(files.items())}
@@ -1108,7 +1111,7 @@ class Scheduler(Flights, HandOffs):
                 "release_yield": self.release_yield, "release_yields": self.release_yields,
                 "virtual_ns": self.vt, "trace_sha256": self.digest(),
                 "faults": [r.evidence or {"action": r.action, "missed": True} for r in self.faults],
-                "notes": list(self.notes)} | {f"{cls}_files": files for cls, files in read.items()}
+                "notes": list(self.notes)} | {UNCONTROLLED_KEYS[cls]: what for cls, what in read.items()}
 
     def close(self) -> None:
         for proc in list(self.procs.values()):
