@@ -62,6 +62,30 @@ def test_pause_blocks_new_connections_and_resume_restores(pg):
     assert not os.path.exists(f"/sys/fs/cgroup/freezer/claimchaos-pg-{pg.pid}")
 
 
+def test_pause_freezes_a_backend_forked_between_its_look_at_the_tree_and_the_freeze(pg, monkeypatch):
+    """The postmaster may fork a backend after pause looked at its tree and before the postmaster was
+    frozen (seen once on a loaded machine: a backend ran on through the pause). Here the second look
+    at the tree finds a process the first did not: pause freezes it too."""
+    late = subprocess.Popen(["sleep", "120"])
+    looks = []
+    real_pids = procs.ProcessTree.pids
+
+    def pids(tree):
+        looks.append(tree.pid)
+        return real_pids(tree) + ([late.pid] if len(looks) > 1 else [])
+
+    monkeypatch.setattr(procs.ProcessTree, "pids", pids)
+    try:
+        frozen = pg.pause()
+        try:
+            assert late.pid in frozen and len(looks) >= 2
+        finally:
+            pg.resume()
+    finally:
+        late.kill()
+        late.wait()
+
+
 def test_cleanup_leaves_nothing_even_after_an_exception():
     with pytest.raises(RuntimeError, match="boom"):
         with PgServer() as server:

@@ -53,6 +53,33 @@ def test_pause_and_resume_every_member(tree):
     assert all(psutil.Process(p).status() != psutil.STATUS_STOPPED for p in paused)
 
 
+# a root that forks sleeping children as fast as it can (up to 300), so some are forked between pause's
+# look at the tree and the root's SIGSTOP
+FORKING = [sys.executable, "-c",
+           "import os,sys,time\nprint('up', flush=True)\nfor _ in range(300):\n    if os.fork() == 0:\n"
+           "        time.sleep(60); os._exit(0)\ntime.sleep(60)"]
+
+
+def test_pause_stops_the_children_forked_while_it_looked():
+    """A child its parent forked after pause looked at the tree and before the parent stopped ran on
+    through the pause (a worker's CLI child; a backend of a paused PostgreSQL, seen once on a loaded
+    machine): pause looks again until the tree has no member it has not stopped."""
+    for _ in range(3):
+        p = subprocess.Popen(FORKING, stdout=subprocess.PIPE, start_new_session=True)
+        procs.register(p.pid)
+        try:
+            assert p.stdout.readline().strip() == b"up"
+            t = procs.ProcessTree(p.pid)
+            paused = t.pause()
+            members = t.snapshot()
+            running = [m.pid for m in members if m.status() != psutil.STATUS_STOPPED]
+            assert running == [] and {m.pid for m in members} <= set(paused)
+        finally:
+            procs.ProcessTree(p.pid, popen=p).kill()
+            p.stdout.close()
+            procs.unregister(p.pid)
+
+
 @pytest.mark.skipif(not procs.freezer_available(), reason="cgroup v1 freezer needs root")
 def test_freezer_freezes_thaws_and_removes(tree):
     f = procs.Freezer(f"claimchaos-test-{tree.pid}")

@@ -309,19 +309,23 @@ class PgServer:
     @_serialized
     def pause(self) -> list[int]:
         """Freeze the server. As root: the cgroup v1 freezer (covers backends
-        forked later). Otherwise: SIGSTOP a snapshot taken now."""
+        forked once the postmaster is in it). Otherwise: SIGSTOP the tree.
+        Either way the tree is looked at again until nothing new is in it: a
+        backend the postmaster forked between the look and its freeze would
+        run on through the pause (seen once, on a loaded machine)."""
         if not self.running():
             raise PgServerError("server is not running")
-        tree = procs.ProcessTree(self.proc.pid).pids()
+        tree = procs.ProcessTree(self.proc.pid)
         if procs.freezer_available():
             self._freezer = self._freezer or procs.Freezer(f"claimchaos-pg-{self.proc.pid}")
-            self._freezer.add(tree)
-            self._freezer.freeze()
+            tried: set[int] = set()   # not the group's members: a zombie never joins it
+            while new := set(tree.pids()) - tried:
+                self._freezer.add(sorted(new))
+                self._freezer.freeze()
+                tried |= new
             return self._freezer.pids()
-        procs.signal_pids(tree, signal.SIGSTOP)
-        procs.wait_stopped(tree)
-        self._paused_pids = tree
-        return tree
+        self._paused_pids = tree.pause()
+        return self._paused_pids
 
     @_serialized
     def resume(self) -> None:

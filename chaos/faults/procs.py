@@ -213,12 +213,16 @@ class ProcessTree:
         return pids
 
     def pause(self) -> list[int]:
-        """SIGSTOP every process of the tree (fresh snapshot). Processes forked
-        later are *not* covered; use ``Freezer`` for that when root."""
-        procs = self.snapshot()
-        self._signal_all(procs, signal.SIGSTOP)
-        wait_stopped([p.pid for p in procs])
-        return [p.pid for p in procs]
+        """SIGSTOP every process of the tree; returns their PIDs. A child its
+        parent forked after a look at the tree and before the parent stopped
+        would run on through the pause, so the tree is looked at again until
+        it has no member not stopped here (a stopped process forks nothing)."""
+        stopped: list[int] = []
+        while new := [p for p in self.snapshot() if p.pid not in stopped]:
+            self._signal_all(new, signal.SIGSTOP)
+            wait_stopped([p.pid for p in new])
+            stopped += [p.pid for p in new]
+        return stopped
 
     def resume(self) -> list[int]:
         """SIGCONT every process of the tree (fresh snapshot)."""
