@@ -304,7 +304,7 @@ static int cond_ready(void *p);
 static int epoll_ready(void *p);
 static int hand_ready(int i) {
     struct hand *h = &hands[i];
-    if (h->kind == 1) return cond_signals[h->cw->slot] != h->cw->seen;
+    if (h->kind == 1) return cond_ready((void *)h->cw);
     struct pollfd pf = { h->ep, POLLIN, 0 };   /* an epoll fd reads ready while its ready list is not empty */
     return h->kind == 2 && syscall(SYS_poll, &pf, 1, 0) > 0;
 }
@@ -1338,8 +1338,8 @@ static long long now_of(clockid_t c) {
 
 int clock_gettime(clockid_t c, struct timespec *ts) {
     REAL(int, clock_gettime, clockid_t, struct timespec *);
-    if (!virtual_clock(c)) other_clock_read(c);
-    if (!(enabled || alone) || !virtual_clock(c)) return real_clock_gettime(c, ts);
+    if (!virtual_clock(c)) { other_clock_read(c); return real_clock_gettime(c, ts); }
+    if (!(enabled || alone)) return real_clock_gettime(c, ts);
     long long t = now_of(c); ts->tv_sec = t / SEC; ts->tv_nsec = t % SEC; return 0;
 }
 int gettimeofday(struct timeval *tv, void *tz) {

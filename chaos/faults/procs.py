@@ -217,12 +217,12 @@ class ProcessTree:
         parent forked after a look at the tree and before the parent stopped
         would run on through the pause, so the tree is looked at again until
         it has no member not stopped here (a stopped process forks nothing)."""
-        stopped: list[int] = []
+        stopped: dict[int, None] = {}   # in the order stopped
         while new := [p for p in self.snapshot() if p.pid not in stopped]:
             self._signal_all(new, signal.SIGSTOP)
+            stopped |= dict.fromkeys(p.pid for p in new)
             wait_stopped([p.pid for p in new])
-            stopped += [p.pid for p in new]
-        return stopped
+        return list(stopped)
 
     def resume(self) -> list[int]:
         """SIGCONT every process of the tree (fresh snapshot)."""
