@@ -129,6 +129,32 @@ def test_a_power_off_does_not_wait_for_a_host_still_starting(power_env, monkeypa
                for p in [pid0, *starting])
 
 
+def test_a_host_stopped_by_another_fault_is_not_taken_for_the_cut(power_env, monkeypatch):
+    """An in-call freeze at write-release stops its host too (after its transaction, nothing
+    uncovered): the power-off took that stop for its cut, found nothing to undo, and a CI run ended
+    unknown with "power-loss never took effect". Only a halt the shim logged is the cut."""
+    import queue
+
+    from chaos.driver import NemesisExecutor
+    from chaos.faults import procs
+    from chaos.nemesis import compose_packages
+    from chaos.nemesis import power as power_mod
+
+    monkeypatch.setattr(power_mod, "WAIT_FOR_WRITE_S", 0.2)   # nothing writes here: no cut to wait for
+    env = power_env
+    pid0 = env.slots[0].ensure_started().pid
+    procs.ProcessTree(pid0).pause()                           # as chaos.faults.incall freezes a host
+    _, table, _ = compose_packages(["power-loss"], {"workers": 2, "backend": "sqlite"})
+    ex = NemesisExecutor(table, env, queue.Queue(), step_timeout=30.0)
+    try:
+        off = ex.run_op({"f": "power-loss", "value": {"mode": "drop", "seed": 1, "after_changes": 1}})
+    finally:
+        ex.stop()
+    assert off["type"] == "ok", off
+    assert off["value"]["cut_mid_write"] == [] and off["value"]["no_cut"] == "no journaled change for 0.2 s", off
+    assert pid0 in off["value"]["killed"] and off["value"]["took_effect"] is False
+
+
 def test_the_wait_for_a_mid_write_cut_lasts_while_the_store_is_written(monkeypatch):
     """Bounded by evidence: the wait goes on while the undo log grows (a loaded
     machine writes slowly), ends once it stops growing, and never passes the cap."""
@@ -142,7 +168,8 @@ def test_the_wait_for_a_mid_write_cut_lasts_while_the_store_is_written(monkeypat
 
     def env_writing_for(seconds):
         t0 = time.monotonic()
-        log = SimpleNamespace(journaled=lambda: int(min(time.monotonic() - t0, seconds) * 10))  # grows every 0.1 s
+        log = SimpleNamespace(journaled=lambda: int(min(time.monotonic() - t0, seconds) * 10),  # grows every 0.1 s
+                              refresh=lambda: SimpleNamespace(halted=[]))                       # no one halts
         return SimpleNamespace(slots=[], paused={}, power=log)
 
     idle, writing, busy = (power_mod._wait_for_cut(env_writing_for(s)) for s in (0, 0.6, 60))

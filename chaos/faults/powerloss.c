@@ -18,8 +18,9 @@
  *   S  sync marker: fsync/fdatasync of a file covers its data and size; of a directory, its entries
  *   A  syncfs / sync: everything on the file system
  *   X  cancel: the call a record announced failed (body: that record's sequence number)
- * Halt: while the file $POWERLOSS_HALT exists and holds a number k, a process SIGSTOPs itself right
- * after its k-th journaled change since it first saw that file: the harness then cuts the power at a
+ *   H  halt: this process stops itself now (below; no body)
+ * Halt: while the file $POWERLOSS_HALT exists and holds a number k, a process SIGSTOPs itself (the
+ * signal aimed at the thread that made the change) right after its k-th journaled change since it first saw that file: the harness then cuts the power at a
  * moment when something is surely uncovered (a power-off between two transactions would lose nothing).
  * Data is durable after fsync of the file; a name after fsync of its directory (POSIX, not ext4's
  * stronger ordering). Not covered: mmap writes (msync), sendfile, copy_file_range, fallocate, O_DIRECT
@@ -263,7 +264,12 @@ static void maybe_halt(void) {
         if (fd >= 0) { syscall(SYS_read, fd, b, sizeof b - 1); syscall(SYS_close, fd); }
         seen_ino = st.st_ino; seen_ns = st.st_mtim.tv_nsec; count = 0; want = atol(b);
     }
-    if (++count >= want) syscall(SYS_kill, getpid(), SIGSTOP);
+    /* to this thread (tgkill), not the process: a process-directed SIGSTOP is taken by its main
+     * thread, which stops the others only when it is scheduled, and meanwhile this one ran on and
+     * could sync and finish the very transaction the cut was to fall inside */
+    if (++count < want) return;
+    struct rec r; begin(&r, 'H'); emit(&r);   /* the harness knows this stop is the cut, not another fault's */
+    syscall(SYS_tgkill, getpid(), syscall(SYS_gettid), SIGSTOP);
 }
 static long after(uint64_t seq, long rc) { if (seq && rc >= 0) maybe_halt(); return rc; }
 

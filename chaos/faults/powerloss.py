@@ -130,6 +130,8 @@ def _body(t: str, r: _Reader) -> dict:
         return {"key": (r.u64(), r.u64())}
     if t == "X":
         return {"cancels": r.u64()}
+    if t == "H":
+        return {}
     raise ValueError(f"unknown record type {t!r}")
 
 
@@ -165,6 +167,7 @@ class Pending:
         self._names: list[tuple[Rec, set]] = []
         self._by_id: dict[tuple, Rec] = {}
         self.records = 0
+        self.halted: list[int] = []   # processes that stopped themselves for the cut (H), in log order
 
     @property
     def names(self) -> list[Rec]:
@@ -175,6 +178,9 @@ class Pending:
 
     def add(self, r: Rec) -> None:
         self.records += 1
+        if r.type == "H":
+            self.halted.append(r.pid)
+            return
         if r.type == "X":   # the call that record announced failed: it changed nothing
             gone = self._by_id.pop((r.pid, r.f["cancels"]), None)
             self._names = [(m, need) for m, need in self._names if m is not gone]

@@ -8,7 +8,8 @@ undo. A ``power-loss`` op:
 1. stops every slot from starting a new host (the machine is off);
 2. cuts the power mid-write: the shim makes the first worker that makes its
    k-th journaled change (k drawn, 1-24, so the cut falls anywhere inside a
-   transaction) SIGSTOP itself. That is waited for while the workers keep
+   transaction) write a halt record to the undo log and SIGSTOP the thread
+   that made the change. That record is waited for while the workers keep
    journaling (a loaded machine writes slowly, not never): until 3 s pass
    without a new change, 6 s at most. Then every worker tree is stopped,
    SIGKILLed and reaped (their in-flight ops end ``info``), hosts still
@@ -83,31 +84,17 @@ def _hosts(env) -> list[int]:
     return [slot.pid for slot in env.slots if slot.pid is not None] + [c.pid for c in _starting(env)]
 
 
-def _self_stopped(env) -> list[int]:
-    """Worker processes (hosts and their children) stopped, but not by the pause nemesis."""
-    paused = set(env.paused.values())
-    out = []
-    for root in _hosts(env):
-        if root in paused:
-            continue
-        for pid in procs.ProcessTree(root).pids():
-            try:
-                if psutil.Process(pid).status() == psutil.STATUS_STOPPED:
-                    out.append(pid)
-            except psutil.NoSuchProcess:
-                pass
-    return out
-
-
 def _wait_for_cut(env) -> tuple[list[int], float, str | None]:
-    """(the self-stopped PIDs, seconds waited, why no cut came), bounded by evidence: the undo log's growth."""
+    """(the PIDs that stopped themselves for the cut, seconds waited, why no cut came), bounded by
+    evidence: the undo log's growth. A halted process says so in the log before it stops: a process
+    stopped by another fault (an in-call freeze at write-release stops itself too) is not the cut."""
     start = time.monotonic()
     seen, progress = env.power.journaled(), start
     while True:
-        stopped = _self_stopped(env)
+        halted = env.power.refresh().halted
         now = time.monotonic()
-        if stopped:
-            return stopped, round(now - start, 3), None
+        if halted:
+            return sorted(set(halted)), round(now - start, 3), None
         if now - progress >= WAIT_FOR_WRITE_S:
             return [], round(now - start, 3), f"no journaled change for {WAIT_FOR_WRITE_S:g} s"
         if now - start >= MAX_WAIT_FOR_WRITE_S:
