@@ -184,3 +184,31 @@ def test_a_rendezvous_is_one_runs_own():
         pass
     else:
         raise AssertionError("a tagged fault without a rendezvous was accepted")
+
+
+def test_a_process_another_fault_stopped_is_not_taken_for_the_freeze(tmp_path):
+    # a pause, or a power cut's halt, stops the process while the freeze is armed: the freeze took
+    # that stop for its own, said it held the call inside, and resumed a process it had not stopped
+    from chaos.faults import procs
+    from chaos.faults.incall import InCallFault
+
+    freeze = WriteReleaseFreeze(str(tmp_path / "ctl"))
+    p = _child(tmp_path, freeze)
+    try:
+        fault = InCallFault("freeze", 0.0, 10, release=freeze)
+        fault.prepare()
+        procs.ProcessTree(p.pid).pause()
+        assert _wait_status(p.pid, psutil.STATUS_STOPPED)
+        polls = []
+
+        def answered():   # the call answers after the fault has looked at the stopped process 50 times
+            polls.append(1)
+            return len(polls) > 50
+
+        fault.start(p.pid, False, answered)
+        ev = fault.join(30)
+        assert "pid" not in ev and ev["inside"] is False and ev.get("unclaimed") is True, ev
+        assert psutil.Process(p.pid).status() == psutil.STATUS_STOPPED   # still the pause's: not resumed
+    finally:
+        p.kill()
+        p.wait()

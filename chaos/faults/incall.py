@@ -49,6 +49,8 @@ SPAWN_WAIT_S = 2.0
 POLL_S = 0.0005
 #: and every this many polls, whether a descendant did (a shell wrapper's program; listing children is costly)
 DEEP_EVERY = 40
+#: how often it looks again while another fault holds the process stopped (a pause lasts seconds)
+FOREIGN_STOP_POLL_S = 0.01
 
 class Rendezvous:
     """A run's frozen calls and their rivals, by tag. One per run, shared by
@@ -179,7 +181,10 @@ class InCallFault:
             while pid is not None and stopped is None and not answered():
                 polls += 1
                 stopped = _stopped_in(pid, deep=polls % DEEP_EVERY == 0)
-                if stopped is None:
+                if stopped is not None and not self.release.claimed():
+                    stopped = None   # another fault's stop (a pause, a power cut's halt): not this freeze;
+                    time.sleep(FOREIGN_STOP_POLL_S)   # it lasts, and a stop of this freeze's own stays
+                elif stopped is None:
                     time.sleep(POLL_S)
             if stopped is None:
                 if self.release.disarm():

@@ -51,6 +51,11 @@ class WriteReleaseFreeze:
         with open(self.ctl_path, "w"):
             pass
 
+    def claimed(self) -> bool:
+        """A process took the arming (it removes the file before it stops): a stopped process while
+        the file is still there was stopped by something else (a pause, a power cut)."""
+        return not os.path.exists(self.ctl_path)
+
     def disarm(self) -> bool:
         """Remove the arming; True when it was still there (no process claimed it)."""
         try:
