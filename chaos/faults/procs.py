@@ -196,12 +196,10 @@ class ProcessTree:
 
     def kill(self, timeout: float = 5.0) -> list[int]:
         """SIGKILL the root and every descendant, then reap them. Returns the
-        PIDs killed. Descendants forked between snapshot and signal die with
-        their parent (PostgreSQL children exit when the postmaster dies)."""
-        procs = self.snapshot()
-        # Stop first so nothing forks between the snapshot and the kill.
-        self._signal_all(procs, signal.SIGSTOP)
-        procs = self.snapshot() or procs
+        PIDs killed. The tree is stopped first, as ``pause`` stops it: a child
+        forked between a look at the tree and the kill of its parent would be
+        orphaned out of the tree and live on (1 run in 5 of a root forking 300)."""
+        procs = list(self._stop_all().values())
         self._signal_all(procs, signal.SIGKILL)
         pids = [p.pid for p in procs]
         if self.popen is not None:
@@ -212,17 +210,22 @@ class ProcessTree:
         reap([p for p in pids if self.popen is None or p != self.popen.pid], timeout)
         return pids
 
+    def _stop_all(self) -> dict[int, psutil.Process]:
+        """SIGSTOP every process of the tree, looking again until it has no member not stopped here
+        (a stopped process forks nothing); the processes, in the order stopped."""
+        stopped: dict[int, psutil.Process] = {}
+        while new := [p for p in self.snapshot() if p.pid not in stopped]:
+            self._signal_all(new, signal.SIGSTOP)
+            stopped |= {p.pid: p for p in new}
+            wait_stopped([p.pid for p in new])
+        return stopped
+
     def pause(self) -> list[int]:
         """SIGSTOP every process of the tree; returns their PIDs. A child its
         parent forked after a look at the tree and before the parent stopped
         would run on through the pause, so the tree is looked at again until
-        it has no member not stopped here (a stopped process forks nothing)."""
-        stopped: dict[int, None] = {}   # in the order stopped
-        while new := [p for p in self.snapshot() if p.pid not in stopped]:
-            self._signal_all(new, signal.SIGSTOP)
-            stopped |= dict.fromkeys(p.pid for p in new)
-            wait_stopped([p.pid for p in new])
-        return list(stopped)
+        it has no member not stopped here."""
+        return list(self._stop_all())
 
     def resume(self) -> list[int]:
         """SIGCONT every process of the tree (fresh snapshot)."""
