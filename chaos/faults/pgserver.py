@@ -312,7 +312,8 @@ class PgServer:
         forked once the postmaster is in it). Otherwise: SIGSTOP the tree.
         Either way the tree is looked at again until nothing new is in it: a
         backend the postmaster forked between the look and its freeze would
-        run on through the pause (seen once, on a loaded machine)."""
+        run on through the pause. A backend that exited just before is a
+        zombie in the tree and in no freezer group: it runs nothing."""
         if not self.running():
             raise PgServerError("server is not running")
         tree = procs.ProcessTree(self.proc.pid)
