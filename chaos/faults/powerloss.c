@@ -19,9 +19,10 @@
  *   A  syncfs / sync: everything on the file system
  *   X  cancel: the call a record announced failed (body: that record's sequence number)
  *   H  halt: this process stops itself now (below; no body)
- * Halt: while the file $POWERLOSS_HALT exists and holds a number k, a process SIGSTOPs itself (the
- * signal aimed at the thread that made the change) right after its k-th journaled change since it first saw that file: the harness then cuts the power at a
- * moment when something is surely uncovered (a power-off between two transactions would lose nothing).
+ * Halt: while the file $POWERLOSS_HALT exists and holds a number k, a process writes an H record and
+ * SIGSTOPs itself (the signal aimed at the thread that made the change) right after its k-th journaled
+ * change since it first saw that file: the harness then cuts the power at a moment when something is
+ * surely uncovered (a power-off between two transactions would lose nothing).
  * Data is durable after fsync of the file; a name after fsync of its directory (POSIX, not ext4's
  * stronger ordering). Not covered: mmap writes (msync), sendfile, copy_file_range, fallocate, O_DIRECT
  * semantics, processes started without the preload, and writers that race on the same byte range

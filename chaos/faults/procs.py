@@ -198,7 +198,8 @@ class ProcessTree:
         """SIGKILL the root and every descendant, then reap them. Returns the
         PIDs killed. The tree is stopped first, as ``pause`` stops it: a child
         forked between a look at the tree and the kill of its parent would be
-        orphaned out of the tree and live on (1 run in 5 of a root forking 300)."""
+        orphaned out of the tree and live on (seen once in some 45 roots forking
+        300 children each)."""
         procs = list(self._stop_all().values())
         self._signal_all(procs, signal.SIGKILL)
         pids = [p.pid for p in procs]
