@@ -168,8 +168,9 @@ def test_the_wait_for_a_mid_write_cut_lasts_while_the_store_is_written(monkeypat
 
     def env_writing_for(seconds):
         t0 = time.monotonic()
-        log = SimpleNamespace(journaled=lambda: int(min(time.monotonic() - t0, seconds) * 10),  # grows every 0.1 s
-                              refresh=lambda: SimpleNamespace(halted=[]))                       # no one halts
+        # the undo log: a record more every 0.1 s for ``seconds``, and no one halts
+        log = SimpleNamespace(refresh=lambda: SimpleNamespace(halted=[],
+                                                              records=int(min(time.monotonic() - t0, seconds) * 10)))
         return SimpleNamespace(slots=[], paused={}, power=log)
 
     idle, writing, busy = (power_mod._wait_for_cut(env_writing_for(s)) for s in (0, 0.6, 60))

@@ -89,20 +89,20 @@ def _wait_for_cut(env) -> tuple[list[int], float, str | None]:
     evidence: the undo log's growth. A halted process says so in the log before it stops: a process
     stopped by another fault (an in-call freeze at write-release stops itself too) is not the cut."""
     start = time.monotonic()
-    seen, progress = env.power.journaled(), start
+    state = env.power.refresh()   # one read of the log a look: its halts and its growth
+    seen, progress = state.records, start
     while True:
-        halted = env.power.refresh().halted
         now = time.monotonic()
-        if halted:
-            return sorted(set(halted)), round(now - start, 3), None
+        if state.halted:
+            return sorted(set(state.halted)), round(now - start, 3), None
         if now - progress >= WAIT_FOR_WRITE_S:
             return [], round(now - start, 3), f"no journaled change for {WAIT_FOR_WRITE_S:g} s"
         if now - start >= MAX_WAIT_FOR_WRITE_S:
             return [], round(now - start, 3), f"no cut within {MAX_WAIT_FOR_WRITE_S:g} s of writing"
         time.sleep(0.005)
-        grown = env.power.journaled()
-        if grown != seen:
-            seen, progress = grown, time.monotonic()
+        state = env.power.refresh()
+        if state.records != seen:
+            seen, progress = state.records, time.monotonic()
 
 
 def power_off(env, mode: str, seed: int, after_changes: int) -> dict:
