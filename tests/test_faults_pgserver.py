@@ -73,8 +73,9 @@ def test_pause_blocks_new_connections_and_resume_restores(pg):
 
 def test_pause_freezes_a_backend_forked_between_its_look_at_the_tree_and_the_freeze(pg, monkeypatch):
     """The postmaster may fork a backend after pause looked at its tree and before the postmaster was
-    frozen (seen once on a loaded machine: a backend ran on through the pause). Here the second look
-    at the tree finds a process the first did not: pause freezes it too."""
+    frozen; it would run on through the pause. (What two CI runs met was a zombie backend instead:
+    test_pause_blocks_new_connections_and_resume_restores.) Here the second look at the tree finds a
+    process the first did not: pause freezes it too."""
     late = subprocess.Popen(["sleep", "120"])
     looks = []
     real_pids = procs.ProcessTree.pids

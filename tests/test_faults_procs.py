@@ -64,8 +64,8 @@ FORKING = [sys.executable, "-c",
 
 def test_pause_stops_the_children_forked_while_it_looked():
     """A child its parent forked after pause looked at the tree and before the parent stopped ran on
-    through the pause (a worker's CLI child; a backend of a paused PostgreSQL, seen once on a loaded
-    machine): pause looks again until the tree has no member it has not stopped."""
+    through the pause (a worker's CLI child, say; fails on the old code 3 runs of 3): pause looks
+    again until the tree has no member it has not stopped."""
     for _ in range(3):
         p = subprocess.Popen(FORKING, stdout=subprocess.PIPE, start_new_session=True)
         procs.register(p.pid)
