@@ -39,7 +39,7 @@ FLIGHT_WAITS = frozenset({"mutex", "sem", "cond", "join", "epoll", "spin"})
 #: what a grant in flight costs its virtual clock (a grant of the schedule costs ``step_ns``, 10 us): about
 #: what a slice of a Node program's start takes for real (some 50 grants in 100-150 ms), so the schedule's
 #: clock moves on to the next op while a start flies, as a real one would (1 ms: 6.0 ops per wall s, 2 ms:
-#: 6.4, 4 ms: 6.4, with 4 Wowbagger workers; docs/deterministic.md)
+#: 6.4, 4 ms: 6.4, with 4 Wowbagger workers; docs/deterministic-speed.md)
 FLIGHT_STEP_NS = 2_000_000
 
 
