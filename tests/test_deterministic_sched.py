@@ -233,6 +233,19 @@ def test_a_read_of_a_cpu_time_clock_is_reported(tmp_path):
     assert "clock_files" not in summary
 
 
+def test_cpu_time_read_through_getrusage_times_or_clock_is_reported(tmp_path):
+    """glibc serves getrusage, times and clock() without a clock_gettime the shim sees: each is said too,
+    once per process and call, and a process that reads none says nothing."""
+    reader = _script(tmp_path, "reader.py", "import ctypes, os, resource\nfor _ in range(3):\n"
+                     "    resource.getrusage(resource.RUSAGE_SELF)\n    os.times()\n    ctypes.CDLL(None).clock()\n")
+    with Scheduler(1, prefixes=[str(tmp_path)]) as s:
+        s.spawn("a", [sys.executable, reader])
+        s.spawn("b", [sys.executable, "-c", "import time; time.time(); time.monotonic()"])
+        s.run_all()
+        summary = s.summary()
+    assert summary["cpu_clocks"] == {what: {"processes": 1, "first": ["a"]} for what in ("clock()", "getrusage", "times")}
+
+
 def test_randomness_is_a_stream_of_the_process_name(tmp_path):
     """getrandom (os.urandom, uuid4, random's seed) is seeded from the logical name: the same
     process gives the same bytes in every run, another name other bytes."""

@@ -56,6 +56,8 @@
 #include <poll.h>
 #include <sys/personality.h>
 #include <sys/random.h>
+#include <sys/resource.h>
+#include <sys/times.h>
 #include <signal.h>
 #include <semaphore.h>
 #include <sys/epoll.h>
@@ -471,15 +473,22 @@ static void uncontrolled_file_opened(const char *path) {
 }
 
 /* A clock the shim does not make virtual (a CPU-time clock: how long the process or a thread ran, which
- * differs from run to run), read through clock_gettime: reported like a clock file, class "cputime",
- * once per process and kind. */
-static void other_clock_read(clockid_t c) {
+ * differs from run to run): reported like a clock file, class "cputime", once per process and kind. Read
+ * through clock_gettime, or through getrusage, times or clock(), which glibc serves without calling
+ * clock_gettime through the PLT (times() also returns the real time since boot in ticks). */
+enum { CPU_PROCESS, CPU_THREAD, CPU_OTHER, CLOCK_OTHER, CPU_GETRUSAGE, CPU_TIMES, CPU_CLOCK };
+_Static_assert(UNCONTROLLED_KINDS + CPU_CLOCK < 32, "uncontrolled_told has a bit per file and per kind");
+static void cpu_time_read(int kind) {
     if (!enabled || in_vfork_child()) return;
-    int kind = c == CLOCK_PROCESS_CPUTIME_ID ? 0 : c == CLOCK_THREAD_CPUTIME_ID ? 1 : c < 0 ? 2 : 3;
     static const char *const KINDS[] = {"CLOCK_PROCESS_CPUTIME_ID", "CLOCK_THREAD_CPUTIME_ID",
-                                        "another process's or thread's CPU-time clock", "another clock"};
+                                        "another process's or thread's CPU-time clock", "another clock",
+                                        "getrusage", "times", "clock()"};
     unsigned bit = 1u << (UNCONTROLLED_KINDS + kind);
     if (!(__sync_fetch_and_or(&uncontrolled_told, bit) & bit)) report_uncontrolled("cputime", KINDS[kind]);
+}
+static void other_clock_read(clockid_t c) {
+    cpu_time_read(c == CLOCK_PROCESS_CPUTIME_ID ? CPU_PROCESS : c == CLOCK_THREAD_CPUTIME_ID ? CPU_THREAD
+                  : c < 0 ? CPU_OTHER : CLOCK_OTHER);
 }
 
 #define REAL(ret, fn, ...) static ret (*real_##fn)(__VA_ARGS__); if (!real_##fn) { real_##fn = dlsym(RTLD_NEXT, #fn); }
@@ -1341,6 +1350,18 @@ int clock_gettime(clockid_t c, struct timespec *ts) {
     if (!virtual_clock(c)) { other_clock_read(c); return real_clock_gettime(c, ts); }
     if (!(enabled || alone)) return real_clock_gettime(c, ts);
     long long t = now_of(c); ts->tv_sec = t / SEC; ts->tv_nsec = t % SEC; return 0;
+}
+int getrusage(int who, struct rusage *ru) {
+    REAL(int, getrusage, int, struct rusage *);
+    cpu_time_read(CPU_GETRUSAGE); return real_getrusage(who, ru);
+}
+clock_t times(struct tms *buf) {
+    REAL(clock_t, times, struct tms *);
+    cpu_time_read(CPU_TIMES); return real_times(buf);
+}
+clock_t clock(void) {
+    REAL(clock_t, clock, void);
+    cpu_time_read(CPU_CLOCK); return real_clock();
 }
 int gettimeofday(struct timeval *tv, void *tz) {
     REAL(int, gettimeofday, struct timeval *, void *);
