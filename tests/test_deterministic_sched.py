@@ -218,32 +218,29 @@ def test_a_read_of_what_the_machine_has_is_reported(tmp_path):
     assert summary["clock_files"] == {"/proc/uptime": {"processes": 1, "first": ["a"]}}
 
 
-def test_a_read_of_a_cpu_time_clock_is_reported(tmp_path):
-    """How long a process or thread ran is not virtual: a read of a CPU-time clock is said, once per
-    process and kind, like a clock file."""
-    reader = _script(tmp_path, "reader.py", "import time\nfor _ in range(3):\n    time.process_time()\n"
-                     "time.thread_time()\ntime.monotonic()\n")
+#: a reader of how long it ran, and what the shim says it read: through clock_gettime, or through getrusage,
+#: times and clock(), which glibc serves without a clock_gettime the shim sees
+CPU_TIME_READERS = {
+    "clock_gettime": ("import time\nfor _ in range(3):\n    time.process_time()\ntime.thread_time()\ntime.monotonic()\n",
+                      ("CLOCK_PROCESS_CPUTIME_ID", "CLOCK_THREAD_CPUTIME_ID")),
+    "getrusage-times-clock": ("import ctypes, os, resource\nfor _ in range(3):\n    resource.getrusage(resource.RUSAGE_SELF)\n"
+                              "    os.times()\n    ctypes.CDLL(None).clock()\n", ("clock()", "getrusage", "times")),
+}
+
+
+@pytest.mark.parametrize("through", list(CPU_TIME_READERS))
+def test_a_read_of_how_long_a_process_ran_is_reported(tmp_path, through):
+    """How long a process or thread ran is not virtual: a read of it is said, once per process and kind
+    (clock or call), like a clock file; a process that reads none says nothing."""
+    code, kinds = CPU_TIME_READERS[through]
+    reader = _script(tmp_path, "reader.py", code)
     with Scheduler(1, prefixes=[str(tmp_path)]) as s:
         s.spawn("a", [sys.executable, reader])
         s.spawn("b", [sys.executable, "-c", "import time; time.time(); time.monotonic()"])
         s.run_all()
         summary = s.summary()
-    assert summary["cpu_clocks"] == {"CLOCK_PROCESS_CPUTIME_ID": {"processes": 1, "first": ["a"]},
-                                     "CLOCK_THREAD_CPUTIME_ID": {"processes": 1, "first": ["a"]}}
+    assert summary["cpu_clocks"] == {kind: {"processes": 1, "first": ["a"]} for kind in kinds}
     assert "clock_files" not in summary
-
-
-def test_cpu_time_read_through_getrusage_times_or_clock_is_reported(tmp_path):
-    """glibc serves getrusage, times and clock() without a clock_gettime the shim sees: each is said too,
-    once per process and call, and a process that reads none says nothing."""
-    reader = _script(tmp_path, "reader.py", "import ctypes, os, resource\nfor _ in range(3):\n"
-                     "    resource.getrusage(resource.RUSAGE_SELF)\n    os.times()\n    ctypes.CDLL(None).clock()\n")
-    with Scheduler(1, prefixes=[str(tmp_path)]) as s:
-        s.spawn("a", [sys.executable, reader])
-        s.spawn("b", [sys.executable, "-c", "import time; time.time(); time.monotonic()"])
-        s.run_all()
-        summary = s.summary()
-    assert summary["cpu_clocks"] == {what: {"processes": 1, "first": ["a"]} for what in ("clock()", "getrusage", "times")}
 
 
 def test_randomness_is_a_stream_of_the_process_name(tmp_path):
