@@ -33,7 +33,7 @@ class FaultEnv:
         self.power = None               # chaos.faults.powerloss.PowerLoss when the power-loss nemesis runs
         self.routes = None              # chaos.nemesis.partition.Routes: one proxy per worker (partition)
         self.partition_base: dict = {}  # evidence counters at the cut, per cut group
-        self.paused: dict[int, int] = {}
+        self.paused: dict = {}          # slot -> the ProcessTree the pause nemesis holds stopped
         self.coverage = coverage
         self.history = history
         self.t0 = t0

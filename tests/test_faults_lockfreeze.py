@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import contextmanager
 
 import psutil
 
@@ -186,10 +187,9 @@ def test_a_rendezvous_is_one_runs_own():
         raise AssertionError("a tagged fault without a rendezvous was accepted")
 
 
-def test_a_process_another_fault_stopped_is_not_taken_for_the_freeze(tmp_path):
-    # a pause, or a power cut's halt, stops the process while the freeze is armed: the freeze took
-    # that stop for its own, said it held the call inside, and resumed a process it had not stopped
-    from chaos.faults import procs
+@contextmanager
+def _armed_freeze_of_a_child(tmp_path):
+    """A real sqlite child under the write-release shim, and a 10-ms in-call freeze armed for its call."""
     from chaos.faults.incall import InCallFault
 
     freeze = WriteReleaseFreeze(str(tmp_path / "ctl"))
@@ -197,6 +197,18 @@ def test_a_process_another_fault_stopped_is_not_taken_for_the_freeze(tmp_path):
     try:
         fault = InCallFault("freeze", 0.0, 10, release=freeze)
         fault.prepare()
+        yield p, fault
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_a_process_another_fault_stopped_is_not_taken_for_the_freeze(tmp_path):
+    # a pause, or a power cut's halt, stops the process while the freeze is armed: the freeze took
+    # that stop for its own, said it held the call inside, and resumed a process it had not stopped
+    from chaos.faults import procs
+
+    with _armed_freeze_of_a_child(tmp_path) as (p, fault):
         procs.ProcessTree(p.pid).pause()
         assert _wait_status(p.pid, psutil.STATUS_STOPPED)
         polls = []
@@ -209,6 +221,21 @@ def test_a_process_another_fault_stopped_is_not_taken_for_the_freeze(tmp_path):
         ev = fault.join(30)
         assert "pid" not in ev and ev["inside"] is False and ev.get("unclaimed") is True, ev
         assert psutil.Process(p.pid).status() == psutil.STATUS_STOPPED   # still the pause's: not resumed
-    finally:
-        p.kill()
-        p.wait()
+
+
+def test_a_freeze_leaves_its_process_stopped_while_a_pause_holds_it(tmp_path):
+    # a pause that finds the process stopped at its write release holds it too: the freeze's heal lets go
+    # of its own stop only, and the process goes on when the pause resumes it (the old freeze continued it)
+    from chaos.faults import procs
+
+    with _armed_freeze_of_a_child(tmp_path) as (p, fault):
+        _send(p, "write")
+        assert _wait_status(p.pid, psutil.STATUS_STOPPED)    # stopped itself at its write release
+        pause = procs.ProcessTree(p.pid)
+        pause.pause()
+        fault.start(p.pid, False, lambda: False)
+        ev = fault.join(30)
+        assert ev["pid"] == p.pid and ev["inside"] is True and ev["held_ms"] >= 10, ev
+        assert psutil.Process(p.pid).status() == psutil.STATUS_STOPPED   # still the pause's
+        assert pause.resume() == [p.pid]
+        assert p.stdout.readline().strip() == "done"

@@ -55,6 +55,34 @@ def test_pause_and_resume_every_member(tree):
     assert all(psutil.Process(p).status() != psutil.STATUS_STOPPED for p in paused)
 
 
+def _running_soon(pid: int, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if psutil.Process(pid).status() != psutil.STATUS_STOPPED:
+            return True
+        time.sleep(0.002)
+    return False
+
+
+@pytest.mark.parametrize("inner_first", [False, True])
+def test_a_resume_leaves_what_another_pause_still_holds(tree, inner_first):
+    """Two faults pause one process (a worker's pause and a freeze of its call): the first to heal
+    leaves it stopped while the other still holds it, and the last one continues it. The old resume
+    continued every process of its tree, whoever had stopped it."""
+    outer = procs.ProcessTree(tree.pid)
+    root, child, other = outer.pids()
+    inner = procs.ProcessTree(child)
+    first, last = (inner, outer) if inner_first else (outer, inner)
+    first.pause()
+    last.pause()
+    continued = first.resume()
+    assert child not in continued
+    assert sorted(continued) == ([] if inner_first else sorted([root, other]))
+    assert psutil.Process(child).status() == psutil.STATUS_STOPPED
+    assert sorted(last.resume()) == (sorted([root, child, other]) if inner_first else [child])
+    assert all(_running_soon(p) for p in (root, child, other))
+
+
 # a root that forks sleeping children as fast as it can (up to 300), so some are forked between pause's
 # look at the tree and the root's SIGSTOP
 FORKING = [sys.executable, "-c",

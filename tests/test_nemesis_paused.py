@@ -72,6 +72,32 @@ def test_pause_then_restart_of_the_same_worker_skips_it_and_the_schedule_goes_on
         ex.stop()
 
 
+def test_the_pause_nemesis_resume_leaves_a_worker_another_fault_holds(env):
+    """A worker the pause nemesis paused, and another fault holds too (an in-call freeze of its call, the
+    power cut's pause): the nemesis's resume leaves it stopped and says so; the other fault's heal
+    continues it. The old resume continued it behind the other fault's back."""
+    from chaos.faults import procs
+
+    _, table, _ = compose_packages(["pause"], {"workers": 2, "backend": "sqlite"})
+    ex = NemesisExecutor(table, env, queue.Queue(), step_timeout=20.0)
+    try:
+        pid0 = env.slots[0].ensure_started().pid
+        assert ex.run_op({"f": "pause", "value": {"targets": [0]}})["value"]["took_effect"]
+        other = procs.ProcessTree(pid0)
+        other.pause()                                   # the other fault: finds it stopped, holds it too
+        resumed = ex.run_op({"f": "resume", "value": {"targets": [0]}})
+        assert resumed["value"]["resumed"] == [{"slot": 0, "pid": pid0, "still_held_by_another_fault": [pid0]}]
+        assert _status(pid0) == psutil.STATUS_STOPPED
+        assert other.resume() == [pid0]
+        deadline = time.monotonic() + 10
+        while _status(pid0) == psutil.STATUS_STOPPED and time.monotonic() < deadline:
+            time.sleep(0.002)
+        assert _status(pid0) != psutil.STATUS_STOPPED
+    finally:
+        NEMESES["pause"]({"workers": 2}).final(env)
+        ex.stop()
+
+
 def test_a_stuck_step_is_abandoned_after_its_bound_and_the_next_step_runs(env):
     release = threading.Event()
 

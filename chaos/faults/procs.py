@@ -15,8 +15,13 @@ Usage::
 
     set_child_subreaper()            # once, in the harness process
     p = subprocess.Popen([...], start_new_session=True); register(p.pid)
-    ProcessTree(p.pid).pause(); ...; ProcessTree(p.pid).resume()
+    tree = ProcessTree(p.pid); tree.pause(); ...; tree.resume()
     ProcessTree(p.pid).kill()        # SIGKILL the tree and reap it
+
+Faults overlap (a paused worker whose call a freeze also holds; a writer the power-loss halted while a
+pause holds its host), so a stop is *held*: every pause counts itself as a holder of each process it
+stopped, or found stopped, and its resume continues only those no other pause of this harness still
+holds. A heal then undoes its own fault only, never another's.
 """
 
 from __future__ import annotations
@@ -34,6 +39,9 @@ import psutil
 _PR_SET_CHILD_SUBREAPER = 36
 _registry: set[int] = set()
 _registry_lock = threading.Lock()
+#: per stopped process, (pid, start time: a reused pid is another process), how many pauses hold it
+_holds: dict[tuple[int, float], int] = {}
+_holds_lock = threading.Lock()
 
 
 # --------------------------------------------------------------------------- registry
@@ -172,6 +180,7 @@ class ProcessTree:
     def __init__(self, pid: int, popen=None):
         self.pid = pid
         self.popen = popen
+        self._held: list[tuple[tuple[int, float], psutil.Process]] = []   # what its pause holds stopped
 
     def snapshot(self) -> list[psutil.Process]:
         """Root first, then every descendant alive right now."""
@@ -222,17 +231,49 @@ class ProcessTree:
         return stopped
 
     def pause(self) -> list[int]:
-        """SIGSTOP every process of the tree; returns their PIDs. A child its
-        parent forked after a look at the tree and before the parent stopped
-        would run on through the pause, so the tree is looked at again until
-        it has no member not stopped here."""
-        return list(self._stop_all())
+        """SIGSTOP every process of the tree and hold it stopped (until ``resume``); returns their PIDs.
+        A child its parent forked after a look at the tree and before the parent stopped would run on
+        through the pause, so the tree is looked at again until it has no member not stopped here."""
+        stopped = self._stop_all()
+        self.hold(list(stopped.values()))
+        return list(stopped)
+
+    def hold(self, members: list[psutil.Process]) -> None:
+        """Count this tree's pause as a holder of ``members`` (stopped already: by ``pause``, or by
+        themselves, as a write-release freeze's process is), so another pause's resume leaves them be."""
+        held = [(key, p) for p in members if (key := _key(p)) is not None]
+        with _holds_lock:
+            for key, _ in held:
+                _holds[key] = _holds.get(key, 0) + 1
+        self._held += held
+
+    def held_pids(self) -> list[int]:
+        """The PIDs this tree's pause holds stopped."""
+        return [p.pid for _, p in self._held]
 
     def resume(self) -> list[int]:
-        """SIGCONT every process of the tree (fresh snapshot)."""
-        procs = self.snapshot()
-        self._signal_all(procs, signal.SIGCONT)
-        return [p.pid for p in procs]
+        """Let go of what this tree's pause holds; SIGCONT each process no other pause holds.
+        Returns the PIDs continued."""
+        go = []
+        with _holds_lock:
+            for key, proc in self._held:
+                n = _holds.get(key, 0) - 1
+                if n > 0:
+                    _holds[key] = n
+                else:
+                    _holds.pop(key, None)
+                    go.append(proc)
+        self._held = []
+        self._signal_all(go, signal.SIGCONT)
+        return [p.pid for p in go]
+
+
+def _key(proc: psutil.Process) -> tuple[int, float] | None:
+    """A process's identity while it lives (its pid and start time), None once it is gone."""
+    try:
+        return proc.pid, proc.create_time()
+    except psutil.NoSuchProcess:
+        return None
 
 
 def wait_stopped(pids: list[int], timeout: float = 5.0) -> bool:

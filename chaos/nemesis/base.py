@@ -99,7 +99,7 @@ def stopped_reason(env, t: int) -> str | None:
     pid = slot.pid
     if pid is None:
         return None
-    if env.paused.get(t) == pid:
+    if getattr(env.paused.get(t), "pid", None) == pid:
         return f"worker {pid} is paused by the pause nemesis"
     try:
         import psutil

@@ -154,8 +154,9 @@ def pause_package(opts: dict) -> Package:
                 except Exception as e:
                     out.append({"slot": t, "pid": None, "stopped": False, "error": f"{type(e).__name__}: {e}"})
                     continue
-            procs.ProcessTree(pid).pause()
-            env.paused[t] = pid
+            tree = procs.ProcessTree(pid)
+            tree.pause()
+            env.paused[t] = tree      # its resume lets go of what this pause holds, nothing else
             try:
                 stopped = psutil.Process(pid).status() == psutil.STATUS_STOPPED
             except psutil.NoSuchProcess:
@@ -166,10 +167,11 @@ def pause_package(opts: dict) -> Package:
     def resume(env, op=None):
         out = []
         for t in (op["value"]["targets"] if op else list(env.paused)):
-            pid = env.paused.pop(t, None)
-            if pid is not None:
-                procs.ProcessTree(pid).resume()
-                out.append({"slot": t, "pid": pid})
+            tree = env.paused.pop(t, None)
+            if tree is not None:
+                held = tree.held_pids()
+                left = sorted(set(held) - set(tree.resume()))   # another fault holds these: its heal continues them
+                out.append({"slot": t, "pid": tree.pid, **({"still_held_by_another_fault": left} if left else {})})
         return {"resumed": out, "took_effect": True}
 
     def run(env, op):
