@@ -73,16 +73,17 @@ def test_pause_then_restart_of_the_same_worker_skips_it_and_the_schedule_goes_on
 
 
 def test_the_pause_nemesis_resume_leaves_a_worker_another_fault_holds(env):
-    """A worker the pause nemesis paused, and another fault holds too (an in-call freeze of its call, the
-    power cut's pause): the nemesis's resume leaves it stopped and says so; the other fault's heal
-    continues it. The old resume continued it behind the other fault's back."""
+    """A worker the pause nemesis paused (twice over: one resume ends it), and another fault holds too (an
+    in-call freeze of its call, the power cut's pause): the nemesis's resume leaves it stopped and says so;
+    the other fault's heal continues it. The old resume continued it behind the other fault's back."""
     from chaos.faults import procs
 
     _, table, _ = compose_packages(["pause"], {"workers": 2, "backend": "sqlite"})
     ex = NemesisExecutor(table, env, queue.Queue(), step_timeout=20.0)
     try:
         pid0 = env.slots[0].ensure_started().pid
-        assert ex.run_op({"f": "pause", "value": {"targets": [0]}})["value"]["took_effect"]
+        for _ in range(2):   # paused twice before a resume: still one hold of the nemesis's
+            assert ex.run_op({"f": "pause", "value": {"targets": [0]}})["value"]["took_effect"]
         other = procs.ProcessTree(pid0)
         other.pause()                                   # the other fault: finds it stopped, holds it too
         resumed = ex.run_op({"f": "resume", "value": {"targets": [0]}})

@@ -162,13 +162,15 @@ class InCallFault:
                 self.rendezvous.landed(self.tag)   # landed or missed: the rival goes ahead either way
 
     def _hold(self, tree, stopped_at: float) -> None:
-        if self.tag:
-            self.rendezvous.landed(self.tag)
-            self.rendezvous.wait_rival(self.tag, self.rival_wait_s)
-        rest = self.hold_ms / 1000 - (time.monotonic() - stopped_at)
-        if rest > 0:
-            time.sleep(rest)
-        tree.resume()
+        try:
+            if self.tag:
+                self.rendezvous.landed(self.tag)
+                self.rendezvous.wait_rival(self.tag, self.rival_wait_s)
+            rest = self.hold_ms / 1000 - (time.monotonic() - stopped_at)
+            if rest > 0:
+                time.sleep(rest)
+        finally:   # a hold left behind would keep the process stopped through every other fault's heal
+            tree.resume()
         self._evidence["held_ms"] = round((time.monotonic() - stopped_at) * 1000, 3)
 
     def _run_release(self, host_pid: int, black_box: bool, answered) -> None:

@@ -156,7 +156,9 @@ def pause_package(opts: dict) -> Package:
                     continue
             tree = procs.ProcessTree(pid)
             tree.pause()
-            env.paused[t] = tree      # its resume lets go of what this pause holds, nothing else
+            earlier, env.paused[t] = env.paused.get(t), tree   # its resume lets go of this pause's holds only
+            if earlier is not None:   # paused again before its resume (a step abandoned): one hold, this one
+                earlier.resume()
             try:
                 stopped = psutil.Process(pid).status() == psutil.STATUS_STOPPED
             except psutil.NoSuchProcess:
