@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import random
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -170,9 +171,10 @@ WRITER = ("import os, sys\n"
           "    for i in range(int(sys.argv[2])):\n        os.write(fd, b'x')\n")
 
 
-def _halted_writer(tmp_path, k: int, child: str, writes: int) -> tuple[int, list[str]]:
+def _halted_writer(tmp_path, k: int, child: str, writes: int, continued: int = 0) -> tuple[int, list[str]]:
     """Run ``child`` (it writes ``writes`` bytes one by one) under the shim with a halt after ``k``
-    changes; once it is stopped: the size of what it wrote and the log's record types."""
+    changes; once it is stopped (and, ``continued`` times, SIGCONTed and stopped again, as another fault's
+    heal may continue it): the size of what it wrote and the log's record types."""
     import psutil
 
     d = tmp_path / "data"
@@ -181,10 +183,14 @@ def _halted_writer(tmp_path, k: int, child: str, writes: int) -> tuple[int, list
     pl.halt_after(k)
     p = subprocess.Popen([sys.executable, "-c", child, str(d), str(writes)], env={**os.environ, **pl.env()})
     try:
-        deadline = time.monotonic() + 20
-        while psutil.Process(p.pid).status() != psutil.STATUS_STOPPED:
-            assert time.monotonic() < deadline and p.poll() is None
-            time.sleep(0.005)
+        for n in range(continued + 1):
+            if n:
+                p.send_signal(signal.SIGCONT)
+            deadline = time.monotonic() + 20
+            while (psutil.Process(p.pid).status() != psutil.STATUS_STOPPED
+                   or [r.type for r in read_log(pl.log)].count("H") <= n):
+                assert time.monotonic() < deadline and p.poll() is None
+                time.sleep(0.005)
         return (d / "f").stat().st_size, [r.type for r in read_log(pl.log)]
     finally:
         p.kill()
@@ -196,6 +202,13 @@ def _halted_writer(tmp_path, k: int, child: str, writes: int) -> tuple[int, list
 def test_halt_stops_a_writer_right_after_its_kth_change(tmp_path, k):
     size, _ = _halted_writer(tmp_path, k, WRITER + "work()\n", 20)
     assert size == k - 1   # the create counts as its first change
+
+
+def test_a_halted_writer_continued_before_the_power_off_stops_again(tmp_path):
+    # a pause that found the halted writer stopped, resumed before the power-off held it, continued it:
+    # it ran on past the cut (the old shim: it wrote all 20 bytes and exited)
+    size, types = _halted_writer(tmp_path, 3, WRITER + "work()\n", 20, continued=2)
+    assert size == 2 and types == ["C", "W", "W", "H", "H", "H"]
 
 
 def test_halt_stops_a_writer_thread_at_its_kth_change_not_when_the_main_thread_notices(tmp_path):

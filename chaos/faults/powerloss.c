@@ -18,7 +18,7 @@
  *   S  sync marker: fsync/fdatasync of a file covers its data and size; of a directory, its entries
  *   A  syncfs / sync: everything on the file system
  *   X  cancel: the call a record announced failed (body: that record's sequence number)
- *   H  halt: this process stops itself now (below; no body)
+ *   H  halt: this process stops itself now (below; no body), and again if continued while that halt is armed
  * Halt: while the file $POWERLOSS_HALT exists and holds a number k, a process writes an H record and
  * SIGSTOPs itself (the signal aimed at the thread that made the change) right after its k-th journaled
  * change since it first saw that file: the harness then cuts the power at a moment when something is
@@ -269,8 +269,13 @@ static void maybe_halt(void) {
      * thread, which stops the others only when it is scheduled, and meanwhile this one ran on and
      * could sync and finish the very transaction the cut was to fall inside */
     if (++count < want) return;
-    struct rec r; begin(&r, 'H'); emit(&r);   /* the harness knows this stop is the cut, not another fault's */
-    syscall(SYS_tgkill, getpid(), syscall(SYS_gettid), SIGSTOP);
+    /* the H record: the harness knows this stop is the cut, not another fault's. A SIGCONT before the
+     * power-off took the cut (another fault's heal: a pause that found this process stopped) does not end
+     * it: while the same halt is armed the thread stops again, with another H */
+    do {
+        struct rec r; begin(&r, 'H'); emit(&r);
+        syscall(SYS_tgkill, getpid(), syscall(SYS_gettid), SIGSTOP);
+    } while (sys_stat(h, &st) == 0 && st.st_ino == seen_ino && st.st_mtim.tv_nsec == seen_ns);
 }
 static long after(uint64_t seq, long rc) { if (seq && rc >= 0) maybe_halt(); return rc; }
 
