@@ -203,8 +203,9 @@ class InCallFault:
             stopped_at = time.monotonic()
             ev.update(pid=stopped, after_ms=round((stopped_at - self._t0) * 1000, 3))
             tree = procs.ProcessTree(stopped)
-            ev["pids"] = tree.pids()
-            tree.hold(tree.snapshot()[:1])   # its own stop, held like a pause's: another pause's resume leaves it
+            members = tree.snapshot()
+            ev["pids"] = [m.pid for m in members]
+            tree.hold(members[:1])   # its own stop, held like a pause's: another pause's resume leaves it
             time.sleep(SETTLE_S)
             ev["inside"] = not answered()
             self._hold(tree, stopped_at)
