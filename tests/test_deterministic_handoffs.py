@@ -29,12 +29,24 @@ const fs = require('fs/promises');
 """
 
 
+class _Counting(Scheduler):
+    """Counts the stops that came as a chain's (``h <thread> <stop>|``) ahead of another message."""
+    chained = 0
+
+    def _take(self, t, line):
+        rest = line
+        while rest.startswith("h "):
+            self.chained += 1
+            rest = rest.partition("|")[2]
+        super()._take(t, line)
+
+
 def _run(store, script, faults=()) -> tuple[list[str], dict]:
-    with Scheduler(5, prefixes=[str(store)], stuck_s=60, faults=list(faults)) as s:
+    with _Counting(5, prefixes=[str(store)], stuck_s=60, faults=list(faults)) as s:
         s.spawn("a", ["node", str(script), str(store)], env=dict(os.environ, **THREADED_ENV))
         s.run_all()
         assert s.by_name["a"].popen.returncode == 0
-        return list(s.trace), s.summary()
+        return list(s.trace), dict(s.summary(), chained=s.chained)
 
 
 def test_a_node_programs_threads_hand_each_other_the_turn_and_the_schedule_repeats(tmp_path):
@@ -55,6 +67,7 @@ def test_a_node_programs_threads_hand_each_other_the_turn_and_the_schedule_repea
                 b.wait()
     trace, summary = runs[0]
     assert summary["handoffs"] >= 30, summary                  # 18 file calls, each there and back
+    assert summary["chained"] == summary["handoffs"], summary  # each came ahead of the message ending its chain
     assert summary["points"] >= summary["handoffs"] + summary["flight_points"]
     assert not summary["notes"], summary["notes"]
     assert [r[0] for r in runs] == [trace] * 3
@@ -73,47 +86,27 @@ def test_no_hand_off_while_a_fault_may_aim_at_any_point_of_the_process(tmp_path)
     assert summary["handoffs"] == 0 and never.seen > 30, (summary, never.seen)
 
 
-def test_a_thread_frozen_by_a_fault_is_not_taken_for_one_a_hand_off_has_not_reached():
-    """A freeze marks its thread ``held`` (its next grant is not faulted again); that is not a hand-off's
-    deferral: with no other thread of its process running, what it sends is taken at once."""
-    from chaos.deterministic.handoffs import HandOffs
-    from chaos.deterministic.scheduler import Proc, Thread
-
-    class Alone(HandOffs):
-        running = None
-
-    frozen = Thread("p/t0", 10, 10, None, Proc("p", 10, None, -1), 1.0, state="sleeping", call="epoll", held=True)
-    assert not Alone()._before_its_turn(frozen)
-    frozen.deferred = True
-    assert Alone()._before_its_turn(frozen)
-
-
-def test_a_stop_no_hand_off_reached_is_said_a_close_is_not():
-    """Once no thread of its process runs, what waited for a chain of hand-offs is taken as it came; a stop
-    among it came from a thread that ran beside the chain, unserialized: a note (the run ``unknown``). A
-    close is not: a killed process's threads close where they wait."""
+def test_a_chain_of_hand_offs_is_taken_in_its_order_each_stop_as_its_threads():
+    """A chain's stops come ahead of the message that ends it, on that thread's connection: each is taken
+    as its own thread's, in the chain's order, then the message; a thread that ended the chain by exiting
+    sends the chain alone."""
     from chaos.deterministic.handoffs import HandOffs
     from chaos.deterministic.scheduler import Proc, Thread
 
     class Chain(HandOffs):
-        running = None
-
         def __init__(self):
-            self.notes, self.taken = [], []
+            self.taken = []
 
         def _message(self, t, line):
             self.taken.append((t.name, line))
 
-        def _close_of(self, t):
-            self.taken.append((t.name, "closed"))
-
     proc = Proc("p", 10, None, -1)
-    stray = Thread("p/t1", 10, 11, None, proc, 1.0, state="waiting", call="cond", seq=4,
-                   buf=b"S 7 write\n", deferred=True)
-    killed = Thread("p/t2", 10, 12, None, proc, 1.0, state="waiting", call="epoll", deferred=True, closed=True)
-    proc.threads = [stray, killed]
+    proc.threads = [Thread(f"p/t{i}", 10, 10 + i, None, proc, 1.0, state="waiting", call="cond") for i in range(3)]
     chain = Chain()
-    chain._drain(proc)
-    assert chain.taken == [("p/t1", "S 7 write"), ("p/t2", "closed")]
-    assert chain.notes == ["p/t1 stopped at a point though no hand-off of p's reached it (it waited at cond #4)"]
-    assert not stray.deferred and not killed.deferred
+    chain._take(proc.threads[2], "h 0 W 4 100 0.0.- -1 epoll@5 >1@150|h 1 W 9 150 0.0.3 -1 cond:3 >2@200|"
+                                 "P 12 write 5 200 0.0.- /s/f|x")
+    assert chain.taken == [("p/t0", "W 4 100 0.0.- -1 epoll@5 >1@150"), ("p/t1", "W 9 150 0.0.3 -1 cond:3 >2@200"),
+                           ("p/t2", "P 12 write 5 200 0.0.- /s/f|x")]
+    chain.taken.clear()
+    chain._take(proc.threads[1], "h 2 W 13 250 0.0.- -1 cond:7 >1@300")
+    assert chain.taken == [("p/t2", "W 13 250 0.0.- -1 cond:7 >1@300")]

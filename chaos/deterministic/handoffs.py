@@ -12,10 +12,9 @@ it named, as if granted (``_hand``): the same trace line, the same clock. The sh
 where the grant allows it (its sixth field, 0 in a flight and while a fault that may aim at any point of
 the process is armed: ``_may_hand``), so no fault rule misses a point.
 
-What the running thread of a chain and the threads it handed the turn to send comes on several sockets,
-and may be read out of order: a stop (or a close) of a thread that waits where it may be handed the turn,
-while another thread of its process runs, waits (``deferred``) until the stop that hands it the turn was taken
-(``_take``, ``_drain``). So the order stops are taken in is the chain's, whatever the kernel's.
+A hand-off's stop is not sent on its own: the shim keeps it (``h <thread> <stop>|``) and sends it ahead
+of the next message any thread of the chain sends, on that thread's connection (``_take``). So a chain comes
+as one message, in its own order, whatever order the kernel hands its sockets in, and costs one message.
 """
 
 from __future__ import annotations
@@ -25,64 +24,31 @@ HANDED_WAITS = frozenset({"cond", "epoll"})
 
 
 class HandOffs:
-    """The hand-off half of ``Scheduler`` (its mixin; its state: ``handoffs``, ``_subject``, a thread's
-    ``deferred`` and ``closed``)."""
-
-    def _before_its_turn(self, t) -> bool:
-        """Whether what ``t`` sent may come from a turn a hand-off gave it that is not taken here yet: another
-        thread of its process runs, and ``t`` waits where it may be handed the turn (``_take``)."""
-        r = self.running
-        return (t.deferred or (r is not None and r[0] == t.pid and r[1] is not None and r[1] != t.tid
-                           and t.state == "waiting" and t.call in HANDED_WAITS))
+    """The hand-off half of ``Scheduler`` (its mixin; its state: ``handoffs``, ``_subject``)."""
 
     def _take(self, t, line: str) -> None:
-        """A stop of ``t``. In a chain of hand-offs (``_hand``) the stops (and closes) of one process come on
-        several sockets and may be read out of order: those of a thread the chain has not reached yet wait
-        (``deferred``) until the stop that hands it the turn was taken (``_drain``)."""
-        if self._before_its_turn(t):
-            t.buf, t.deferred = line.encode() + b"\n" + t.buf, True
-            return
-        self._message(t, line)
-        self._drain(t.proc)
+        """A message of ``t``: first the stops of the chain of hand-offs that led to it, each as its own
+        thread's; then its own (none when ``t`` ended the chain by exiting)."""
+        while line.startswith("h "):
+            stop, _, line = line.partition("|")
+            _, index, stop = stop.split(" ", 2)
+            x = self._thread_at(t.proc, int(index))
+            if x is None:
+                raise RuntimeError(f"{t.name} sent a hand-off's stop of t{index}, which its process does not have")
+            self._message(x, stop)
+        if line:
+            self._message(t, line)
 
-    def _drain(self, proc) -> None:
-        """Take what waited for the chain: the running thread's stops (and close) while it is one of
-        ``proc``'s; once none of its threads runs, what is left waiting is taken as it came. A stop among
-        those came from a thread no hand-off reached, which ran beside the chain: said in ``notes`` (a
-        close is not: a killed process's threads close where they wait)."""
-        while True:
-            r = self.running
-            nxt = next((x for x in proc.threads if (x.pid, x.tid) == r and x.state != "gone"), None) \
-                if r is not None and r[0] == proc.pid and r[1] is not None else None
-            if nxt is None:
-                break
-            if not self._take_deferred(nxt):
-                return
-        for x in [x for x in proc.threads if x.deferred and x.state != "gone"]:
-            if b"\n" in x.buf:
-                self.notes.append(f"{x.name} stopped at a point though no hand-off of {proc.name}'s reached it "
-                                  f"(it waited at {x.call} #{x.seq})")
-            while self._take_deferred(x):
-                pass
-
-    def _take_deferred(self, t) -> bool:
-        """Take the next thing deferred for ``t``: a stop, else its close; False (and no longer deferred) when none."""
-        if b"\n" in t.buf:
-            raw, _, t.buf = t.buf.partition(b"\n")
-            self._message(t, raw.decode("utf-8", "replace"))
-        elif t.closed:
-            t.deferred = t.closed = False
-            self._close_of(t)
-        else:
-            t.deferred = False
-            return False
-        return True
+    @staticmethod
+    def _thread_at(proc, index: int):
+        """``proc``'s live thread ``t<index>``, or None."""
+        return next((x for x in proc.threads if x.name == f"{proc.name}/t{index}" and x.state != "gone"), None)
 
     def _hand(self, a, index: int, vt: int) -> None:
         """``a`` stopped handing the turn to thread ``index`` of its process (sched.c, "Hand-offs") at
         virtual time ``vt``: its slice is over and that thread's begins, as if granted here. Where this
         scheduler's clock would say otherwise, the two disagree on the schedule: said in ``notes``."""
-        b = next((x for x in a.proc.threads if x.name == f"{a.proc.name}/t{index}" and x.state != "gone"), None)
+        b = self._thread_at(a.proc, index)
         if b is None or b.state != "waiting" or b.call not in HANDED_WAITS:
             raise RuntimeError(f"{a.name} handed the turn to t{index}, which the scheduler does not see waiting "
                                f"({b.name + ' ' + b.state + ' at ' + b.call if b else 'no such thread'})")

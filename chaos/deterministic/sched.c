@@ -140,13 +140,26 @@ struct hand {
 };
 static struct hand hands[HAND_MAX];
 static __thread long long hand_step;    /* what a hand-off costs now (0: none allowed), from the last grant */
+/* A hand-off's stop is not sent on its own: it waits here ("h <thread> <stop>|" each) and goes ahead of
+ * the chain's next message to the scheduler, on whichever thread's connection ends the chain. So a chain
+ * is one message, read in its order whatever order the kernel hands the scheduler its sockets in. Only
+ * the thread whose turn it is touches it (a turn passes through an eventfd: a barrier). */
+#define CHAIN_MAX 65536
+static char chain[CHAIN_MAX];
+static int chain_len;
 
 static void remember_env(void);
 static void exit_point(void);
 static void forget_passthrough(void);
 static long long env_ll(const char *k, long long dflt) { const char *v = getenv(k); return v && *v ? atoll(v) : dflt; }
 
-static void conn_gone(void *p) { (void)p; if (conn >= 0) { syscall(SYS_close, conn); conn = -1; } }
+static void send_line(const char *buf, int len);
+static void conn_gone(void *p) {
+    (void)p;
+    if (conn < 0) return;
+    if (chain_len) { chain[chain_len - 1] = '\n'; send_line(chain, chain_len); chain_len = 0; }   /* its turn ends here */
+    syscall(SYS_close, conn); conn = -1;
+}
 
 static void ensure_conn(void);
 static void atfork_prepare(void) { __sync_fetch_and_add(&forks, 1); }
@@ -156,7 +169,7 @@ static void atfork_child(void) {
     conn = -1; next_thread = 0; seq = 0;
     char n[256]; snprintf(n, sizeof n, "%s/f%d", name, forks); memcpy(name, n, sizeof name);
     forks = 0; forks_told = 0; threads_made = 0; my_idx = -1; is_child = 1; my_pid = (pid_t)syscall(SYS_getpid);
-    memset((void *)hands, 0, sizeof hands); my_thread = -1; hand_step = 0;
+    memset((void *)hands, 0, sizeof hands); my_thread = -1; hand_step = 0; chain_len = 0;
     flying = 0;        /* a fork before its exec: part of its parent's schedule */
     uncontrolled_told = 0;  /* its reads are its own */
     my_vpid = 0;       /* its own, from its hello's grant */
@@ -222,6 +235,16 @@ static void die(const char *why) {
 static void send_line(const char *buf, int len) {
     while (len > 0) { long k = syscall(SYS_write, conn, buf, len);
         if (k < 0) { if (errno == EINTR) continue; die("lost the scheduler"); } buf += k; len -= k; }
+}
+
+/* a stop of the thread whose turn it is: the chain of hand-offs that led here goes first, in one write */
+static void send_stop(const char *m, int k) {
+    if (!chain_len) { send_line(m, k); return; }
+    if (chain_len + k > CHAIN_MAX) die("a chain of hand-offs outgrew its buffer");
+    memcpy(chain + chain_len, m, k);
+    int n = chain_len + k;
+    chain_len = 0;
+    send_line(chain, n);
 }
 
 /* wait for "G <vt> <errno> [<offset> [<value>]]\n"; returns the errno to fail the call with (0: go on) */
@@ -357,7 +380,7 @@ static int point(const char *call, long long arg, const char *path) {
                                           forks_told, threads_made, take_woke(w, sizeof w), path && *path ? path : "-");
     if (k >= (int)sizeof m) k = sizeof m - 1, m[k - 1] = '\n';
     for (int i = 0; i < k - 1; i++) if (m[i] == '\n') m[i] = ' ';
-    send_line(m, k);
+    send_stop(m, k);
     return wait_grant();
 }
 
@@ -366,7 +389,7 @@ static void blocked(void) {
     forks_told = forks;
     char w[96], m[200]; int k = snprintf(m, sizeof m, "B %lu %lld %d.%d.%s\n", seq, local_vt(), forks_told, threads_made,
                                          take_woke(w, sizeof w));
-    send_line(m, k);
+    send_stop(m, k);
     wait_grant();
 }
 
@@ -600,7 +623,7 @@ static int wait_on(int (*ready)(void *), void *arg, long long timeout_ns, const 
     for (;;) {
         forks_told = forks;
         long long lv = local_vt();
-        int give = hand_target();
+        int give = chain_len < CHAIN_MAX - 8192 ? hand_target() : -1;   /* (a chain that long ends: a real stop) */
         long long give_vt = give >= 0 ? hand_vt(give) : 0;
         char h[40] = "";   /* " >N@VT": the scheduler checks it gives the same time */
         if (give >= 0) snprintf(h, sizeof h, " >%d@%lld", give, give_vt);
@@ -619,8 +642,13 @@ static int wait_on(int (*ready)(void *), void *arg, long long timeout_ns, const 
             __sync_synchronize();
             me->kind = kind;
         }
-        send_line(m, k);
-        if (give >= 0) hand_to(give, give_vt);
+        if (give >= 0) {   /* it goes ahead of the chain's next message (send_stop) */
+            chain_len += snprintf(chain + chain_len, CHAIN_MAX - chain_len, "h %d ", my_thread);
+            memcpy(chain + chain_len, m, k);
+            chain_len += k;
+            chain[chain_len - 1] = '|';
+            hand_to(give, give_vt);
+        } else send_stop(m, k);
         wait_turn(me);
         if (me) me->kind = 0;
         if (ready(arg)) break;

@@ -233,8 +233,6 @@ class Thread:
     proc: Proc
     priority: float
     buf: bytes = b""
-    deferred: bool = False        # its stops (``buf``) or its close wait for a hand-off to reach it (``_take``)
-    closed: bool = False          # its connection closed while ``deferred``
     state: str = "ready"          # ready | sleeping | blocked | waiting | running | idle (control read) | gone
     call: str = "start"
     seq: int = 0
@@ -631,12 +629,8 @@ class Scheduler(Flights, HandOffs):
     def _line_of(self, conn: socket.socket, thread: Thread | None) -> str | None:
         data = self._recv(conn, 65536)
         if not data:
-            if thread is not None and self._before_its_turn(thread):
-                thread.deferred, thread.closed = True, True
-                self._park(conn)
-            elif thread is not None:
+            if thread is not None:
                 self._close_of(thread)
-                self._drain(thread.proc)
             else:
                 self._sel.unregister(conn)
                 conn.close()
