@@ -154,10 +154,18 @@ static void forget_passthrough(void);
 static long long env_ll(const char *k, long long dflt) { const char *v = getenv(k); return v && *v ? atoll(v) : dflt; }
 
 static void send_line(const char *buf, int len);
+/* the chain alone: its running thread ends its turn without a stop (it exits, or its process execs) */
+static void send_chain(void) {
+    if (!chain_len || conn < 0) return;
+    chain[chain_len - 1] = '\n';
+    int n = chain_len;
+    chain_len = 0;
+    send_line(chain, n);
+}
 static void conn_gone(void *p) {
     (void)p;
     if (conn < 0) return;
-    if (chain_len) { chain[chain_len - 1] = '\n'; send_line(chain, chain_len); chain_len = 0; }   /* its turn ends here */
+    send_chain();
     syscall(SYS_close, conn); conn = -1;
 }
 
@@ -1043,6 +1051,7 @@ static char **child_envp(char *const envp[], char **out, char *name_kv, size_t n
 #define EXEC_WITH_ENV(call, envp) do { \
     if (!enabled) return call(envp); \
     int vf_ = in_vfork_child(), nth_ = vf_ ? __sync_add_and_fetch(&forks, 1) : 0; \
+    if (!vf_) send_chain(); \
     char *env_[ENV_MAX]; char kv_[300]; \
     int r_ = call(child_envp(envp, env_, kv_, sizeof kv_, nth_)); \
     if (vf_) __sync_sub_and_fetch(&forks, 1); \
