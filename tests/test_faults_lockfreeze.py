@@ -10,13 +10,13 @@ import queue
 import subprocess
 import sys
 import threading
-import time
 from contextlib import contextmanager
 
 import psutil
 
 from chaos.faults.lockfreeze import WriteReleaseFreeze
 from chaos.worker import Slot
+from proc_status import wait_status
 from slot_env import seeded_sqlite
 from workloads.items import publish_request, revision_of
 
@@ -32,15 +32,6 @@ for line in sys.stdin:
         c.execute("BEGIN IMMEDIATE"); c.execute("insert into t values (1)"); c.execute("COMMIT")
     print("done", flush=True)
 """
-
-
-def _wait_status(pid: int, want: str, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if psutil.Process(pid).status() == want:
-            return True
-        time.sleep(0.002)
-    return False
 
 
 def _child(tmp_path, freeze: WriteReleaseFreeze) -> subprocess.Popen:
@@ -68,7 +59,7 @@ def test_an_armed_process_stops_after_its_write_transaction_holding_no_lock(tmp_
         _send(p, "read")                       # a read transaction takes no write lock: no stop
         assert p.stdout.readline().strip() == "done"
         _send(p, "write")
-        assert _wait_status(p.pid, psutil.STATUS_STOPPED)
+        assert wait_status(p.pid, psutil.STATUS_STOPPED)
         assert not os.path.exists(freeze.ctl_path)   # the stop claimed the arming
         import sqlite3
 
@@ -210,7 +201,7 @@ def test_a_process_another_fault_stopped_is_not_taken_for_the_freeze(tmp_path):
 
     with _armed_freeze_of_a_child(tmp_path) as (p, fault):
         procs.ProcessTree(p.pid).pause()
-        assert _wait_status(p.pid, psutil.STATUS_STOPPED)
+        assert wait_status(p.pid, psutil.STATUS_STOPPED)
         polls = []
 
         def answered():   # the call answers after the fault has looked at the stopped process 50 times
@@ -230,7 +221,7 @@ def test_a_freeze_leaves_its_process_stopped_while_a_pause_holds_it(tmp_path):
 
     with _armed_freeze_of_a_child(tmp_path) as (p, fault):
         _send(p, "write")
-        assert _wait_status(p.pid, psutil.STATUS_STOPPED)    # stopped itself at its write release
+        assert wait_status(p.pid, psutil.STATUS_STOPPED)    # stopped itself at its write release
         pause = procs.ProcessTree(p.pid)
         pause.pause()
         fault.start(p.pid, False, lambda: False)

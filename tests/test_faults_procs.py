@@ -12,6 +12,7 @@ import psutil
 import pytest
 
 from chaos.faults import procs
+from proc_status import wait_running
 
 TREE = [sys.executable, "-c",
         "import subprocess,sys,time; [subprocess.Popen([sys.executable,'-c','import time; time.sleep(60)']) for _ in range(2)];"
@@ -55,15 +56,6 @@ def test_pause_and_resume_every_member(tree):
     assert all(psutil.Process(p).status() != psutil.STATUS_STOPPED for p in paused)
 
 
-def _running_soon(pid: int, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if psutil.Process(pid).status() != psutil.STATUS_STOPPED:
-            return True
-        time.sleep(0.002)
-    return False
-
-
 @pytest.mark.parametrize("inner_first", [False, True])
 def test_a_resume_leaves_what_another_pause_still_holds(tree, inner_first):
     """Two faults pause one process (a worker's pause and a freeze of its call): the first to heal
@@ -80,7 +72,7 @@ def test_a_resume_leaves_what_another_pause_still_holds(tree, inner_first):
     assert sorted(continued) == ([] if inner_first else sorted([root, other]))
     assert psutil.Process(child).status() == psutil.STATUS_STOPPED
     assert sorted(last.resume()) == (sorted([root, child, other]) if inner_first else [child])
-    assert all(_running_soon(p) for p in (root, child, other))
+    assert all(wait_running(p) for p in (root, child, other))
 
 
 # a root that forks sleeping children as fast as it can (up to 300), so some are forked between pause's

@@ -17,6 +17,7 @@ import pytest
 
 from chaos.driver import NemesisExecutor
 from chaos.nemesis import NEMESES, Package, compose_packages
+from proc_status import status, wait_running
 from slot_env import slot_env
 
 
@@ -29,13 +30,6 @@ def env(tmp_path):
     history.close()
 
 
-def _status(pid: int) -> str:
-    try:
-        return psutil.Process(pid).status()
-    except psutil.NoSuchProcess:
-        return "gone"
-
-
 def test_pause_then_restart_of_the_same_worker_skips_it_and_the_schedule_goes_on(env):
     _, table, _ = compose_packages(["pause", "restart", "kill", "lost-reply"], {"workers": 2, "backend": "sqlite"})
     ex = NemesisExecutor(table, env, queue.Queue(), step_timeout=20.0)
@@ -43,7 +37,7 @@ def test_pause_then_restart_of_the_same_worker_skips_it_and_the_schedule_goes_on
         pid0 = env.slots[0].ensure_started().pid
         pid1 = env.slots[1].ensure_started().pid
         paused = ex.run_op({"f": "pause", "value": {"targets": [0]}})
-        assert paused["type"] == "ok" and paused["value"]["took_effect"] and _status(pid0) == psutil.STATUS_STOPPED
+        assert paused["type"] == "ok" and paused["value"]["took_effect"] and status(pid0) == psutil.STATUS_STOPPED
 
         # the old hang: restart and lost-reply on the stopped worker 0 (and one live worker)
         restart = ex.run_op({"f": "restart", "value": {"targets": [0, 1]}})
@@ -55,16 +49,16 @@ def test_pause_then_restart_of_the_same_worker_skips_it_and_the_schedule_goes_on
         lost = ex.run_op({"f": "lost-reply", "value": {"targets": [0], "op_class": "publish"}})
         assert lost["type"] == "ok" and lost["value"]["armed"] == [
             {"slot": 0, "armed": False, "skipped": f"worker {pid0} is paused by the pause nemesis"}]
-        assert _status(pid0) == psutil.STATUS_STOPPED   # nothing resumed it behind the schedule's back
+        assert status(pid0) == psutil.STATUS_STOPPED   # nothing resumed it behind the schedule's back
 
         # the faults scheduled after it still fire and take effect
         resumed = ex.run_op({"f": "resume", "value": {"targets": [0]}})
-        assert resumed["value"]["resumed"] == [{"slot": 0, "pid": pid0}] and _status(pid0) != psutil.STATUS_STOPPED
+        assert resumed["value"]["resumed"] == [{"slot": 0, "pid": pid0}] and status(pid0) != psutil.STATUS_STOPPED
         again = ex.run_op({"f": "restart", "value": {"targets": [0]}})
         assert again["value"]["restarted"][0]["restarted"] and again["value"]["took_effect"]
         killed = ex.run_op({"f": "kill", "value": {"targets": [0]}})
         assert killed["value"]["took_effect"] and killed["value"]["killed"][0]["pid"] == pid0
-        assert _status(pid0) == "gone"
+        assert status(pid0) == "gone"
         cov = env.coverage.to_json()
         assert cov["pause"]["took_effect"] == 1 and cov["restart"]["took_effect"] == 2 and cov["kill"]["took_effect"] == 1
     finally:
@@ -88,12 +82,9 @@ def test_the_pause_nemesis_resume_leaves_a_worker_another_fault_holds(env):
         other.pause()                                   # the other fault: finds it stopped, holds it too
         resumed = ex.run_op({"f": "resume", "value": {"targets": [0]}})
         assert resumed["value"]["resumed"] == [{"slot": 0, "pid": pid0, "still_held_by_another_fault": [pid0]}]
-        assert _status(pid0) == psutil.STATUS_STOPPED
+        assert status(pid0) == psutil.STATUS_STOPPED
         assert other.resume() == [pid0]
-        deadline = time.monotonic() + 10
-        while _status(pid0) == psutil.STATUS_STOPPED and time.monotonic() < deadline:
-            time.sleep(0.002)
-        assert _status(pid0) != psutil.STATUS_STOPPED
+        assert wait_running(pid0)
     finally:
         NEMESES["pause"]({"workers": 2}).final(env)
         ex.stop()
