@@ -28,7 +28,7 @@ class HandOffs:
 
     def _take(self, t, line: str) -> None:
         """A message of ``t``: first the stops of the chain of hand-offs that led to it, each as its own
-        thread's; then its own (none when ``t`` ended the chain by exiting)."""
+        thread's; then its own (none when ``t`` ended the chain by exiting, or by its process's exec)."""
         while line.startswith("h "):
             stop, _, line = line.partition("|")
             _, index, stop = stop.split(" ", 2)
