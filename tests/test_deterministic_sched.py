@@ -256,6 +256,44 @@ def test_randomness_is_a_stream_of_the_process_name(tmp_path):
     assert first and draw("r") == first and draw("q") != first
 
 
+#: 16 bytes of /dev/urandom read through glibc's stdio (fopen, fread), which opens and reads its file without
+#: open() and read(): a C program's way, beside Python's own
+STDIO_URANDOM = ("import ctypes\nlibc = ctypes.CDLL(None)\nlibc.fopen.restype = ctypes.c_void_p\n"
+                 "f = libc.fopen(b'/dev/urandom', b'rb')\nbuf = ctypes.create_string_buffer(16)\n"
+                 "assert libc.fread(buf, 1, 16, ctypes.c_void_p(f)) == 16\nlibc.fclose(ctypes.c_void_p(f))\n"
+                 "print(buf.raw.hex())\n")
+
+
+def test_urandom_read_through_stdio_is_the_same_stream(tmp_path):
+    """/dev/urandom opened with fopen is the process's seeded stream as through open(): the same process gives
+    the same bytes in every run, another name other bytes (before, its bytes were the kernel's, unreported)."""
+    reader = _script(tmp_path, "stdio_random.py", STDIO_URANDOM)
+
+    def draw(name: str) -> bytes:
+        with Scheduler(1, prefixes=[str(tmp_path)]) as s:
+            s.spawn(name, [sys.executable, reader], control=True)
+            return b"".join(line for _, line in s.run_all() if line)
+    plain = {subprocess.run([sys.executable, reader], capture_output=True, check=True).stdout for _ in range(2)}
+    first = draw("r")
+    assert len(first) == 32 and draw("r") == first and draw("q") != first
+    assert len(plain) == 2 and first + b"\n" not in plain         # without the scheduler: the kernel's bytes
+
+
+def test_a_machine_file_read_through_stdio_is_reported(tmp_path):
+    """A clock or machine file opened with fopen, which opens it without open(), is said as one opened with
+    open()."""
+    reader = _script(tmp_path, "stdio_reader.py",
+                     "import ctypes\nlibc = ctypes.CDLL(None)\nlibc.fopen.restype = ctypes.c_void_p\n"
+                     "for f in (b'/proc/loadavg', b'/proc/uptime'):\n"
+                     "    libc.fclose(ctypes.c_void_p(libc.fopen(f, b'r')))\n")
+    with Scheduler(1, prefixes=[str(tmp_path)]) as s:
+        s.spawn("a", [sys.executable, reader])
+        s.run_all()
+        summary = s.summary()
+    assert summary["machine_files"] == {"/proc/loadavg": {"processes": 1, "first": ["a"]}}
+    assert summary["clock_files"] == {"/proc/uptime": {"processes": 1, "first": ["a"]}}
+
+
 def test_a_socket_dir_in_the_temp_dir_left_by_a_killed_harness_is_removed_by_the_next(tmp_path):
     """A run whose path is too long for a socket's name listens in the temp dir instead; a harness
     SIGKILLed there never removes it (its cleanup does not run): the next scheduler does, once that

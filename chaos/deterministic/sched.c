@@ -527,6 +527,11 @@ static void other_clock_read(clockid_t c) {
 
 /* ---------------------------------------------------------------- opens and closes */
 
+/* the devices whose reads are the seeded stream ("randomness") */
+static int a_random_device(const char *path) {
+    return path && (strcmp(path, "/dev/urandom") == 0 || strcmp(path, "/dev/random") == 0);
+}
+
 static int open_common(const char *fn, int dirfd, const char *path, int flags, mode_t mode) {
     char full[PATH_MAX + 256]; int store = store_path(dirfd, path, full, sizeof full);
     if (store) FAIL_IF(point((flags & O_CREAT) ? "creat" : "open", flags, full));
@@ -540,7 +545,7 @@ static int open_common(const char *fn, int dirfd, const char *path, int flags, m
     int fd = real(dirfd, path, flags, mode);
     if (fresh && fd >= 0 && !in_vfork_child()) virtual_times(fd);
     if ((enabled || alone) && fd >= 0 && fd < FD_MAX && (alone || !in_vfork_child())) {
-        random_fd[fd] = path && (strcmp(path, "/dev/urandom") == 0 || strcmp(path, "/dev/random") == 0);
+        random_fd[fd] = a_random_device(path);
         if (store) { store_fd[fd] = 1; free(fd_path[fd]); fd_path[fd] = strdup(full); }   /* (never alone) */
         else store_fd[fd] = 0;   /* the number is another file's now */
     }
@@ -1363,6 +1368,27 @@ int getentropy(void *buf, size_t n) {
     fill_random(buf, n);
     return 0;
 }
+
+/* glibc's fopen opens its file without a call the shim interposes, and reads through the FILE without
+ * read(): so a program's stdio open of /dev/urandom or /dev/random is a FILE of its own (fopencookie)
+ * whose reads are the same stream, and a clock or machine file opened so is reported as through open.
+ * Such a FILE has no fd (fileno is -1). A store path through stdio is still not a point
+ * (docs/deterministic.md, "Store files through stdio"). */
+static ssize_t random_cookie_read(void *cookie, char *buf, size_t n) { (void)cookie; fill_random(buf, n); return (ssize_t)n; }
+static int random_cookie_close(void *cookie) { (void)cookie; return 0; }
+static FILE *fopen_common(FILE *(*real)(const char *, const char *), const char *path, const char *mode) {
+    if ((enabled || alone) && a_random_device(path) && mode && mode[0] == 'r' && !strchr(mode, '+')) {
+        cookie_io_functions_t io = {.read = random_cookie_read, .close = random_cookie_close};
+        return fopencookie(NULL, mode, io);
+    }
+    not_a_virtual_pid_in_proc(path);
+    uncontrolled_file_opened(path);   /* (its list is /proc and /sys: never a store path) */
+    return real(path, mode);
+}
+FILE *fopen(const char *path, const char *mode) {
+    REAL(FILE *, fopen, const char *, const char *); return fopen_common(real_fopen, path, mode); }
+FILE *fopen64(const char *path, const char *mode) {
+    REAL(FILE *, fopen64, const char *, const char *); return fopen_common(real_fopen64, path, mode); }
 
 /* ---------------------------------------------------------------- virtual time */
 
