@@ -199,16 +199,23 @@ def test_a_read_of_the_machines_clock_through_a_file_is_reported(tmp_path):
         assert "clock_files" not in s.summary() and "machine_files" not in s.summary()
 
 
-def test_a_read_of_what_the_machine_has_is_reported(tmp_path):
+#: how a reader opens and closes the file ``f``: with open(), or with glibc's fopen (a C program's stdio), which
+#: opens it without a call to open()
+OPENS = {"open": "os.close(os.open(f, os.O_RDONLY))",
+         "fopen": "libc.fclose(ctypes.c_void_p(libc.fopen(f.encode(), b'r')))"}
+
+
+@pytest.mark.parametrize("through", list(OPENS))
+def test_a_read_of_what_the_machine_has_is_reported(tmp_path, through):
     """Memory, CPUs, load, kernel settings and the cgroup's limits are the machine's, not the run's (Node
     sizes V8's heap from /proc/meminfo and its cgroup's memory limit): the summary names who read which,
     a cgroup's file by its tree (its own path names the session that runs it), and apart from the clock's."""
     cgroup = next((str(p) for p in Path("/sys/fs/cgroup").rglob("memory.*") if p.is_file()), None)
-    reader = _script(tmp_path, "reader.py", "import os\n"
+    reader = _script(tmp_path, "reader.py", "import ctypes, os\nlibc = ctypes.CDLL(None)\n"
+                     "libc.fopen.restype = ctypes.c_void_p\n"
                      "for f in ('/proc/meminfo', '/proc/meminfo', '/proc/loadavg', '/proc/sys/kernel/pid_max', "
-                     f"{cgroup!r}):\n"
-                     "    if f: os.close(os.open(f, os.O_RDONLY))\n"
-                     "open('/proc/uptime').read()\n")
+                     f"{cgroup!r}, '/proc/uptime'):\n"
+                     f"    if f: {OPENS[through]}\n")
     with Scheduler(1, prefixes=[str(tmp_path)]) as s:
         s.spawn("a", [sys.executable, reader])
         s.run_all()
@@ -277,21 +284,6 @@ def test_urandom_read_through_stdio_is_the_same_stream(tmp_path):
     first = draw("r")
     assert len(first) == 32 and draw("r") == first and draw("q") != first
     assert len(plain) == 2 and first + b"\n" not in plain         # without the scheduler: the kernel's bytes
-
-
-def test_a_machine_file_read_through_stdio_is_reported(tmp_path):
-    """A clock or machine file opened with fopen, which opens it without open(), is said as one opened with
-    open()."""
-    reader = _script(tmp_path, "stdio_reader.py",
-                     "import ctypes\nlibc = ctypes.CDLL(None)\nlibc.fopen.restype = ctypes.c_void_p\n"
-                     "for f in (b'/proc/loadavg', b'/proc/uptime'):\n"
-                     "    libc.fclose(ctypes.c_void_p(libc.fopen(f, b'r')))\n")
-    with Scheduler(1, prefixes=[str(tmp_path)]) as s:
-        s.spawn("a", [sys.executable, reader])
-        s.run_all()
-        summary = s.summary()
-    assert summary["machine_files"] == {"/proc/loadavg": {"processes": 1, "first": ["a"]}}
-    assert summary["clock_files"] == {"/proc/uptime": {"processes": 1, "first": ["a"]}}
 
 
 def test_a_socket_dir_in_the_temp_dir_left_by_a_killed_harness_is_removed_by_the_next(tmp_path):
