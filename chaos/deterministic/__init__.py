@@ -37,7 +37,6 @@ FILE_FACTORIES = frozenset({"chaos.testing.filestore:open_backend",
 #: process, which is the bug two of them plant
 MEMORY_FACTORIES = frozenset(f"chaos.testing.mutants:open_{name}" for name in (
     "outcome_in_memory", "non_idempotent_publish", "epoch_reuse_after_restart", "namespace_blind"))
-ISSUE_LOCK = "the deterministic mode runs the claims workload only; the issue-lock workload is not built for it yet"
 
 
 def external_program_controlled(command: str | None) -> bool:
@@ -56,8 +55,6 @@ def external_program_controlled(command: str | None) -> bool:
 
 def why_not(backend: str, opts: dict) -> str:
     """The one-line reason a backend has no deterministic mode."""
-    if opts.get("protocol") == "issue-lock":
-        return ISSUE_LOCK
     if opts.get("nodes") == "docker":
         return "--nodes docker: the workers run in containers, outside the scheduler"
     return NOT_CONTROLLED.get(backend, f"not built yet: {backend}'s processes are not driven by the scheduler")

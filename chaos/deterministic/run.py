@@ -103,8 +103,6 @@ def refusal(cfg) -> str | None:
     ability = sut.get(cfg.backend).abilities(backend_options(cfg))["deterministic"]
     if not ability.ok:
         return f"--deterministic: --backend {cfg.backend}: {ability.how}"
-    if cfg.workload != "claims":
-        return f"--deterministic: the {cfg.workload} workload is not built for it yet (claims only)"
     if cfg.nodes != "local":
         return "--deterministic: --nodes docker is not built for it (the scheduler runs local processes)"
     timed = [n for n in cfg.nemesis if n not in EXACT_FAULTS]

@@ -23,8 +23,10 @@ rows they declare for this protocol. The decisions run inside the worker host
 processes (or the CLI children they start), so every worker nemesis applies:
 kill, pause, clock (libfaketime moves the deciding process's clock), fsync (the
 EIO shim in the deciding process and its git children), restart.
-``lost-reply`` is not offered: the host's after-commit faults are defined for
-work-claim operation classes only.
+``lost-reply`` is not offered in the timed mode: the host's after-commit faults
+are defined for work-claim operation classes only. The deterministic mode
+(``deterministic`` row: sqlite and gitfile) drops a reply itself, at an exact
+point inside the call, so there it is.
 """
 
 from __future__ import annotations
@@ -38,6 +40,23 @@ from chaos.sut.base import Target, open_spec
 
 STORES = ("sqlite", "gitfile", "external")
 DEFAULT_PROFILE = str(Path(__file__).resolve().parents[2] / "profiles" / "issuelock-chaos-sqlite.yaml")
+
+#: the stores whose every deciding process the scheduler runs (docs/deterministic.md): the worker host
+#: decides in its one thread, over files under the run dir
+DETERMINISTIC_HOW = {
+    "sqlite": "one single-threaded worker process per client under the scheduling shim: locks.db and its "
+              "journal are the points, clocks and sleeps virtual",
+    "gitfile": "one single-threaded worker process per client under the scheduling shim, and every git it "
+               "runs: lock files, refs, objects and worktrees are the points",
+}
+#: and why not, for the others
+NOT_DETERMINISTIC = {
+    "external": "an issue-lock CLI per call is not hosted by the scheduler (only the claims workload's "
+                "programs are)",
+    "python": "an outside store class: that its state lives only in files under the run dir, in the "
+              "worker's one thread, is not known",
+}
+
 
 def lock_abilities(store: str, opts: dict | None = None) -> dict:
     """The ``chaos.sut`` ability rows of an issue-lock store (its Sut answers
@@ -58,9 +77,12 @@ def lock_abilities(store: str, opts: dict | None = None) -> dict:
                      "workers"),
         "clock": can(f"{deciding}: libfaketime (the store decides by the deciding process's clock)", "workers"),
         "fsync": can(f"{media}: EIO shim", "workers"),
-        "lost-reply": cannot("the hosts' after-commit faults are defined for work-claim operation classes only"),
+        "lost-reply": cannot("the timed mode's after-commit faults are defined for work-claim operation classes "
+                             "only (the deterministic mode drops a reply itself)"),
         "clock-hook": can("the host's file clock, set per vector action", "hook") if store != "external"
         else cannot("the program's clock is its process clock (CHAOS_CLOCK_FILE when pinned)"),
+        "deterministic": can(DETERMINISTIC_HOW[store], "sched-shim") if store in DETERMINISTIC_HOW
+        else cannot(NOT_DETERMINISTIC[store]),
     }
 
 

@@ -145,7 +145,7 @@ class Sut:
 
         opts = dict(opts or {})
         rows = self.declare(opts)
-        if "deterministic" not in rows or opts.get("protocol") == "issue-lock" or opts.get("nodes") == "docker":
+        if "deterministic" not in rows or opts.get("nodes") == "docker":
             rows = dict(rows, deterministic=cannot(why_not(self.name, opts)))
         return Abilities(self.name, rows)
 

@@ -211,6 +211,11 @@ class GitFileLockStore:
                 raise StoreUnavailable("store-unreadable", str(e)) from None
         return self._config
 
+    def _within(self, message: str) -> str:
+        """A failure's words (git's, the OS's) with the store's paths relative to its root: where the
+        store lives is not the failure, and would make two runs of one seed say different things."""
+        return message.replace(self.root + os.sep, "")
+
     @contextlib.contextmanager
     def transaction(self, write: bool):
         txn = GitFileTxn(self, write)
@@ -220,12 +225,12 @@ class GitFileLockStore:
             raise
         except G.GitFailed as e:
             if txn.mutated:
-                raise CommitOutcomeUnknown(str(e)) from e
-            raise StoreUnavailable("git-failed", str(e)) from e
+                raise CommitOutcomeUnknown(self._within(str(e))) from e
+            raise StoreUnavailable("git-failed", self._within(str(e))) from e
         except OSError as e:
             if txn.mutated:
-                raise CommitOutcomeUnknown(f"{type(e).__name__}: {e}") from e
-            raise StoreUnavailable("io-failed", f"{type(e).__name__}: {e}") from e
+                raise CommitOutcomeUnknown(self._within(f"{type(e).__name__}: {e}")) from e
+            raise StoreUnavailable("io-failed", self._within(f"{type(e).__name__}: {e}")) from e
         finally:
             txn.release()
 
