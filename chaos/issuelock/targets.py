@@ -58,6 +58,29 @@ NOT_DETERMINISTIC = {
 }
 
 
+#: the sqlite store's own factory, as a Python class
+SQLITE_FACTORY = "backends.issuelock.sqlite:open_backend"
+
+
+def _over_sqlite(factory: str | None) -> bool:
+    """The SQLite issue-lock store's factory, or one of ``chaos.testing.issuelock_bugs`` (that store under
+    the one engine with one rule broken): no state beside locks.db, decided in the calling thread."""
+    from chaos.testing import issuelock_bugs
+
+    return factory == SQLITE_FACTORY or factory in {issuelock_bugs.factory_ref(name) for name in issuelock_bugs.BUGS}
+
+
+def _deterministic(store: str, opts: dict):
+    from chaos.sut.abilities import can, cannot
+
+    if store in DETERMINISTIC_HOW:
+        return can(DETERMINISTIC_HOW[store], "sched-shim")
+    if store == "python" and _over_sqlite(opts.get("factory")):
+        return can(f"{opts['factory']}: the SQLite lock store (or a planted bug over it): locks.db and its "
+                   "journal are the points, the rest is the worker's one thread", "sched-shim")
+    return cannot(NOT_DETERMINISTIC[store])
+
+
 def lock_abilities(store: str, opts: dict | None = None) -> dict:
     """The ``chaos.sut`` ability rows of an issue-lock store (its Sut answers
     these when ``opts["protocol"] == "issue-lock"``)."""
@@ -81,8 +104,7 @@ def lock_abilities(store: str, opts: dict | None = None) -> dict:
                              "only (the deterministic mode drops a reply itself)"),
         "clock-hook": can("the host's file clock, set per vector action", "hook") if store != "external"
         else cannot("the program's clock is its process clock (CHAOS_CLOCK_FILE when pinned)"),
-        "deterministic": can(DETERMINISTIC_HOW[store], "sched-shim") if store in DETERMINISTIC_HOW
-        else cannot(NOT_DETERMINISTIC[store]),
+        "deterministic": _deterministic(store, opts or {}),
     }
 
 
