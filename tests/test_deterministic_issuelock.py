@@ -60,3 +60,6 @@ def test_a_planted_takeover_of_a_live_lock_is_found_and_its_seed_replays_it(tmp_
     assert [n for n, c in results["checkers"].items() if c["valid"] is False] == ["single_owner"]
     again = chaos("run", "--config", str(run / "test.yaml"), "--no-report")
     assert again.returncode == 1 and "deterministic: reproduced the history" in again.stderr, again.stderr[-2000:]
+    script = chaos("repro", str(run))      # its scripts call the work-claim contract: said, not a traceback
+    assert script.returncode == 1 and "built for the claims workload only" in script.stderr, script.stderr[-2000:]
+    assert "Traceback" not in script.stderr and script.stderr.count("\n") == 1

@@ -124,6 +124,9 @@ def chosen_finding(run_dir: str, finding: str | None, findings_of, not_determini
     cfg, results, _ = load_run(run_dir)
     if not cfg.get("deterministic"):
         raise NotReproducible(not_deterministic)
+    if cfg.get("workload", "claims") != "claims":   # the scripts call the work-claim contract
+        raise NotReproducible(f"the {cfg['workload']} workload: a standalone script is built for the claims "
+                              "workload only (chaos shrink it; its test.yaml replays it)")
     found = findings_of(results)
     if not found:
         raise NotReproducible(f"the run found nothing (verdict {results.get('verdict')})")
