@@ -6,8 +6,9 @@ strictly read-only"; ``dry_run=True`` previews "without writing").
 * ``lock-changed-without-a-write``: two observations of an issue's lock (inspect
   replies, recovery evidence, the final export) differ although no write that
   could have changed it (an ok, info or open bootstrap, re-lock, heartbeat,
-  renewal or real recovery) overlapped the span between them; the anomaly
-  names the inspects, dry runs and refused calls that ran in that span;
+  renewal or real recovery) overlapped the span from the first of their
+  invocations to the last of their replies; the anomaly names the inspects,
+  dry runs and refused calls that ran in that span;
 * ``generation-outruns-writes``: a lock's generation exceeds the seeded one
   plus the number of write attempts on that issue made before it was seen.
 
@@ -63,11 +64,15 @@ def check(history: list[dict], ctx: dict) -> dict:
         if m.final is not None and obs:
             pairs.append((obs[-1], (None, m.final.get(key))))
         for (a, la), (b, lb) in pairs:
+            # each read saw the lock somewhere in its own window: a write overlapping either window, or
+            # between them, may have come between the two looks (b may have begun first and been answered
+            # last, its worker paused between its read and its reply)
+            start = a.op.ip if b is None else min(a.op.ip, b.op.ip)
             end = b.op.cp if b is not None else float("inf")
-            overlap = [w for w in writes if w.op.ip < end and (w.op.cp is None or w.op.cp > a.op.ip)]
+            overlap = [w for w in writes if w.op.ip < end and (w.op.cp is None or w.op.cp > start)]
             if overlap or la == lb:
                 continue
-            between = [lo for lo in ops if a.op.ip <= lo.op.ip < end and lo is not a and lo is not b]
+            between = [lo for lo in ops if start <= lo.op.ip < end and lo is not a and lo is not b]
             idx = a.ops + (b.ops if b is not None else [m.final_index]) + [i for lo in between for i in lo.ops]
             add(f, RULE, "lock-changed-without-a-write",
                 f"{key}: gen {R.lock_generation(la)} then gen {R.lock_generation(lb)} with only "
