@@ -133,10 +133,10 @@ def test_a_history_that_exercised_nothing_is_unknown_not_valid():
 
 
 def test_a_read_answered_after_a_newer_read_is_not_a_change_without_a_write():
-    """An inspect that began before a write and is answered after a later inspect saw the write (its worker
-    paused between the read and its reply, as an exact pause in the deterministic mode does) saw the older
-    lock: the write overlaps the two reads' windows, so the difference is explained, not a read that wrote
-    (a false alarm on the thin-bootstrap bug's default run, seed 3, before)."""
+    """A read that began before a write and is answered after a later read saw the write (a long call: the
+    thin-bootstrap bug's deterministic default run, seed 3, had a recovery read gen 10 and reply 2.4 virtual
+    s later, after an inspect saw gen 11) may have seen the older lock: the write overlaps the two reads'
+    span, so the difference is explained, not a read that wrote (a false alarm there, before)."""
     from checkers.issuelock._model import Model
 
     history, ctx = correct()
