@@ -499,3 +499,37 @@ def test_a_pid_the_kernel_reused_is_a_new_process_not_the_dead_one(tmp_path):
         sleeper.kill()
         sleeper.wait()
         theirs.close()
+
+
+def test_a_childs_end_waits_until_its_sigchld_is_pending_in_a_parent_that_catches_it(monkeypatch):
+    """The kernel makes a child's pidfd readable just before it sends the parent SIGCHLD: the scheduler
+    grants no thread of a parent that catches it (Node: libuv's handler) until it is pending, so that
+    thread's slice sees the child's end in every run; a parent that does not catch it is not waited for."""
+    import threading
+
+    import chaos.deterministic.scheduler as S
+
+    monkeypatch.setattr(S, "SIGCHLD_WAIT_S", 60.0)
+    catcher = subprocess.Popen([sys.executable, "-c", "import signal, sys, time\n"
+                                "signal.signal(signal.SIGCHLD, lambda *a: None)\n"
+                                "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})\n"   # as a stopped thread
+                                "print('ready', flush=True); time.sleep(600)\n"], stdout=subprocess.PIPE, text=True)
+    plain = subprocess.Popen([sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(600)"],
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert catcher.stdout.readline() == plain.stdout.readline() == "ready\n"
+        t0 = time.monotonic()
+        S.Scheduler._await_sigchld(S.Proc("plain", plain.pid, plain, -1))
+        assert time.monotonic() - t0 < 30                       # does not catch it: not waited for
+        sent = threading.Timer(0.3, os.kill, (catcher.pid, signal.SIGCHLD))
+        t0 = time.monotonic()
+        sent.start()
+        S.Scheduler._await_sigchld(S.Proc("catcher", catcher.pid, catcher, -1))
+        assert 0.3 <= time.monotonic() - t0 < 30                # waited until it was sent, then went on
+        t0 = time.monotonic()
+        S.Scheduler._await_sigchld(S.Proc("catcher", catcher.pid, catcher, -1))
+        assert time.monotonic() - t0 < 30                       # already pending: at once
+    finally:
+        for p in (catcher, plain):
+            p.kill()
+            p.wait()

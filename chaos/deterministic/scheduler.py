@@ -116,6 +116,10 @@ RELEASE_YIELD = 0.125
 #: waits only a thread of the waiter's own process can end (its mutex, private semaphore, condition,
 #: joined thread): retried after a slice that got somewhere in that process, not in any (sched.c)
 LOCAL_WAITS = frozenset({"mutex", "sem", "cond", "join"})
+#: SIGCHLD's bit in /proc/PID/status signal masks
+SIGCHLD_BIT = 1 << (signal.SIGCHLD - 1)
+#: how long (wall) a child's end waits for its SIGCHLD to be pending in a parent that catches it
+SIGCHLD_WAIT_S = 0.05
 
 
 #: x86-64 syscall numbers a stuck thread is usually found in (/proc/<pid>/task/<tid>/syscall)
@@ -481,6 +485,8 @@ class Scheduler(Flights, HandOffs):
         proc.gone = True
         self._moved = True
         parent = self._parent(proc.name)
+        if parent is not None and not parent.gone:
+            self._await_sigchld(parent)
         for t in parent.threads if parent is not None else ():
             self._drop_probe(t)   # its SIGCHLD is pending: the handler (libuv's signal pipe) runs once granted
         for t in proc.threads:
@@ -501,6 +507,23 @@ class Scheduler(Flights, HandOffs):
         if self.running and self.running[0] == proc.pid:
             self.running = None
         self._release_blocked()
+
+    @staticmethod
+    def _await_sigchld(parent: Proc) -> None:
+        """A child's pidfd turns readable in the kernel's last step of its exit, and its SIGCHLD is sent in
+        that step just after: a parent that catches it (libuv's handler, whose pipe wakes Node's loop) must
+        have it pending before a thread of it is granted, or that thread's slice sees the child's end or
+        not by how fast the kernel got there (a Wowbagger trace at load 8 once parted so, by 1 us of an
+        epoll deadline). Its stopped threads block every signal, so once sent it stays pending until the
+        next of them is granted. Wall time bounds the wait (a parent that does not block it took it)."""
+        deadline = time.monotonic() + SIGCHLD_WAIT_S
+        while True:
+            masks = _signal_masks(parent.pid)
+            if masks is None or not masks["SigCgt"] & SIGCHLD_BIT or (masks["ShdPnd"] | masks["SigPnd"]) & SIGCHLD_BIT:
+                return
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.0001)
 
     def _thread_gone(self, t: Thread) -> None:
         if t.state == "gone":
@@ -1122,3 +1145,18 @@ class Scheduler(Flights, HandOffs):
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _signal_masks(pid: int) -> dict | None:
+    """A process's signal masks from /proc/PID/status (``SigCgt``, ``ShdPnd``, ``SigPnd``), None once gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    masks = {}
+    for line in lines:
+        key, _, value = line.partition(":")
+        if key in ("SigCgt", "ShdPnd", "SigPnd"):
+            masks[key] = int(value.strip(), 16)
+    return masks if len(masks) == 3 else None
