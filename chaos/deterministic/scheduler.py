@@ -513,9 +513,10 @@ class Scheduler(Flights, HandOffs):
         """A child's pidfd turns readable in the kernel's last step of its exit, and its SIGCHLD is sent in
         that step just after: a parent that catches it (libuv's handler, whose pipe wakes Node's loop) must
         have it pending before a thread of it is granted, or that thread's slice sees the child's end or
-        not by how fast the kernel got there (a Wowbagger trace at load 8 once parted so, by 1 us of an
-        epoll deadline). Its stopped threads block every signal, so once sent it stays pending until the
-        next of them is granted. Wall time bounds the wait (a parent that does not block it took it)."""
+        not by how fast the kernel got there (the one cause found that fits a Wowbagger trace at load 8
+        that once parted by 1 us of an epoll deadline). Its stopped threads block every signal, so once
+        sent it stays pending until the next of them is granted. Wall time bounds the wait (a parent
+        that does not block it took it)."""
         deadline = time.monotonic() + SIGCHLD_WAIT_S
         while True:
             masks = _signal_masks(parent.pid)
