@@ -153,14 +153,12 @@ static void exit_point(void);
 static void forget_passthrough(void);
 static long long env_ll(const char *k, long long dflt) { const char *v = getenv(k); return v && *v ? atoll(v) : dflt; }
 
-static void send_line(const char *buf, int len);
+static void send_stop(const char *m, int k);
 /* the chain alone: its running thread ends its turn without a stop (it exits, or its process execs) */
 static void send_chain(void) {
     if (!chain_len || conn < 0) return;
     chain[chain_len - 1] = '\n';
-    int n = chain_len;
-    chain_len = 0;
-    send_line(chain, n);
+    send_stop("", 0);
 }
 static void conn_gone(void *p) {
     (void)p;
@@ -245,7 +243,8 @@ static void send_line(const char *buf, int len) {
         if (k < 0) { if (errno == EINTR) continue; die("lost the scheduler"); } buf += k; len -= k; }
 }
 
-/* a stop of the thread whose turn it is: the chain of hand-offs that led here goes first, in one write */
+/* a stop of the thread whose turn it is (none: k 0): the chain of hand-offs that led here goes first, in
+ * one write */
 static void send_stop(const char *m, int k) {
     if (!chain_len) { send_line(m, k); return; }
     if (chain_len + k > CHAIN_MAX) die("a chain of hand-offs outgrew its buffer");

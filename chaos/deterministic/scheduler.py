@@ -127,11 +127,22 @@ SYSCALL_NAMES = {"0": "read", "1": "write", "7": "poll", "23": "select", "35": "
                  "202": "futex", "230": "clock_nanosleep", "232": "epoll_wait", "247": "waitid", "271": "ppoll", "281": "epoll_pwait"}
 
 
-def _kernel_state(pid: int) -> str:
-    """A process's state and each thread's kernel wait channel, from /proc (a deadlock's evidence)."""
+def _proc_status(pid: int) -> dict[str, str] | None:
+    """/proc/PID/status as {field: value}, None once the process is gone."""
     try:
         with open(f"/proc/{pid}/status") as f:
-            state = next((line.split(":", 1)[1].strip() for line in f if line.startswith("State:")), "?")
+            return dict(line.rstrip("\n").split(":\t", 1) for line in f if ":\t" in line)
+    except OSError:
+        return None
+
+
+def _kernel_state(pid: int) -> str:
+    """A process's state and each thread's kernel wait channel, from /proc (a deadlock's evidence)."""
+    status = _proc_status(pid)
+    if status is None:
+        return "gone"
+    state = status.get("State", "?").strip()
+    try:
         chans = []
         for tid in sorted(os.listdir(f"/proc/{pid}/task"), key=int)[:8]:
             with open(f"/proc/{pid}/task/{tid}/wchan") as f:
@@ -519,8 +530,11 @@ class Scheduler(Flights, HandOffs):
         that does not block it took it)."""
         deadline = time.monotonic() + SIGCHLD_WAIT_S
         while True:
-            masks = _signal_masks(parent.pid)
-            if masks is None or not masks["SigCgt"] & SIGCHLD_BIT or (masks["ShdPnd"] | masks["SigPnd"]) & SIGCHLD_BIT:
+            status = _proc_status(parent.pid)
+            if status is None:
+                return
+            caught, shared, own = (int(status.get(k, "0"), 16) & SIGCHLD_BIT for k in ("SigCgt", "ShdPnd", "SigPnd"))
+            if not caught or shared or own:
                 return
             if time.monotonic() > deadline:
                 return
@@ -1146,18 +1160,3 @@ class Scheduler(Flights, HandOffs):
 
     def __exit__(self, *exc):
         self.close()
-
-
-def _signal_masks(pid: int) -> dict | None:
-    """A process's signal masks from /proc/PID/status (``SigCgt``, ``ShdPnd``, ``SigPnd``), None once gone."""
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            lines = f.read().splitlines()
-    except OSError:
-        return None
-    masks = {}
-    for line in lines:
-        key, _, value = line.partition(":")
-        if key in ("SigCgt", "ShdPnd", "SigPnd"):
-            masks[key] = int(value.strip(), 16)
-    return masks if len(masks) == 3 else None

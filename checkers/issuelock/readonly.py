@@ -66,7 +66,7 @@ def check(history: list[dict], ctx: dict) -> dict:
         for (a, la), (b, lb) in pairs:
             # each read saw the lock somewhere in its own window: a write overlapping either window, or
             # between them, may have come between the two looks (b may have begun first and been answered
-            # last, its worker paused between its read and its reply)
+            # last: a long call)
             start = a.op.ip if b is None else min(a.op.ip, b.op.ip)
             end = b.op.cp if b is not None else float("inf")
             overlap = [w for w in writes if w.op.ip < end and (w.op.cp is None or w.op.cp > start)]
