@@ -5,7 +5,8 @@ controlled processes of the deterministic mode run one at a time, but for a Node
 flies beside them: docs/deterministic.md, "Flights").
 
     .venv/bin/python benchmarks/deterministic_vs_timed.py [--backend sqlite|gitjournal|wowbagger|...]
-        [--workers 4] [--time-limit 5] [--seeds 1] [--nemesis kill,fsync] [--wowbagger PATH]
+        [--workload claims|issue-lock] [--workers 4] [--time-limit 5] [--seeds 1] [--nemesis kill,fsync]
+        [--wowbagger PATH]
 
 The two modes of a seed run one after the other, the order alternating from seed to seed (timed
 first for the first seed, deterministic first for the next, ...), so a load that rises or falls
@@ -46,8 +47,8 @@ def _children_cpu() -> float:
 
 def one(store: str, deterministic: bool, seed: int, args) -> dict:
     cmd = [sys.executable, "-m", "chaos.cli", "run", *backend_args(args.backend, args.wowbagger), "--seed", str(seed),
-           "--workers", str(args.workers), "--time-limit", str(args.time_limit), "--nemesis", args.nemesis,
-           "--store", store, "--no-report", "--deterministic" if deterministic else "--timed"]
+           "--workload", args.workload, "--workers", str(args.workers), "--time-limit", str(args.time_limit),
+           "--nemesis", args.nemesis, "--store", store, "--no-report", "--deterministic" if deterministic else "--timed"]
     t0, cpu0 = time.monotonic(), _children_cpu()
     code, err = run_child(cmd)
     wall, cpu = time.monotonic() - t0, _children_cpu() - cpu0
@@ -62,13 +63,14 @@ def one(store: str, deterministic: bool, seed: int, args) -> dict:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--backend", default="sqlite")
+    p.add_argument("--workload", default="claims", help="claims or issue-lock")
     p.add_argument("--workers", type=int, default=4)
     p.add_argument("--time-limit", type=float, default=5.0)
     p.add_argument("--seeds", "--seed", default="1", help="a seed or a range, 1-3")
     p.add_argument("--nemesis", default="kill,fsync")
     p.add_argument("--wowbagger", type=Path, default=WOWBAGGER, help="the program's bin/wowbagger.js")
     args = p.parse_args()
-    print(f"backend {args.backend}, {args.workers} workers, time limit {args.time_limit:g} s, seeds {args.seeds}, "
+    print(f"{args.workload} on {args.backend}, {args.workers} workers, time limit {args.time_limit:g} s, seeds {args.seeds}, "
           f"nemesis {args.nemesis}; load average at start {os.getloadavg()[0]:.2f}", flush=True)
     rows = []
     with tempfile.TemporaryDirectory(prefix="det-bench-") as d:
