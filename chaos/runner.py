@@ -610,8 +610,7 @@ class Run:
             shutil.rmtree(d, ignore_errors=True)
         # what the run's programs left behind (an external CLI's daemonized child from a
         # set-up call, re-parented to this subreaper): everything under us that is new
-        for pid in procs.descendants() - getattr(self, "children_before", set()):
-            procs.ProcessTree(pid).kill()
+        procs.kill_new_descendants(getattr(self, "children_before", set()))
 
 
 def op_stats(ops: list[dict]) -> dict:

@@ -38,14 +38,14 @@ def _wait_none(marker: str, timeout: float = 30.0) -> list[int]:
     return left
 
 
-@pytest.mark.parametrize("nemesis", ["none", "kill"])
-def test_children_of_an_external_program_do_not_outlive_the_run(tmp_path, nemesis):
+@pytest.mark.parametrize("nemesis, mode", [("none", "--timed"), ("kill", "--timed"), ("kill", "--deterministic")])
+def test_children_of_an_external_program_do_not_outlive_the_run(tmp_path, nemesis, mode):
     wrapper = tmp_path / "leaky-cli"
     wrapper.write_text(WRAPPER.format(python=sys.executable))
     wrapper.chmod(0o755)
     marker = uuid.uuid4().hex
     proc = subprocess.run([sys.executable, "-m", "chaos.cli", "run", "--backend", "external", "--command", str(wrapper),
-                           "--nemesis", nemesis, "--workers", "2", "--time-limit", "3", "--seed", "4",
+                           "--nemesis", nemesis, "--workers", "2", "--time-limit", "3", "--seed", "4", mode,
                            "--store", str(tmp_path / "store")],
                           cwd=ROOT, env={**os.environ, MARK: marker}, capture_output=True, text=True, timeout=600)
     left = _wait_none(marker)

@@ -241,9 +241,10 @@ echo '{"ok": true, "result": [1, 2]}'
 """
 
 
-def test_a_program_answering_json_of_the_wrong_types_is_not_a_crash(tmp_path):
+@pytest.mark.parametrize("mode", ["--timed", "--deterministic"])
+def test_a_program_answering_json_of_the_wrong_types_is_not_a_crash(tmp_path, mode):
     prog = _program(tmp_path, "prog.sh", WRONG_TYPES)
-    code, err = chaos_sub("run", "--backend", "external", "--command", prog, "--store", tmp_path / "s", *QUICK)
+    code, err = chaos_sub("run", "--backend", "external", "--command", prog, "--store", tmp_path / "s", mode, *QUICK)
     assert "capabilities reply" in one_line_254(code, err)
 
 

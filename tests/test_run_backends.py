@@ -200,14 +200,16 @@ def test_gitjournal_run_is_valid_and_merge_coordinated(tmp_path):
 
 @pytest.mark.slow
 def test_external_cli_run_is_valid_and_kills_the_cli_child(tmp_path):
-    # --scale 1: the fault schedule of a fast backend, every fault fires within 6 s. A process
+    # the timed mode's kill of a worker and its CLI child by signals (the deterministic mode kills at a
+    # point: tests/test_deterministic_programs.py). --scale 1: the fault schedule of a fast backend, every
+    # fault fires within 6 s. A process
     # per call at load 12 made 24 ops in 6 s and its one publish was killed: the run was rightly
     # unknown ("publish ok" never completed), so a run short of its paths gets a longer one (bounded)
     for limit in ("6", "20", "45"):
         store = tmp_path / f"limit-{limit}"
         p = chaos_run(store, "--backend", "external", "--command", "python -m chaos.cli backend sqlite",
                       "--nemesis", "kill,pause,clock,lost-reply", "--time-limit", limit, "--workers", "3",
-                      "--seed", "3", "--scale", "1", *agents_only(tmp_path))
+                      "--seed", "3", "--scale", "1", "--timed", *agents_only(tmp_path))
         results, history, latest = finished(store, p)
         short = any("never completed" in n or "never took effect" in n for n in results["notes"])
         if not (results["verdict"] == "unknown" and short

@@ -4,7 +4,8 @@
 ``scheduler`` (PCT over real processes, virtual time, exact faults), ``worker``
 (a single-threaded worker process), ``run`` (``chaos run --deterministic``).
 ``why_not(backend, opts)`` is the one list of backends the mode does not
-control yet and why (their ``deterministic`` ability, ``chaos doctor``).
+control yet and why (their ``deterministic`` ability, ``chaos doctor``);
+``programs`` says it of a black-box program, from the program file.
 """
 
 from __future__ import annotations
@@ -14,9 +15,6 @@ NOT_CONTROLLED = {
     "postgres": "the PostgreSQL server is a multi-process server with its own shared-memory locks, latches and "
                 "background writers; the shim cannot serialize it, and a store reached over a socket is outside "
                 "the scheduler",
-    "external": "not built yet for this program: the scheduler hosts the suite's own CLI (--command 'chaos "
-                "backend ...') and Node programs (Wowbagger); another program's threads and waits are not known "
-                "to be controlled",
     "reference": "an in-memory model, not a run target",
 }
 #: Python-class factories not over SqliteStore known to keep all their state in files beside the
@@ -37,20 +35,6 @@ FILE_FACTORIES = frozenset({"chaos.testing.filestore:open_backend",
 #: process, which is the bug two of them plant
 MEMORY_FACTORIES = frozenset(f"chaos.testing.mutants:open_{name}" for name in (
     "outcome_in_memory", "non_idempotent_publish", "epoch_reuse_after_restart", "namespace_blind"))
-
-
-def external_program_controlled(command: str | None) -> bool:
-    """The black-box programs the scheduler can host: the suite's own CLI (one single-threaded Python
-    process per call, its store files the points) and a Node program (Wowbagger: every thread controlled,
-    ``shim.THREADED_ENV``)."""
-    import os
-    import shlex
-
-    try:
-        words = shlex.split(command or "")
-    except ValueError:
-        return False
-    return words[:2] == ["chaos", "backend"] or (bool(words) and os.path.basename(words[0]) in ("node", "nodejs"))
 
 
 def why_not(backend: str, opts: dict) -> str:

@@ -10,9 +10,10 @@ timeout, group kill and errors — whose one wait is a ``poll`` over the
 program's pipes and a pidfd of the program, a wait the shim turns into a
 scheduler stop (retried after another slice got somewhere, never blocking).
 The program runs under the shim as the worker's child ``w<n>.<k>/f<N>``; its
-timeout (the profile's ``timeout_s``) is virtual, as every clock here. A Node
-program (Wowbagger) runs with ``shim.THREADED_ENV``: every thread controlled, and its getpid() a
-virtual pid, the same in every run. A call the worker pins at an instant (an op's ``clock_ms``, on the
+timeout (the profile's ``timeout_s``) is virtual, as every clock here. Every program runs with
+``shim.THREADS_ENV``: every thread controlled (a Python program's threads, Node's libuv pool and V8's
+helpers); a Node program (Wowbagger) with ``shim.THREADED_ENV``: its getpid() a virtual pid, the same in
+every run, and its start a flight. A call the worker pins at an instant (an op's ``clock_ms``, on the
 worker's ``FixedClock``) runs its program with ``$CHAOS_SCHED_WALL_MS``: the shim freezes its wall
 clocks there, as the timed mode's libfaketime pin does.
 """
@@ -27,7 +28,7 @@ import tempfile
 
 from backends.external import ExternalBackend, confine
 from backends.external.process import MAX_STDERR, MAX_STDOUT, Indeterminate, _kill_group, judge_call
-from chaos.deterministic.shim import THREADED_ENV
+from chaos.deterministic.shim import THREADED_ENV, THREADS_ENV
 
 _CHUNK = 1 << 16
 
@@ -41,15 +42,15 @@ class HostedExternalBackend(ExternalBackend):
 
     def run(self, argv: list[str], stdin: bytes, op: str) -> tuple[int, dict]:
         os.makedirs(self.tmpdir, exist_ok=True)
-        threaded = THREADED_ENV if is_node(argv) else {}   # its threads wait on each other: all controlled
+        threads = THREADED_ENV if is_node(argv) else THREADS_ENV
         pinned = getattr(self.pin, "ms", None)
         at = {} if pinned is None else {"CHAOS_SCHED_WALL_MS": str(int(pinned))}
-        return run_cli(argv, stdin, {"TMPDIR": self.tmpdir, **self.env, **threaded, **at}, self.profile.timeout_s,
+        return run_cli(argv, stdin, {"TMPDIR": self.tmpdir, **self.env, **threads, **at}, self.profile.timeout_s,
                        op, write_roots=self.write_roots, cwd=self.cwd)
 
 
 def is_node(argv: list[str]) -> bool:
-    """A Node program (libuv's pool, V8's threads): it runs with ``shim.THREADED_ENV``."""
+    """A Node program: its pids virtual (``shim.THREADED_ENV``)."""
     return bool(argv) and os.path.basename(argv[0]) in ("node", "nodejs")
 
 

@@ -40,9 +40,11 @@ from chaos.deterministic import trace as schedule
 from chaos.deterministic.callfaults import STEP_CALLS, CallFaults
 from chaos.deterministic.scheduler import FaultRule, Scheduler, SchedulerStuck
 from chaos.deterministic.shim import EPOCH_NS
-from chaos.errors import ExitCode
+from chaos.errors import ExitCode, SetupFailed
+from chaos.faults.procs import descendants, kill_new_descendants
 from chaos.history_store import HistoryWriter
 from chaos.nemesis import Coverage
+from chaos.replyview import capabilities_problem
 from chaos.store import RunDir, clean_stale_tmp
 from chaos.watchdog import Guard
 from workloads.generator import NEMESIS, clients, deadline
@@ -115,6 +117,14 @@ def refusal(cfg) -> str | None:
     if cfg.faults is not None:
         return "--deterministic: an explicit timed fault list (faults:) has no meaning here; the seed places the faults"
     return None
+
+
+def not_by_default(cfg) -> str | None:
+    """Why a config the deterministic mode can run is not run in it by default (one line), or None."""
+    from chaos import sut
+    from chaos.runner import backend_options
+
+    return sut.get(cfg.backend).not_deterministic_by_default(backend_options(cfg))
 
 
 def fault_rules(cfg, power=None) -> dict[str, list[FaultRule]]:
@@ -476,6 +486,7 @@ def run(cfg, report: bool = True, config_path: str | None = None, exact_rules=No
     sched = Scheduler(cfg.seed, prefixes=[run_dir.path], depth=cfg.pct_depth, expected_points=expected_points(cfg),
                       horizon_ns=horizon, step_ns=STEP_NS, send_ns=CALL_NS, log_dir=run_dir.file("logs"),
                       sock_dir=run_dir.tmp)
+    children_before = descendants()   # (the watchdog's; the scheduler made this process the subreaper)
     clock_took, stuck, final_incomplete, driver, interrupted = None, None, [], None, False
     wall0 = time.monotonic()
     # SIGTERM ends the run like Ctrl-C: everything reaped. Only the main thread may set a handler: a run in
@@ -486,6 +497,10 @@ def run(cfg, report: bool = True, config_path: str | None = None, exact_rules=No
     try:
         with setup_programs_virtual():
             target.setup(kind.namespaces(world), kind.durable(world))
+        notes.extend(target.setup_notes)   # (writes not confined)
+        problem = capabilities_problem(target.capabilities)   # what the whole run is planned from
+        if problem:
+            raise SetupFailed(f"--backend {cfg.backend}: {problem}")
         file_times_at_epoch(run_dir.path)
         client_gen, world = adapt_to_target(kind, cfg, target, world, notes, run_dir, client_gen)
         power = power_journal(cfg, target, run_dir)   # (the store's path is known once it is set up)
@@ -538,6 +553,7 @@ def run(cfg, report: bool = True, config_path: str | None = None, exact_rules=No
         schedule.write(run_dir.path, sched.trace)
         sched.close()
         target.close()
+        kill_new_descendants(children_before, run_dir.path)   # what a set-up program left (a daemonized child)
         history.close()
         if power is not None:
             power.cleanup()

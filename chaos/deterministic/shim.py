@@ -18,13 +18,15 @@ EPOCH_NS = 1_767_225_600 * 10**9
 MONO_NS = 1000 * 10**9
 
 
-#: what a multi-threaded program (Node: libuv's pool, V8's helpers) runs with: every thread controlled
-#: (its futex waits and epoll are scheduler waits), one pool thread, no io_uring (which would bypass
-#: every interposed call), and a virtual pid, the same in every run (Wowbagger hashes its pid into temp
-#: names and writes it in lock files: sched.c, "pids"; Python processes keep the kernel's, which
-#: psutil looks up in /proc). Its schedule repeats (docs/deterministic.md).
-THREADED_ENV = {"CHAOS_SCHED_THREADS": "1", "UV_THREADPOOL_SIZE": "1", "UV_USE_IO_URING": "0",
-                "CHAOS_SCHED_VPIDS": "1"}
+#: what a black-box program runs with (``host.py``): every thread controlled (its futex waits and epoll
+#: are scheduler waits: a Python program's threads, Node's libuv pool and V8's helpers), one libuv pool
+#: thread, no io_uring (which would bypass every interposed call)
+THREADS_ENV = {"CHAOS_SCHED_THREADS": "1", "UV_THREADPOOL_SIZE": "1", "UV_USE_IO_URING": "0"}
+#: and a Node program: a virtual pid, the same in every run (Wowbagger hashes its pid into temp names and
+#: writes it in lock files: sched.c, "pids"); its start flies (``flights``). Not every program: a Python
+#: program that looks itself up in /proc (psutil) would look up the virtual pid, which the shim refuses.
+#: Its schedule repeats (docs/deterministic.md).
+THREADED_ENV = {**THREADS_ENV, "CHAOS_SCHED_VPIDS": "1"}
 
 
 @functools.cache

@@ -66,6 +66,21 @@ def registered() -> set[int]:
     return {p for p in pids if psutil.pid_exists(p)}
 
 
+def kill_new_descendants(before: set[int], mark: str | None = None) -> None:
+    """SIGKILL + reap what a run's programs left behind: every descendant of this process not in
+    ``before`` (a daemonized child of an external program's set-up call, re-parented to this subreaper);
+    with ``mark``, only those with a variable whose value holds it (the run dir: another run in another
+    thread of this process, a cluster worker's, has its own)."""
+    for pid in descendants() - before:
+        if mark is not None:
+            try:
+                if not any(mark in v for v in psutil.Process(pid).environ().values()):
+                    continue
+            except psutil.Error:
+                continue
+        ProcessTree(pid).kill()
+
+
 def descendants(pid: int | None = None) -> set[int]:
     """Every live descendant of ``pid`` (default: this process), zombies excluded."""
     try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from contextlib import nullcontext
 
 from backends.external import confine
@@ -266,6 +267,13 @@ class ExternalSut(Sut):
     def usage_hint(self, key: str) -> str:
         return "'...' (the contract CLI command line)"
 
+    def not_deterministic_by_default(self, opts: dict) -> str | None:
+        if not opts.get("command") or deterministic_by_default(opts["command"]):
+            return None
+        return ("--backend external: a program other than a Node program or the suite's own CLI runs deterministically "
+                "on request (--deterministic): one whose call leaves a process running (a background child) is "
+                "not reproducible under the scheduler yet")
+
     def check(self, opts: dict) -> None:
         super().check(opts)
         check_command(opts.get("command"))
@@ -364,6 +372,15 @@ class ExternalSut(Sut):
         return probe_program(opts["command"], profile_of(opts), commands=True)
 
 
+def deterministic_by_default(command: str) -> bool:
+    """The programs the deterministic mode is the default for: a Node program (Wowbagger) and the suite's
+    own CLI (``chaos ...``, ``python -m chaos.cli ...``), whose calls leave no process running."""
+    import shlex
+
+    words = shlex.split(resolve_command(command))
+    return os.path.basename(words[0]) in ("node", "nodejs") or words[:3] == [sys.executable, "-m", "chaos.cli"]
+
+
 def _fault(who: str, spec: dict, name: str) -> tuple:
     if "admin" in spec:
         return can(f"{who}: admin trigger {spec['admin']!r}", "admin")
@@ -373,15 +390,23 @@ def _fault(who: str, spec: dict, name: str) -> tuple:
 
 
 def _deterministic(opts: dict) -> tuple:
-    """The scheduler hosts the suite's own CLI as a black box; another program is refused with the reason."""
-    from chaos.deterministic import external_program_controlled, why_not
+    """The scheduler hosts any program the shim can control, as decided from the program file
+    (``chaos.deterministic.programs``); another is refused with the reason."""
+    from chaos.deterministic import programs, why_not
 
-    if external_program_controlled(opts.get("command")):
-        return can("each call's CLI process runs under the scheduling shim as the worker's child of its own name, "
-                   "hosted in the worker's one thread (its pipes and exit a scheduler wait, never a wall-clock "
-                   "timeout; a Node program with every thread controlled and ASLR off): the ledger's files are the "
-                   "points, clocks, sleeps and randomness virtual; set-up programs on the virtual epoch", "sched-shim")
-    return cannot(why_not("external", opts))
+    if opts.get("nodes") == "docker":
+        return cannot(why_not("external", opts))
+    try:
+        ok, what = programs.control(resolve_command(opts["command"]) if opts.get("command") else None)
+    except UsageError as e:
+        ok, what = False, str(e)
+    if not ok:
+        return cannot(f"the scheduling shim cannot control this program: {what}")
+    return can("each call's process runs under the scheduling shim as the worker's child of its own name, hosted "
+               "in the worker's one thread (its pipes and exit a scheduler wait, never a wall-clock timeout), every "
+               "thread of it controlled and ASLR off (a Node program's pids virtual): the ledger's files are the "
+               "points, clocks, sleeps and randomness virtual; set-up programs on the virtual epoch; "
+               f"{what}", "sched-shim")
 
 
 SUT = ExternalSut()
