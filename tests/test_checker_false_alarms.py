@@ -57,7 +57,7 @@ def test_a_git_journal_program_that_finalizes_only_what_head_holds_runs_valid(tm
     store = tmp_path / "store"
     p = subprocess.run([PY, "-m", "chaos.cli", "run", "--store", str(store), "--backend", "external",
                         "--command", f"python {ROOT / 'tests' / 'headonly_gitjournal_cli.py'}", "--profile", str(path),
-                        "--scenario", str(scenario), "--nemesis", "none", "--workers", "2", "--time-limit", "15",
+                        "--scenario", str(scenario), "--nemesis", "none", "--workers", "2", "--time-limit", "2",
                         "--seed", "2", "--no-report"], capture_output=True, text=True, timeout=600, cwd=ROOT)
     results = json.loads((store / "latest" / "results.json").read_text())
     history = [json.loads(line) for line in (store / "latest" / "history.jsonl").read_text().splitlines()]

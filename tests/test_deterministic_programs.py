@@ -90,29 +90,19 @@ def _run(store: Path, *args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=600, cwd=ROOT)
 
 
-def test_the_mode_is_the_default_for_node_and_the_suites_cli_and_on_request_for_another_program():
-    from chaos.sut.external import SUT
-
-    for command in ("chaos backend sqlite", "python -m chaos.cli backend sqlite", "node prog.js"):
-        assert SUT.not_deterministic_by_default({"command": command}) is None, command
-    why = SUT.not_deterministic_by_default({"command": "python prog.py"})
-    assert why.startswith("--backend external: a program other than a Node program or the suite's own CLI runs "
-                          "deterministically on request (--deterministic)"), why
-
-
 @pytest.mark.slow
-def test_a_program_with_threads_runs_deterministically_on_request(tmp_path):
-    """The contract CLI with each call served by a thread it starts, with ``--deterministic``: two runs at
-    once, in stores of two path lengths, write one history and one results.json (the store's path aside),
-    and every kill took effect, at a point inside a call."""
-    args = ("--deterministic", "--backend", "external", "--command",
-            f"python {ROOT / 'tests' / 'threaded_contract_cli.py'}",
+def test_a_program_with_threads_runs_deterministically_by_default(tmp_path):
+    """The contract CLI with each call served by a thread it starts: with no mode flag the run is the
+    deterministic one; two runs at once, in stores of two path lengths, write one history and one
+    results.json (the store's path aside), and every kill took effect, at a point inside a call."""
+    args = ("--backend", "external", "--command", f"python {ROOT / 'tests' / 'threaded_contract_cli.py'}",
             "--profile", PROFILE, "--seed", "3", "--workers", "2", "--time-limit", "2", "--nemesis", "kill")
     stores = [tmp_path / "s", tmp_path / ("long" * 8)]
     with ThreadPoolExecutor(2) as pool:
         done = list(pool.map(lambda s: _run(s, *args), stores))
     for p in done:
         assert p.returncode == 0, p.stderr[-2000:]
+        assert "timed mode" not in p.stderr, p.stderr[-2000:]
     paths = [next(s.glob("*/2*/results.json")) for s in stores]
     results = [json.loads(p.read_text()) for p in paths]
     assert results[0]["verdict"] == "valid" and "--deterministic" in results[0]["test"]["command"]
@@ -134,3 +124,45 @@ def test_a_static_program_is_refused_up_front_and_runs_timed_by_default(tmp_path
     assert "chaos: timed mode, not deterministic: --backend external: the scheduling shim cannot control this " \
            f"program: {static}: a static binary" in timed.stderr, timed.stderr
     assert timed.returncode == 254 and "Traceback" not in timed.stderr, timed.stderr
+
+
+#: a parent that runs a shell three times, each leaving a background child and exec'ing the program that
+#: writes the store: the shell forks and execs with no stop between ("cmd & exec prog")
+BACKGROUND_PARENT = """
+import os, signal, subprocess, sys
+store, name = sys.argv[1], sys.argv[2]
+for i in range(3):
+    write = f"open('{store}/{name}{i}', 'w').write('x')"
+    p = subprocess.Popen(["sh", "-c", f'sleep 600 & exec {sys.executable} -c "{write}"'],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    p.wait()
+    os.killpg(p.pid, signal.SIGKILL)   # the call is over: its background child with it
+"""
+
+
+@pytest.mark.parametrize("threads", [False, True])
+def test_a_shell_that_leaves_a_child_and_execs_its_program_has_one_schedule(tmp_path, threads):
+    """The shell forks the background child and execs the program with no stop between: it says so at an
+    "exec" point, so the child's hello comes before the new image's (they came in either order, and the
+    scheduler decided between them); and the old image's connection, read after the new image said hello,
+    no longer ends the new image's slice ("reached creat #1 while another thread ran"). Two parents, three
+    seeds, each run twice: one trace per seed, no unserialized concurrency."""
+    from chaos.deterministic.scheduler import Scheduler
+    from chaos.deterministic.shim import THREADS_ENV
+
+    parent = _script(tmp_path, "parent.py", BACKGROUND_PARENT)
+    for seed in (1, 2, 3):
+        traces = set()
+        for run in range(2):
+            store = tmp_path / f"store-{seed}-{run}"
+            store.mkdir()
+            with Scheduler(seed, prefixes=[str(store)], stuck_s=30) as s:
+                for name in ("a", "b"):
+                    s.spawn(name, [sys.executable, parent, str(store), name], env=THREADS_ENV if threads else None)
+                s.run_all()
+                summary = s.summary()
+            assert not summary["notes"], summary["notes"]
+            assert any(" exec " in line for line in s.trace), "the shells' exec points"
+            assert sorted(p.name for p in store.iterdir()) == [f"{n}{i}" for n in "ab" for i in range(3)]
+            traces.add(summary["trace_sha256"])
+        assert len(traces) == 1, (seed, traces)

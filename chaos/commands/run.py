@@ -111,10 +111,10 @@ def build_config(args: argparse.Namespace):
         return _build_config(args, mode)
     if getattr(args, "pct_depth", 3) != 3 or getattr(args, "pct_points", None) is not None:
         return _build_config(args, True)   # PCT's flags ask for the deterministic mode
-    from chaos.deterministic.run import not_by_default, refusal
+    from chaos.deterministic.run import refusal
 
     cfg = None if timed_flag else _build_config(args, True)
-    why = timed_flag or refusal(cfg) or not_by_default(cfg)
+    why = timed_flag or refusal(cfg)
     if why is None:
         return cfg
     print(f"chaos: timed mode, not deterministic: {why.removeprefix('--deterministic: ')}", file=sys.stderr)

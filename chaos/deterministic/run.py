@@ -119,14 +119,6 @@ def refusal(cfg) -> str | None:
     return None
 
 
-def not_by_default(cfg) -> str | None:
-    """Why a config the deterministic mode can run is not run in it by default (one line), or None."""
-    from chaos import sut
-    from chaos.runner import backend_options
-
-    return sut.get(cfg.backend).not_deterministic_by_default(backend_options(cfg))
-
-
 def fault_rules(cfg, power=None) -> dict[str, list[FaultRule]]:
     """Per requested fault, two exact points drawn from the seed: the n-th point of a matching call
     from a virtual instant on (``AFTER_PERCENT`` of the time limit: every run reaches it, so the

@@ -1052,10 +1052,14 @@ static char **child_envp(char *const envp[], char **out, char *name_kv, size_t n
 
 /* an exec in a vfork child (the parent's memory): count the child, so the parent's next stop waits for
  * its hello; a failed exec takes it back */
+/* (a process that forked and execs before any stop, a shell's "cmd & exec prog", tells its children at an
+ * "exec" point first: the scheduler waits for their hellos before its new image's, which else came in
+ * either order) */
 #define EXEC_WITH_ENV(call, envp) do { \
     if (!enabled) return call(envp); \
     int vf_ = in_vfork_child(), nth_ = vf_ ? __sync_add_and_fetch(&forks, 1) : 0; \
     if (!vf_) send_chain(); \
+    if (!vf_ && forks != forks_told) point("exec", forks, NULL); \
     char *env_[ENV_MAX]; char kv_[300]; \
     int r_ = call(child_envp(envp, env_, kv_, sizeof kv_, nth_)); \
     if (vf_) __sync_sub_and_fetch(&forks, 1); \

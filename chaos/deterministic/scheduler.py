@@ -798,7 +798,9 @@ class Scheduler(Flights, HandOffs):
 
     def _close_of(self, thread: Thread) -> None:
         self._thread_closed(thread)
-        if self.running == (thread.pid, thread.tid):
+        if any(t is not thread and t.tid == thread.tid and t.state != "gone" for t in thread.proc.threads):
+            pass   # an exec'd image's old connection, read after its new image said hello (same pid and tid)
+        elif self.running == (thread.pid, thread.tid):
             last = all(x.state == "gone" for x in thread.proc.threads)
             self.running = (thread.pid, None) if last and not thread.proc.gone else None
         self._release_blocked()

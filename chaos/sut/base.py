@@ -153,11 +153,6 @@ class Sut:
         """ability -> ``can(how, via)`` / ``cannot(why)`` (``chaos.sut.abilities``)."""
         return {}
 
-    def not_deterministic_by_default(self, opts: dict) -> str | None:
-        """Why ``chaos run`` without a mode flag runs the timed mode although the deterministic one
-        can run (``--deterministic`` asks for it), or None: it is the default wherever it can run."""
-        return None
-
     def api_version(self, opts: dict | None = None) -> int:
         """The work-claim ``api_version`` it speaks (conformance runs the vectors of that version)."""
         from backends.contract.capabilities import API_VERSION

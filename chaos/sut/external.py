@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from contextlib import nullcontext
 
 from backends.external import confine
@@ -267,13 +266,6 @@ class ExternalSut(Sut):
     def usage_hint(self, key: str) -> str:
         return "'...' (the contract CLI command line)"
 
-    def not_deterministic_by_default(self, opts: dict) -> str | None:
-        if not opts.get("command") or deterministic_by_default(opts["command"]):
-            return None
-        return ("--backend external: a program other than a Node program or the suite's own CLI runs deterministically "
-                "on request (--deterministic): one whose call leaves a process running (a background child) is "
-                "not reproducible under the scheduler yet")
-
     def check(self, opts: dict) -> None:
         super().check(opts)
         check_command(opts.get("command"))
@@ -370,15 +362,6 @@ class ExternalSut(Sut):
         if not opts.get("command") or opts.get("protocol") == "issue-lock":
             return {}
         return probe_program(opts["command"], profile_of(opts), commands=True)
-
-
-def deterministic_by_default(command: str) -> bool:
-    """The programs the deterministic mode is the default for: a Node program (Wowbagger) and the suite's
-    own CLI (``chaos ...``, ``python -m chaos.cli ...``), whose calls leave no process running."""
-    import shlex
-
-    words = shlex.split(resolve_command(command))
-    return os.path.basename(words[0]) in ("node", "nodejs") or words[:3] == [sys.executable, "-m", "chaos.cli"]
 
 
 def _fault(who: str, spec: dict, name: str) -> tuple:
