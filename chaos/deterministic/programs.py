@@ -31,37 +31,45 @@ PT_INTERP = 3
 MAX_SCRIPTS = 4
 
 
+class _Unknown(Exception):
+    """What runs cannot be told (its one line)."""
+
+
 def control(command: str | None, cwd: str | None = None) -> tuple[bool, str]:
     """``(True, what the program is)`` when the shim can control the program ``command`` runs, else
     ``(False, why not)``; one line each. ``cwd``: where a relative program path is looked up."""
     try:
+        path, chain = _executed(command, cwd)
+    except _Unknown as e:
+        return False, str(e)
+    ok, what = elf_controllable(path)
+    via = f" (run by {' -> '.join(chain)})" if chain else ""
+    return ok, f"{path}{via}: {what}"
+
+
+def _executed(command: str | None, cwd: str | None) -> tuple[str, list[str]]:
+    """The file the kernel executes for ``command``, and the scripts whose ``#!`` lines led there."""
+    try:
         words = shlex.split(command or "")
     except ValueError as e:
-        return False, f"--command cannot be parsed: {e}"
+        raise _Unknown(f"--command cannot be parsed: {e}") from None
     if not words:
-        return False, "no --command: which program runs is not known"
+        raise _Unknown("no --command: which program runs is not known")
     path = _find(words[0], cwd)
     if path is None:
-        return False, f"{words[0]}: not found (on PATH or as a path)"
-    chain = []
+        raise _Unknown(f"{words[0]}: not found (on PATH or as a path)")
+    chain: list[str] = []
     for _ in range(MAX_SCRIPTS):
         try:
             with open(path, "rb") as f:
                 head = f.read(256)
         except OSError as e:
-            return False, f"{path}: cannot be read ({e.strerror})"
+            raise _Unknown(f"{path}: cannot be read ({e.strerror})") from None
         if not head.startswith(b"#!"):
-            break
-        interpreter = _interpreter(head, path, cwd)
-        if isinstance(interpreter, tuple):
-            return False, interpreter[0]
+            return path, chain
         chain.append(os.path.basename(path))
-        path = interpreter
-    else:
-        return False, f"{words[0]}: more than {MAX_SCRIPTS} #! lines in a row"
-    ok, what = elf_controllable(path)
-    via = f" (run by {' -> '.join(chain)})" if chain else ""
-    return ok, f"{path}{via}: {what}"
+        path = _interpreter(head, path, cwd)
+    raise _Unknown(f"{words[0]}: more than {MAX_SCRIPTS} #! lines in a row")
 
 
 def _find(word: str, cwd: str | None) -> str | None:
@@ -72,19 +80,22 @@ def _find(word: str, cwd: str | None) -> str | None:
     return os.path.realpath(found) if found else None
 
 
-def _interpreter(head: bytes, script: str, cwd: str | None):
-    """The program a ``#!`` line names (an ``env [-S] NAME`` looked up on PATH), or ``(why not,)``."""
+def _interpreter(head: bytes, script: str, cwd: str | None) -> str:
+    """The program a ``#!`` line names (an ``env [-S] NAME`` looked up on PATH)."""
     line = head[2:].split(b"\n", 1)[0].decode("utf-8", "replace").strip()
     words = line.split()
     if not words:
-        return (f"{script}: an empty #! line",)
-    if os.path.basename(words[0]) == "env":
-        names = [w for w in (" ".join(words[1:]).split()) if not w.startswith("-") and "=" not in w]
+        raise _Unknown(f"{script}: an empty #! line")
+    name = words[0]
+    if os.path.basename(name) == "env":
+        names = [w for w in words[1:] if not w.startswith("-") and "=" not in w]
         if not names:
-            return (f"{script}: #!{line} names no program",)
-        found = _find(names[0], cwd)
-        return found if found else (f"{script}: #!{line}: {names[0]} not found on PATH",)
-    return _find(words[0], cwd) or (f"{script}: #!{line}: {words[0]} not found",)
+            raise _Unknown(f"{script}: #!{line} names no program")
+        name = names[0]
+    found = _find(name, cwd)
+    if found is None:
+        raise _Unknown(f"{script}: #!{line}: {name} not found" + (" on PATH" if "/" not in name else ""))
+    return found
 
 
 def elf_controllable(path: str) -> tuple[bool, str]:

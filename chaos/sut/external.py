@@ -375,10 +375,8 @@ def _fault(who: str, spec: dict, name: str) -> tuple:
 def _deterministic(opts: dict) -> tuple:
     """The scheduler hosts any program the shim can control, as decided from the program file
     (``chaos.deterministic.programs``); another is refused with the reason."""
-    from chaos.deterministic import programs, why_not
+    from chaos.deterministic import programs
 
-    if opts.get("nodes") == "docker":
-        return cannot(why_not("external", opts))
     try:
         ok, what = programs.control(resolve_command(opts["command"]) if opts.get("command") else None)
     except UsageError as e:
