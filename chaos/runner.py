@@ -439,12 +439,7 @@ class Run:
             target.setup(kind.namespaces(world), kind.durable(world))
         except (StoreUnavailable, UnknownBackend) as e:  # what the input names cannot be reached or loaded
             raise SetupFailed(f"--backend {cfg.backend}: {e}") from None
-        notes.extend(target.setup_notes)
-        from chaos.replyview import capabilities_problem
-
-        problem = capabilities_problem(target.capabilities)   # what the whole run is planned from
-        if problem:
-            raise SetupFailed(f"--backend {cfg.backend}: {problem}")
+        take_set_up(cfg, target, notes)
         self.known_deviations = list(getattr(target, "known_deviations", None) or [])
         adapted = kind.adapt(cfg, target, run, world, notes)
         if adapted is not None:
@@ -611,6 +606,17 @@ class Run:
         # what the run's programs left behind (an external CLI's daemonized child from a
         # set-up call, re-parented to this subreaper): everything under us that is new
         procs.kill_new_descendants(getattr(self, "children_before", set()))
+
+
+def take_set_up(cfg, target, notes: list[str]) -> None:
+    """What a set-up target gives the run, in either mode: its notes (writes not confined), and its
+    capabilities reply, which the whole run is planned from (``SetupFailed`` when it is not the contract's)."""
+    from chaos.replyview import capabilities_problem
+
+    notes.extend(target.setup_notes)
+    problem = capabilities_problem(target.capabilities)
+    if problem:
+        raise SetupFailed(f"--backend {cfg.backend}: {problem}")
 
 
 def op_stats(ops: list[dict]) -> dict:

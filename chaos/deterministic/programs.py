@@ -19,6 +19,7 @@ and a program started later that never says hello (a static binary a script runs
 
 from __future__ import annotations
 
+import functools
 import os
 import shlex
 import shutil
@@ -103,12 +104,12 @@ def elf_controllable(path: str) -> tuple[bool, str]:
     try:
         with open(path, "rb") as f:
             elf = _Elf(f)
-            here = _Elf.of_self()
             if not elf.ok:
                 return False, "neither an ELF program nor a #! script: what runs it is not known"
-            if (elf.bits, elf.machine) != (here.bits, here.machine):
+            bits, machine = _this_machine()
+            if (elf.bits, elf.machine) != (bits, machine):
                 return False, (f"a {elf.bits}-bit program for ELF machine {elf.machine}: the shim is built for "
-                               f"this machine's {here.bits}-bit one ({here.machine})")
+                               f"this machine's {bits}-bit one ({machine})")
             if GO_SECTIONS & elf.section_names(f):
                 return False, ("a Go program: its runtime starts threads with clone and waits with futex system "
                                "calls of its own, which no preload library sees")
@@ -120,6 +121,14 @@ def elf_controllable(path: str) -> tuple[bool, str]:
     if "musl" in os.path.basename(interp):
         return False, f"a musl program ({interp}): the shim is built against glibc"
     return True, f"a dynamically linked program ({interp}): the shim loads into it"
+
+
+@functools.cache
+def _this_machine() -> tuple[int, int]:
+    """The ELF class (bits) and machine of the Python running the suite: what the shim is built for."""
+    with open("/proc/self/exe", "rb") as f:
+        elf = _Elf(f)
+    return elf.bits, elf.machine
 
 
 class _Elf:
@@ -143,11 +152,6 @@ class _Elf:
             self.phentsize, self.phnum, self.shentsize, self.shnum, self.shstrndx = struct.unpack_from(e + "HHHHH",
                                                                                                      head, 0x2A)
 
-    @classmethod
-    def of_self(cls) -> "_Elf":
-        with open("/proc/self/exe", "rb") as f:
-            return cls(f)
-
     def interpreter(self, f) -> str | None:
         """The ``PT_INTERP`` path, None when there is none."""
         for i in range(min(self.phnum, 512)):
@@ -156,9 +160,9 @@ class _Elf:
             (p_type,) = struct.unpack_from(self.e + "I", ph, 0)
             if p_type != PT_INTERP:
                 continue
-            offset, size = (struct.unpack_from(self.e + "QQ", ph, 8)[0], struct.unpack_from(self.e + "Q", ph, 32)[0]) \
-                if self.bits == 64 else (struct.unpack_from(self.e + "I", ph, 4)[0],
-                                         struct.unpack_from(self.e + "I", ph, 16)[0])
+            word, offset_at, size_at = ("Q", 8, 32) if self.bits == 64 else ("I", 4, 16)   # p_offset, p_filesz
+            (offset,) = struct.unpack_from(self.e + word, ph, offset_at)
+            (size,) = struct.unpack_from(self.e + word, ph, size_at)
             f.seek(offset)
             return f.read(min(size, 4096)).split(b"\0", 1)[0].decode("utf-8", "replace")
         return None

@@ -40,11 +40,10 @@ from chaos.deterministic import trace as schedule
 from chaos.deterministic.callfaults import STEP_CALLS, CallFaults
 from chaos.deterministic.scheduler import FaultRule, Scheduler, SchedulerStuck
 from chaos.deterministic.shim import EPOCH_NS
-from chaos.errors import ExitCode, SetupFailed
+from chaos.errors import ExitCode
 from chaos.faults.procs import descendants, kill_new_descendants
 from chaos.history_store import HistoryWriter
 from chaos.nemesis import Coverage
-from chaos.replyview import capabilities_problem
 from chaos.store import RunDir, clean_stale_tmp
 from chaos.watchdog import Guard
 from workloads.generator import NEMESIS, clients, deadline
@@ -451,6 +450,7 @@ def run(cfg, report: bool = True, config_path: str | None = None, exact_rules=No
     (fault name -> its ``FaultRule`` list, or a function of the run's power-loss journal, None
     unless ``power-loss`` is asked for, giving it) replaces the seed's draw (``fault_rules``): the
     crash points of ``chaos explore`` name their exact kill, EIO or power cut."""
+    from chaos.runner import take_set_up
     from chaos.workload_kinds import workload_kind
     from workloads.generator import SEC
 
@@ -489,10 +489,7 @@ def run(cfg, report: bool = True, config_path: str | None = None, exact_rules=No
     try:
         with setup_programs_virtual():
             target.setup(kind.namespaces(world), kind.durable(world))
-        notes.extend(target.setup_notes)   # (writes not confined)
-        problem = capabilities_problem(target.capabilities)   # what the whole run is planned from
-        if problem:
-            raise SetupFailed(f"--backend {cfg.backend}: {problem}")
+        take_set_up(cfg, target, notes)
         file_times_at_epoch(run_dir.path)
         client_gen, world = adapt_to_target(kind, cfg, target, world, notes, run_dir, client_gen)
         power = power_journal(cfg, target, run_dir)   # (the store's path is known once it is set up)
