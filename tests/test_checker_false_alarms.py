@@ -59,6 +59,7 @@ def test_a_git_journal_program_that_finalizes_only_what_head_holds_runs_valid(tm
                         "--command", f"python {ROOT / 'tests' / 'headonly_gitjournal_cli.py'}", "--profile", str(path),
                         "--scenario", str(scenario), "--nemesis", "none", "--workers", "2", "--time-limit", "2",
                         "--seed", "2", "--no-report"], capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert (store / "latest" / "results.json").is_file(), (p.returncode, p.stdout[-2000:], p.stderr[-2000:])
     results = json.loads((store / "latest" / "results.json").read_text())
     history = [json.loads(line) for line in (store / "latest" / "history.jsonl").read_text().splitlines()]
     git = results["checkers"]["git_finalization"]

@@ -139,3 +139,38 @@ def test_the_clock_is_allowed_and_the_rest_still_refused(tmp_path):
     assert res.stderr.strip().splitlines()[-1] == (
         "chaos: error: --deterministic: nemesis restart not built at exact points yet "
         "(only kill, fsync, clock, pause, lost-reply, power-loss; or --nemesis none)")
+
+
+# a program that waits the way Python programs do: sleeps, a sleep loop to a deadline, timed lock and
+# condition waits; it prints how long each took on its own (virtual) clock
+WAITS = """
+import threading, time
+def took(wait):
+    t = time.monotonic(); wait(); return round(time.monotonic() - t, 2)
+def loop():
+    deadline = time.monotonic() + 1.0
+    while time.monotonic() < deadline:
+        time.sleep(0.01)
+held = threading.Lock(); held.acquire()
+cond = threading.Condition(); cond.acquire()
+print(took(lambda: time.sleep(0.2)), took(loop), took(lambda: held.acquire(timeout=0.2)),
+      took(lambda: cond.wait(0.2)))
+"""
+
+
+def test_a_set_up_program_waits_as_long_as_it_asks_whatever_the_machines_uptime(tmp_path):
+    """A run's set-up programs run with the shim alone: virtual clocks, whose monotonic instant (1,000 s
+    and on) is no instant of the machine's. A timed wait the kernel keeps (time.sleep, a lock's or a
+    condition's timeout) waited until the machine's uptime reached the program's virtual deadline: on a
+    machine up for less than 1,000 s, minutes (a fresh CI machine's set-ups, stalled); and a sleep loop
+    to a deadline never ended, its clock moving 1 us a read. Here the virtual clock starts 60 s ahead of
+    this machine's uptime, wherever that is."""
+    from chaos.deterministic.shim import alone_env
+
+    uptime_s = float(Path("/proc/uptime").read_text().split()[0])
+    env = dict(alone_env("setup", threads=True), CHAOS_SCHED_MONO_NS=str(int((uptime_s + 60) * SEC_NS)),
+               PATH="/usr/bin:/bin")
+    p = subprocess.run([sys.executable, "-c", WAITS], env=env, capture_output=True, text=True, timeout=50)
+    assert p.returncode == 0, p.stderr[-2000:]
+    sleep, loop, lock, cond = map(float, p.stdout.split())
+    assert sleep == 0.2 and 1.0 <= loop <= 1.02 and lock == 0.2 and cond == 0.2, p.stdout

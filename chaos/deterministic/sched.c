@@ -911,6 +911,8 @@ static int sem_ready(void *s) {
     if (!real) real = dlsym(RTLD_NEXT, "sem_trywait");
     return real(s) == 0;
 }
+static const struct timespec *kernel_deadline(clockid_t c, const struct timespec *at, struct timespec *out);
+static void alone_reach(clockid_t c, const struct timespec *at);
 static long long abs_timeout(const struct timespec *abstime) {   /* the program took it from our clocks */
     long long at = abstime->tv_sec * SEC + abstime->tv_nsec;
     long long now = at > epoch_ns / 2 ? wall_now() : mono_ns + local_vt();
@@ -925,14 +927,22 @@ int sem_wait(sem_t *s) {
 }
 int sem_timedwait(sem_t *s, const struct timespec *abstime) {
     REAL(int, sem_timedwait, sem_t *, const struct timespec *);
-    if (!enabled || !threads_too || in_vfork_child()) return real_sem_timedwait(s, abstime);
+    if (!enabled || !threads_too || in_vfork_child()) {
+        struct timespec k; int r = real_sem_timedwait(s, kernel_deadline(CLOCK_REALTIME, abstime, &k));
+        if (r && errno == ETIMEDOUT) alone_reach(CLOCK_REALTIME, abstime);
+        return r;
+    }
     ensure_conn();
     if (wait_on(sem_ready, s, abs_timeout(abstime), sem_what(s), s, NULL)) { errno = ETIMEDOUT; return -1; }
     return 0;
 }
 int sem_clockwait(sem_t *s, clockid_t c, const struct timespec *abstime) {
     REAL(int, sem_clockwait, sem_t *, clockid_t, const struct timespec *);
-    if (!enabled || !threads_too || in_vfork_child()) return real_sem_clockwait(s, c, abstime);
+    if (!enabled || !threads_too || in_vfork_child()) {
+        struct timespec k; int r = real_sem_clockwait(s, c, kernel_deadline(c, abstime, &k));
+        if (r && errno == ETIMEDOUT) alone_reach(c, abstime);
+        return r;
+    }
     ensure_conn();
     if (wait_on(sem_ready, s, abs_timeout(abstime), sem_what(s), s, NULL)) { errno = ETIMEDOUT; return -1; }
     return 0;
@@ -970,7 +980,11 @@ int pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m) {
 }
 int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m, const struct timespec *abstime) {
     REAL(int, pthread_cond_timedwait, pthread_cond_t *, pthread_mutex_t *, const struct timespec *);
-    if (!enabled || !threads_too || in_vfork_child()) return real_pthread_cond_timedwait(c, m, abstime);
+    if (!enabled || !threads_too || in_vfork_child()) {
+        struct timespec k; int r = real_pthread_cond_timedwait(c, m, kernel_deadline(-1, abstime, &k));
+        if (r == ETIMEDOUT) alone_reach(-1, abstime);
+        return r;
+    }
     ensure_conn();
     return cond_common(c, m, abs_timeout(abstime));
 }
@@ -1399,16 +1413,58 @@ static int virtual_clock(clockid_t c) {
     return c == CLOCK_REALTIME || c == CLOCK_REALTIME_COARSE || c == CLOCK_TAI || c == CLOCK_MONOTONIC
         || c == CLOCK_MONOTONIC_COARSE || c == CLOCK_MONOTONIC_RAW || c == CLOCK_BOOTTIME;
 }
+static int wall_clock(clockid_t c) { return c == CLOCK_REALTIME || c == CLOCK_REALTIME_COARSE || c == CLOCK_TAI; }
 static long long now_of(clockid_t c) {
-    if (alone) {   /* no scheduler: the virtual epoch, 1 us per read */
+    if (alone) {   /* no scheduler: the virtual epoch, 1 us per read and the length of each sleep */
         long long t = __sync_add_and_fetch(&alone_reads, 1) * US;
-        return (c == CLOCK_REALTIME || c == CLOCK_REALTIME_COARSE || c == CLOCK_TAI ? epoch_ns : mono_ns) + t;
+        return (wall_clock(c) ? epoch_ns : mono_ns) + t;
     }
     ensure_conn();
     reads++;
-    if (c == CLOCK_REALTIME || c == CLOCK_REALTIME_COARSE || c == CLOCK_TAI)
+    if (wall_clock(c))
         return wall_now();
     return mono_ns + local_vt();
+}
+
+/* A wait the kernel times, on a deadline the program took from our clocks (a thread not controlled, a
+ * process alone): the same time left, on the kernel's clock. A virtual instant is no instant of the
+ * machine's: the virtual monotonic clock starts at 1,000 s, and on a machine up for less a real wait
+ * for it lasted until the machine caught up (a set-up program's first time.sleep, minutes on a fresh
+ * CI machine). ``c`` < 0: the clock is not known (a condition's), told by the size of the instant. */
+static long long left_until(clockid_t *c, const struct timespec *at) {   /* -1: not on our clocks */
+    long long at_ns = at->tv_sec * SEC + at->tv_nsec;
+    if ((int)*c < 0) *c = at_ns > epoch_ns / 2 ? CLOCK_REALTIME : CLOCK_MONOTONIC;
+    if (!virtual_clock(*c)) return -1;
+    long long now = alone ? (wall_clock(*c) ? epoch_ns : mono_ns) + alone_reads * US
+                          : wall_clock(*c) ? wall_now() : mono_ns + local_vt();
+    return at_ns > now ? at_ns - now : 0;
+}
+static const struct timespec *kernel_deadline(clockid_t c, const struct timespec *at, struct timespec *out) {
+    if (!(enabled || alone) || !at) return at;
+    long long left = left_until(&c, at);
+    if (left < 0) return at;
+    static int (*real)(clockid_t, struct timespec *);
+    if (!real) real = dlsym(RTLD_NEXT, "clock_gettime");   /* (not syscall(): ours answers virtually) */
+    struct timespec k;
+    real(c, &k);
+    long long t = k.tv_sec * SEC + k.tv_nsec + left;
+    out->tv_sec = t / SEC; out->tv_nsec = t % SEC;
+    return out;
+}
+/* a timed wait of a process alone that timed out: its clocks are at its deadline (as after a sleep) */
+static void alone_reach(clockid_t c, const struct timespec *at) {
+    long long left = alone && at ? left_until(&c, at) : 0;
+    if (left > 0) __sync_add_and_fetch(&alone_reads, left / US);
+}
+/* a sleep of a process alone: real, and its clocks move on by its length (a wait loop ends when the
+ * program's deadline comes, not after a million reads) */
+static int alone_sleep(long long ns, struct timespec *rem) {
+    static int (*real)(clockid_t, int, const struct timespec *, struct timespec *);
+    if (!real) real = dlsym(RTLD_NEXT, "clock_nanosleep");
+    if (ns < 0) ns = 0;
+    __sync_add_and_fetch(&alone_reads, ns / US);
+    struct timespec d = { ns / SEC, ns % SEC };
+    return real(CLOCK_MONOTONIC, 0, &d, rem);
 }
 
 int clock_gettime(clockid_t c, struct timespec *ts) {
@@ -1444,6 +1500,7 @@ static int virtual_sleep(long long ns) { return point("sleep", ns < 0 ? 0 : ns, 
 
 int nanosleep(const struct timespec *req, struct timespec *rem) {
     REAL(int, nanosleep, const struct timespec *, struct timespec *);
+    if (alone) { int e = alone_sleep(req->tv_sec * SEC + req->tv_nsec, rem); if (e) { errno = e; return -1; } return 0; }
     if (!enabled) return real_nanosleep(req, rem);
     FAIL_IF(virtual_sleep(req->tv_sec * SEC + req->tv_nsec));
     if (rem) rem->tv_sec = rem->tv_nsec = 0;
@@ -1451,21 +1508,24 @@ int nanosleep(const struct timespec *req, struct timespec *rem) {
 }
 int clock_nanosleep(clockid_t c, int flags, const struct timespec *req, struct timespec *rem) {
     REAL(int, clock_nanosleep, clockid_t, int, const struct timespec *, struct timespec *);
-    if (!enabled || !virtual_clock(c)) return real_clock_nanosleep(c, flags, req, rem);
+    if (!(enabled || alone) || !virtual_clock(c)) return real_clock_nanosleep(c, flags, req, rem);
     long long ns = req->tv_sec * SEC + req->tv_nsec;
     if (flags & TIMER_ABSTIME) ns -= now_of(c);
+    if (alone) return alone_sleep(ns, flags & TIMER_ABSTIME ? NULL : rem);
     int e = virtual_sleep(ns);
     if (rem && !(flags & TIMER_ABSTIME)) rem->tv_sec = rem->tv_nsec = 0;
     return e;   /* clock_nanosleep returns the error number itself */
 }
 int usleep(useconds_t us) {
     REAL(int, usleep, useconds_t);
+    if (alone) { int e = alone_sleep((long long)us * US, NULL); if (e) { errno = e; return -1; } return 0; }
     if (!enabled) return real_usleep(us);
     FAIL_IF(virtual_sleep((long long)us * US));
     return 0;
 }
 unsigned int sleep(unsigned int s) {
     REAL(unsigned int, sleep, unsigned int);
+    if (alone) { alone_sleep((long long)s * SEC, NULL); return 0; }
     if (!enabled) return real_sleep(s);
     virtual_sleep((long long)s * SEC);
     return 0;
