@@ -144,18 +144,24 @@ def test_the_clock_is_allowed_and_the_rest_still_refused(tmp_path):
 # a program that waits the way Python programs do: sleeps, a sleep loop to a deadline, timed lock and
 # condition waits; it prints how long each took on its own (virtual) clock
 WAITS = """
-import threading, time
+import select, threading, time
 def took(wait):
     t = time.monotonic(); wait(); return round(time.monotonic() - t, 2)
 def loop():
     deadline = time.monotonic() + 1.0
     while time.monotonic() < deadline:
         time.sleep(0.01)
+def select_loop():
+    deadline = time.monotonic() + 0.5
+    while time.monotonic() < deadline:
+        select.select([], [], [], 0.05)
 held = threading.Lock(); held.acquire()
 cond = threading.Condition(); cond.acquire()
 print(took(lambda: time.sleep(0.2)), took(loop), took(lambda: held.acquire(timeout=0.2)),
-      took(lambda: cond.wait(0.2)))
+      took(lambda: cond.wait(0.2)), took(select_loop))
 """
+# an event loop's timer: libuv waits in epoll_wait until the timer is due by its (virtual) clock
+NODE_TIMER = "const t = Date.now(); setTimeout(() => console.log(Date.now() - t), 300)"
 
 
 def test_a_set_up_program_waits_as_long_as_it_asks_whatever_the_machines_uptime(tmp_path):
@@ -163,8 +169,8 @@ def test_a_set_up_program_waits_as_long_as_it_asks_whatever_the_machines_uptime(
     and on) is no instant of the machine's. A timed wait the kernel keeps (time.sleep, a lock's or a
     condition's timeout) waited until the machine's uptime reached the program's virtual deadline: on a
     machine up for less than 1,000 s, minutes (a fresh CI machine's set-ups, stalled); and a sleep loop
-    to a deadline never ended, its clock moving 1 us a read. Here the virtual clock starts 60 s ahead of
-    this machine's uptime, wherever that is."""
+    to a deadline, a select loop, a Node timer never ended, their clock moving 1 us a read. Here the
+    virtual clock starts 60 s ahead of this machine's uptime, wherever that is."""
     from chaos.deterministic.shim import alone_env
 
     uptime_s = float(Path("/proc/uptime").read_text().split()[0])
@@ -172,5 +178,8 @@ def test_a_set_up_program_waits_as_long_as_it_asks_whatever_the_machines_uptime(
                PATH="/usr/bin:/bin")
     p = subprocess.run([sys.executable, "-c", WAITS], env=env, capture_output=True, text=True, timeout=50)
     assert p.returncode == 0, p.stderr[-2000:]
-    sleep, loop, lock, cond = map(float, p.stdout.split())
+    sleep, loop, lock, cond, select_loop = map(float, p.stdout.split())
     assert sleep == 0.2 and 1.0 <= loop <= 1.02 and lock == 0.2 and cond == 0.2, p.stdout
+    assert 0.5 <= select_loop <= 0.52, p.stdout
+    node = subprocess.run(["node", "-e", NODE_TIMER], env=env, capture_output=True, text=True, timeout=50)
+    assert node.returncode == 0 and 300 <= int(node.stdout) <= 310, (node.stdout, node.stderr[-2000:])

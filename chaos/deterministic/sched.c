@@ -197,6 +197,10 @@ static void without_aslr(char **argv, char **envp) {
 
 static int alone;
 static long long alone_reads;
+/* waits the kernel times, on a deadline from our clocks ("virtual time" below) */
+static const struct timespec *kernel_deadline(clockid_t c, const struct timespec *at, struct timespec *out);
+static void alone_reach(clockid_t c, const struct timespec *at);
+static int alone_waited(int result, long long timeout_ns);
 __attribute__((constructor)) static void init(int argc, char **argv, char **envp) {
     (void)argc;
     const char *s = getenv("CHAOS_SCHED_SOCK"), *p = getenv("CHAOS_SCHED_PREFIX"), *n = getenv("CHAOS_SCHED_NAME");
@@ -740,7 +744,8 @@ static int poll_ready(void *p) {
 int poll(struct pollfd *fds, nfds_t n, int timeout_ms) {
     REAL(int, poll, struct pollfd *, nfds_t, int);
     if (timeout_ms == 0) quick_poll();
-    if (!enabled || timeout_ms == 0 || in_vfork_child()) return real_poll(fds, n, timeout_ms);
+    if (!enabled || timeout_ms == 0 || in_vfork_child())
+        return alone_waited(real_poll(fds, n, timeout_ms), timeout_ms * 1000000LL);
     struct poll_wait w = { fds, n, 0 };
     struct probe p = { "", 0 }; for (nfds_t i = 0; i < n; i++) probe_add(&p, fds[i].fd, fds[i].events);
     if (wait_fds(poll_ready, &w, timeout_ms < 0 ? -1 : timeout_ms * 1000000LL, "poll", &p)) return 0;
@@ -750,7 +755,8 @@ int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *tmo, const sigset
     REAL(int, ppoll, struct pollfd *, nfds_t, const struct timespec *, const sigset_t *);
     int now_only = tmo && !tmo->tv_sec && !tmo->tv_nsec;
     if (now_only) quick_poll();
-    if (!enabled || now_only || in_vfork_child()) return real_ppoll(fds, n, tmo, mask);
+    if (!enabled || now_only || in_vfork_child())
+        return alone_waited(real_ppoll(fds, n, tmo, mask), tmo ? tmo->tv_sec * SEC + tmo->tv_nsec : -1);
     (void)mask;
     struct poll_wait w = { fds, n, 0 };
     struct probe p = { "", 0 }; for (nfds_t i = 0; i < n; i++) probe_add(&p, fds[i].fd, fds[i].events);
@@ -773,7 +779,10 @@ int select(int n, fd_set *r, fd_set *w, fd_set *e, struct timeval *tv) {
     REAL(int, select, int, fd_set *, fd_set *, fd_set *, struct timeval *);
     int now_only = tv && !tv->tv_sec && !tv->tv_usec;
     if (now_only) quick_poll();
-    if (!enabled || now_only || in_vfork_child()) return real_select(n, r, w, e, tv);
+    if (!enabled || now_only || in_vfork_child()) {
+        long long timeout_ns = tv ? tv->tv_sec * SEC + tv->tv_usec * US : -1;   /* (select may change *tv) */
+        return alone_waited(real_select(n, r, w, e, tv), timeout_ns);
+    }
     struct select_wait s = { n, r, w, e, {{0}}, {{0}}, {{0}}, 0 };
     if (r) s.r0 = *r;
     if (w) s.w0 = *w;
@@ -911,8 +920,6 @@ static int sem_ready(void *s) {
     if (!real) real = dlsym(RTLD_NEXT, "sem_trywait");
     return real(s) == 0;
 }
-static const struct timespec *kernel_deadline(clockid_t c, const struct timespec *at, struct timespec *out);
-static void alone_reach(clockid_t c, const struct timespec *at);
 static long long abs_timeout(const struct timespec *abstime) {   /* the program took it from our clocks */
     long long at = abstime->tv_sec * SEC + abstime->tv_nsec;
     long long now = at > epoch_ns / 2 ? wall_now() : mono_ns + local_vt();
@@ -1011,7 +1018,8 @@ static int epoll_ready(void *p) {
 int epoll_wait(int ep, struct epoll_event *ev, int max, int timeout_ms) {
     REAL(int, epoll_wait, int, struct epoll_event *, int, int);
     if (timeout_ms == 0) quick_poll();
-    if (!enabled || !threads_too || timeout_ms == 0 || in_vfork_child()) return real_epoll_wait(ep, ev, max, timeout_ms);
+    if (!enabled || !threads_too || timeout_ms == 0 || in_vfork_child())
+        return alone_waited(real_epoll_wait(ep, ev, max, timeout_ms), timeout_ms * 1000000LL);
     struct epoll_wait_ w = { ep, ev, max, 0 };
     ensure_conn();
     struct probe p = { "", 0 }; probe_add(&p, ep, POLLIN);   /* an epoll fd reads ready while its ready list is not empty */
@@ -1021,7 +1029,8 @@ int epoll_wait(int ep, struct epoll_event *ev, int max, int timeout_ms) {
 int epoll_pwait(int ep, struct epoll_event *ev, int max, int timeout_ms, const sigset_t *mask) {
     REAL(int, epoll_pwait, int, struct epoll_event *, int, int, const sigset_t *);
     if (timeout_ms == 0) quick_poll();
-    if (!enabled || !threads_too || timeout_ms == 0 || in_vfork_child()) return real_epoll_pwait(ep, ev, max, timeout_ms, mask);
+    if (!enabled || !threads_too || timeout_ms == 0 || in_vfork_child())
+        return alone_waited(real_epoll_pwait(ep, ev, max, timeout_ms, mask), timeout_ms * 1000000LL);
     (void)mask;
     return epoll_wait(ep, ev, max, timeout_ms);
 }
@@ -1456,13 +1465,19 @@ static void alone_reach(clockid_t c, const struct timespec *at) {
     long long left = alone && at ? left_until(&c, at) : 0;
     if (left > 0) __sync_add_and_fetch(&alone_reads, left / US);
 }
+/* a poll, select or epoll wait of a process alone that timed out (``result`` 0): its clocks move on by its
+ * timeout, as after a sleep (an event loop's timer comes due; ``timeout_ns`` < 0: none) */
+static int alone_waited(int result, long long timeout_ns) {
+    if (alone && result == 0 && timeout_ns > 0) __sync_add_and_fetch(&alone_reads, timeout_ns / US);
+    return result;
+}
 /* a sleep of a process alone: real, and its clocks move on by its length (a wait loop ends when the
  * program's deadline comes, not after a million reads) */
 static int alone_sleep(long long ns, struct timespec *rem) {
     static int (*real)(clockid_t, int, const struct timespec *, struct timespec *);
     if (!real) real = dlsym(RTLD_NEXT, "clock_nanosleep");
     if (ns < 0) ns = 0;
-    __sync_add_and_fetch(&alone_reads, ns / US);
+    alone_waited(0, ns);
     struct timespec d = { ns / SEC, ns % SEC };
     return real(CLOCK_MONOTONIC, 0, &d, rem);
 }
