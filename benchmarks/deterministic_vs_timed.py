@@ -6,7 +6,7 @@ flies beside them: docs/deterministic.md, "Flights").
 
     .venv/bin/python benchmarks/deterministic_vs_timed.py [--backend sqlite|gitjournal|wowbagger|...]
         [--workload claims|issue-lock] [--workers 4] [--time-limit 5] [--seeds 1] [--nemesis kill,fsync]
-        [--wowbagger PATH]
+        [--wowbagger PATH] [--command CMD --profile PROFILE]
 
 The two modes of a seed run one after the other, the order alternating from seed to seed (timed
 first for the first seed, deterministic first for the next, ...), so a load that rises or falls
@@ -16,7 +16,8 @@ workload, final phase, checkers), measured here. CPU is that process's and every
 and reaped (user + system), per op and as cores used (CPU s / wall s): where both modes use about
 the same CPU per op, the machine's cores, not the timed mode's waits, bound them both.
 ``wowbagger``: the real program through ``--backend external`` with its profile
-(``benchmarks/deterministic_soak.py``).
+(``benchmarks/deterministic_soak.py``); ``--command`` and ``--profile``: any other black-box program, as
+``chaos run --backend external`` takes it.
 """
 
 from __future__ import annotations
@@ -46,7 +47,9 @@ def _children_cpu() -> float:
 
 
 def one(store: str, deterministic: bool, seed: int, args) -> dict:
-    cmd = [sys.executable, "-m", "chaos.cli", "run", *backend_args(args.backend, args.wowbagger), "--seed", str(seed),
+    target = (["--backend", "external", "--command", args.command, "--profile", str(args.profile)] if args.command
+              else backend_args(args.backend, args.wowbagger))
+    cmd = [sys.executable, "-m", "chaos.cli", "run", *target, "--seed", str(seed),
            "--workload", args.workload, "--workers", str(args.workers), "--time-limit", str(args.time_limit),
            "--nemesis", args.nemesis, "--store", store, "--no-report", "--deterministic" if deterministic else "--timed"]
     t0, cpu0 = time.monotonic(), _children_cpu()
@@ -69,8 +72,12 @@ def main() -> int:
     p.add_argument("--seeds", "--seed", default="1", help="a seed or a range, 1-3")
     p.add_argument("--nemesis", default="kill,fsync")
     p.add_argument("--wowbagger", type=Path, default=WOWBAGGER, help="the program's bin/wowbagger.js")
+    p.add_argument("--command", help="a black-box program (with --profile), instead of --backend")
+    p.add_argument("--profile", type=Path, help="the --command program's profile")
     args = p.parse_args()
-    print(f"{args.workload} on {args.backend}, {args.workers} workers, time limit {args.time_limit:g} s, seeds {args.seeds}, "
+    if bool(args.command) != bool(args.profile):
+        p.error("--command and --profile go together")
+    print(f"{args.workload} on {args.command or args.backend}, {args.workers} workers, time limit {args.time_limit:g} s, seeds {args.seeds}, "
           f"nemesis {args.nemesis}; load average at start {os.getloadavg()[0]:.2f}", flush=True)
     rows = []
     with tempfile.TemporaryDirectory(prefix="det-bench-") as d:
