@@ -80,15 +80,22 @@ def _completions(history: list[dict]):
             yield sent.get(o["process"], {}), o
 
 
-def _is_f10(anomaly: dict, history: list[dict]) -> bool:
+def _is_f10(anomaly: dict, history: list[dict], repo: Path) -> bool:
     """docs/wowbagger-findings.md F10: claim-verify finalized the publication at the commit an agent
-    made for another operation id of the same item (the one before it), not at the commit of its bytes."""
+    made for another operation id of the same item (the one before it), or at the parent of the commit
+    of its bytes (the set-up's seeding commit, when it was the item's first publication), not at the
+    commit of its bytes: HEAD resolved before that commit, its bytes read after it."""
     if anomaly.get("type") != "finalized-bytes-differ":
         return False
     named, oid = (anomaly.get("data") or {}).get("commit"), (anomaly.get("data") or {}).get("operation_id")
-    return any(req.get("f") == "commit" and o["type"] == "ok" and req["value"].get("operation_id") not in (None, oid)
-               and (((o.get("value") or {}).get("envelope") or {}).get("result") or {}).get("git_commit") == named
-               for req, o in _completions(history))
+    commits = {req["value"].get("operation_id"): (((o.get("value") or {}).get("envelope") or {}).get("result") or {})
+               .get("git_commit") for req, o in _completions(history) if req.get("f") == "commit" and o["type"] == "ok"}
+    if any(other not in (None, oid) and commit == named for other, commit in commits.items()):
+        return True
+    own = commits.get(oid)
+    parent = subprocess.run(["git", "-C", str(repo), "rev-parse", "--verify", "-q", f"{own}^"],
+                            capture_output=True, text=True).stdout.strip() if own else ""
+    return bool(named) and parent == named
 
 
 def _is_f7(anomaly: dict, history: list[dict]) -> bool:
@@ -120,7 +127,7 @@ def test_a_short_chaos_run_commits_verifies_and_finds_only_documented_deviations
     history = [json.loads(line) for line in (latest / "history.jsonl").read_text().splitlines()]
     if all(_is_f7(a, history) for a in results["checkers"]["stale_write"].get("anomalies", [])):
         allowed["stale_write"] = ["stale-fence-accepted"]   # F7: documented, not acknowledged (a real fence finding)
-    if all(_is_f10(a, history) for a in results["checkers"]["git_finalization"].get("anomalies", [])):
+    if all(_is_f10(a, history, latest / "ledgers") for a in results["checkers"]["git_finalization"].get("anomalies", [])):
         allowed["git_finalization"] = ["finalized-bytes-differ"]   # F10: documented, not acknowledged (seen 1 run in 4)
     assert all(set(types) <= set(allowed.get(name, [])) for name, types in unacknowledged.items()), \
         (unacknowledged, results["notes"])
