@@ -6,6 +6,7 @@ backend keeps its durable clock floor. Real SQLite, real processes, the preload 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -175,7 +176,7 @@ def test_a_set_up_program_waits_as_long_as_it_asks_whatever_the_machines_uptime(
 
     uptime_s = float(Path("/proc/uptime").read_text().split()[0])
     env = dict(alone_env("setup", threads=True), CHAOS_SCHED_MONO_NS=str(int((uptime_s + 60) * SEC_NS)),
-               PATH="/usr/bin:/bin")
+               PATH=os.environ["PATH"])
     p = subprocess.run([sys.executable, "-c", WAITS], env=env, capture_output=True, text=True, timeout=50)
     assert p.returncode == 0, p.stderr[-2000:]
     sleep, loop, lock, cond, select_loop = map(float, p.stdout.split())

@@ -198,6 +198,7 @@ static void without_aslr(char **argv, char **envp) {
 static int alone;
 static long long alone_reads;
 /* waits the kernel times, on a deadline from our clocks ("virtual time" below) */
+static long long left_until(clockid_t *c, const struct timespec *at);
 static const struct timespec *kernel_deadline(clockid_t c, const struct timespec *at, struct timespec *out);
 static void alone_reach(clockid_t c, const struct timespec *at);
 static int alone_waited(int result, long long timeout_ns);
@@ -921,9 +922,8 @@ static int sem_ready(void *s) {
     return real(s) == 0;
 }
 static long long abs_timeout(const struct timespec *abstime) {   /* the program took it from our clocks */
-    long long at = abstime->tv_sec * SEC + abstime->tv_nsec;
-    long long now = at > epoch_ns / 2 ? wall_now() : mono_ns + local_vt();
-    return at > now ? at - now : 0;
+    clockid_t c = (clockid_t)-1;   /* (which clock: told by the size of the instant) */
+    return left_until(&c, abstime);
 }
 int sem_wait(sem_t *s) {
     REAL(int, sem_wait, sem_t *);
@@ -1423,6 +1423,12 @@ static int virtual_clock(clockid_t c) {
         || c == CLOCK_MONOTONIC_COARSE || c == CLOCK_MONOTONIC_RAW || c == CLOCK_BOOTTIME;
 }
 static int wall_clock(clockid_t c) { return c == CLOCK_REALTIME || c == CLOCK_REALTIME_COARSE || c == CLOCK_TAI; }
+/* a virtual clock now, without counting a read */
+static long long virtual_now(clockid_t c) {
+    if (alone)
+        return (wall_clock(c) ? epoch_ns : mono_ns) + alone_reads * US;
+    return wall_clock(c) ? wall_now() : mono_ns + local_vt();
+}
 static long long now_of(clockid_t c) {
     if (alone) {   /* no scheduler: the virtual epoch, 1 us per read and the length of each sleep */
         long long t = __sync_add_and_fetch(&alone_reads, 1) * US;
@@ -1430,9 +1436,7 @@ static long long now_of(clockid_t c) {
     }
     ensure_conn();
     reads++;
-    if (wall_clock(c))
-        return wall_now();
-    return mono_ns + local_vt();
+    return virtual_now(c);
 }
 
 /* A wait the kernel times, on a deadline the program took from our clocks (a thread not controlled, a
@@ -1444,8 +1448,7 @@ static long long left_until(clockid_t *c, const struct timespec *at) {   /* -1: 
     long long at_ns = at->tv_sec * SEC + at->tv_nsec;
     if ((int)*c < 0) *c = at_ns > epoch_ns / 2 ? CLOCK_REALTIME : CLOCK_MONOTONIC;
     if (!virtual_clock(*c)) return -1;
-    long long now = alone ? (wall_clock(*c) ? epoch_ns : mono_ns) + alone_reads * US
-                          : wall_clock(*c) ? wall_now() : mono_ns + local_vt();
+    long long now = virtual_now(*c);
     return at_ns > now ? at_ns - now : 0;
 }
 static const struct timespec *kernel_deadline(clockid_t c, const struct timespec *at, struct timespec *out) {
@@ -1460,15 +1463,18 @@ static const struct timespec *kernel_deadline(clockid_t c, const struct timespec
     out->tv_sec = t / SEC; out->tv_nsec = t % SEC;
     return out;
 }
+/* a process alone moves its clocks on by what it waited (1 us a read in between) */
+static void alone_advance(long long ns) {
+    if (alone && ns > 0) __sync_add_and_fetch(&alone_reads, ns / US);
+}
 /* a timed wait of a process alone that timed out: its clocks are at its deadline (as after a sleep) */
 static void alone_reach(clockid_t c, const struct timespec *at) {
-    long long left = alone && at ? left_until(&c, at) : 0;
-    if (left > 0) __sync_add_and_fetch(&alone_reads, left / US);
+    if (alone && at) alone_advance(left_until(&c, at));
 }
 /* a poll, select or epoll wait of a process alone that timed out (``result`` 0): its clocks move on by its
  * timeout, as after a sleep (an event loop's timer comes due; ``timeout_ns`` < 0: none) */
 static int alone_waited(int result, long long timeout_ns) {
-    if (alone && result == 0 && timeout_ns > 0) __sync_add_and_fetch(&alone_reads, timeout_ns / US);
+    if (result == 0) alone_advance(timeout_ns);
     return result;
 }
 /* a sleep of a process alone: real, and its clocks move on by its length (a wait loop ends when the
@@ -1477,7 +1483,7 @@ static int alone_sleep(long long ns, struct timespec *rem) {
     static int (*real)(clockid_t, int, const struct timespec *, struct timespec *);
     if (!real) real = dlsym(RTLD_NEXT, "clock_nanosleep");
     if (ns < 0) ns = 0;
-    alone_waited(0, ns);
+    alone_advance(ns);
     struct timespec d = { ns / SEC, ns % SEC };
     return real(CLOCK_MONOTONIC, 0, &d, rem);
 }
