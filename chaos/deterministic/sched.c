@@ -22,8 +22,8 @@
  * parent's blocking waits for it (waitpid/wait4/waitid, a read or write of a
  * pipe or socket that would block, poll/select) are "W" stops: tried without
  * blocking after each grant, never blocking for real. With $CHAOS_SCHED_THREADS=1 a program's
- * threads are controlled too (pthread_create, mutexes, semaphores, condition variables, joins, epoll,
- * an event loop that never waits: "threads" below). A SIGKILL it sends (kill, killpg) is followed by a
+ * threads are controlled too (pthread_create, mutexes, semaphores, condition variables, rwlocks, joins,
+ * epoll, futex(2) through syscall(), an event loop that never waits: "threads" below). A SIGKILL it sends (kill, killpg) is followed by a
  * "kill" point: the scheduler sees the controlled processes it hit die before anything else runs. With $CHAOS_SCHED_VPIDS=1 (a
  * Node program) getpid() is a virtual pid the scheduler numbers in grant order, above every pid the kernel can give;
  * kill() of one asks the scheduler at a "pid" point ("pids" below). A store file's times are virtual
@@ -47,6 +47,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -59,6 +60,7 @@
 #include <sys/resource.h>
 #include <sys/times.h>
 #include <signal.h>
+#include <sched.h>
 #include <semaphore.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -111,6 +113,7 @@ static pthread_mutex_t rng_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static __thread int conn = -1;
 static __thread int my_idx = -1;    /* a thread made by pthread_create: the index its creator gave it */
+static __thread volatile int *conn_told;   /* its creator waits until this is 1: the thread has its connection */
 static int threads_too;             /* $CHAOS_SCHED_THREADS=1: futex waits and epoll are waits too (below) */
 static volatile int threads_made;   /* threads this process made (its points say so, like its children) */
 static __thread unsigned long seq;
@@ -201,6 +204,7 @@ static long long alone_reads;
 static long long left_until(clockid_t *c, const struct timespec *at);
 static const struct timespec *kernel_deadline(clockid_t c, const struct timespec *at, struct timespec *out);
 static void alone_reach(clockid_t c, const struct timespec *at);
+static void alone_advance(long long ns);
 static int alone_waited(int result, long long timeout_ns);
 __attribute__((constructor)) static void init(int argc, char **argv, char **envp) {
     (void)argc;
@@ -295,6 +299,7 @@ static void ensure_conn(void) {
     memcpy(a.sun_path, sock_path, strlen(sock_path));
     if (syscall(SYS_connect, fd, &a, sizeof a) != 0) die("cannot reach the scheduler");
     conn = fd;
+    if (conn_told) { *conn_told = 1; conn_told = NULL; }
     pthread_setspecific(conn_key, (void *)1);
     int idx = my_idx >= 0 ? my_idx : __sync_fetch_and_add(&next_thread, 1);
     my_thread = idx;
@@ -868,10 +873,11 @@ sem_t *sem_open(const char *n, int oflag, ...) {
     if (s != SEM_FAILED) remember_shared(s);
     return s;
 }
-struct start_arg { void *(*fn)(void *); void *arg; int idx; };
+struct start_arg { void *(*fn)(void *); void *arg; int idx; volatile int *connected; };
 static void *thread_start(void *p) {
     struct start_arg a = *(struct start_arg *)p; free(p);
     my_idx = a.idx;
+    conn_told = a.connected;
     ensure_conn();
     return a.fn(a.arg);
 }
@@ -880,10 +886,16 @@ int pthread_create(pthread_t *t, const pthread_attr_t *at, void *(*fn)(void *), 
     if (!enabled || !threads_too || in_vfork_child()) return real_pthread_create(t, at, fn, arg);
     struct start_arg *a = malloc(sizeof *a);
     if (!a) return EAGAIN;
-    a->fn = fn; a->arg = arg; a->idx = __sync_fetch_and_add(&next_thread, 1);
+    volatile int connected = 0;
+    a->fn = fn; a->arg = arg; a->idx = __sync_fetch_and_add(&next_thread, 1); a->connected = &connected;
     int r = real_pthread_create(t, at, thread_start, a);
-    if (r == 0) __sync_fetch_and_add(&threads_made, 1); else free(a);
-    return r;
+    if (r != 0) { free(a); return r; }
+    __sync_fetch_and_add(&threads_made, 1);
+    /* The new thread's connection is an fd: until it has it, the creator runs on, and what the creator opens
+     * next (or the threads it starts next) would get fd numbers by which got there first; a store fd's number
+     * is in its points. (A Python or Node program waits for its new thread anyway; a C one need not.) */
+    while (!connected) sched_yield();
+    return 0;
 }
 
 static int mutex_ready(void *m) {
@@ -891,16 +903,26 @@ static int mutex_ready(void *m) {
     if (!real) real = dlsym(RTLD_NEXT, "pthread_mutex_trylock");
     return real(m) == 0;
 }
-int pthread_mutex_lock(pthread_mutex_t *m) {
-    REAL(int, pthread_mutex_lock, pthread_mutex_t *);
-    if (!enabled || !threads_too || in_vfork_child() || conn < 0) return real_pthread_mutex_lock(m);
+/* a lock of a controlled thread: tried, then a wait of the scheduler's (0, or ETIMEDOUT at the deadline) */
+static int mutex_wait(pthread_mutex_t *m, long long timeout_ns) {
     static int (*trylock)(pthread_mutex_t *);
     if (!trylock) trylock = dlsym(RTLD_NEXT, "pthread_mutex_trylock");
     int r = trylock(m);
     if (r != EBUSY) return r;
     /* glibc marks a process-shared mutex in its kind (PTHREAD_MUTEX_PSHARED_BIT) */
-    wait_on(mutex_ready, m, -1, (m->__data.__kind & 128) ? "mutex-shared" : "mutex", m, NULL);
-    return 0;
+    return wait_on(mutex_ready, m, timeout_ns, (m->__data.__kind & 128) ? "mutex-shared" : "mutex", m, NULL)
+           ? ETIMEDOUT : 0;
+}
+static int controlled_lock(void) { return enabled && threads_too && !in_vfork_child() && conn >= 0; }
+/* (a lock free at once is taken before anything else is asked: a Node call takes some 17,000 mutexes and
+ * 800,000 rwlocks, nearly all free, and whether this is a vfork child costs a system call) */
+int pthread_mutex_lock(pthread_mutex_t *m) {
+    REAL(int, pthread_mutex_lock, pthread_mutex_t *);
+    REAL(int, pthread_mutex_trylock, pthread_mutex_t *);
+    int r = threads_too ? real_pthread_mutex_trylock(m) : EBUSY;
+    if (r != EBUSY) return r;   /* (a robust mutex's EOWNERDEAD: taken) */
+    if (!controlled_lock()) return real_pthread_mutex_lock(m);
+    return mutex_wait(m, -1);
 }
 
 int pthread_mutex_unlock(pthread_mutex_t *m) {
@@ -1005,6 +1027,157 @@ int pthread_join(pthread_t t, void **ret) {
     ensure_conn();
     wait_until(join_ready, &j, -1, "join");
     return j.r;
+}
+
+/* ---------------------------------------------------------------- more waits: C++ and Rust programs
+ *
+ * libstdc++'s condition_variable::wait_for and timed mutexes wait with POSIX's clock variants (glibc 2.30),
+ * its shared_mutex with a rwlock; Rust's std (every Mutex, Condvar, RwLock, park) and libstdc++'s futures
+ * and atomic waits call futex(2) through syscall(). Each is a wait of the scheduler like those above; a
+ * thread not controlled or a process alone waits for real, on the kernel's clock ("kernel_deadline"). */
+
+int pthread_cond_clockwait(pthread_cond_t *c, pthread_mutex_t *m, clockid_t clk, const struct timespec *abstime) {
+    REAL(int, pthread_cond_clockwait, pthread_cond_t *, pthread_mutex_t *, clockid_t, const struct timespec *);
+    if (!enabled || !threads_too || in_vfork_child()) {
+        struct timespec k; int r = real_pthread_cond_clockwait(c, m, clk, kernel_deadline(clk, abstime, &k));
+        if (r == ETIMEDOUT) alone_reach(clk, abstime);
+        return r;
+    }
+    ensure_conn();
+    clockid_t cc = clk;
+    return cond_common(c, m, left_until(&cc, abstime));
+}
+int pthread_mutex_clocklock(pthread_mutex_t *m, clockid_t clk, const struct timespec *abstime) {
+    REAL(int, pthread_mutex_clocklock, pthread_mutex_t *, clockid_t, const struct timespec *);
+    if (!controlled_lock()) {
+        struct timespec k; int r = real_pthread_mutex_clocklock(m, clk, kernel_deadline(clk, abstime, &k));
+        if (r == ETIMEDOUT) alone_reach(clk, abstime);
+        return r;
+    }
+    clockid_t cc = clk;
+    return mutex_wait(m, left_until(&cc, abstime));
+}
+int pthread_mutex_timedlock(pthread_mutex_t *m, const struct timespec *abstime) {
+    return pthread_mutex_clocklock(m, CLOCK_REALTIME, abstime);
+}
+
+static int rdlock_ready(void *l) {
+    static int (*real)(pthread_rwlock_t *);
+    if (!real) real = dlsym(RTLD_NEXT, "pthread_rwlock_tryrdlock");
+    return real(l) == 0;
+}
+static int wrlock_ready(void *l) {
+    static int (*real)(pthread_rwlock_t *);
+    if (!real) real = dlsym(RTLD_NEXT, "pthread_rwlock_trywrlock");
+    return real(l) == 0;
+}
+/* a rwlock's lock: ``clk`` < 0 none (no deadline); the real call (``real``: its clocklock) when not controlled */
+static int rwlock_lock(pthread_rwlock_t *l, int write, clockid_t clk, const struct timespec *abstime) {
+    REAL(int, pthread_rwlock_clockrdlock, pthread_rwlock_t *, clockid_t, const struct timespec *);
+    REAL(int, pthread_rwlock_clockwrlock, pthread_rwlock_t *, clockid_t, const struct timespec *);
+    REAL(int, pthread_rwlock_rdlock, pthread_rwlock_t *);
+    REAL(int, pthread_rwlock_wrlock, pthread_rwlock_t *);
+    int (*ready)(void *) = write ? wrlock_ready : rdlock_ready;
+    if (threads_too && ready(l)) return 0;
+    if (!controlled_lock()) {
+        if (!abstime) return write ? real_pthread_rwlock_wrlock(l) : real_pthread_rwlock_rdlock(l);
+        struct timespec k; const struct timespec *at = kernel_deadline(clk, abstime, &k);
+        int r = write ? real_pthread_rwlock_clockwrlock(l, clk, at) : real_pthread_rwlock_clockrdlock(l, clk, at);
+        if (r == ETIMEDOUT) alone_reach(clk, abstime);
+        return r;
+    }
+    long long timeout_ns = -1;
+    if (abstime) { clockid_t cc = clk; timeout_ns = left_until(&cc, abstime); }
+    return wait_on(ready, l, timeout_ns, l->__data.__shared ? "rwlock-shared" : "rwlock", l, NULL) ? ETIMEDOUT : 0;
+}
+int pthread_rwlock_rdlock(pthread_rwlock_t *l) { return rwlock_lock(l, 0, -1, NULL); }
+int pthread_rwlock_wrlock(pthread_rwlock_t *l) { return rwlock_lock(l, 1, -1, NULL); }
+int pthread_rwlock_timedrdlock(pthread_rwlock_t *l, const struct timespec *at) { return rwlock_lock(l, 0, CLOCK_REALTIME, at); }
+int pthread_rwlock_timedwrlock(pthread_rwlock_t *l, const struct timespec *at) { return rwlock_lock(l, 1, CLOCK_REALTIME, at); }
+int pthread_rwlock_clockrdlock(pthread_rwlock_t *l, clockid_t c, const struct timespec *at) { return rwlock_lock(l, 0, c, at); }
+int pthread_rwlock_clockwrlock(pthread_rwlock_t *l, clockid_t c, const struct timespec *at) { return rwlock_lock(l, 1, c, at); }
+int pthread_rwlock_unlock(pthread_rwlock_t *l) {
+    REAL(int, pthread_rwlock_unlock, pthread_rwlock_t *);
+    int r = real_pthread_rwlock_unlock(l);
+    if (threads_too) bump(l);
+    return r;
+}
+
+/* futex(2) through syscall(). A controlled thread's FUTEX_WAIT is a wait of the scheduler; this process's
+ * wakes mark its waiters here, as the kernel's queue would (so a wake's count is exact: Rust's RwLock
+ * decides by it whether to wake the readers too). A process-shared futex (no FUTEX_PRIVATE_FLAG) may be
+ * woken from another process, which cannot mark these: its wait also ends once the word changed. Priority
+ * inheritance and futex_waitv are not scheduler waits (a thread blocked there ends the run SchedulerStuck). */
+#define FUTEX_QUEUE 256
+static struct { const void *volatile addr; volatile int woken; } futex_waiters[FUTEX_QUEUE];
+struct futex_wait { int i; const unsigned *word; unsigned val; int shared; };
+static int futex_ready(void *p) {
+    struct futex_wait *w = p;
+    return futex_waiters[w->i].woken || (w->shared && __atomic_load_n(w->word, __ATOMIC_SEQ_CST) != w->val);
+}
+static long futex_wait(const unsigned *word, unsigned val, long long timeout_ns, int shared) {
+    int i = 0;
+    while (!__sync_bool_compare_and_swap(&futex_waiters[i].addr, NULL, (const void *)-1))
+        if (++i == FUTEX_QUEUE) die("more futex waiters at once than the shim keeps");
+    futex_waiters[i].woken = 0;
+    __sync_synchronize();
+    futex_waiters[i].addr = word;   /* in the queue before the word is compared: no wake is lost */
+    __sync_synchronize();
+    if (__atomic_load_n(word, __ATOMIC_SEQ_CST) != val) { futex_waiters[i].addr = NULL; errno = EAGAIN; return -1; }
+    struct futex_wait w = { i, word, val, shared };
+    int late = wait_on(futex_ready, &w, timeout_ns, shared ? "futex-shared" : "futex", word, NULL);
+    int woken = futex_waiters[i].woken;
+    __sync_synchronize();
+    futex_waiters[i].addr = NULL;
+    if (late && !woken) { errno = ETIMEDOUT; return -1; }
+    return 0;
+}
+/* wake up to ``n`` of this process's waiters on ``word``; ``to``: move up to ``move`` more there instead */
+static long futex_wake(const void *word, long n, const void *to, long move) {
+    long woke = 0, moved = 0;
+    for (int i = 0; i < FUTEX_QUEUE; i++) {
+        if (futex_waiters[i].addr != word || futex_waiters[i].woken) continue;
+        if (woke < n) { if (__sync_bool_compare_and_swap(&futex_waiters[i].woken, 0, 1)) woke++; }
+        else if (to && moved < move && __sync_bool_compare_and_swap(&futex_waiters[i].addr, word, to)) moved++;
+    }
+    if (woke) bump(word);
+    return woke + moved;
+}
+static long futex_call(long a0, long a1, long a2, long a3, long a4, long a5) {
+    REAL(long, syscall, long, ...);
+    unsigned *word = (unsigned *)a0;
+    int op = (int)a1, cmd = op & FUTEX_CMD_MASK, shared = !(op & FUTEX_PRIVATE_FLAG);
+    const struct timespec *ts = (const struct timespec *)a3;
+    clockid_t clk = (op & FUTEX_CLOCK_REALTIME) ? CLOCK_REALTIME : CLOCK_MONOTONIC;
+    if (cmd == FUTEX_WAIT || cmd == FUTEX_WAIT_BITSET) {
+        if (controlled_lock()) {   /* FUTEX_WAIT's timeout is relative, WAIT_BITSET's an instant */
+            clockid_t cc = clk;
+            return futex_wait(word, (unsigned)a2, !ts ? -1 : cmd == FUTEX_WAIT ? ts->tv_sec * SEC + ts->tv_nsec
+                                                      : left_until(&cc, ts), shared);
+        }
+        struct timespec k;
+        if (cmd == FUTEX_WAIT_BITSET) ts = kernel_deadline(clk, ts, &k);
+        long r = real_syscall(SYS_futex, a0, a1, a2, (long)ts, a4, a5);
+        if (r < 0 && errno == ETIMEDOUT && a3) {
+            if (cmd == FUTEX_WAIT) alone_advance(((const struct timespec *)a3)->tv_sec * SEC + ((const struct timespec *)a3)->tv_nsec);
+            else alone_reach(clk, (const struct timespec *)a3);
+        }
+        return r;
+    }
+    if (cmd == FUTEX_CMP_REQUEUE && __atomic_load_n(word, __ATOMIC_SEQ_CST) != (unsigned)a5) { errno = EAGAIN; return -1; }
+    long r = real_syscall(SYS_futex, a0, a1, a2, a3, a4, a5);
+    if (r < 0) return r;
+    switch (cmd) {   /* the kernel woke its own waiters (threads not controlled); now this process's */
+    case FUTEX_WAKE: case FUTEX_WAKE_BITSET: {
+        long n = a2 - r > 0 ? futex_wake(word, a2 - r, NULL, 0) : 0;
+        return r + n;
+    }
+    case FUTEX_REQUEUE: case FUTEX_CMP_REQUEUE:
+        return r + futex_wake(word, a2, (const void *)a4, a3);
+    case FUTEX_WAKE_OP:   /* which words it wakes depends on the old value: both, a spurious wakeup at worst */
+        return r + futex_wake(word, a2, NULL, 0) + futex_wake((const void *)a4, a3, NULL, 0);
+    }
+    return r;
 }
 
 struct epoll_wait_ { int ep; struct epoll_event *ev; int max; int r; };
@@ -1233,6 +1406,7 @@ long syscall(long nr, ...) {
     case SYS_clock_gettime: return clock_gettime((clockid_t)a0, (struct timespec *)a1);
     case SYS_gettimeofday: return gettimeofday((struct timeval *)a0, (void *)a1);
     case SYS_time: return time((time_t *)a0);
+    case SYS_futex: return futex_call(a0, a1, a2, a3, a4, a5);
     }
     REAL(long, syscall, long, ...);
     return real_syscall(nr, a0, a1, a2, a3, a4, a5);
@@ -1397,15 +1571,39 @@ int getentropy(void *buf, size_t n) {
 
 /* glibc's fopen opens its file without a call the shim interposes, and reads through the FILE without
  * read(): so a program's stdio open of /dev/urandom or /dev/random is a FILE of its own (fopencookie)
- * whose reads are the same stream, and a clock or machine file opened so is reported as through open.
- * Such a FILE has no fd (fileno is -1). A store path through stdio is still not a point
- * (docs/deterministic.md, "Store files through stdio"). */
+ * whose reads are the same stream (it has no fd: fileno is -1), and a clock or machine file opened so is
+ * reported as through open. A store path is opened with open() (its "open" or "creat" point, its fd
+ * the store's) and its FILE made on that fd, and fclose is its "close" point: C++'s ofstream writes the
+ * fd with write(), each a point, and an fsync(fileno(f)) is one. What a FILE's own buffer writes reaches
+ * the kernel at its flushes with glibc's internal write, no point: inside the slice of the thread that
+ * flushes, so serialized, but no fault lands on it (docs/deterministic.md, "Store files through stdio"). */
 static ssize_t random_cookie_read(void *cookie, char *buf, size_t n) { (void)cookie; fill_random(buf, n); return (ssize_t)n; }
 static int random_cookie_close(void *cookie) { (void)cookie; return 0; }
+/* open(2)'s flags for fopen's mode, and the mode fdopen takes ("r", "w", "a", with "+") */
+static int stdio_flags(const char *mode, char fd_mode[3]) {
+    int plus = strchr(mode, '+') != NULL, f;
+    switch (mode[0]) {
+    case 'r': f = plus ? O_RDWR : O_RDONLY; break;
+    case 'w': f = (plus ? O_RDWR : O_WRONLY) | O_CREAT | O_TRUNC; break;
+    case 'a': f = (plus ? O_RDWR : O_WRONLY) | O_CREAT | O_APPEND; break;
+    default: return -1;
+    }
+    fd_mode[0] = mode[0]; fd_mode[1] = plus ? '+' : 0; fd_mode[2] = 0;
+    return f | (strchr(mode, 'x') ? O_EXCL : 0) | (strchr(mode, 'e') ? O_CLOEXEC : 0);
+}
 static FILE *fopen_common(FILE *(*real)(const char *, const char *), const char *path, const char *mode) {
     if ((enabled || alone) && a_random_device(path) && mode && mode[0] == 'r' && !strchr(mode, '+')) {
         cookie_io_functions_t io = {.read = random_cookie_read, .close = random_cookie_close};
         return fopencookie(NULL, mode, io);
+    }
+    char full[PATH_MAX + 256], fd_mode[3]; int flags;
+    if (enabled && !in_vfork_child() && path && mode && (flags = stdio_flags(mode, fd_mode)) >= 0
+        && store_path(AT_FDCWD, path, full, sizeof full)) {
+        int fd = open_common("fopen", AT_FDCWD, path, flags, 0666);
+        if (fd < 0) return NULL;
+        FILE *f = fdopen(fd, fd_mode);
+        if (!f) { int e = errno; store_fd[fd] = 0; syscall(SYS_close, fd); errno = e; }
+        return f;
     }
     not_a_virtual_pid_in_proc(path);
     uncontrolled_file_opened(path);   /* (its list is /proc and /sys: never a store path) */
@@ -1415,6 +1613,17 @@ FILE *fopen(const char *path, const char *mode) {
     REAL(FILE *, fopen, const char *, const char *); return fopen_common(real_fopen, path, mode); }
 FILE *fopen64(const char *path, const char *mode) {
     REAL(FILE *, fopen64, const char *, const char *); return fopen_common(real_fopen64, path, mode); }
+/* a store FILE's close: the point first (a kill there loses what its buffer held, as a real one would) */
+int fclose(FILE *f) {
+    REAL(int, fclose, FILE *);
+    int fd = f ? fileno(f) : -1;
+    if (!is_store_fd(fd) || in_vfork_child()) return real_fclose(f);
+    int e = point("close", fd, fd_path[fd]);
+    store_fd[fd] = 0;
+    int r = real_fclose(f);
+    if (e) { errno = e; return EOF; }
+    return r;
+}
 
 /* ---------------------------------------------------------------- virtual time */
 

@@ -115,7 +115,7 @@ RELEASES = frozenset({"unlock", "close"})
 RELEASE_YIELD = 0.125
 #: waits only a thread of the waiter's own process can end (its mutex, private semaphore, condition,
 #: joined thread): retried after a slice that got somewhere in that process, not in any (sched.c)
-LOCAL_WAITS = frozenset({"mutex", "sem", "cond", "join"})
+LOCAL_WAITS = frozenset({"mutex", "sem", "cond", "join", "rwlock", "futex"})
 #: SIGCHLD's bit in /proc/PID/status signal masks
 SIGCHLD_BIT = 1 << (signal.SIGCHLD - 1)
 #: how long (wall) a child's end waits for its SIGCHLD to be pending in a parent that catches it
