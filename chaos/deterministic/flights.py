@@ -32,9 +32,9 @@ import selectors
 import time
 from dataclasses import dataclass, field
 
-#: waits a flight's threads may be granted in flight: on each other (a mutex, semaphore, condition, join,
-#: an event loop's "spin": sched.c) and their event loop's epoll (its fds are the process's own, its stdin
-#: filled before it started)
+#: waits a flight's threads may be granted in flight: on each other (a mutex, semaphore, condition, rwlock,
+#: private futex, join, an event loop's "spin": sched.c) and their event loop's epoll (its fds are the
+#: process's own, its stdin filled before it started)
 FLIGHT_WAITS = frozenset({"mutex", "sem", "cond", "join", "rwlock", "futex", "epoll", "spin"})
 #: what a grant in flight costs its virtual clock (a grant of the schedule costs ``step_ns``, 10 us): about
 #: what a slice of a Node program's start takes for real (some 50 grants in 100-150 ms), so the schedule's

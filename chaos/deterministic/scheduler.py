@@ -114,7 +114,7 @@ RELEASES = frozenset({"unlock", "close"})
 #: the chance that a thread stopped right after a release yields to the others there (``release_yield``)
 RELEASE_YIELD = 0.125
 #: waits only a thread of the waiter's own process can end (its mutex, private semaphore, condition,
-#: joined thread): retried after a slice that got somewhere in that process, not in any (sched.c)
+#: rwlock, private futex, joined thread): retried after a slice that got somewhere in that process, not in any (sched.c)
 LOCAL_WAITS = frozenset({"mutex", "sem", "cond", "join", "rwlock", "futex"})
 #: SIGCHLD's bit in /proc/PID/status signal masks
 SIGCHLD_BIT = 1 << (signal.SIGCHLD - 1)
