@@ -8,6 +8,8 @@
   more than 1,000 s, minutes on a fresh one.
 * Store files through stdio (``fopen``, ``fclose``; libstdc++'s ofstream opens with ``fopen``): before, no
   point at all, and no fault could land on them.
+* ``execl``, ``execlp``, ``execle``: glibc's call an internal ``execve``, so the new program took its parent's
+  name and the run waited for a hello that never came under the child's.
 
 The programs here are C, written the way those libraries call (gcc is the one compiler every machine of
 the suite has)."""
@@ -160,6 +162,37 @@ int main(int argc, char **argv) {
 """
 
 
+#: forks three children that exec this program again with execl, execlp and execle, each writing
+#: <store>/<how>; the parent waits for them, then writes <store>/parent
+EXECS = r"""
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+static void put(const char *store, const char *name) {
+    char p[4096]; snprintf(p, sizeof p, "%s/%s", store, name);
+    int fd = open(p, O_CREAT | O_WRONLY | O_TRUNC, 0644);
+    if (fd < 0 || write(fd, name, 1) != 1 || close(fd) != 0) _exit(3);
+}
+int main(int argc, char **argv) {
+    if (argc > 3) { put(argv[2], argv[3]); return 0; }
+    const char *store = argv[1];
+    char *env[] = { "LANG=C", NULL };
+    pid_t kids[3];
+    for (int i = 0; i < 3; i++) {
+        if ((kids[i] = fork()) != 0) continue;
+        if (i == 0) execl(argv[0], argv[0], "child", store, "execl", (char *)NULL);
+        if (i == 1) execlp(argv[0], argv[0], "child", store, "execlp", (char *)NULL);
+        if (i == 2) execle(argv[0], argv[0], "child", store, "execle", (char *)NULL, env);
+        _exit(9);
+    }
+    for (int i = 0; i < 3; i++) { int st; if (waitpid(kids[i], &st, 0) != kids[i] || st != 0) return 4; }
+    put(store, "parent");
+    return 0;
+}
+"""
+
+
 def _build(d: Path, name: str, source: str) -> str:
     (d / f"{name}.c").write_text(source)
     subprocess.run(["gcc", "-O1", "-pthread", "-o", str(d / name), str(d / f"{name}.c")], check=True)
@@ -169,6 +202,11 @@ def _build(d: Path, name: str, source: str) -> str:
 @pytest.fixture(scope="module")
 def program(tmp_path_factory) -> str:
     return _build(tmp_path_factory.mktemp("waits"), "waits", PROGRAM)
+
+
+@pytest.fixture(scope="module")
+def exec_program(tmp_path_factory) -> str:
+    return _build(tmp_path_factory.mktemp("execs"), "execs", EXECS)
 
 
 @pytest.fixture(scope="module")
@@ -274,3 +312,27 @@ def test_faults_land_on_a_stdio_store_files_exact_points(stdio_program, tmp_path
     assert eio.evidence and eio.evidence["call"] == "fsync" and eio.evidence["path"].endswith("b.log"), eio.evidence
     assert (store / "a.log").read_text() == "a 0\na 1\na 2\n" and (store / "a.last").read_text() == ""
     assert (store / "b.log").read_text() == "b 0\nb 1\n" and not (store / "b.last").exists()
+
+
+def test_a_program_execd_with_execl_execlp_or_execle_runs_under_its_own_name(exec_program, tmp_path):
+    """Each exec'd child writes its file under the forked child's name (``p/f<N>``), the parent's last
+    write waits for the three, and a seed gives one trace."""
+    from chaos.deterministic.scheduler import Scheduler
+
+    for seed in (1, 2):
+        traces = set()
+        for run in (0, 1):
+            store = tmp_path / f"s{seed}{run}"
+            store.mkdir()
+            with Scheduler(seed, prefixes=[str(store)], stuck_s=20) as s:
+                s.spawn("p", [exec_program, str(store)])
+                s.run_all()
+                summary = s.summary()
+            assert not summary["notes"], summary["notes"]
+            assert sorted(p.name for p in store.iterdir()) == ["execl", "execle", "execlp", "parent"]
+            writers = {line.split()[-1]: line.split()[1] for line in s.trace if " creat " in line}
+            assert all(writers[how].startswith("p/f") for how in ("execl", "execlp", "execle")), writers
+            assert len({writers[how].split("/t")[0] for how in ("execl", "execlp", "execle")}) == 3, writers
+            assert writers["parent"].startswith("p/t"), writers
+            traces.add(summary["trace_sha256"])
+        assert len(traces) == 1, (seed, traces)

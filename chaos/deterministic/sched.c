@@ -1276,6 +1276,22 @@ int execvpe(const char *file, char *const argv[], char *const envp[]) {
 #undef CALL
 }
 int execvp(const char *file, char *const argv[]) { return execvpe(file, argv, environ); }
+/* execl, execlp, execle: glibc's build the argv and call an internal execve, unseen; so here (on the stack:
+ * a vfork child may call them) */
+#define LIST_ARGS(arg, argv) \
+    va_list ap; va_start(ap, arg); size_t n_ = 1; \
+    { va_list c_; va_copy(c_, ap); while (va_arg(c_, char *)) n_++; va_end(c_); } \
+    char *argv[n_ + 1]; argv[0] = (char *)arg; \
+    for (size_t i_ = 1; i_ <= n_; i_++) argv[i_] = va_arg(ap, char *);   /* (the last: the NULL) */
+int execl(const char *path, const char *arg, ...) { LIST_ARGS(arg, argv) va_end(ap); return execve(path, argv, environ); }
+int execlp(const char *file, const char *arg, ...) { LIST_ARGS(arg, argv) va_end(ap); return execvpe(file, argv, environ); }
+int execle(const char *path, const char *arg, ...) {
+    LIST_ARGS(arg, argv)
+    char *const *env = va_arg(ap, char *const *);   /* (after the NULL that ends the arguments) */
+    va_end(ap);
+    return execve(path, argv, env);
+}
+#undef LIST_ARGS
 int fexecve(int fd, char *const argv[], char *const envp[]) {
     REAL(int, fexecve, int, char *const[], char *const[]);
 #define CALL(e) real_fexecve(fd, argv, e)
