@@ -235,6 +235,31 @@ CPU_TIME_READERS = {
 }
 
 
+TIMERS = """import ctypes, signal
+libc = ctypes.CDLL(None, use_errno=True)
+for _ in range(2):
+    signal.setitimer(signal.ITIMER_REAL, 100); signal.setitimer(signal.ITIMER_REAL, 0)
+    signal.alarm(100); signal.alarm(0)
+    fd = libc.timerfd_create(1, 0)
+    assert fd >= 0 and libc.close(fd) == 0
+    timer = ctypes.c_void_p()
+    assert libc.timer_create(1, None, ctypes.byref(timer)) == 0 and libc.timer_delete(timer) == 0
+"""
+
+
+def test_a_timer_that_fires_by_the_machines_clock_is_reported():
+    """A timerfd, a POSIX timer, setitimer or alarm fires in real time, not the schedule's: setting one is
+    said, once per process and kind (in the summary's ``timers``; ``chaos run`` notes it), and the timer
+    still works; a process that sets none (or only clears one) says nothing."""
+    with tempfile.TemporaryDirectory() as d, Scheduler(1, prefixes=[d]) as s:
+        s.spawn("a", [sys.executable, "-c", TIMERS])
+        s.spawn("b", [sys.executable, "-c", "import signal; signal.alarm(0); signal.setitimer(signal.ITIMER_REAL, 0)"])
+        s.run_all()
+        summary = s.summary()
+    kinds = ("alarm", "setitimer", "timer_create", "timerfd_create")
+    assert summary["timers"] == {kind: {"processes": 1, "first": ["a"]} for kind in kinds}, summary.get("timers")
+
+
 @pytest.mark.parametrize("through", list(CPU_TIME_READERS))
 def test_a_read_of_how_long_a_process_ran_is_reported(tmp_path, through):
     """How long a process or thread ran is not virtual: a read of it is said, once per process and kind

@@ -731,7 +731,9 @@ def _results(cfg, kind, world, target, history, coverage, notes, summary, final_
              "what they say may differ on another machine or at another moment (free memory, load), and a "
              "decision made on it (the size of a heap, of a pool) with it"),
             ("cpu_clocks", "read clocks the shim does not make virtual",
-             "how long a process or thread ran differs from run to run, and a decision made on it with it")):
+             "how long a process or thread ran differs from run to run, and a decision made on it with it"),
+            ("timers", "set timers that fire by the machine's clock, not the schedule's",
+             "when one fires, and what the program does then, may differ between runs of this seed")):
         if summary.get(key):
             notes.append(f"{what} ({_readers(summary[key])}): {may_differ}")
     if summary["notes"] and verdict == "valid":

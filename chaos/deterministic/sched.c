@@ -72,6 +72,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
+#include <sys/timerfd.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <sys/un.h>
@@ -530,9 +531,33 @@ static void other_clock_read(clockid_t c) {
     cpu_time_read(c == CLOCK_PROCESS_CPUTIME_ID ? CPU_PROCESS : c == CLOCK_THREAD_CPUTIME_ID ? CPU_THREAD
                   : c < 0 ? CPU_OTHER : CLOCK_OTHER);
 }
+/* A timer that fires by the machine's clock (a timerfd, a POSIX timer, setitimer, alarm): when it fires is
+ * real time, not the schedule's, so what the program does then may differ between runs of a seed. Reported
+ * like a clock file, class "timer", once per process and kind; the timer still runs as asked. */
+enum { TIMER_FD = CPU_CLOCK + 1, TIMER_POSIX, TIMER_ITIMER, TIMER_ALARM };
+_Static_assert(UNCONTROLLED_KINDS + TIMER_ALARM < 32, "uncontrolled_told has a bit per file and per kind");
+static void timer_set(int kind) {
+    if (!enabled || in_vfork_child()) return;
+    static const char *const KINDS[] = {"timerfd_create", "timer_create", "setitimer", "alarm"};
+    unsigned bit = 1u << (UNCONTROLLED_KINDS + kind);
+    if (!(__sync_fetch_and_or(&uncontrolled_told, bit) & bit)) report_uncontrolled("timer", KINDS[kind - TIMER_FD]);
+}
 
 #define REAL(ret, fn, ...) static ret (*real_##fn)(__VA_ARGS__); if (!real_##fn) { real_##fn = dlsym(RTLD_NEXT, #fn); }
 #define FAIL_IF(err) do { int e_ = (err); if (e_) { errno = e_; return -1; } } while (0)
+
+/* the timers timer_set (above) reports */
+int timerfd_create(int clockid, int flags) {
+    REAL(int, timerfd_create, int, int); timer_set(TIMER_FD); return real_timerfd_create(clockid, flags); }
+int timer_create(clockid_t c, struct sigevent *ev, timer_t *t) {
+    REAL(int, timer_create, clockid_t, struct sigevent *, timer_t *); timer_set(TIMER_POSIX); return real_timer_create(c, ev, t); }
+int setitimer(__itimer_which_t which, const struct itimerval *v, struct itimerval *old) {
+    REAL(int, setitimer, __itimer_which_t, const struct itimerval *, struct itimerval *);
+    if (v && (v->it_value.tv_sec || v->it_value.tv_usec)) timer_set(TIMER_ITIMER);
+    return real_setitimer(which, v, old);
+}
+unsigned int alarm(unsigned int seconds) {
+    REAL(unsigned int, alarm, unsigned int); if (seconds) timer_set(TIMER_ALARM); return real_alarm(seconds); }
 
 /* ---------------------------------------------------------------- opens and closes */
 

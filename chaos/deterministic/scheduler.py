@@ -108,7 +108,8 @@ UUID_IN_PATH = re.compile(r"([0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-
 UNCONTROLLED_NAMES = 5
 #: what the shim reports reading outside its control (sched.c, "UNCONTROLLED_FILES", ``other_clock_read``), by
 #: class: its key in the summary
-UNCONTROLLED_KEYS = {"clock": "clock_files", "machine": "machine_files", "cputime": "cpu_clocks"}
+UNCONTROLLED_KEYS = {"clock": "clock_files", "machine": "machine_files", "cputime": "cpu_clocks",
+                     "timer": "timers"}
 #: calls after which a thread that reported "blocked" may succeed: they (or an exit) release locks
 RELEASES = frozenset({"unlock", "close"})
 #: the chance that a thread stopped right after a release yields to the others there (``release_yield``)
@@ -1119,8 +1120,8 @@ class Scheduler(Flights, HandOffs):
     def uncontrolled_files(self) -> dict[str, dict[str, dict]]:
         """What the shim saw read outside its control (sched.c, "UNCONTROLLED_FILES", ``other_clock_read``),
         by class: ``clock`` (the machine's clock read through ``/proc/stat``, ``/proc/uptime``, the RTC),
-        ``machine`` (its memory, CPUs, load, kernel settings, cgroup limits) and ``cputime`` (a CPU-time
-        clock); per file or clock, how many processes read it and the first few of them by name. A class
+        ``machine`` (its memory, CPUs, load, kernel settings, cgroup limits), ``cputime`` (a CPU-time
+        clock) and ``timer`` (a timer set that fires by the machine's clock); per file, clock or call, how many processes read it and the first few of them by name. A class
         none read is absent."""
         try:
             with open(os.path.join(self._dir, "uncontrolled"), "rb") as f:
