@@ -1,11 +1,14 @@
 """The issue-lock workload in the deterministic mode, its default on the stores the scheduler controls:
 three runs of one seed, in stores of three path lengths, give one history and one results.json (but for
 the store's path in the reproduce line), every requested fault in effect; a store it does not control
-is refused up front with why. Real SQLite (locks.db), real git (gitfile), real worker processes."""
+is refused up front with why; an issue-lock program (the external store) is hosted as a claims program
+is. Real SQLite (locks.db), real git (gitfile), real worker processes, real programs."""
 
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
 import pytest
 from test_bad_input import one_line_254  # one definition of what a one-line usage error is
@@ -56,3 +59,32 @@ def test_a_planted_takeover_of_a_live_lock_is_found_and_its_seed_replays_it(tmp_
     script = chaos("repro", str(run))      # its scripts call the work-claim contract: said, not a traceback
     assert script.returncode == 1 and "built for the claims workload only" in script.stderr, script.stderr[-2000:]
     assert "Traceback" not in script.stderr and script.stderr.count("\n") == 1
+
+
+PLANTED_CLI = Path(__file__).with_name("planted_lock_cli.py")
+
+
+def test_an_issue_lock_program_is_hosted_by_default_and_its_planted_takeover_replays(tmp_path):
+    """The suite's own issue-lock CLI as a black box runs deterministically with no mode flag, every
+    requested fault in effect at an exact point; the same CLI over a planted bug (bootstrap takes over a
+    live foreign lock) is named by single_owner, and its run's test.yaml replays the history."""
+    proc = chaos("run", "--workload", "issue-lock", "--backend", "external", "--command", "chaos lock-backend sqlite",
+                 "--seed", "3", "--workers", "4", "--time-limit", "3", "--nemesis", "kill,fsync,lost-reply",
+                 "--store", str(tmp_path / "real"), "--no-report")
+    assert proc.returncode == 0 and "timed mode" not in proc.stderr, proc.stderr[-2000:]
+    (path,) = (tmp_path / "real").glob("*/2*/results.json")
+    results = json.loads(path.read_text())
+    coverage = results["fault_coverage"]
+    assert {n: c["fired"] == c["took_effect"] > 0 for n, c in coverage.items() if c["requested"]} == {
+        "kill": True, "fsync": True, "lost-reply": True}, coverage
+    assert not results["deterministic"]["notes"], results["deterministic"]["notes"]
+
+    command = f"{sys.executable} {PLANTED_CLI} takeover-ignores-expiry"
+    proc = chaos("run", "--workload", "issue-lock", "--backend", "external", "--command", command, "--seed", "1",
+                 "--workers", "4", "--time-limit", "5", "--store", str(tmp_path / "bug"), "--no-report")
+    assert proc.returncode == 1 and "timed mode" not in proc.stderr, proc.stderr[-2000:]
+    (run,) = (tmp_path / "bug").glob("*/2*")
+    results = json.loads((run / "results.json").read_text())
+    assert [n for n, c in results["checkers"].items() if c["valid"] is False] == ["single_owner"]
+    again = chaos("run", "--config", str(run / "test.yaml"), "--no-report")
+    assert again.returncode == 1 and "deterministic: reproduced the history" in again.stderr, again.stderr[-2000:]

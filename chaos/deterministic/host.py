@@ -15,7 +15,8 @@ timeout (the profile's ``timeout_s``) is virtual, as every clock here. Every pro
 helpers); a Node program (Wowbagger) with ``shim.THREADED_ENV``: its getpid() a virtual pid, the same in
 every run, and its start a flight. A call the worker pins at an instant (an op's ``clock_ms``, on the
 worker's ``FixedClock``) runs its program with ``$CHAOS_SCHED_WALL_MS``: the shim freezes its wall
-clocks there, as the timed mode's libfaketime pin does.
+clocks there, as the timed mode's libfaketime pin does. ``HostedExternalLockBackend`` is the issue-lock
+protocol's program (``backends.issuelock.external``) hosted the same way.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import tempfile
 
 from backends.external import ExternalBackend, confine
 from backends.external.process import MAX_STDERR, MAX_STDOUT, Indeterminate, _kill_group, judge_call
+from backends.issuelock.external import ExternalLockBackend
 from chaos.deterministic.shim import THREADED_ENV, THREADS_ENV
 
 _CHUNK = 1 << 16
@@ -49,12 +51,33 @@ class HostedExternalBackend(ExternalBackend):
                        op, write_roots=self.write_roots, cwd=self.cwd)
 
 
+class HostedExternalLockBackend(ExternalLockBackend):
+    """The issue-lock protocol's ``ExternalLockBackend`` whose per-call program is run by ``run_cli`` (one
+    thread), with the same environment as a claims program's (``HostedExternalBackend.run``)."""
+
+    def __init__(self, spec: dict, clock=None):
+        super().__init__(spec)
+        self.pin = clock
+
+    def _run(self, argv: list, stdin: bytes) -> tuple[int, dict]:
+        os.makedirs(self.tmpdir, exist_ok=True)
+        threads = THREADED_ENV if is_node(argv) else THREADS_ENV
+        pinned = getattr(self.pin, "ms", None)
+        at = {} if pinned is None else {"CHAOS_SCHED_WALL_MS": str(int(pinned))}
+        op = argv[len(self.prefix)] if len(argv) > len(self.prefix) else ""
+        return run_cli(argv, stdin, {"TMPDIR": self.tmpdir, **self.env, **threads, **at}, self.profile.timeout_s,
+                       op, write_roots=self.write_roots)
+
+
 def is_node(argv: list[str]) -> bool:
     """A Node program: its pids virtual (``shim.THREADED_ENV``)."""
     return bool(argv) and os.path.basename(argv[0]) in ("node", "nodejs")
 
 
-def open_backend(spec: dict, clock=None, hooks=None) -> HostedExternalBackend:
+def open_backend(spec: dict, clock=None, hooks=None) -> HostedExternalBackend | HostedExternalLockBackend:
+    """The hosted backend of ``spec``'s protocol (work-claim, or issue-lock)."""
+    if spec.get("protocol") == "issue-lock":
+        return HostedExternalLockBackend(spec, clock)
     return HostedExternalBackend(spec, clock, hooks)
 
 

@@ -25,7 +25,7 @@ kill, pause, clock (libfaketime moves the deciding process's clock), fsync (the
 EIO shim in the deciding process and its git children), restart.
 ``lost-reply`` is not offered in the timed mode: the host's after-commit faults
 are defined for work-claim operation classes only. The deterministic mode
-(``deterministic`` row: sqlite and gitfile) drops a reply itself, at an exact
+(``deterministic`` row: sqlite, gitfile and a program the shim can control) drops a reply itself, at an exact
 point inside the call, so there it is.
 """
 
@@ -51,8 +51,6 @@ DETERMINISTIC_HOW = {
 }
 #: and why not, for the others
 NOT_DETERMINISTIC = {
-    "external": "an issue-lock CLI per call is not hosted by the scheduler (only the claims workload's "
-                "programs are)",
     "python": "an outside store class: that its state lives only in files under the run dir, in the "
               "worker's one thread, is not known",
 }
@@ -75,10 +73,30 @@ def _deterministic(store: str, opts: dict):
 
     if store in DETERMINISTIC_HOW:
         return can(DETERMINISTIC_HOW[store], "sched-shim")
+    if store == "external":
+        return _program_deterministic(opts)
     if store == "python" and _over_sqlite(opts.get("factory")):
         return can(f"{opts['factory']}: the SQLite lock store (or a planted bug over it): locks.db and its "
                    "journal are the points, the rest is the worker's one thread", "sched-shim")
     return cannot(NOT_DETERMINISTIC[store])
+
+
+def _program_deterministic(opts: dict):
+    """An issue-lock program is hosted as a claims program is (``chaos.deterministic.host``): any program
+    the shim can control, decided from its file (``chaos.deterministic.programs``)."""
+    from chaos.deterministic import programs
+    from chaos.sut.abilities import can, cannot
+    from chaos.sut.base import resolve_command
+
+    try:
+        ok, what = programs.control(resolve_command(opts["command"]) if opts.get("command") else None)
+    except UsageError as e:
+        ok, what = False, str(e)
+    if not ok:
+        return cannot(f"the scheduling shim cannot control this program: {what}")
+    return can("each call's process runs under the scheduling shim as the worker's child of its own name, hosted "
+               "in the worker's one thread, every thread of it controlled: the store's files are the points, "
+               f"clocks, sleeps and randomness virtual; its admin seed on the virtual epoch; {what}", "sched-shim")
 
 
 def lock_abilities(store: str, opts: dict | None = None) -> dict:
