@@ -31,8 +31,9 @@
  * op's clock_ms) the wall clocks read that instant, frozen, for the whole process and its children, as
  * libfaketime's absolute pin does in the timed mode; monotonic clocks stay virtual.
  *
- * Wire (text lines): hello "H <name> <pid> <tid> [made] [fly]" (made: a thread pthread_create made; fly: an
- * exec'd program with $CHAOS_SCHED_VPIDS=1, "flying" below), point "P <seq> <call> <arg>
+ * Wire (text lines): hello "H <name> <pid> <tid> [made] [fly] spawned=<forks>.<threads>" (made: a thread
+ * pthread_create made; fly: an exec'd program with $CHAOS_SCHED_VPIDS=1, "flying" below; spawned: what the
+ * process started before this hello), point "P <seq> <call> <arg>
  * <local_vt> <spawned> <path or ->", blocked "B <seq> <local_vt> <spawned>", waiting "W <seq>
  * <local_vt> <spawned> <deadline_vt or -1> <what>" (spawned: the children this process started so far,
  * so the scheduler waits for their hellos before it decides anything); reply
@@ -305,8 +306,11 @@ static void ensure_conn(void) {
     int idx = my_idx >= 0 ? my_idx : __sync_fetch_and_add(&next_thread, 1);
     my_thread = idx;
     const char *fly = flying && idx == 0 && my_idx < 0 ? " fly" : "";   /* its image's first thread */
-    char m[400]; int k = snprintf(m, sizeof m, "H %s/t%d %ld %ld%s%s\n", name, idx, (long)syscall(SYS_getpid),
-                                  (long)syscall(SYS_gettid), my_idx >= 0 ? " made" : "", fly);
+    /* spawned=F.M: the children and threads this process started before this hello (a C program may fork
+     * before its first point, which is its first thread's hello): the scheduler waits for their hellos too */
+    char m[400]; int k = snprintf(m, sizeof m, "H %s/t%d %ld %ld%s%s spawned=%d.%d\n", name, idx,
+                                  (long)syscall(SYS_getpid), (long)syscall(SYS_gettid), my_idx >= 0 ? " made" : "",
+                                  fly, forks, threads_made);
     send_line(m, k);
     wait_grant();
     if (grant_value > 0) my_vpid = (pid_t)grant_value;

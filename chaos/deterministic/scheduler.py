@@ -736,6 +736,13 @@ class Scheduler(Flights, HandOffs):
             parent.children.add(pname)
         if made:
             proc.made_hellos += 1
+        # what it started before this hello (a C program forks before its first point): waited for, as
+        # after a point's message, so no decision is made while only some of those hellos have come
+        spawned = next((f[len("spawned="):] for f in flags if f.startswith("spawned=")), "0.0")
+        forks, _, threads = spawned.partition(".")
+        if proc.flight is None and (int(forks) > proc.spawned or int(threads or 0) > proc.threads_made):
+            proc.spawned, proc.threads_made = max(proc.spawned, int(forks)), max(proc.threads_made, int(threads or 0))
+            self._awaiting.add(proc.name)
         # a child's thread, or a second thread: a priority of its own name, whatever order the hellos came in
         first = "/" not in pname and name.endswith("/t0")
         rank = self.rng.random() if first else random.Random(f"{self.seed}:{name}").random()
