@@ -36,6 +36,18 @@ class _Unknown(Exception):
     """What runs cannot be told (its one line)."""
 
 
+def control_command(command: str | None) -> tuple[bool, str]:
+    """``control`` of a ``--command`` as the suite runs it (``chaos.sut.base.resolve_command``: ``chaos ...``
+    and ``python ...`` are this interpreter); one that cannot be told is ``(False, its one line)``."""
+    from chaos.errors import UsageError
+    from chaos.sut.base import resolve_command
+
+    try:
+        return control(resolve_command(command) if command else None)
+    except UsageError as e:
+        return False, str(e)
+
+
 def control(command: str | None, cwd: str | None = None) -> tuple[bool, str]:
     """``(True, what the program is)`` when the shim can control the program ``command`` runs, else
     ``(False, why not)``; one line each. ``cwd``: where a relative program path is looked up."""

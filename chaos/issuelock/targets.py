@@ -86,12 +86,8 @@ def _program_deterministic(opts: dict):
     the shim can control, decided from its file (``chaos.deterministic.programs``)."""
     from chaos.deterministic import programs
     from chaos.sut.abilities import can, cannot
-    from chaos.sut.base import resolve_command
 
-    try:
-        ok, what = programs.control(resolve_command(opts["command"]) if opts.get("command") else None)
-    except UsageError as e:
-        ok, what = False, str(e)
+    ok, what = programs.control_command(opts.get("command"))
     if not ok:
         return cannot(f"the scheduling shim cannot control this program: {what}")
     return can("each call's process runs under the scheduling shim as the worker's child of its own name, hosted "

@@ -377,10 +377,7 @@ def _deterministic(opts: dict) -> tuple:
     (``chaos.deterministic.programs``); another is refused with the reason."""
     from chaos.deterministic import programs
 
-    try:
-        ok, what = programs.control(resolve_command(opts["command"]) if opts.get("command") else None)
-    except UsageError as e:
-        ok, what = False, str(e)
+    ok, what = programs.control_command(opts.get("command"))
     if not ok:
         return cannot(f"the scheduling shim cannot control this program: {what}")
     return can("each call's process runs under the scheduling shim as the worker's child of its own name, hosted "
