@@ -272,6 +272,18 @@ def test_fuzz_run_arguments(sandbox, data):
     assert_clean(d, code, err, argv)
 
 
+def test_a_store_path_through_a_directory_that_does_not_exist_probes_the_factory_where_it_was_made(sandbox):
+    """Found by the fuzz test above in a CI run: ``--store <missing>/../s2`` is made as ``s2``, but the
+    factory's process-model probe made its scratch directory under the path as given, through the missing
+    directory: a traceback, exit 255."""
+    d = sandbox()
+    argv = ["run", "--store", os.path.join(d, "store", "..", "s2"), "--workload", "claims", "--factory",
+            "backends.sqlite:open_backend", "--nemesis", "none", "--backend", "python"]
+    code, err = cli_in(d, argv)
+    assert code == 0, (code, err[-2000:])
+    assert_clean(d, code, err, argv)
+
+
 # ------------------------------------------------------------------ files: matrix, scenario, test.yaml
 
 MATRIX_KEYS = ["name", "workload", "workloads", "backends", "nemeses", "seeds", "time_limit", "workers", "store"]

@@ -366,12 +366,12 @@ def run(args: argparse.Namespace) -> int:
         why = refusal(cfg)
         if why:
             raise UsageError(why)
-    writable_dir(cfg.store)
+    store_dir = writable_dir(cfg.store)   # (made absolute: "missing/../s" is "s", as it was created)
     print(f"chaos: {cfg.command}", file=sys.stderr)
     if cfg.backend == "python" and cfg.factory:
         from chaos.conform import process_model
 
-        problem = process_model.check(cfg.factory, cfg.store)   # else the run would only show hundreds of anomalies
+        problem = process_model.check(cfg.factory, store_dir)   # else the run would only show hundreds of anomalies
         if problem:
             print(f"chaos: warning: {problem}", file=sys.stderr)
     if cfg.deterministic:
