@@ -44,11 +44,8 @@ class HostedExternalBackend(ExternalBackend):
 
     def run(self, argv: list[str], stdin: bytes, op: str) -> tuple[int, dict]:
         os.makedirs(self.tmpdir, exist_ok=True)
-        threads = THREADED_ENV if is_node(argv) else THREADS_ENV
-        pinned = getattr(self.pin, "ms", None)
-        at = {} if pinned is None else {"CHAOS_SCHED_WALL_MS": str(int(pinned))}
-        return run_cli(argv, stdin, {"TMPDIR": self.tmpdir, **self.env, **threads, **at}, self.profile.timeout_s,
-                       op, write_roots=self.write_roots, cwd=self.cwd)
+        return run_cli(argv, stdin, {"TMPDIR": self.tmpdir, **self.env, **program_env(argv, self.pin)},
+                       self.profile.timeout_s, op, write_roots=self.write_roots, cwd=self.cwd)
 
 
 class HostedExternalLockBackend(ExternalLockBackend):
@@ -61,12 +58,17 @@ class HostedExternalLockBackend(ExternalLockBackend):
 
     def _run(self, argv: list, stdin: bytes) -> tuple[int, dict]:
         os.makedirs(self.tmpdir, exist_ok=True)
-        threads = THREADED_ENV if is_node(argv) else THREADS_ENV
-        pinned = getattr(self.pin, "ms", None)
-        at = {} if pinned is None else {"CHAOS_SCHED_WALL_MS": str(int(pinned))}
         op = argv[len(self.prefix)] if len(argv) > len(self.prefix) else ""
-        return run_cli(argv, stdin, {"TMPDIR": self.tmpdir, **self.env, **threads, **at}, self.profile.timeout_s,
-                       op, write_roots=self.write_roots)
+        return run_cli(argv, stdin, {"TMPDIR": self.tmpdir, **self.env, **program_env(argv, self.pin)},
+                       self.profile.timeout_s, op, write_roots=self.write_roots)
+
+
+def program_env(argv: list[str], pin) -> dict:
+    """What a hosted program runs with beside its backend's own environment: its threads controlled (a Node
+    program's pids virtual too), and its wall clocks frozen at the worker's pinned instant, if one is set."""
+    pinned = getattr(pin, "ms", None)
+    return {**(THREADED_ENV if is_node(argv) else THREADS_ENV),
+            **({} if pinned is None else {"CHAOS_SCHED_WALL_MS": str(int(pinned))})}
 
 
 def is_node(argv: list[str]) -> bool:

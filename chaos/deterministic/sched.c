@@ -927,17 +927,14 @@ int pthread_create(pthread_t *t, const pthread_attr_t *at, void *(*fn)(void *), 
     return 0;
 }
 
-static int mutex_ready(void *m) {
+static int mutex_try(pthread_mutex_t *m) {
     static int (*real)(pthread_mutex_t *);
     if (!real) real = dlsym(RTLD_NEXT, "pthread_mutex_trylock");
-    return real(m) == 0;
+    return real(m);
 }
-/* a lock of a controlled thread: tried, then a wait of the scheduler's (0, or ETIMEDOUT at the deadline) */
+static int mutex_ready(void *m) { return mutex_try(m) == 0; }
+/* a controlled thread's wait for a mutex its try found busy: the scheduler's (0, or ETIMEDOUT at the deadline) */
 static int mutex_wait(pthread_mutex_t *m, long long timeout_ns) {
-    static int (*trylock)(pthread_mutex_t *);
-    if (!trylock) trylock = dlsym(RTLD_NEXT, "pthread_mutex_trylock");
-    int r = trylock(m);
-    if (r != EBUSY) return r;
     /* glibc marks a process-shared mutex in its kind (PTHREAD_MUTEX_PSHARED_BIT) */
     return wait_on(mutex_ready, m, timeout_ns, (m->__data.__kind & 128) ? "mutex-shared" : "mutex", m, NULL)
            ? ETIMEDOUT : 0;
@@ -947,8 +944,7 @@ static int controlled_lock(void) { return enabled && threads_too && !in_vfork_ch
  * 800,000 rwlocks, nearly all free, and whether this is a vfork child costs a system call) */
 int pthread_mutex_lock(pthread_mutex_t *m) {
     REAL(int, pthread_mutex_lock, pthread_mutex_t *);
-    REAL(int, pthread_mutex_trylock, pthread_mutex_t *);
-    int r = threads_too ? real_pthread_mutex_trylock(m) : EBUSY;
+    int r = threads_too ? mutex_try(m) : EBUSY;
     if (r != EBUSY) return r;   /* (a robust mutex's EOWNERDEAD: taken) */
     if (!controlled_lock()) return real_pthread_mutex_lock(m);
     return mutex_wait(m, -1);
@@ -1083,6 +1079,8 @@ int pthread_mutex_clocklock(pthread_mutex_t *m, clockid_t clk, const struct time
         if (r == ETIMEDOUT) alone_reach(clk, abstime);
         return r;
     }
+    int r = mutex_try(m);
+    if (r != EBUSY) return r;
     clockid_t cc = clk;
     return mutex_wait(m, left_until(&cc, abstime));
 }
@@ -1100,7 +1098,7 @@ static int wrlock_ready(void *l) {
     if (!real) real = dlsym(RTLD_NEXT, "pthread_rwlock_trywrlock");
     return real(l) == 0;
 }
-/* a rwlock's lock: ``clk`` < 0 none (no deadline); the real call (``real``: its clocklock) when not controlled */
+/* a rwlock's lock, until ``abstime`` on ``clk`` (NULL: no deadline); the real call when not controlled */
 static int rwlock_lock(pthread_rwlock_t *l, int write, clockid_t clk, const struct timespec *abstime) {
     REAL(int, pthread_rwlock_clockrdlock, pthread_rwlock_t *, clockid_t, const struct timespec *);
     REAL(int, pthread_rwlock_clockwrlock, pthread_rwlock_t *, clockid_t, const struct timespec *);
@@ -1176,20 +1174,21 @@ static long futex_call(long a0, long a1, long a2, long a3, long a4, long a5) {
     REAL(long, syscall, long, ...);
     unsigned *word = (unsigned *)a0;
     int op = (int)a1, cmd = op & FUTEX_CMD_MASK, shared = !(op & FUTEX_PRIVATE_FLAG);
-    const struct timespec *ts = (const struct timespec *)a3;
+    const struct timespec *ts = (const struct timespec *)a3;   /* FUTEX_WAIT's is relative, WAIT_BITSET's an instant */
     clockid_t clk = (op & FUTEX_CLOCK_REALTIME) ? CLOCK_REALTIME : CLOCK_MONOTONIC;
     if (cmd == FUTEX_WAIT || cmd == FUTEX_WAIT_BITSET) {
-        if (controlled_lock()) {   /* FUTEX_WAIT's timeout is relative, WAIT_BITSET's an instant */
+        long long relative_ns = ts && cmd == FUTEX_WAIT ? ts->tv_sec * SEC + ts->tv_nsec : -1;
+        if (controlled_lock()) {
             clockid_t cc = clk;
-            return futex_wait(word, (unsigned)a2, !ts ? -1 : cmd == FUTEX_WAIT ? ts->tv_sec * SEC + ts->tv_nsec
-                                                      : left_until(&cc, ts), shared);
+            return futex_wait(word, (unsigned)a2, ts && cmd == FUTEX_WAIT_BITSET ? left_until(&cc, ts) : relative_ns,
+                              shared);
         }
         struct timespec k;
-        if (cmd == FUTEX_WAIT_BITSET) ts = kernel_deadline(clk, ts, &k);
-        long r = real_syscall(SYS_futex, a0, a1, a2, (long)ts, a4, a5);
-        if (r < 0 && errno == ETIMEDOUT && a3) {
-            if (cmd == FUTEX_WAIT) alone_advance(((const struct timespec *)a3)->tv_sec * SEC + ((const struct timespec *)a3)->tv_nsec);
-            else alone_reach(clk, (const struct timespec *)a3);
+        long r = real_syscall(SYS_futex, a0, a1, a2, (long)(cmd == FUTEX_WAIT_BITSET ? kernel_deadline(clk, ts, &k) : ts),
+                              a4, a5);
+        if (r < 0 && errno == ETIMEDOUT && ts) {
+            if (cmd == FUTEX_WAIT) alone_advance(relative_ns);
+            else alone_reach(clk, ts);
         }
         return r;
     }

@@ -115,7 +115,8 @@ RELEASES = frozenset({"unlock", "close"})
 #: the chance that a thread stopped right after a release yields to the others there (``release_yield``)
 RELEASE_YIELD = 0.125
 #: waits only a thread of the waiter's own process can end (its mutex, private semaphore, condition,
-#: rwlock, private futex, joined thread): retried after a slice that got somewhere in that process, not in any (sched.c)
+#: rwlock, private futex, joined thread): retried after a slice that got somewhere in that process, not in
+#: any (sched.c)
 LOCAL_WAITS = frozenset({"mutex", "sem", "cond", "join", "rwlock", "futex"})
 #: SIGCHLD's bit in /proc/PID/status signal masks
 SIGCHLD_BIT = 1 << (signal.SIGCHLD - 1)
@@ -740,9 +741,8 @@ class Scheduler(Flights, HandOffs):
         # after a point's message, so no decision is made while only some of those hellos have come
         spawned = next((f[len("spawned="):] for f in flags if f.startswith("spawned=")), "0.0")
         forks, _, threads = spawned.partition(".")
-        if proc.flight is None and (int(forks) > proc.spawned or int(threads or 0) > proc.threads_made):
-            proc.spawned, proc.threads_made = max(proc.spawned, int(forks)), max(proc.threads_made, int(threads or 0))
-            self._awaiting.add(proc.name)
+        if proc.flight is None:   # (a flight's are its own: ``_flight_turn``)
+            self._started(proc, int(forks), int(threads or 0))
         # a child's thread, or a second thread: a priority of its own name, whatever order the hellos came in
         first = "/" not in pname and name.endswith("/t0")
         rank = self.rng.random() if first else random.Random(f"{self.seed}:{name}").random()
@@ -795,14 +795,19 @@ class Scheduler(Flights, HandOffs):
         forks, made, woke = (spawned.split(".") + ["0", "-"])[:3]
         if woke != "-":
             self._wake(t.proc, woke)
-        if int(forks) > t.proc.spawned or int(made or 0) > t.proc.threads_made:
-            t.proc.spawned, t.proc.threads_made = max(t.proc.spawned, int(forks)), max(t.proc.threads_made, int(made or 0))
-            if t.proc.flight is None:   # (a flight waits for its own threads' hellos: ``_flight_turn``)
-                self._awaiting.add(t.proc.name)
+        self._started(t.proc, int(forks), int(made or 0))
         self._stopped(t)
         if parts[0] == "W" and len(parts) > 6 and parts[6].startswith(">"):
             index, _, vt = parts[6][1:].partition("@")
             self._hand(t, int(index), int(vt))
+
+    def _started(self, proc: Proc, forks: int, threads: int) -> None:
+        """``proc`` says it has started ``forks`` children and ``threads`` threads so far: those not known yet
+        are waited for (their hellos) before anything is decided."""
+        if forks > proc.spawned or threads > proc.threads_made:
+            proc.spawned, proc.threads_made = max(proc.spawned, forks), max(proc.threads_made, threads)
+            if proc.flight is None:   # (a flight waits for its own threads' hellos: ``_flight_turn``)
+                self._awaiting.add(proc.name)
 
     def _close_of(self, thread: Thread) -> None:
         self._thread_closed(thread)
@@ -1128,8 +1133,8 @@ class Scheduler(Flights, HandOffs):
         """What the shim saw read outside its control (sched.c, "UNCONTROLLED_FILES", ``other_clock_read``),
         by class: ``clock`` (the machine's clock read through ``/proc/stat``, ``/proc/uptime``, the RTC),
         ``machine`` (its memory, CPUs, load, kernel settings, cgroup limits), ``cputime`` (a CPU-time
-        clock) and ``timer`` (a timer set that fires by the machine's clock); per file, clock or call, how many processes read it and the first few of them by name. A class
-        none read is absent."""
+        clock) and ``timer`` (a timer set that fires by the machine's clock); per file, clock or call, how
+        many processes read or set it and the first few of them by name. A class none did is absent."""
         try:
             with open(os.path.join(self._dir, "uncontrolled"), "rb") as f:
                 lines = f.read().decode("utf-8", "replace").splitlines()
