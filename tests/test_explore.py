@@ -188,7 +188,7 @@ def test_crash_points_of_both_faults_fan_out_over_a_local_cluster(tmp_path_facto
     rows = {r["kind"]: r for r in data["rows"]}
     assert set(rows) == {"acquire", "acquire/eio"} and data["actions"] == ["kill", "EIO"]
     for row in rows.values():
-        assert len(row["runs"]) == 2 and all(r["killed_at"] for r in row["runs"]), row["runs"]
+        assert len(row["runs"]) == 2 and all(r["killed_at"] for r in row["runs"]), json.dumps(row["runs"])  # whole
         assert [r["crash"]["point"] for r in row["runs"]] == sorted(r["crash"]["point"] for r in row["runs"])
     assert all(r["killed_at"]["call"] in ("fsync", "fdatasync") for r in rows["acquire/eio"]["runs"])
     assert len({r["run_dir"] for row in rows.values() for r in row["runs"]}) == 4

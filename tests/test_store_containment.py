@@ -123,3 +123,33 @@ def test_runs_started_in_the_same_millisecond_get_a_directory_each_and_keep_thei
     removed = clean_stale_tmp(str(tmp_path))
     assert sorted(removed) == sorted([str(dead / "tmp"), str(dead / "tmp.new.999999999")])
     assert os.path.isdir(first.tmp) and os.path.isdir(second.tmp)
+
+
+def test_a_deterministic_runs_tmp_is_never_ownerless_while_another_run_sweeps(tmp_path, monkeypatch):
+    # two crash-point runs at once in one store (explore --parallel): the deterministic run wrote its
+    # tmp/.owner a second time, truncating it, and a sweep that read it empty in that moment removed
+    # the live run's tmp/ (FileNotFoundError: tmp/pids, in CI). Here the other run's sweep comes at
+    # every write of an owner file in a live tmp/, the worst moment it could.
+    import builtins
+
+    from chaos.deterministic import run as det_run
+    from chaos.explore.seeds import run_config
+    from chaos.store import clean_stale_tmp
+
+    store = tmp_path / "store"
+    real_open, swept = builtins.open, []
+
+    def open_then_sweep(file, mode="r", *args, **kwargs):
+        f = real_open(file, mode, *args, **kwargs)
+        if isinstance(file, str) and file.endswith(os.sep + os.path.join("tmp", ".owner")) and "w" in mode:
+            swept.extend(clean_stale_tmp(str(store)))
+        return f
+
+    monkeypatch.setattr(builtins, "open", open_then_sweep)
+    cfg = run_config({"name": "sweep", "backend": "sqlite", "nemesis": [], "workers": 1, "time_limit": 0.2,
+                      "seed": 1, "store": str(store), "namespaces": 1, "items": 1, "depth": 2})
+    det_run.run(cfg, report=False)
+    monkeypatch.setattr(builtins, "open", real_open)
+    assert swept == []
+    (run,) = [d for d in (store / "sweep").iterdir() if d.name != "latest"]
+    assert (run / "results.json").is_file() and (run / "history.jsonl").is_file()

@@ -460,9 +460,7 @@ def run(cfg, report: bool = True, config_path: str | None = None, exact_rules=No
     if cfg.scale is None:
         cfg.scale = 1.0     # virtual time: nothing to calibrate against the machine
     clean_stale_tmp(os.path.abspath(cfg.store))
-    run_dir = RunDir(cfg.store, cfg.name)
-    with open(os.path.join(run_dir.tmp, ".owner"), "w") as f:   # a killed run's tmp/ is swept by the next start
-        f.write(str(os.getpid()))
+    run_dir = RunDir(cfg.store, cfg.name)   # its tmp/ made with its .owner: a killed run's is swept by the next start
     guard = Guard(run_dir.tmp)   # and by its watchdog at once, its workers killed, even after a SIGKILL of this one
     kind = workload_kind(cfg)
     notes: list[str] = []
