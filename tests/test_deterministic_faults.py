@@ -98,3 +98,34 @@ def test_every_exact_fault_takes_effect_at_its_point_and_replays(tmp_path):
     held = [op for op in done if op["fault"]["kind"] == "pause"]
     assert held    # a held op answered only after its hold (unless a later fault killed its worker meanwhile)
     assert all(op["time"] >= op["fault"]["point"]["resume_vt_ns"] for op in held if op["type"] != "info")
+
+
+def test_a_restart_ends_a_workers_process_between_two_ops_and_replays(tmp_path):
+    """``restart`` at its exact point: the n-th op handed to a worker with a process, from its instant
+    on. That process ends between two of its ops (no call cut short) and a fresh one serves the op,
+    recorded as the timed nemesis records it, with the point; the same seed, the same history."""
+    runs = []
+    for store in (tmp_path / "a", tmp_path / "b"):
+        res = subprocess.run([sys.executable, "-m", "chaos.cli", "run", "--store", str(store), "--no-report",
+                              "--seed", "3", "--workers", "3", "--time-limit", "3", "--nemesis", "restart"],
+                             capture_output=True, text=True, timeout=300)
+        assert res.returncode == 0 and "timed mode" not in res.stderr, res.stderr[-2000:] + res.stdout[-2000:]
+        (run,) = sorted(store.glob("*/2*/"))
+        results = json.loads((run / "results.json").read_text())
+        results["history"] = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
+        runs.append(results)
+    first, second = runs
+    assert first["history_sha256"] == second["history_sha256"]
+    assert first["fault_coverage"] == {"restart": {"requested": True, "fired": 2, "took_effect": 2}}
+    faults = first["deterministic"]["faults"]
+    assert [f["action"] for f in faults] == ["restart", "restart"] and all(f["between_ops"] for f in faults)
+    history = first["history"]
+    infos = [op for op in history if op["process"] == "nemesis" and op["f"] == "restart" and op["type"] == "info"]
+    assert sorted((v["value"]["point"] for v in infos), key=str) == sorted(faults, key=str)
+    assert all(op["value"]["took_effect"] and op["value"]["restarted"][0]["restarted"] for op in infos)
+    assert not [op for op in history if op.get("fault") or op["type"] == "info" and op["process"] != "nemesis"]
+    for op in infos:   # at the hand-out of an op (invoked just before), which the fresh process completes
+        served = history[op["index"] - 2]
+        assert served["type"] == "invoke" and history[op["index"] - 1]["f"] == "restart", served
+        done = next(o for o in history[op["index"]:] if o["process"] == served["process"])
+        assert done["f"] == served["f"] and done["type"] in ("ok", "fail"), done

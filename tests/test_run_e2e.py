@@ -162,14 +162,13 @@ def test_the_default_mode_is_deterministic_where_it_can_run_else_timed_saying_wh
     assert code in (0, 2) and "timed mode" not in err, err[-2000:]
     res = json.loads(results.read_text())
     assert res["history_sha256"] and res["test"]["command"].endswith("--deterministic --pct-depth 3")
-    code, err, results = run("timed", "--nemesis", "restart")   # a nemesis the scheduler has no exact point for
+    code, err, results = run("timed", "--backend", "postgres")   # a server the scheduler cannot control
     assert code in (0, 1, 2), err[-2000:]
-    assert err.splitlines()[0] == ("chaos: timed mode, not deterministic: nemesis restart not built at exact "
-                                   "points yet (only kill, fsync, clock, pause, lost-reply, power-loss; or "
-                                   "--nemesis none)"), err[:2000]
+    assert err.splitlines()[0].startswith("chaos: timed mode, not deterministic: --backend postgres: the PostgreSQL "
+                                          "server is a multi-process server"), err[:2000]
     res = json.loads(results.read_text())
     assert "history_sha256" not in res and "--timed" in res["test"]["command"].split()
-    for argv in (("--deterministic", "--nemesis", "restart"), ("--timed", "--deterministic"),
+    for argv in (("--deterministic", "--backend", "postgres"), ("--timed", "--deterministic"),
                  ("--timed", "--pct-depth", "2"), ("--deterministic", "--op-timeout", "3")):
         code, err, _ = run("refused", *argv)
         assert code == 254 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, (argv, err)

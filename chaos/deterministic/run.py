@@ -50,9 +50,10 @@ from workloads.generator import NEMESIS, clients, deadline
 from workloads.interpreter import interpret
 
 #: the nemeses this mode puts at exact points; the rest are refused (not built yet)
-EXACT_FAULTS = ("kill", "fsync", "clock", "pause", "lost-reply", "power-loss")
+EXACT_FAULTS = ("kill", "fsync", "clock", "pause", "lost-reply", "power-loss", "restart")
 #: what the deterministic mode runs when no ``--nemesis`` is given: the timed mode's default but
-#: ``restart`` (a kill at an exact point already drops a worker's process state and reopens the store)
+#: ``restart`` (a kill at an exact point already drops a worker's process state and reopens the store,
+#: and cuts a call short besides)
 DEFAULT_FAULTS = ("kill", "pause", "clock", "fsync", "lost-reply")
 #: exact faults the scheduler makes by itself: the timed mode's tool for them (libfaketime, a worker
 #: host's exit after commit) is not needed
@@ -76,7 +77,9 @@ CHANGE_CALLS = KILL_CALLS - {"lock", "unlock", "flock"}
 PAUSE_MS = (1000, 4000)
 #: the scheduler's fault action -> the nemesis it serves (an errno is the fsync nemesis's)
 NEMESIS_OF = {"kill": "kill", "freeze": "pause", "lost-reply": "lost-reply", "power-loss": "power-loss",
-              "clock": "clock"}
+              "clock": "clock", "restart": "restart"}
+#: a restart comes at the n-th op handed to a worker that has a process (n drawn up to this) from its instant on
+RESTART_NTH = 10
 #: PCT: bugs of this depth get a known chance per run (docs/deterministic.md); ``--pct-depth``
 DEPTH = 3
 #: the expected number of scheduling points per run, per worker and second of the time limit (at
@@ -149,6 +152,9 @@ def fault_rules(cfg, power=None) -> dict[str, list[FaultRule]]:
                            for _ in range(2)]
         elif name == "power-loss":
             rules[name] = [power_rule(rng, power, cfg.nemesis_opts.get("power_loss_mode", "drop"), after())
+                           for _ in range(2)]
+        elif name == "restart":   # no call of a process matches it: the driver takes it between two ops
+            rules[name] = [FaultRule("restart", frozenset(), nth=rng.randint(1, RESTART_NTH), after_ns=after())
                            for _ in range(2)]
     return rules
 
@@ -225,6 +231,7 @@ class DeterministicDriver:
     def dispatch(self, thread, op: dict) -> None:
         if self.calls.defer(thread, op):   # a frozen call's rival: sent once the freeze landed
             return
+        self._restart_if_due(thread)
         proc = self._worker(thread)
         if proc is None:
             self.pending.append({"process": op["process"], "f": op["f"], "type": "info",
@@ -251,6 +258,34 @@ class DeterministicDriver:
         self.record_clock_faults()
         out, self.pending = self.pending, []
         return [dict(ev, time=self.sched.vt) for ev in out]
+
+    def _restart_if_due(self, thread) -> None:
+        """A requested restart at its exact point: the n-th op handed to a worker that has a process,
+        from the rule's instant on. That process ends between two of its ops (it serves none: no call
+        is cut short) and a fresh one, its state dropped and the store reopened, serves the op: what
+        the timed nemesis asks a host to do, or does by replacing it. Recorded as that nemesis records
+        it, with the point."""
+        proc = self.procs.get(thread)
+        if proc is None or proc.gone:   # nothing to restart: this hand-out is not a point of the rule
+            return
+        for rule in self.sched.faults:
+            if rule.action != "restart" or rule.evidence is not None or self.sched.vt < rule.after_ns:
+                continue
+            rule.seen += 1
+            if rule.seen < rule.nth:
+                continue
+            rule.evidence = {"process": proc.name, "call": "restart", "between_ops": True, "vt_ns": self.sched.vt,
+                             "action": "restart"}
+            self.sched.trace.append(f"{self.sched.vt} {proc.name} FAULT restart")
+            self.sched.kill(proc)
+            self.sched.replies = [(p, line) for p, line in self.sched.replies if p is not proc]
+            self.history.append({"process": NEMESIS, "type": "invoke", "f": "restart", "value": {"targets": [thread]},
+                                 "time": self.sched.vt})
+            self.history.append({"process": NEMESIS, "type": "info", "f": "restart", "time": self.sched.vt,
+                                 "value": {"restarted": [{"slot": thread, "restarted": True,
+                                                          "via": "a fresh process between its ops"}],
+                                           "exact": True, "point": dict(rule.evidence), "took_effect": True}})
+            return
 
     def _worker(self, thread):
         proc = self.procs.get(thread)
