@@ -317,3 +317,29 @@ def test_a_call_is_replayed_at_its_clock_not_at_a_floor_ahead_of_it(tmp_path):
     fixed = subprocess.run([sys.executable, os.path.join(made["dir"], "repro.py")], capture_output=True, text=True,
                            input=json.dumps(dict(data, factory="backends.sqlite:open_backend")), timeout=120)
     assert fixed.returncode == 1 and "NOT SHOWN" in fixed.stdout, fixed.stdout
+
+
+def test_a_discarded_run_leaves_a_run_of_its_name_made_meanwhile_and_a_latest_that_is_not_a_link(tmp_path,
+                                                                                                  monkeypatch):
+    """A valid run is discarded, and its name's directory with it once only ``latest`` is left. Another run
+    of that name may make its directory between that look and the removal (as if the look came just before):
+    it stays; and a ``latest`` that is a directory of the user's is never removed."""
+    from chaos.explore import seeds
+
+    base = tmp_path / "explore-d3-s1"
+    mine, theirs = base / "20270101T000000.000Z", base / "20270101T000000.001Z"
+    for d in (mine, theirs):
+        (d / "logs").mkdir(parents=True)
+    (base / "latest").symlink_to(mine.name)
+    real_listdir = os.listdir
+    monkeypatch.setattr(seeds.os, "listdir", lambda p: ["latest"] if p == str(base) else real_listdir(p))
+    seeds._discard(str(mine))
+    assert not mine.exists() and (theirs / "logs").is_dir()
+    monkeypatch.setattr(seeds.os, "listdir", real_listdir)
+    seeds._discard(str(theirs))   # the last run of the name: the link and the directory go
+    assert not base.exists()
+    users = tmp_path / "explore-d3-s2"
+    (users / "latest" / "notes").mkdir(parents=True)
+    (users / "20270101T000000.000Z").mkdir()
+    seeds._discard(str(users / "20270101T000000.000Z"))
+    assert (users / "latest" / "notes").is_dir()

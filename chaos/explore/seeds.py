@@ -114,11 +114,18 @@ def explore_one(task: dict, run_fn=None) -> dict:
 
 
 def _discard(run_dir: str) -> None:
-    """Remove a run nobody needs, and its name's directory once only the latest link is left."""
+    """Remove a run nobody needs, and its name's directory once only the latest link is left: the link,
+    then the directory with ``rmdir``, which leaves it if a run of the same name made its directory there
+    meanwhile (another explore in the store: ``rmtree`` would take that run with it), and never removes
+    a ``latest`` that is not a link."""
     shutil.rmtree(run_dir, ignore_errors=True)
     base = os.path.dirname(run_dir)
     if set(os.listdir(base)) <= {"latest"}:
-        shutil.rmtree(base, ignore_errors=True)
+        latest = os.path.join(base, "latest")
+        with contextlib.suppress(OSError):
+            if os.path.islink(latest):
+                os.unlink(latest)
+            os.rmdir(base)
 
 
 def _runs(cfg) -> set[str]:
