@@ -90,7 +90,9 @@ static char sock_path[108], prefixes[4096], name[256];
 static long long epoch_ns;          /* CLOCK_REALTIME at virtual time 0 */
 static long long pinned_wall_ns = -1;   /* $CHAOS_SCHED_WALL_MS: the wall clocks frozen there (-1: not pinned) */
 static long long mono_ns;           /* CLOCK_MONOTONIC at virtual time 0 */
-static unsigned char store_fd[FD_MAX];
+static unsigned char store_fd[FD_MAX];  /* 1: a store file opened to read only; 2: to change it (STORE_FD_WRITES) */
+#define STORE_FD_WRITES 2
+static int took_lock;               /* this process took a flock or record lock on a store file (see close) */
 static unsigned char random_fd[FD_MAX];  /* /dev/urandom, /dev/random: their reads are the seeded stream */
 static unsigned char passthrough[FD_MAX]; /* the control channel ($CHAOS_SCHED_CONTROL): its reads block for real */
 static char *fd_path[FD_MAX];       /* the store path each store fd was opened with (named in its points) */
@@ -584,7 +586,10 @@ static int open_common(const char *fn, int dirfd, const char *path, int flags, m
     if (fresh && fd >= 0 && !in_vfork_child()) virtual_times(fd);
     if ((enabled || alone) && fd >= 0 && fd < FD_MAX && (alone || !in_vfork_child())) {
         random_fd[fd] = a_random_device(path);
-        if (store) { store_fd[fd] = 1; free(fd_path[fd]); fd_path[fd] = strdup(full); }   /* (never alone) */
+        if (store) {   /* (never alone) */
+            store_fd[fd] = (flags & (O_ACCMODE | O_CREAT | O_TRUNC)) != O_RDONLY ? STORE_FD_WRITES : 1;
+            free(fd_path[fd]); fd_path[fd] = strdup(full);
+        }
         else store_fd[fd] = 0;   /* the number is another file's now */
     }
     return fd;
@@ -605,9 +610,17 @@ int openat64(int dirfd, const char *path, int flags, ...) { va_list ap; va_start
 int creat(const char *path, mode_t mode) { return open_common("creat", AT_FDCWD, path, O_CREAT | O_WRONLY | O_TRUNC, mode); }
 int creat64(const char *path, mode_t mode) { return open_common("creat64", AT_FDCWD, path, O_CREAT | O_WRONLY | O_TRUNC, mode); }
 
+/* A close is a point where others could see it: of a store file opened to change it, or in a process
+ * that took a lock on a store file (a close releases the process's record locks on that file, through
+ * any fd, and a flock with its last fd). A read-only fd's close in a process that never locked changes
+ * nothing another process can see: it runs in its thread's slice, no point (git closes every ref,
+ * config and object file it read: about a third of a gitfile run's points were such closes). */
 int close(int fd) {
     REAL(int, close, int);
-    if (is_store_fd(fd) && !in_vfork_child()) { FAIL_IF(point("close", fd, fd_path[fd])); store_fd[fd] = 0; }
+    if (is_store_fd(fd) && !in_vfork_child()) {
+        if (store_fd[fd] == STORE_FD_WRITES || took_lock) FAIL_IF(point("close", fd, fd_path[fd]));
+        store_fd[fd] = 0;
+    }
     if (fd >= 0 && fd < FD_MAX && !in_vfork_child()) passthrough[fd] = random_fd[fd] = 0;
     return real_close(fd);
 }
@@ -1551,6 +1564,7 @@ pid_t getpid(void) {
 int flock(int fd, int op) {
     REAL(int, flock, int, int);
     if (!is_store_fd(fd)) return real_flock(fd, op);
+    took_lock = 1;
     FAIL_IF(point(op & LOCK_UN ? "unlock" : "flock", op, fd_path[fd]));
     if (op & (LOCK_NB | LOCK_UN)) return real_flock(fd, op);
     for (;;) {   /* a blocking flock never blocks for real: try, and on would-block give up the turn */
@@ -1566,6 +1580,7 @@ static int lock_cmd(int cmd) {
 
 static int fcntl_common(int (*real)(int, int, ...), int fd, int cmd, void *arg) {
     if (!is_store_fd(fd) || !lock_cmd(cmd)) return real(fd, cmd, arg);
+    took_lock = 1;
     struct flock *fl = arg;
     FAIL_IF(point(fl->l_type == F_UNLCK ? "unlock" : "lock", (long long)fl->l_start, fd_path[fd]));
     if (cmd == F_SETLK || cmd == F_OFD_SETLK) return real(fd, cmd, arg);
