@@ -558,3 +558,38 @@ def test_a_childs_end_waits_until_its_sigchld_is_pending_in_a_parent_that_catche
         for p in (catcher, plain):
             p.kill()
             p.wait()
+
+
+# reads a file, then changes another, then (with "lock") takes a flock and reads the first again
+CLOSES = """
+import fcntl, os, sys
+store, lock = sys.argv[1], sys.argv[2] == "lock"
+fd = os.open(os.path.join(store, "read"), os.O_RDONLY); os.read(fd, 10); os.close(fd)
+fd = os.open(os.path.join(store, "changed"), os.O_WRONLY); os.write(fd, b"x"); os.close(fd)
+if lock:
+    fd = os.open(os.path.join(store, "changed"), os.O_RDONLY); fcntl.flock(fd, fcntl.LOCK_SH)
+    fcntl.flock(fd, fcntl.LOCK_UN); os.close(fd)
+    fd = os.open(os.path.join(store, "read"), os.O_RDONLY); os.read(fd, 10); os.close(fd)
+"""
+
+
+def test_a_close_is_a_point_only_where_another_process_could_see_it(tmp_path):
+    """A close of a store file opened to change it is a point, and so is any close in a process that took
+    a lock on a store file (a close drops its POSIX locks, a flock with its last fd); a read-only close in
+    a process that never locked changes nothing another sees, and runs in its thread's slice (git's
+    closes of every file it read were a third of a gitfile run's points)."""
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / "read").write_text("r")
+    (store / "changed").write_text("c")
+    client = _script(tmp_path, "closes.py", CLOSES)
+    calls = {}
+    for lock in ("none", "lock"):
+        with Scheduler(1, prefixes=[str(store)], expected_points=100) as s:
+            s.spawn("p", [sys.executable, client, str(store), lock])
+            s.run_all()
+            calls[lock] = [(f.split()[2], os.path.basename(f.split()[-1])) for f in s.trace
+                           if f.split()[2] in ("open", "close", "write", "flock", "unlock")]
+    assert calls["none"] == [("open", "read"), ("open", "changed"), ("write", "changed"), ("close", "changed")]
+    assert calls["lock"] == calls["none"] + [("open", "changed"), ("flock", "changed"), ("unlock", "changed"),
+                                             ("close", "changed"), ("open", "read"), ("close", "read")]
