@@ -153,9 +153,9 @@ def fault_rules(cfg, power=None) -> dict[str, list[FaultRule]]:
         elif name == "power-loss":
             rules[name] = [power_rule(rng, power, cfg.nemesis_opts.get("power_loss_mode", "drop"), after())
                            for _ in range(2)]
-        elif name == "restart":   # no call of a process matches it: the driver takes it between two ops
-            rules[name] = [FaultRule("restart", frozenset(), nth=rng.randint(1, RESTART_NTH), after_ns=after())
-                           for _ in range(2)]
+        elif name == "restart":   # no process makes a "restart" point: the driver matches it between two ops
+            rules[name] = [FaultRule("restart", frozenset({"restart"}), nth=rng.randint(1, RESTART_NTH),
+                                     after_ns=after()) for _ in range(2)]
     return rules
 
 
@@ -268,24 +268,28 @@ class DeterministicDriver:
         proc = self.procs.get(thread)
         if proc is None or proc.gone:   # nothing to restart: this hand-out is not a point of the rule
             return
-        for rule in self.sched.faults:
-            if rule.action != "restart" or rule.evidence is not None or self.sched.vt < rule.after_ns:
-                continue
-            rule.seen += 1
-            if rule.seen < rule.nth:
-                continue
-            rule.evidence = {"process": proc.name, "call": "restart", "between_ops": True, "vt_ns": self.sched.vt,
-                             "action": "restart"}
-            self.sched.trace.append(f"{self.sched.vt} {proc.name} FAULT restart")
-            self.sched.kill(proc)
-            self.sched.replies = [(p, line) for p, line in self.sched.replies if p is not proc]
-            self.history.append({"process": NEMESIS, "type": "invoke", "f": "restart", "value": {"targets": [thread]},
-                                 "time": self.sched.vt})
-            self.history.append({"process": NEMESIS, "type": "info", "f": "restart", "time": self.sched.vt,
-                                 "value": {"restarted": [{"slot": thread, "restarted": True,
-                                                          "via": "a fresh process between its ops"}],
-                                           "exact": True, "point": dict(rule.evidence), "took_effect": True}})
+        # (its rule names no process and no predicate: ``matches`` never looks at the thread)
+        rule = next((r for r in self.sched.faults if r.action == "restart"
+                     and r.matches(None, "restart", 0, self.sched.vt)), None)
+        if rule is None:
             return
+        rule.evidence = {"process": proc.name, "call": "restart", "between_ops": True, "vt_ns": self.sched.vt,
+                         "action": "restart"}
+        self.sched.trace.append(f"{self.sched.vt} {proc.name} FAULT restart")
+        self._retire(proc)
+        self._nemesis_op("restart", {"targets": [thread]},
+                         {"restarted": [{"slot": thread, "restarted": True, "via": "a fresh process between its ops"}],
+                          "exact": True, "point": dict(rule.evidence), "took_effect": True})
+
+    def _retire(self, proc) -> None:
+        """End a worker's process now, and any reply of it not handed out yet: its next op starts a fresh one."""
+        self.sched.kill(proc)
+        self.sched.replies = [(p, line) for p, line in self.sched.replies if p is not proc]
+
+    def _nemesis_op(self, f: str, value, outcome: dict) -> None:
+        """A fault the schedule made, recorded as the timed nemesis records its op: invoke, then info."""
+        self.history.append({"process": NEMESIS, "type": "invoke", "f": f, "value": value, "time": self.sched.vt})
+        self.history.append({"process": NEMESIS, "type": "info", "f": f, "time": self.sched.vt, "value": outcome})
 
     def _worker(self, thread):
         proc = self.procs.get(thread)
@@ -339,8 +343,7 @@ class DeterministicDriver:
             done = {"process": op["process"], "f": op["f"], "type": "info", "error": msg["error"][:500]}
             point = self._fault_point(proc)
             self.pending.append(dict(done, fault=_both(inside, point)) if point or inside else done)
-            self.sched.kill(proc)
-            self.sched.replies = [(p, l) for p, l in self.sched.replies if p is not proc]
+            self._retire(proc)
             return
         done = {"process": op["process"], "f": op["f"], "type": classify(msg["exit"], msg["envelope"]),
                 "value": {"exit": msg["exit"], "envelope": msg["envelope"]}, "wall_ms": msg["wall_ms"]}
@@ -361,12 +364,10 @@ class DeterministicDriver:
         for rule in self.sched.faults:
             if rule.action == "clock" and rule.evidence and id(rule) not in self.reported:
                 self.reported.add(id(rule))
-                self.history.append({"process": NEMESIS, "type": "invoke", "f": "clock", "value": rule.value,
-                                     "time": self.sched.vt})
-                self.history.append({"process": NEMESIS, "type": "info", "f": "clock", "time": self.sched.vt,
-                                     "value": {"mode": rule.value["mode"], "offset_s": rule.value["offset_s"],
-                                               "targets": rule.value["targets"], "exact": True,
-                                               "point": dict(rule.evidence), "took_effect": True}})
+                self._nemesis_op("clock", rule.value,
+                                 {"mode": rule.value["mode"], "offset_s": rule.value["offset_s"],
+                                  "targets": rule.value["targets"], "exact": True, "point": dict(rule.evidence),
+                                  "took_effect": True})
 
     def _clock_seen(self, proc, wall_ms: int) -> None:
         """A target's reply: how far its own wall clock (its ``wall_ms``) is from the virtual clock."""
@@ -392,11 +393,8 @@ class DeterministicDriver:
                   for t, seen in sorted(self.clocks_seen.items())]
         took = any(c["shifted"] for c in before)
         targets = sorted({int(p[1:-1]) for p in healed})
-        self.history.append({"process": NEMESIS, "type": "invoke", "f": "clock-reset",
-                             "value": {"targets": targets}, "time": self.sched.vt})
-        self.history.append({"process": NEMESIS, "type": "info", "f": "clock-reset", "time": self.sched.vt,
-                             "value": {"mode": "reset", "targets": targets, "clocks_before_reset": before,
-                                       "took_effect": took}})
+        self._nemesis_op("clock-reset", {"targets": targets},
+                         {"mode": "reset", "targets": targets, "clocks_before_reset": before, "took_effect": took})
         return took
 
     def _rearm_lost_replies(self, proc) -> None:
