@@ -35,7 +35,7 @@ from chaos.errors import sigterm_as_ctrl_c  # noqa: E402
 
 WOWBAGGER = REPO.parent / "shared" / "sut" / "wowbagger-0.1.0-alpha.7" / "bin" / "wowbagger.js"
 WOWBAGGER_PROFILE = REPO / "profiles" / "wowbagger-0.1.0-alpha.7.yaml"
-#: every exact fault draws this many points per run (``chaos.deterministic.run.fault_rules``)
+#: every exact fault draws this many points per run (``chaos.deterministic.plan.fault_rules``)
 POINTS_PER_FAULT = 2
 
 

@@ -13,7 +13,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from chaos.deterministic.scheduler import FaultRule, Scheduler
+from chaos.deterministic.rules import FaultRule
+from chaos.deterministic.scheduler import Scheduler
 from chaos.deterministic.shim import EPOCH_NS
 
 SEC_NS = 10**9
@@ -137,7 +138,7 @@ def test_a_correct_backend_keeps_its_floor_through_the_same_steps(tmp_path):
 def test_a_nemesis_without_exact_points_is_refused(tmp_path):
     # (every nemesis a backend this mode runs offers has exact points: partition is postgres's, whose
     # server the scheduler cannot control, so the CLI refuses it for the backend first)
-    from chaos.deterministic.run import refusal
+    from chaos.deterministic.plan import refusal
     from chaos.runner import RunConfig
 
     assert refusal(RunConfig(nemesis=["clock", "restart"], store=str(tmp_path))) is None

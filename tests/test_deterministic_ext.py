@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from chaos import sut
-from chaos.deterministic.scheduler import FaultRule, Scheduler
+from chaos.deterministic.rules import FaultRule
+from chaos.deterministic.scheduler import Scheduler
 
 # writes a file, then runs git twice per round: one reading the repo, one writing an object from stdin
 GIT_CLIENT = """
@@ -536,7 +537,7 @@ def test_a_node_programs_start_flies_and_joins_the_schedule_by_its_own_clock(tmp
 def test_a_flight_that_never_reaches_a_point_is_reported_stuck_not_waited_for(tmp_path):
     """A Node child that spins before its first point: the schedule, waiting for it to land, says which
     flight and where within ``stuck_s`` (wall time bounds that wait), instead of hanging."""
-    from chaos.deterministic.scheduler import SchedulerStuck
+    from chaos.deterministic.processes import SchedulerStuck
     from chaos.deterministic.shim import THREADED_ENV
 
     store = tmp_path / "store"

@@ -11,7 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from chaos.deterministic.scheduler import FaultRule, Scheduler
+from chaos.deterministic.rules import FaultRule
+from chaos.deterministic.scheduler import Scheduler
 
 # a read-modify-write of a counter file under an exclusive flock
 LOCKED_COUNTER = """

@@ -10,7 +10,8 @@ import sys
 
 import pytest
 
-from chaos.deterministic.scheduler import FaultRule, Scheduler
+from chaos.deterministic.rules import FaultRule
+from chaos.deterministic.scheduler import Scheduler
 from chaos.deterministic.shim import THREADED_ENV
 
 pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node not here")
@@ -91,7 +92,7 @@ def test_a_chain_of_hand_offs_is_taken_in_its_order_each_stop_as_its_threads():
     as its own thread's, in the chain's order, then the message; a thread that ended the chain by exiting
     sends the chain alone."""
     from chaos.deterministic.handoffs import HandOffs
-    from chaos.deterministic.scheduler import Proc, Thread
+    from chaos.deterministic.processes import Proc, Thread
 
     class Chain(HandOffs):
         def __init__(self):

@@ -302,7 +302,7 @@ def test_faults_land_on_a_stdio_store_files_exact_points(stdio_program, tmp_path
     """A kill at a's fclose of a.last (its 4th close) loses what the FILE's buffer held: the file is
     there, empty. An fsync EIO at b's 2nd fsync fails that call in the program, which stops with 2 lines
     written and no b.last. Each fault's evidence names its point."""
-    from chaos.deterministic.scheduler import FaultRule
+    from chaos.deterministic.rules import FaultRule
 
     kill = FaultRule("kill", frozenset({"close"}), process="a", nth=4)
     eio = FaultRule("EIO", frozenset({"fsync"}), process="b", nth=2)

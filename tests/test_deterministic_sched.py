@@ -18,8 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from chaos.deterministic.run import DeterministicDriver
-from chaos.deterministic.scheduler import FaultRule, Scheduler, SchedulerStuck
+from chaos.deterministic.driver import DeterministicDriver
+from chaos.deterministic.processes import SchedulerStuck
+from chaos.deterministic.rules import FaultRule
+from chaos.deterministic.scheduler import Scheduler
 from chaos.history_store import HistoryWriter
 
 SQLITE_CLIENT = """
@@ -486,7 +488,7 @@ def test_a_child_a_controlled_process_kills_dies_inside_its_slice(tmp_path, how)
 def test_a_stuck_process_is_described_by_what_the_kernel_says_it_waits_in(tmp_path):
     """A stuck run's evidence names the kernel's view of a process no point accounts for: its state and,
     per thread, the wait channel and the syscall it is in (a real sleeping process)."""
-    from chaos.deterministic.scheduler import _kernel_state
+    from chaos.deterministic.processes import _kernel_state
 
     sleeper = subprocess.Popen(["sleep", "30"])
     try:
@@ -506,7 +508,7 @@ def test_a_pid_the_kernel_reused_is_a_new_process_not_the_dead_one(tmp_path):
     a child's hello can come from the pid of a process long gone. It is a new process of its own name,
     whose exit is watched; before, its threads joined the dead one's record, its exec's hello and exit
     went unwaited for, and three of 20 default runs got stuck (a git whose image never said hello)."""
-    from chaos.deterministic.scheduler import Proc
+    from chaos.deterministic.processes import Proc
 
     sleeper = subprocess.Popen(["sleep", "30"])    # a live pid to stand for the reused one
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -532,7 +534,7 @@ def test_a_childs_end_waits_until_its_sigchld_is_pending_in_a_parent_that_catche
     thread's slice sees the child's end in every run; a parent that does not catch it is not waited for."""
     import threading
 
-    import chaos.deterministic.scheduler as S
+    import chaos.deterministic.processes as S
 
     monkeypatch.setattr(S, "SIGCHLD_WAIT_S", 60.0)
     catcher = subprocess.Popen([sys.executable, "-c", "import signal, sys, time\n"
@@ -544,15 +546,15 @@ def test_a_childs_end_waits_until_its_sigchld_is_pending_in_a_parent_that_catche
     try:
         assert catcher.stdout.readline() == plain.stdout.readline() == "ready\n"
         t0 = time.monotonic()
-        S.Scheduler._await_sigchld(S.Proc("plain", plain.pid, plain, -1))
+        S.Processes._await_sigchld(S.Proc("plain", plain.pid, plain, -1))
         assert time.monotonic() - t0 < 30                       # does not catch it: not waited for
         sent = threading.Timer(0.3, os.kill, (catcher.pid, signal.SIGCHLD))
         t0 = time.monotonic()
         sent.start()
-        S.Scheduler._await_sigchld(S.Proc("catcher", catcher.pid, catcher, -1))
+        S.Processes._await_sigchld(S.Proc("catcher", catcher.pid, catcher, -1))
         assert 0.3 <= time.monotonic() - t0 < 30                # waited until it was sent, then went on
         t0 = time.monotonic()
-        S.Scheduler._await_sigchld(S.Proc("catcher", catcher.pid, catcher, -1))
+        S.Processes._await_sigchld(S.Proc("catcher", catcher.pid, catcher, -1))
         assert time.monotonic() - t0 < 30                       # already pending: at once
     finally:
         for p in (catcher, plain):

@@ -100,7 +100,7 @@ def _faults(text: str) -> list[str]:
 
 
 def config_of(args) -> dict:
-    from chaos.deterministic.run import refusal
+    from chaos.deterministic.plan import refusal
     from chaos.explore.seeds import run_config
 
     from chaos.explore.seeds import DEFAULT_CONFIG

@@ -97,7 +97,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def build_config(args: argparse.Namespace):
     """The run ``args`` ask for. Neither ``--deterministic`` nor ``--timed``: the deterministic mode
-    where it can run (``chaos.deterministic.run.refusal``), else the timed one, saying why on stderr."""
+    where it can run (``chaos.deterministic.plan.refusal``), else the timed one, saying why on stderr."""
     mode = getattr(args, "deterministic", None)
     deadline = getattr(args, "op_timeout", None)
     if deadline is not None:
@@ -111,7 +111,7 @@ def build_config(args: argparse.Namespace):
         return _build_config(args, mode)
     if getattr(args, "pct_depth", 3) != 3 or getattr(args, "pct_points", None) is not None:
         return _build_config(args, True)   # PCT's flags ask for the deterministic mode
-    from chaos.deterministic.run import refusal
+    from chaos.deterministic.plan import refusal
 
     cfg = None if timed_flag else _build_config(args, True)
     why = timed_flag or refusal(cfg)
@@ -169,7 +169,7 @@ def _build_config(args: argparse.Namespace, deterministic: bool):
     else:
         names = supported(args.backend, dict(opts, **sc.get("nemesis_opts", {})))
         if deterministic:
-            from chaos.deterministic.run import DEFAULT_FAULTS, SCHEDULER_FAULTS
+            from chaos.deterministic.plan import DEFAULT_FAULTS, SCHEDULER_FAULTS
 
             names = [n for n in DEFAULT_FAULTS if n in names or n in SCHEDULER_FAULTS]
     unknown = [n for n in names if n not in NEMESES.keys()]
@@ -336,7 +336,7 @@ def _scheduler_fault(name: str, deterministic: bool) -> bool:
     """A fault the deterministic scheduler makes itself (the virtual clock's steps): no tool needed."""
     if not deterministic:
         return False
-    from chaos.deterministic.run import SCHEDULER_FAULTS
+    from chaos.deterministic.plan import SCHEDULER_FAULTS
 
     return name in SCHEDULER_FAULTS
 
@@ -361,7 +361,8 @@ def run(args: argparse.Namespace) -> int:
     refuse_unusable_dir(args.store)  # first, creating nothing: before a factory is probed on a scratch dir
     cfg = config_from_file(args) if getattr(args, "config", None) else build_config(args)
     if cfg.deterministic:
-        from chaos.deterministic.run import refusal, run as run_deterministic
+        from chaos.deterministic.plan import refusal
+        from chaos.deterministic.run import run as run_deterministic
 
         why = refusal(cfg)
         if why:

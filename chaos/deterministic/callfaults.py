@@ -26,12 +26,12 @@ counts only faults that came) and ``summary()`` counts it as not reached.
 
 from __future__ import annotations
 
-from chaos.deterministic.scheduler import FaultRule
+from chaos.deterministic.rules import FaultRule
 
 #: a kill's (or a lock-free freeze's) point is among the first this many store changes and lock
 #: steps of its call, drawn by the racer's ``at``
 SPREAD = 8
-#: the calls that change the store or take a lock step (also the kill nemesis's, ``run.KILL_CALLS``)
+#: the calls that change the store or take a lock step (also the kill nemesis's, ``plan.KILL_CALLS``)
 STEP_CALLS = frozenset({"creat", "write", "pwrite", "writev", "ftruncate", "fsync", "fdatasync", "lock", "unlock",
                         "flock", "rename", "link", "unlink", "mkdir"})
 WRITES = frozenset({"write", "pwrite", "writev", "ftruncate"})

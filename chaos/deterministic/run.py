@@ -6,7 +6,7 @@ and the checkers are the runner's; what differs is who runs the workers and
 what time it is. One worker process per client thread
 (``chaos.deterministic.worker``, single-threaded) runs under the scheduling
 shim; ``workloads.interpreter.interpret`` drives the workload through
-``DeterministicDriver``, whose clock is the scheduler's virtual clock and whose
+``DeterministicDriver`` (``driver.py``), whose clock is the scheduler's virtual clock and whose
 ``wait`` runs the scheduler (``Scheduler.run_until``) until a reply arrives or
 the next op is due. The harness makes no wall-clock decision: the same seed,
 program bytes and config give the same ``history.jsonl`` byte for byte;
@@ -16,10 +16,10 @@ point).
 
 Faults are exact: ``kill``, ``fsync`` (EIO), ``pause`` (a freeze),
 ``lost-reply``, ``power-loss`` and ``clock`` land at the n-th matching
-scheduling point, n drawn from the seed (``fault_rules``); the completion of
+scheduling point, n drawn from the seed (``plan.fault_rules``); the completion of
 the op in flight carries the point. The other nemeses are not built for this
 mode yet and are refused up front, as is a backend whose ``deterministic``
-ability is missing (``refusal``).
+ability is missing (``plan.refusal``).
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import random
 import shutil
 import signal
 import sys
@@ -35,10 +34,12 @@ import threading
 import time
 from dataclasses import asdict
 
-from checkers.history import classify, final_state_records
+from checkers.history import final_state_records
 from chaos.deterministic import trace as schedule
-from chaos.deterministic.callfaults import STEP_CALLS, CallFaults
-from chaos.deterministic.scheduler import FaultRule, Scheduler, SchedulerStuck
+from chaos.deterministic.driver import DeterministicDriver
+from chaos.deterministic.plan import SEC_NS, expected_points, fault_rules, power_journal, took_effect
+from chaos.deterministic.processes import SchedulerStuck
+from chaos.deterministic.scheduler import Scheduler
 from chaos.deterministic.shim import EPOCH_NS
 from chaos.errors import ExitCode
 from chaos.faults.procs import descendants, kill_new_descendants
@@ -46,427 +47,18 @@ from chaos.history_store import HistoryWriter
 from chaos.nemesis import Coverage
 from chaos.store import RunDir, clean_stale_tmp
 from chaos.watchdog import Guard
-from workloads.generator import NEMESIS, clients, deadline
+from workloads.generator import clients, deadline
 from workloads.interpreter import interpret
 
-#: the nemeses this mode puts at exact points; the rest are refused (not built yet)
-EXACT_FAULTS = ("kill", "fsync", "clock", "pause", "lost-reply", "power-loss", "restart")
-#: what the deterministic mode runs when no ``--nemesis`` is given: the timed mode's default but
-#: ``restart`` (a kill at an exact point already drops a worker's process state and reopens the store,
-#: and cuts a call short besides)
-DEFAULT_FAULTS = ("kill", "pause", "clock", "fsync", "lost-reply")
-#: exact faults the scheduler makes by itself: the timed mode's tool for them (libfaketime, a worker
-#: host's exit after commit) is not needed
-SCHEDULER_FAULTS = ("clock", "pause", "lost-reply")
-#: the calls a kill may land before: every change to the store and every lock step (one set with the
-#: racers' own faults inside a call)
-KILL_CALLS = STEP_CALLS
-SYNC_CALLS = frozenset({"fsync", "fdatasync"})
-#: a fault's point is the n-th match from this share (%) of the time limit on, drawn per fault
-AFTER_PERCENT = (5, 60)
 #: past its time limit the workload goes on while a requested fault has not landed yet (its point is
 #: the n-th matching one after its instant: a short run may end before it), for at most the time limit
 #: again or this much (virtual ns), whichever is longer; then the fault is missed and the run unknown
 EXTEND_MIN_NS = 2_000_000_000
-#: the calls a lost reply or a power cut may land at: changes to the store (not lock steps, which a
-#: read-only call takes too: its reply is not one whose loss hides a change)
-CHANGE_CALLS = KILL_CALLS - {"lock", "unlock", "flock"}
-#: a freeze holds its thread's process this long (virtual ms), drawn as the timed pause draws its duration, but
-#: at most a quarter of the time limit: a frozen lock holder stalls every other worker, and a freeze
-#: as long as a short run would leave the other faults no points to land at
-PAUSE_MS = (1000, 4000)
-#: the scheduler's fault action -> the nemesis it serves (an errno is the fsync nemesis's)
-NEMESIS_OF = {"kill": "kill", "freeze": "pause", "lost-reply": "lost-reply", "power-loss": "power-loss",
-              "clock": "clock", "restart": "restart"}
-#: a restart comes at the n-th op handed to a worker that has a process (n drawn up to this) from its instant on
-RESTART_NTH = 10
-#: PCT: bugs of this depth get a known chance per run (docs/deterministic.md); ``--pct-depth``
-DEPTH = 3
-#: the expected number of scheduling points per run, per worker and second of the time limit (at
-#: least 1000): the clock fault's point is drawn over a quarter of it (``clock_rule``). PCT's change
-#: points are virtual instants over the time limit (``Scheduler(horizon_ns=)``: runs differ tenfold in
-#: points per second, sqlite's default 1,209 per worker-second, a Python mutant's 136), unless
-#: ``--pct-points`` gives a count of points to draw them over
-POINTS_PER_WORKER_SECOND = 400
 #: virtual time per scheduling point and per call handed to a worker: virtual time moves by the schedule
 #: only, and these keep its pace near a real call's (an agent loop paced by its calls' latency would
 #: otherwise run thousands of cycles per virtual second)
 STEP_NS = 50_000
 CALL_NS = 1_000_000
-SEC_NS = 1_000_000_000
-CLOCK_MODES = ("backward", "forward")
-#: a target's clock shows the step when its reply's wall_ms is this close to virtual time + offset
-CLOCK_TOLERANCE_MS = 1000
-
-
-def refusal(cfg) -> str | None:
-    """Why this config cannot run deterministically (one line), or None."""
-    from chaos import sut
-    from chaos.runner import backend_options
-
-    ability = sut.get(cfg.backend).abilities(backend_options(cfg))["deterministic"]
-    if not ability.ok:
-        return f"--deterministic: --backend {cfg.backend}: {ability.how}"
-    if cfg.nodes != "local":
-        return "--deterministic: --nodes docker is not built for it (the scheduler runs local processes)"
-    timed = [n for n in cfg.nemesis if n not in EXACT_FAULTS]
-    if timed:
-        return (f"--deterministic: nemesis {', '.join(timed)} not built at exact points yet "
-                f"(only {', '.join(EXACT_FAULTS)}; or --nemesis none)")
-    if not (isinstance(cfg.pct_depth, int) and 1 <= cfg.pct_depth <= 100) or not (
-            cfg.pct_points is None or (isinstance(cfg.pct_points, int) and 1 <= cfg.pct_points <= 10**9)):
-        return "--deterministic: --pct-depth is an integer in [1, 100], --pct-points in [1, 1e9]"
-    if cfg.faults is not None:
-        return "--deterministic: an explicit timed fault list (faults:) has no meaning here; the seed places the faults"
-    return None
-
-
-def fault_rules(cfg, power=None) -> dict[str, list[FaultRule]]:
-    """Per requested fault, two exact points drawn from the seed: the n-th point of a matching call
-    from a virtual instant on (``AFTER_PERCENT`` of the time limit: every run reaches it, so the
-    point comes in every run that still changes the store after it; a count of points from the
-    start would miss in a run that makes fewer than drawn). The clock keeps its own draw.
-    ``power`` (a ``PowerLoss`` journal of the store) is needed for ``power-loss``: its cut counts
-    only points where a change is uncovered (a cut with nothing to undo would not take effect)."""
-    rng = random.Random(f"faults:{cfg.seed}")
-    limit_ns = int(cfg.time_limit * SEC_NS)
-
-    def after() -> int:   # from a virtual instant the workload surely reaches, drawn over most of it
-        return rng.randint(*AFTER_PERCENT) * limit_ns // 100
-    rules: dict[str, list[FaultRule]] = {}
-    for name in cfg.nemesis:
-        if name == "kill":
-            rules[name] = [FaultRule("kill", KILL_CALLS, nth=rng.randint(1, 20), after_ns=after()) for _ in range(2)]
-        elif name == "fsync":
-            rules[name] = [FaultRule("EIO", SYNC_CALLS, nth=rng.randint(1, 3), after_ns=after()) for _ in range(2)]
-        elif name == "clock":
-            rules[name] = [clock_rule(rng, cfg.workers, expected_points(cfg)) for _ in range(2)]
-        elif name == "pause":
-            lo, hi = cfg.nemesis_opts.get("pause_ms", PAUSE_MS)
-            cap_ms = int(cfg.time_limit * 1000 / 4)
-            rules[name] = [FaultRule("freeze", KILL_CALLS, nth=rng.randint(1, 20), after_ns=after(),
-                                     hold_ns=min(int(rng.randint(lo, hi) * (cfg.scale or 1.0)), cap_ms) * 1_000_000)
-                           for _ in range(2)]
-        elif name == "lost-reply":
-            rules[name] = [FaultRule("lost-reply", CHANGE_CALLS, nth=rng.randint(1, 20), after_ns=after(), when=in_call)
-                           for _ in range(2)]
-        elif name == "power-loss":
-            rules[name] = [power_rule(rng, power, cfg.nemesis_opts.get("power_loss_mode", "drop"), after())
-                           for _ in range(2)]
-        elif name == "restart":   # no process makes a "restart" point: the driver matches it between two ops
-            rules[name] = [FaultRule("restart", frozenset({"restart"}), nth=rng.randint(1, RESTART_NTH),
-                                     after_ns=after()) for _ in range(2)]
-    return rules
-
-
-def in_call(thread) -> bool:
-    """The point is inside a call the harness handed the worker (not its start-up): set by the run."""
-    return thread.proc.serving
-
-
-def power_rule(rng: random.Random, power, mode: str, after_ns: int) -> FaultRule:
-    """One power cut: at the n-th change of the store from ``after_ns`` on made while another
-    change is uncovered (every process killed there, then ``power.power_off`` undoes what no
-    fsync covers)."""
-    if mode == "mixed":
-        mode = rng.choice(("drop", "torn"))
-    seed = rng.randint(0, 2**31 - 1)
-    rule = FaultRule("power-loss", CHANGE_CALLS, nth=rng.randint(1, 20), after_ns=after_ns,
-                     when=lambda thread: bool(power.refresh()), then=lambda: power.power_off(mode, seed))
-    rule.value = {"mode": mode, "seed": seed}
-    return rule
-
-
-def expected_points(cfg) -> int:
-    """``--pct-points``, or the points a run is expected to make (``POINTS_PER_WORKER_SECOND``)."""
-    return cfg.pct_points or max(1000, int(POINTS_PER_WORKER_SECOND * cfg.workers * cfg.time_limit))
-
-
-def clock_rule(rng: random.Random, workers: int, points: int) -> FaultRule:
-    """One clock step, drawn like the timed nemesis's (``chaos.nemesis.clock``: up to half the
-    workers, backward or forward by one of its offsets; no strobe: it is a timer by nature) and
-    placed at the n-th point of any process, n in 20..max(400, points / 4) (a quarter of the
-    expected points: within the run even when it has half as many as expected). Every
-    incarnation of a target's worker (``w<thread>.``) sees the step from that point until the heal."""
-    from chaos.nemesis.clock import BACKWARD_S, FORWARD_S
-
-    targets = sorted(rng.sample(range(workers), rng.randint(1, max(1, workers // 2))))
-    mode = rng.choice(CLOCK_MODES)
-    offset_s = rng.choice(BACKWARD_S if mode == "backward" else FORWARD_S)
-    rule = FaultRule("clock", nth=rng.randint(20, max(400, points // 4)),
-                     offsets={f"w{t}.": offset_s * SEC_NS for t in targets})
-    rule.value = {"targets": targets, "mode": mode, "offset_s": offset_s}
-    return rule
-
-
-class DeterministicDriver:
-    """The interpreter's driver: virtual time, workers under the scheduler, completions in schedule order."""
-
-    def __init__(self, sched: Scheduler, history: HistoryWriter, spec: dict, log_dir: str,
-                 worker_env: dict | None = None, op_timeout_s: float = 8.0, note_pid=None):
-        self.sched, self.history, self.spec, self.log_dir = sched, history, spec, log_dir
-        self.note_pid = note_pid or (lambda pid: None)   # the run's watchdog kills it if the run dies
-        self.calls = CallFaults(sched, int(op_timeout_s * SEC_NS))   # the racers' faults inside one call
-        self.worker_env = worker_env or {}   # the power-loss journal's preload and files
-        self.procs: dict = {}          # client thread -> its worker Proc
-        self.started: dict = {}        # client thread -> incarnations started
-        self.inflight: dict = {}       # worker pid -> the op it serves
-        self.pending: list[dict] = []  # completions to hand out at the next wait
-        self.ready: set = set()
-        self.reported: set = set()     # (rule id, process) of the fault points already named in a completion
-        self.clocks_seen: dict = {}    # target thread -> the wall-clock offsets (ms) its replies showed
-        self.ops = 0
-
-    def now(self) -> int:
-        return self.sched.vt
-
-    def stopped(self) -> bool:
-        return False
-
-    def record(self, op: dict) -> dict:
-        if op.get("type") != "invoke" and op.get("process") != NEMESIS:
-            self.ops += 1
-        return self.history.append(op)
-
-    def dispatch(self, thread, op: dict) -> None:
-        if self.calls.defer(thread, op):   # a frozen call's rival: sent once the freeze landed
-            return
-        self._restart_if_due(thread)
-        proc = self._worker(thread)
-        if proc is None:
-            self.pending.append({"process": op["process"], "f": op["f"], "type": "info",
-                                 "error": "the worker process died before it was ready"})
-            return
-        msg = {"f": op["f"], "value": op["value"], **({"clock_ms": op["clock_ms"]} if "clock_ms" in op else {})}
-        self.inflight[proc.pid] = op
-        v = op["value"] if isinstance(op.get("value"), dict) else {}
-        item = (v["ledger_namespace"], v["item_id"]) if "ledger_namespace" in v and "item_id" in v else None
-        self.sched.begin_call(proc, op["f"], item)
-        self.calls.arm(proc, op)
-        self.sched.send(proc, json.dumps(msg, ensure_ascii=False, separators=(",", ":")).encode() + b"\n")
-
-    def wait(self, until: int | None) -> list[dict]:
-        if not self.pending and not self.calls.released:
-            replies = self.sched.run_until(until)
-            if until is None and not replies and self.inflight and not self.sched.handed_back:
-                # nothing can run, no deadline, no wake left: the ops in flight can never be answered
-                raise SchedulerStuck(f"deadlock: {len(self.inflight)} op(s) in flight and no controlled thread "
-                                     f"can ever run: {self.sched.states()}")
-            self._replies(replies)
-        for thread, op in self.calls.take_released():
-            self.dispatch(thread, op)
-        self.record_clock_faults()
-        out, self.pending = self.pending, []
-        return [dict(ev, time=self.sched.vt) for ev in out]
-
-    def _restart_if_due(self, thread) -> None:
-        """A requested restart at its exact point: the n-th op handed to a worker that has a process,
-        from the rule's instant on. That process ends between two of its ops (it serves none: no call
-        is cut short) and a fresh one, its state dropped and the store reopened, serves the op: what
-        the timed nemesis asks a host to do, or does by replacing it. Recorded as that nemesis records
-        it, with the point."""
-        proc = self.procs.get(thread)
-        if proc is None or proc.gone:   # nothing to restart: this hand-out is not a point of the rule
-            return
-        # (its rule names no process and no predicate: ``matches`` never looks at the thread)
-        rule = next((r for r in self.sched.faults if r.action == "restart"
-                     and r.matches(None, "restart", 0, self.sched.vt)), None)
-        if rule is None:
-            return
-        rule.evidence = {"process": proc.name, "call": "restart", "between_ops": True, "vt_ns": self.sched.vt,
-                         "action": "restart"}
-        self.sched.trace.append(f"{self.sched.vt} {proc.name} FAULT restart")
-        self._retire(proc)
-        self._nemesis_op("restart", {"targets": [thread]},
-                         {"restarted": [{"slot": thread, "restarted": True, "via": "a fresh process between its ops"}],
-                          "exact": True, "point": dict(rule.evidence), "took_effect": True})
-
-    def _retire(self, proc) -> None:
-        """End a worker's process now, and any reply of it not handed out yet: its next op starts a fresh one."""
-        self.sched.kill(proc)
-        self.sched.replies = [(p, line) for p, line in self.sched.replies if p is not proc]
-
-    def _nemesis_op(self, f: str, value, outcome: dict) -> None:
-        """A fault the schedule made, recorded as the timed nemesis records its op: invoke, then info."""
-        self.history.append({"process": NEMESIS, "type": "invoke", "f": f, "value": value, "time": self.sched.vt})
-        self.history.append({"process": NEMESIS, "type": "info", "f": f, "time": self.sched.vt, "value": outcome})
-
-    def _worker(self, thread):
-        proc = self.procs.get(thread)
-        if proc is not None and not proc.gone:
-            return proc
-        n = self.started.get(thread, 0)
-        self.started[thread] = n + 1
-        env = {**self.worker_env, "CHAOS_DET_SPEC": json.dumps(self.spec)}
-        proc = self.sched.spawn(f"w{thread}.{n}", [sys.executable, "-m", "chaos.deterministic.worker"],
-                                control=True, env=env)
-        self.note_pid(proc.pid)
-        self.procs[thread] = proc
-        while proc.pid not in self.ready and not proc.gone:
-            events = self.sched.run_until(None)
-            if not events and not self.sched.handed_back:
-                break
-            self._replies(events)
-        return proc if proc.pid in self.ready else None
-
-    def _replies(self, events) -> None:
-        for proc, line in events:
-            self._reply(proc, line)
-
-    def _reply(self, proc, line: bytes | None) -> None:
-        op = self.inflight.pop(proc.pid, None)   # (a worker's hello comes before it is handed any op)
-        inside = self.calls.finish(proc, op) if op is not None else None
-        self.calls.rival_done(op)
-        self._complete(proc, line, op, inside)
-
-    def _complete(self, proc, line: bytes | None, op: dict | None, inside: dict | None) -> None:
-        """``op``'s completion from ``proc``'s reply ``line`` (None: it died), naming the exact fault
-        that hit the call: the racer's own (``inside``) first, a requested fault beside it."""
-        if line is None:
-            self._rearm_lost_replies(proc)
-            if op is not None:
-                done = {"process": op["process"], "f": op["f"], "type": "info",
-                        "error": f"worker {proc.name} died during the call"}
-                point = self._fault_point(proc)
-                if point or inside:
-                    done["fault"] = _both(inside, point)
-                self.pending.append(done)
-            return
-        msg = json.loads(line)
-        if msg.get("ready"):
-            self.ready.add(proc.pid)
-            return
-        if op is None:
-            return
-        if "error" in msg:   # the call raised in the worker: outcome unknown, and a fresh worker next
-            self._rearm_lost_replies(proc)
-            done = {"process": op["process"], "f": op["f"], "type": "info", "error": msg["error"][:500]}
-            point = self._fault_point(proc)
-            self.pending.append(dict(done, fault=_both(inside, point)) if point or inside else done)
-            self._retire(proc)
-            return
-        done = {"process": op["process"], "f": op["f"], "type": classify(msg["exit"], msg["envelope"]),
-                "value": {"exit": msg["exit"], "envelope": msg["envelope"]}, "wall_ms": msg["wall_ms"]}
-        self._clock_seen(proc, msg["wall_ms"])
-        if "clock_ms" in op:
-            done["clock_ms"] = op["clock_ms"]
-        point = self._fault_point(proc, replied=True)
-        if point and point["kind"] == "lost-reply":   # the call went through; its reply never reaches the client
-            done = {"process": op["process"], "f": op["f"], "type": "info",
-                    "error": "reply lost (an exact lost-reply fault inside the call)"}
-        if point or inside:
-            done["fault"] = _both(inside, point)
-        self.pending.append(done)
-
-    def record_clock_faults(self) -> None:
-        """Record each clock step that came since the last look as a nemesis op (the timed
-        nemesis's shape), its point named in the completion."""
-        for rule in self.sched.faults:
-            if rule.action == "clock" and rule.evidence and id(rule) not in self.reported:
-                self.reported.add(id(rule))
-                self._nemesis_op("clock", rule.value,
-                                 {"mode": rule.value["mode"], "offset_s": rule.value["offset_s"],
-                                  "targets": rule.value["targets"], "exact": True, "point": dict(rule.evidence),
-                                  "took_effect": True})
-
-    def _clock_seen(self, proc, wall_ms: int) -> None:
-        """A target's reply: how far its own wall clock (its ``wall_ms``) is from the virtual clock."""
-        offset = self.sched.clock_offset(proc.name)
-        if offset:
-            thread = int(proc.name[1:].split(".", 1)[0])
-            seen = self.clocks_seen.setdefault(thread, [])
-            shift = wall_ms - (EPOCH_NS + self.sched.vt) // 1_000_000
-            if len(seen) < 3 and shift not in seen:
-                seen.append(shift)
-
-    def heal_clocks(self) -> bool | None:
-        """The heal of the clock faults (``clock-reset``, as the timed nemesis records it), with each
-        target's clocks seen before it. True when a target's clock showed a step it was given,
-        None when no clock fault came."""
-        healed = self.sched.heal_clocks()
-        steps = [r for r in self.sched.faults if r.action == "clock" and r.evidence]
-        if not steps:
-            return None
-        wants = {v // 1_000_000 for r in steps for v in (r.offsets or {}).values()}
-        before = [{"slot": t, "worker_offsets_ms": seen,
-                   "shifted": any(abs(o - w) <= CLOCK_TOLERANCE_MS for o in seen for w in wants)}
-                  for t, seen in sorted(self.clocks_seen.items())]
-        took = any(c["shifted"] for c in before)
-        targets = sorted({int(p[1:-1]) for p in healed})
-        self._nemesis_op("clock-reset", {"targets": targets},
-                         {"mode": "reset", "targets": targets, "clocks_before_reset": before, "took_effect": took})
-        return took
-
-    def _rearm_lost_replies(self, proc) -> None:
-        """A lost reply whose call never replied (its worker died first, or the call raised) took no
-        effect: the rule fires again at the next matching point (the same one in every run)."""
-        for rule in self.sched.faults:
-            ev = rule.evidence
-            if rule.action == "lost-reply" and ev and _served_by(ev, proc) and not ev.get("reply_dropped"):
-                rule.evidence, rule.seen = None, rule.nth - 1
-                rule.value = {"rearmed": (rule.value or {}).get("rearmed", 0) + 1}
-                self.reported.discard((id(rule), proc.name))
-
-    def _fault_point(self, proc, replied: bool = False) -> dict | None:
-        """The exact fault that hit this worker during its current op, if one did: every fault that
-        came since its last reply is said now, once (a power cut kills every worker: each op it cut
-        short names it), the completion names a lost reply first, else the first that came.
-        ``replied``: the worker replied (a lost reply then takes effect: the caller drops it)."""
-        came = []
-        for rule in self.sched.faults:
-            ev = rule.evidence
-            if not ev or rule.action == "clock" or (id(rule), proc.name) in self.reported:
-                continue
-            # (a fault at a point of one of its children, git say, hit this worker's call too)
-            if _served_by(ev, proc) or proc.name in ev.get("killed", ()):
-                self.reported.add((id(rule), proc.name))
-                if rule.action == "lost-reply" and replied:
-                    ev["reply_dropped"] = True   # its evidence of effect: the caller drops the reply it handles
-                came.append(rule)
-        if not came:
-            return None
-        rule = next((r for r in came if r.action == "lost-reply"), came[0])
-        return {"kind": NEMESIS_OF.get(rule.action, "fsync"), "inside": True,
-                "point": {k: v for k, v in rule.evidence.items() if k != "killed"}}
-
-
-def _both(inside: dict | None, point: dict | None) -> dict:
-    """A completion's fault: the racer's own inside the call, with a requested one that came in the
-    same call beside it (``with``), or whichever came."""
-    if inside and point:
-        return dict(inside, **{"with": point})
-    return inside or point
-
-
-def _served_by(evidence: dict, proc) -> bool:
-    """The fault's point was in ``proc`` or in one of its children (``w0.1/f2``: its git, its program)."""
-    return evidence["process"].split("/", 1)[0] == proc.name
-
-
-def took_effect(rule: FaultRule, clock_took: bool | None) -> bool:
-    """Whether a fault that came took effect. At an exact point a kill, an EIO and a freeze do;
-    a clock step once a target's own clock showed it (as in the timed mode); a lost reply once
-    the reply of the call it was in was dropped (not when the worker died first); a power cut
-    once it undid an uncovered change."""
-    if rule.action == "clock":
-        return clock_took is True
-    if rule.action == "lost-reply":
-        return bool(rule.evidence.get("reply_dropped"))
-    if rule.action == "power-loss":
-        return rule.evidence.get("undone", 0) > 0
-    return True
-
-
-def power_journal(cfg, target, run_dir):
-    """The power-loss journal of the target's durable store (``chaos.faults.powerloss``) when
-    ``power-loss`` is asked for: the workers run with its preload after the scheduling shim's."""
-    if "power-loss" not in cfg.nemesis:
-        return None
-    from chaos.faults.powerloss import PowerLoss
-    from chaos.nemesis.power import durable_prefix
-
-    return PowerLoss(run_dir.tmp, durable_prefix(target))
-
 
 def _interrupt(signum, frame):
     raise KeyboardInterrupt

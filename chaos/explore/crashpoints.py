@@ -24,7 +24,7 @@ effect).
 
 from __future__ import annotations
 
-from chaos.deterministic.scheduler import FaultRule
+from chaos.deterministic.rules import FaultRule
 
 #: the mutating command kinds of the claims workload (their recovery paths run inside them: an
 #: acquire that takes an expired claim over, a publish that replays a stored outcome)

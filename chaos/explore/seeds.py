@@ -75,9 +75,10 @@ def explore_one(task: dict, run_fn=None) -> dict:
     ``run_fn(cfg) -> exit code`` replaces ``chaos.deterministic.run.run`` (the crash points give
     it their exact fault)."""
     from chaos.deterministic import run as det_run
+    from chaos.deterministic.plan import refusal
 
     cfg = run_config(task)
-    why = det_run.refusal(cfg)
+    why = refusal(cfg)
     out = {"seed": cfg.seed, "depth": cfg.pct_depth, "points": None, "verdict": "refused", "anomalies": [], "known": [],
            "run_dir": None, "reproduce": None, "ops": 0, "wall_s": 0.0, "error": why}
     if why:
