@@ -6,7 +6,6 @@ docs/wowbagger-findings.md; the program's folder is never written."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess

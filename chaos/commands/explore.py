@@ -152,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _seeds(args, config: dict, t0: float) -> int:
-    from chaos.explore.seeds import calibrate, explore_one, render, tally, tasks
+    from chaos.explore.seeds import calibrate, render, tally, tasks
 
     depths = _ints(args.depth, "--depth")
     points = args.points

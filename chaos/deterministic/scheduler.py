@@ -50,7 +50,7 @@ reaches its deadline. No wall-clock time decides anything; wall time only
 bounds how long a running thread may go without reaching a point
 (``SchedulerStuck``).
 
-Exact faults (``FaultRule``): at the n-th point matching (process, call,
+Exact faults (``FaultRule``, ``rules.py``): at the n-th point matching (process, call,
 syscall index), with the point as evidence: kill the process (a SIGKILL while
 the thread waits at the point, before its call; reaped before anything else
 runs); fail the call with an errno (fsync EIO); freeze the thread there for a
@@ -59,7 +59,8 @@ and mark its reply as lost (the caller drops it); cut the power (every process
 killed and reaped, then the rule's ``then`` undoes what no fsync covers); or
 step a clock.
 
-Children (a controlled process runs ``git``, a per-call program, ...): a
+Children (a controlled process runs ``git``, a per-call program, ...; their
+records and lives: ``processes.py``, the mixin below): a
 forked or exec'd child is its own process ``<parent>/f<N>`` that says hello
 at once; the parent's points say how many children it started, and the
 scheduler waits for their hellos before it decides anything, so the set of

@@ -168,7 +168,7 @@ def _evidence(run: RunData) -> str:
     measures = (f"{ev.get('replies', 0)} replies, {ev.get('store_unavailable', 0)} of them claim-store-unavailable "
                 f"({ev.get('store_unavailable_share', 0):.0%}); longest stretch with no completed op in the time "
                 f"limit: {max((b - a for a, b in ev.get('stalls_s') or []), default=0):.1f} s"
-                + (f" (counted from 5 s)" if ev.get("stalls_s") else " (none of 5 s or more)")
+                + (" (counted from 5 s)" if ev.get("stalls_s") else " (none of 5 s or more)")
                 + (f"; {ev.get('paths_exercised')} of {ev.get('paths_known')} contract paths exercised"
                    if ev.get("paths_known") else ""))
     out = ['<h2 id="evidence">Evidence</h2>']

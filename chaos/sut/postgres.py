@@ -14,7 +14,7 @@ import sys
 
 from chaos.errors import SetupFailed, UsageError
 from chaos.sut.abilities import can, cannot
-from chaos.sut.base import Sut, Target, open_spec, redact_dsn
+from chaos.sut.base import Sut, Target, open_spec
 
 def counting_proxy(host: str, port: int):
     """A ``FaultProxy`` whose dropped reply chunks are counted in ``.dropped``
