@@ -165,3 +165,23 @@ def test_after_its_commit_an_agent_verifies_and_goes_on_with_its_hold(tmp_path, 
     verify = ["verify"] if committed else []
     expected = ["read", "acquire", "renew", "publish", "commit", *verify, "publish", "commit", *verify, "release"]
     assert fs[:len(expected)] == expected, fs[:len(expected)]
+
+
+def test_a_cycles_plan_and_a_racers_episode_are_the_same_from_a_config_read_from_yaml():
+    """A profile or test.yaml gives ranges and episode lists as lists, not tuples: the seeded plan of a
+    cycle and the episode of a racer pair (kept once drawn, since the generator asks for them at every
+    op it considers) are the same as from tuples, and a list is no key they fail on."""
+    from workloads.claims import plan_cycle
+    from workloads.races import EPISODES, episode_of
+
+    tuples = ClaimsConfig()
+    lists = ClaimsConfig(work_ms=list(tuples.work_ms), backoff_ms=list(tuples.backoff_ms),
+                         publishes=list(tuples.publishes), episodes=list(tuples.episodes))
+    plans = [plan_cycle(7, t, c, 12, tuples) for t in range(4) for c in range(30)]
+    assert [plan_cycle(7, t, c, 12, lists) for t in range(4) for c in range(30)] == plans
+    assert len({p["item"] for p in plans}) > 6 and len({p["work_ms"] for p in plans}) > 60   # drawn, not one value
+    plans[0]["item"] = -1                          # a caller's copy: what is kept is not changed by it
+    assert plan_cycle(7, 0, 0, 12, tuples)["item"] != -1
+    order = [episode_of(7, 0, n, EPISODES, 1) for n in range(3 * len(EPISODES))]
+    assert [episode_of(7, 0, n, list(EPISODES), 1) for n in range(3 * len(EPISODES))] == order
+    assert order[:len(EPISODES)] != order[len(EPISODES):2 * len(EPISODES)]   # each block its own permutation

@@ -78,6 +78,7 @@ pure function of the seed, however many cycles the run completes.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from backends.contract.values import EPOCH_MAX, parse_instant
 from workloads.generator import MS, NEMESIS, PENDING, Context, Gen, soonest
@@ -227,19 +228,29 @@ def _live_claim(read_back: dict | None) -> bool:
 def plan_cycle(seed: int, thread, cycle: int, n_tuples: int, cfg: ClaimsConfig) -> dict:
     """The seeded choices of one cycle: item index, work and backoff (ms),
     whether it retries its publish blindly and whether it tries a stale fence."""
-    s = Stream(seed, ("claims", thread, cycle))
-    item, s = s.randint(0, n_tuples - 1)
-    work, s = s.randint(*cfg.work_ms)
-    backoff, s = s.randint(*cfg.backoff_ms)
-    blind, s = s.random()
-    stale, s = s.random()
-    publishes, s = s.randint(*cfg.publishes)
-    replay, s = s.random()
-    sticky, s = s.random()
+    item, work, backoff, blind, stale, publishes, replay, sticky = _cycle_draws(
+        seed, thread, cycle, n_tuples, tuple(cfg.work_ms), tuple(cfg.backoff_ms), tuple(cfg.publishes))
     return {"item": item, "work_ms": work, "backoff_ms": backoff,
             "blind_retry": blind < cfg.blind_retry_rate, "stale_fence": stale < cfg.stale_fence_rate,
             "publishes": publishes, "replay_after_info": replay < cfg.replay_after_info_rate,
             "stale_after_loss": sticky < cfg.stale_after_loss_rate}
+
+
+@lru_cache(maxsize=4096)
+def _cycle_draws(seed: int, thread, cycle: int, n_tuples: int, work_ms: tuple, backoff_ms: tuple,
+                 publishes: tuple) -> tuple:
+    """``plan_cycle``'s draws from the seed, kept: the generator asks for a cycle's plan at every op
+    it considers for that thread, some twenty-five times per op it hands out."""
+    s = Stream(seed, ("claims", thread, cycle))
+    item, s = s.randint(0, n_tuples - 1)
+    work, s = s.randint(*work_ms)
+    backoff, s = s.randint(*backoff_ms)
+    blind, s = s.random()
+    stale, s = s.random()
+    n_publishes, s = s.randint(*publishes)
+    replay, s = s.random()
+    sticky, s = s.random()
+    return item, work, backoff, blind, stale, n_publishes, replay, sticky
 
 
 @dataclass(frozen=True)
@@ -386,7 +397,7 @@ class ClaimsWorkload(Gen):
             f, req, a2 = self._request(ctx, t, a, owner)
             op = {"process": ctx.process_of[t], "type": "invoke", "f": f, "value": req, "time": max(ctx.time, a.at),
                   "intent": self._intent(a, a2)}
-            cands.append((i, (op, (t, replace(a2, inflight=True, owner=owner), None))))
+            cands.append((i, (op, (t, (a2, owner), None))))   # its next state is made for the one chosen
         pairs = self._pairs(ctx)
         for j, pair in enumerate(pairs):
             if self.first_pass_only and (pair := self._finishing(ctx, j, pair)) is None:
@@ -399,7 +410,8 @@ class ClaimsWorkload(Gen):
         i, (op, (t, a, new_pair)) = soonest(cands)
         if t == "pair":
             return op, replace(self, pairs=pairs[:a] + (new_pair,) + pairs[a + 1:])
-        table[t] = a
+        a2, owner = a
+        table[t] = replace(a2, inflight=True, owner=owner)
         return op, replace(self, agents=tuple(table.items()), pairs=pairs)
 
     def update(self, ctx: Context, event: dict):

@@ -114,8 +114,9 @@ two allowances are counted apart) and the order is a pure function of the seed.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
-from backends.contract.values import format_instant, parse_instant
+from backends.contract.values import parse_instant
 from workloads.generator import MS, PENDING, Context
 from workloads.items import b64, candidate, publish_request, revision_of, stored_revision
 from workloads.random import Stream
@@ -172,6 +173,12 @@ def episode_of(seed: int, pair: int, n: int, kinds: tuple, pairs: int = 1) -> st
     together they run every kind once per block; block 0 puts the
     ``CORE_EPISODES`` first."""
     block, i = divmod(n * pairs + pair, len(kinds))
+    return _block_order(seed, block, tuple(kinds))[i]
+
+
+@lru_cache(maxsize=4096)   # the generator asks for an episode at every op it considers
+def _block_order(seed: int, block: int, kinds: tuple) -> tuple:
+    """Block ``block`` of ``episode_of``'s sequence: a seeded permutation of ``kinds``."""
     s = Stream(seed, ("race", block))
     core = [k for k in kinds if k in CORE_EPISODES] if block == 0 else []
     rest = [k for k in kinds if k not in core]
@@ -179,7 +186,7 @@ def episode_of(seed: int, pair: int, n: int, kinds: tuple, pairs: int = 1) -> st
         for j in range(len(order) - 1, 0, -1):  # Fisher-Yates
             k, s = s.randint(0, j)
             order[j], order[k] = order[k], order[j]
-    return (core + rest)[i]
+    return tuple(core + rest)
 
 
 @dataclass(frozen=True)

@@ -101,6 +101,7 @@ VPID_BASE = 4_194_304
 #: a number in a path that may be a pid (a program's temp and lock files carry theirs)
 PID_IN_PATH = re.compile(r"(?<![0-9A-Za-z])[1-9][0-9]{1,6}(?![0-9A-Za-z])")
 #: a UUID's groups are hyphen-delimited and may be all digits ("...-48a3-8026-..."): never a pid, whatever pids run
+DIGIT = re.compile(r"[0-9]")
 UUID_IN_PATH = re.compile(r"([0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12})")
 #: of the processes that read a file outside the shim's control (``uncontrolled_files``), how many the
 #: summary names
@@ -489,7 +490,7 @@ class Scheduler(Processes, Flights, HandOffs):
             if path == p or path.startswith(p + "/"):
                 path = path[len(p):].lstrip("/") or "."
                 break
-        if not self.pid_names:
+        if not self.pid_names or not DIGIT.search(path):   # (most store paths: no pid to name)
             return path
         parts = UUID_IN_PATH.split(path)       # odd indexes: the UUIDs, left as they are
         return "".join(p if i % 2 else PID_IN_PATH.sub(self._pid_name, p) for i, p in enumerate(parts))
@@ -613,11 +614,10 @@ class Scheduler(Processes, Flights, HandOffs):
         rule = None if t.held else next((r for rules in (self.faults, self.call_faults) for r in rules
                                          if r.matches(t, t.call, t.seq, self.vt)), None)
         t.held = False
-        point = {"process": t.proc.name, "thread": t.name, "call": t.call, "index": t.seq, "path": t.path,
-                 "vt_ns": self.vt}
         self._trace_grant(t)
         if rule is not None:
-            rule.evidence = dict(point, action=rule.action)
+            rule.evidence = {"process": t.proc.name, "thread": t.name, "call": t.call, "index": t.seq,
+                             "path": t.path, "vt_ns": self.vt, "action": rule.action}
             self.trace.append(f"{self.vt} {t.name} FAULT {rule.action}")
             if rule.action == "kill":
                 self.kill(self.root(t.proc))
