@@ -1,7 +1,7 @@
 """The processes a deterministic run controls: their records (``Proc``, ``Thread``) and their lives
 (``Processes``, the scheduler's mixin): started under the shim, handed a line, killed with their whole tree
-and reaped before anything else runs, since when a dead process is seen gone is real time; and what the
-kernel says of one that got stuck (a run's evidence, ``SchedulerStuck``).
+and reaped before anything else runs (else when the others see one gone would be a matter of real time);
+and what the kernel says of one that got stuck (a run's evidence, ``SchedulerStuck``).
 """
 
 from __future__ import annotations
@@ -117,7 +117,6 @@ class Thread:
 class Processes:
     """The process half of ``Scheduler`` (its mixin; its state: ``procs``, ``by_name``, ``pid_names``,
     ``threads``, ``running``, ``_sel``)."""
-
 
     def env(self, name: str) -> dict:
         return shim.env(self.sock_path, name, self.prefixes, self.reads)
