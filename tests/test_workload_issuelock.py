@@ -24,6 +24,21 @@ def test_the_universe_and_the_plan_are_pure_functions_of_the_seed():
         [plan_cycle(5, t, c, w, cfg) for t in range(10) for c in range(5)]
 
 
+def test_a_plan_from_a_config_read_from_yaml_is_the_same_and_a_callers_copy():
+    """A test.yaml gives ranges as lists: the plan (its draws kept once made, the generator asks for them at
+    every op it considers) is the one drawn from tuples, and a caller's change to it is its own."""
+    from dataclasses import replace
+
+    cfg = IssueLockConfig()
+    lists = replace(cfg, work_ms=list(cfg.work_ms), backoff_ms=list(cfg.backoff_ms), commits=list(cfg.commits))
+    w = universe(5, cfg, 10)
+    plans = [plan_cycle(5, t, c, w, cfg) for t in range(10) for c in range(8)]
+    assert [plan_cycle(5, t, c, w, lists) for t in range(10) for c in range(8)] == plans
+    assert len({p["work_ms"] for p in plans}) > 40 and {p["probe"] for p in plans} == {True, False}
+    plans[-1]["issue"] = -1
+    assert plan_cycle(5, 9, 7, w, cfg)["issue"] != -1
+
+
 def test_legacy_locks_are_incomplete_with_committed_work_and_their_owners_go_first():
     cfg = IssueLockConfig()
     w = universe(1, cfg, 10)

@@ -42,6 +42,7 @@ but forgets every session (a new process knows no token).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from backends.issuelock.contract import builder as B
 from backends.issuelock.contract.fields import IssueKey
@@ -154,24 +155,40 @@ def universe(seed: int, cfg: IssueLockConfig, workers: int) -> Universe:
     return Universe(issues, workers, tuple(legacy), cfg.ttl_ms)
 
 
+#: the per-cycle choices drawn as a chance against the config's ``<name>_rate``, in draw order
+CHANCES = ("let_expire", "relock", "careless_head", "foreign_recover", "probe")
+
+
 def plan_cycle(seed: int, thread, cycle: int, world: Universe, cfg: IssueLockConfig) -> dict:
     """The seeded choices of one cycle of one agent."""
-    s = Stream(seed, ("issuelock", thread, cycle))
-    issue, s = s.randint(0, len(world.issues) - 1)
+    issue, work, backoff, commits, chances = _cycle_draws(
+        seed, thread, cycle, len(world.issues), tuple(cfg.work_ms), tuple(cfg.backoff_ms), tuple(cfg.commits))
     legacy = world.legacy_of(thread)
     if cycle < OWNER_HEAD_START and legacy is not None:   # owners go to their legacy lock first ...
         issue = world.issues.index(legacy.key)
     elif cycle == 0:                                        # ... and nobody else starts there
-        fresh = [i for i, k in enumerate(world.issues) if k not in {x.key for x in world.legacy}] or [issue]
+        seeded = {x.key for x in world.legacy}
+        fresh = [i for i, k in enumerate(world.issues) if k not in seeded] or [issue]
         issue = fresh[issue % len(fresh)]
-    work, s = s.randint(*cfg.work_ms)
-    backoff, s = s.randint(*cfg.backoff_ms)
-    commits, s = s.randint(*cfg.commits)
-    draws = {}
-    for name in ("let_expire", "relock", "careless_head", "foreign_recover", "probe"):
-        x, s = s.random()
-        draws[name] = x < getattr(cfg, f"{name}_rate")
+    draws = {name: x < getattr(cfg, f"{name}_rate") for name, x in zip(CHANCES, chances)}
     return {"issue": issue, "work_ms": work, "backoff_ms": backoff, "commits": commits, **draws}
+
+
+@lru_cache(maxsize=4096)
+def _cycle_draws(seed: int, thread, cycle: int, n_issues: int, work_ms: tuple, backoff_ms: tuple,
+                 commits: tuple) -> tuple:
+    """``plan_cycle``'s draws from the seed, kept: the generator asks for a cycle's plan at every op it
+    considers for that thread."""
+    s = Stream(seed, ("issuelock", thread, cycle))
+    issue, s = s.randint(0, n_issues - 1)
+    work, s = s.randint(*work_ms)
+    backoff, s = s.randint(*backoff_ms)
+    n_commits, s = s.randint(*commits)
+    chances = []
+    for _ in CHANCES:
+        x, s = s.random()
+        chances.append(x)
+    return issue, work, backoff, n_commits, tuple(chances)
 
 
 @dataclass(frozen=True)
