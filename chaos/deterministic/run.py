@@ -47,7 +47,7 @@ from chaos.history_store import HistoryWriter
 from chaos.nemesis import Coverage
 from chaos.store import RunDir, clean_stale_tmp
 from chaos.watchdog import Guard
-from workloads.generator import clients, deadline
+from workloads.generator import SEC, clients, deadline
 from workloads.interpreter import interpret
 
 #: past its time limit the workload goes on while a requested fault has not landed yet (its point is
@@ -75,9 +75,8 @@ def run(cfg, report: bool = True, config_path: str | None = None, exact_rules=No
     (fault name -> its ``FaultRule`` list, or a function of the run's power-loss journal, None
     unless ``power-loss`` is asked for, giving it) replaces the seed's draw (``fault_rules``): the
     crash points of ``chaos explore`` name their exact kill, EIO or power cut."""
-    from chaos.runner import take_set_up
+    from chaos.runner import publish_run, take_set_up
     from chaos.workload_kinds import workload_kind
-    from workloads.generator import SEC
 
     previous = previous_history(config_path)
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -122,37 +121,10 @@ def run(cfg, report: bool = True, config_path: str | None = None, exact_rules=No
         driver = DeterministicDriver(sched, history, target.spec, run_dir.file("logs"),
                                      power.env() if power is not None else None, cfg.op_timeout, guard.note_pid)
         threads = list(range(cfg.workers))
-        limit_ns = int(cfg.time_limit * SEC)
-        extended = [limit_ns]
-
-        def armed(op) -> bool:   # an op past the time limit still starts while a fault waits for its point
-            go = op["time"] < limit_ns + max(limit_ns, EXTEND_MIN_NS) and any(r.evidence is None for r in sched.faults)
-            if go:
-                extended[0] = max(extended[0], op["time"])
-            return go
-        process_of = interpret(clients(deadline(limit_ns, client_gen, keep=armed)), threads, driver, cfg.seed)
-        if extended[0] > limit_ns:
-            notes.append(f"the workload started ops until {(extended[0] - limit_ns) / SEC:.2f} virtual s past its "
-                         f"time limit, until the requested faults had their points")
+        process_of = _workload_phase(cfg, sched, driver, client_gen, threads, notes)
         driver.record_clock_faults()   # a step at the workload's last point is recorded before its heal
         clock_took = driver.heal_clocks()   # healed at the end, as the timed nemesis's final reset
-        sched.faults, sched.call_faults = [], []   # the final phase is not faulted: a rule left unfired is missed
-        for proc in list(driver.procs.values()):
-            sched.kill(proc)        # fresh workers for the read-back, as the timed mode does
-        sched.replies.clear()
-        sched.vt += int(kind.settle_s(cfg) * SEC)   # every lease expires (virtually)
-        ops = history.snapshot()
-        start = len(ops)
-
-        def call(client_ops: list[dict], phase: str | None = None) -> None:   # the kind's final ops, each to completion
-            interpret(clients(client_ops), threads, driver, cfg.seed, process_of=process_of)
-        kind.final_phase(cfg, world, ops, call)
-        final_incomplete = [f"final read-back {o['f']} ended info: {_info_reason(o)}" for o in history.snapshot()[start:]
-                            if o["type"] == "info"]
-        for proc in list(driver.procs.values()):
-            sched.kill(proc)
-        for rec in final_state_records(target.export()):
-            history.append(dict(rec, time=sched.vt))
+        final_incomplete = _final_phase(cfg, kind, world, sched, driver, history, target, threads, process_of)
     except SchedulerStuck as e:
         stuck = str(e)   # the run ends where the scheduler could not go on: an unknown verdict, its schedule kept
     except KeyboardInterrupt:   # Ctrl-C or SIGTERM: what ran is kept and said, unchecked, as the timed mode does
@@ -183,25 +155,70 @@ def run(cfg, report: bool = True, config_path: str | None = None, exact_rules=No
     if previous is not None:
         results["reproduced"] = {"of": previous, "same_history": previous == results["history_sha256"]}
     run_dir.write_json("results.json", results)
-    from chaos.runner import publish_run
-
     run_dir.write_json("wall.json", dict(wall, run_dir=run_dir.path, wall_s=round(time.monotonic() - wall0, 3),
                                          started_at=started))
     publish_run(run_dir, report)
-    from chaos.reports.console import summary as console_summary
+    _say(cfg, run_dir, results, summary, previous, config_path, time.monotonic() - wall0)
+    return 130 if interrupted else results["exit_code"]
 
+
+def _workload_phase(cfg, sched, driver, client_gen, threads: list[int], notes: list[str]):
+    """The workload until its time limit, and past it while a requested fault waits for its point (the
+    n-th matching one after its instant: a short run may end before it); the interpreter's process map."""
+    limit_ns = int(cfg.time_limit * SEC)
+    extended = [limit_ns]
+
+    def armed(op) -> bool:   # an op past the time limit still starts while a fault waits for its point
+        go = op["time"] < limit_ns + max(limit_ns, EXTEND_MIN_NS) and any(r.evidence is None for r in sched.faults)
+        if go:
+            extended[0] = max(extended[0], op["time"])
+        return go
+    process_of = interpret(clients(deadline(limit_ns, client_gen, keep=armed)), threads, driver, cfg.seed)
+    if extended[0] > limit_ns:
+        notes.append(f"the workload started ops until {(extended[0] - limit_ns) / SEC:.2f} virtual s past its "
+                     f"time limit, until the requested faults had their points")
+    return process_of
+
+
+def _final_phase(cfg, kind, world, sched, driver, history, target, threads: list[int], process_of) -> list[str]:
+    """The kind's final ops, unfaulted, by fresh workers once every lease expired (virtually), then the
+    store's final records; why each final op that ended info did (a reason for ``unknown``)."""
+    sched.faults, sched.call_faults = [], []   # the final phase is not faulted: a rule left unfired is missed
+    for proc in list(driver.procs.values()):
+        sched.kill(proc)        # fresh workers for the read-back, as the timed mode does
+    sched.replies.clear()
+    sched.vt += int(kind.settle_s(cfg) * SEC)
+    ops = history.snapshot()
+    start = len(ops)
+
+    def call(client_ops: list[dict], phase: str | None = None) -> None:   # each to completion
+        interpret(clients(client_ops), threads, driver, cfg.seed, process_of=process_of)
+    kind.final_phase(cfg, world, ops, call)
+    incomplete = [f"final read-back {o['f']} ended info: {_info_reason(o)}" for o in history.snapshot()[start:]
+                  if o["type"] == "info"]
+    for proc in list(driver.procs.values()):
+        sched.kill(proc)
+    for rec in final_state_records(target.export()):
+        history.append(dict(rec, time=sched.vt))
+    return incomplete
+
+
+def _say(cfg, run_dir, results: dict, summary: dict, previous: str | None, config_path: str | None,
+         wall_s: float) -> None:
+    """The run's lines: the schedule's on stderr (and whether it reproduced the run its config came from,
+    with where the two parted if not), then the verdict summary on stdout, last (as chaos.runner prints it)."""
+    from chaos.reports.console import summary as console_summary
     print(f"chaos: deterministic: seed {cfg.seed}, PCT depth {summary['depth']}, {summary['points']} scheduling "
           f"points, {results['stats']['ops']} ops in {summary['virtual_ns'] / SEC:.1f} virtual s "
-          f"({time.monotonic() - wall0:.1f} wall s), history sha256 {results['history_sha256'][:16]}", file=sys.stderr)
+          f"({wall_s:.1f} wall s), history sha256 {results['history_sha256'][:16]}", file=sys.stderr)
     if previous is not None:
         same = previous == results["history_sha256"]
         print(f"chaos: deterministic: {'reproduced' if same else 'NOT reproduced'}"
               f" the history of the run this config came from (sha256 {previous[:16]})", file=sys.stderr)
         if not same:
             print(schedule.compare_runs(os.path.dirname(os.path.abspath(config_path)), run_dir.path), file=sys.stderr)
-    sys.stderr.flush()   # the verdict summary is stdout's, last (as chaos.runner prints it)
+    sys.stderr.flush()
     print(console_summary(dict(results, run_dir=run_dir.path), run_dir.path), flush=True)
-    return 130 if interrupted else results["exit_code"]
 
 
 def _info_reason(op: dict) -> str:
