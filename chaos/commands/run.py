@@ -122,7 +122,8 @@ def build_config(args: argparse.Namespace):
 
 
 def _build_config(args: argparse.Namespace, deterministic: bool):
-    from chaos.nemesis import NEMESES, support, supported
+    """The run's ``RunConfig`` from its flags and its scenario, in one mode; a bad value is a
+    ``UsageError`` (one line, exit 254) before anything starts."""
     from chaos.random import fresh_seed
     from chaos.runner import RunConfig
     from workloads import scenario as scenarios
@@ -162,6 +163,41 @@ def _build_config(args: argparse.Namespace, deterministic: bool):
     from_scenario = f"scenario {args.scenario}: " if sc else ""
     if sc:  # a scenario file is checked whole, named in the error, even where a flag overrides a member
         check_limits(sc.get("workers", 1), sc.get("time_limit", 1.0), 0, from_scenario)
+    names = _nemeses(args, sc, opts, deterministic, from_scenario)
+    workers = args.workers if args.workers is not None else sc.get("workers", 10)
+    time_limit = args.time_limit if args.time_limit is not None else sc.get("time_limit", 30.0)
+    op_timeout = args.op_timeout if args.op_timeout is not None else DEFAULT_OP_TIMEOUT
+    check_limits(workers, time_limit, op_timeout)
+    check_scale(args.scale)
+    seed = args.seed if args.seed is not None else fresh_seed()
+    if args.name is not None:
+        name = check_name(args.name, "--name")
+    else:
+        name = check_name(sc.get("name") or f"{args.workload}-{args.backend}",
+                          "scenario name" if sc.get("name") else "test name")
+    pct_depth, pct_points = getattr(args, "pct_depth", 3), getattr(args, "pct_points", None)
+    argv = _reproduce_argv(args, names, workers, time_limit, seed, op_timeout, name, deterministic)
+    return RunConfig(name=name, backend=args.backend, workload=args.workload, nemesis=names, workers=workers,
+                     time_limit=float(time_limit), seed=seed, store=args.store, op_timeout=float(op_timeout),
+                     scale=args.scale, auto_workers=args.workers is None and "workers" not in sc,
+                     auto_time_limit=args.time_limit is None and "time_limit" not in sc,
+                     auto_op_timeout=args.op_timeout is None,
+                     claims=dict(sc.get("claims", {})), nemesis_opts=dict(sc.get("nemesis_opts", {})),
+                     issuelock=dict(sc.get("issuelock", {})),
+                     scenario=args.scenario, command=shlex.join(argv), dsn=dsn,
+                     profile=os.path.abspath(profile) if profile else None, backend_command=command,
+                     factory=factory, nodes=nodes, docker_host=getattr(args, "docker_host", None),
+                     node_memory=getattr(args, "node_memory", None), node_cpus=getattr(args, "node_cpus", None),
+                     deterministic=deterministic,
+                     pct_depth=pct_depth, pct_points=pct_points)
+
+
+def _nemeses(args, sc: dict, opts: dict, deterministic: bool, from_scenario: str) -> list[str]:
+    """The run's faults: --nemesis, else the scenario's, else every one the backend supports here (in
+    the deterministic mode, those it has at exact points); a name unknown or not available here is a
+    ``UsageError``."""
+    from chaos.nemesis import NEMESES, support, supported
+
     if args.nemesis is not None:
         names = [] if args.nemesis.strip() in ("", "none") else [n.strip() for n in args.nemesis.split(",")]
     elif "nemesis" in sc:
@@ -181,17 +217,16 @@ def _build_config(args: argparse.Namespace, deterministic: bool):
            if not table[n][0] and not _scheduler_fault(n, deterministic)]
     if bad:
         raise UsageError(f"nemesis not available with --backend {args.backend} here: {'; '.join(bad)}")
-    workers = args.workers if args.workers is not None else sc.get("workers", 10)
-    time_limit = args.time_limit if args.time_limit is not None else sc.get("time_limit", 30.0)
-    op_timeout = args.op_timeout if args.op_timeout is not None else DEFAULT_OP_TIMEOUT
-    check_limits(workers, time_limit, op_timeout)
-    check_scale(args.scale)
-    seed = args.seed if args.seed is not None else fresh_seed()
-    if args.name is not None:
-        name = check_name(args.name, "--name")
-    else:
-        name = check_name(sc.get("name") or f"{args.workload}-{args.backend}",
-                          "scenario name" if sc.get("name") else "test name")
+    return names
+
+
+def _reproduce_argv(args, names: list[str], workers: int, time_limit: float, seed: int, op_timeout: float,
+                    name: str, deterministic: bool) -> list[str]:
+    """The ``chaos run`` line that reproduces this run (test.yaml's ``command``): every choice made
+    explicit, its mode too whatever the default, and no password."""
+    dsn, command = getattr(args, "dsn", None), getattr(args, "backend_command", None)
+    factory, profile = getattr(args, "factory", None), getattr(args, "profile", None)
+    nodes = getattr(args, "nodes", "local") or "local"
     argv = ["chaos", "run", "--backend", args.backend, "--workload", args.workload,
             "--nemesis", ",".join(names) or "none", "--workers", str(workers), "--time-limit", str(time_limit),
             "--seed", str(seed), "--op-timeout", f"{op_timeout:g}", "--name", name, "--store", args.store]
@@ -223,19 +258,7 @@ def _build_config(args: argparse.Namespace, deterministic: bool):
                             ("--node-cpus", getattr(args, "node_cpus", None))):
             if value is not None:
                 argv += [flag, str(value)]
-    return RunConfig(name=name, backend=args.backend, workload=args.workload, nemesis=names, workers=workers,
-                     time_limit=float(time_limit), seed=seed, store=args.store, op_timeout=float(op_timeout),
-                     scale=args.scale, auto_workers=args.workers is None and "workers" not in sc,
-                     auto_time_limit=args.time_limit is None and "time_limit" not in sc,
-                     auto_op_timeout=args.op_timeout is None,
-                     claims=dict(sc.get("claims", {})), nemesis_opts=dict(sc.get("nemesis_opts", {})),
-                     issuelock=dict(sc.get("issuelock", {})),
-                     scenario=args.scenario, command=shlex.join(argv), dsn=dsn,
-                     profile=os.path.abspath(profile) if profile else None, backend_command=command,
-                     factory=factory, nodes=nodes, docker_host=getattr(args, "docker_host", None),
-                     node_memory=getattr(args, "node_memory", None), node_cpus=getattr(args, "node_cpus", None),
-                     deterministic=deterministic,
-                     pct_depth=pct_depth, pct_points=pct_points)
+    return argv
 
 
 def check_limits(workers, time_limit, op_timeout, where: str = "") -> None:
