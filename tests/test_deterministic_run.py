@@ -8,9 +8,13 @@ import gzip
 import hashlib
 import json
 import os
+import pty
+import re
+import select
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -106,6 +110,54 @@ def test_three_runs_of_one_seed_give_one_history(tmp_path):
     assert res.returncode in (0, 2), res.stderr[-2000:]
     assert "NOT reproduced" in res.stderr and "the schedules part at line " in res.stderr, res.stderr[-2000:]
     assert _results(tmp_path / "edited-run")[0]["reproduced"]["same_history"] is False
+
+
+#: a progress line of the deterministic mode (``chaos.deterministic.driver.VirtualProgress``)
+PROGRESS = re.compile(r"^chaos: +\d+\.\d virtual s(?: / 1 s|  final phase: [^:]+|  past the time limit: [^:]+)"
+                      r"  ops \d+  faults \d of 4$")
+
+
+def _on_a_terminal(args: list[str]) -> str:
+    """What ``chaos run`` writes to its stderr when that is a terminal (a pty here)."""
+    master, slave = pty.openpty()
+    child = subprocess.Popen([sys.executable, "-m", "chaos.cli", "run", *args], stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL, stderr=slave)
+    os.close(slave)
+    out, deadline = b"", time.monotonic() + 300
+    try:
+        while time.monotonic() < deadline:
+            ended = child.poll() is not None
+            if select.select([master], [], [], 0.2)[0]:
+                try:
+                    chunk = os.read(master, 65536)
+                except OSError:   # EIO: every writer closed its side
+                    break
+                out += chunk
+                if chunk:
+                    continue
+            if ended:
+                break
+    finally:
+        child.kill()
+        child.wait()
+        os.close(master)
+    return out.decode("utf-8", "replace")
+
+
+def test_a_run_on_a_terminal_shows_its_virtual_progress_and_its_history_is_the_one_without(tmp_path):
+    """On a terminal the run redraws a line of virtual seconds, ops and how many of its exact fault points
+    came, and keeps the last one; piped (a line every few seconds), its history is the same: the line only
+    reads the schedule."""
+    args = ["--deterministic", "--seed", "4", "--workers", "2", "--time-limit", "1", *KILL_FSYNC, "--no-report"]
+    text = _on_a_terminal(["--store", str(tmp_path / "tty"), *args])
+    shown = [ln for ln in re.split(r"[\r\n]+", text) if PROGRESS.match(ln)]
+    assert shown, text[-2000:]
+    assert "final phase" in shown[-1] and shown[-1].endswith("faults 4 of 4"), shown
+    assert "chaos: deterministic: seed 4" in text
+    piped = _run(tmp_path / "piped", *args)
+    assert piped.returncode == 0, piped.stderr[-2000:]
+    (tty,), (pipe,) = _results(tmp_path / "tty"), _results(tmp_path / "piped")
+    assert tty["history_sha256"] == pipe["history_sha256"]
 
 
 def test_pcts_change_points_are_instants_spread_over_the_run_whatever_its_pace(tmp_path):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 
 from checkers.history import classify
 from chaos.deterministic.callfaults import CallFaults
@@ -14,6 +15,7 @@ from chaos.deterministic.plan import SEC_NS
 from chaos.deterministic.processes import SchedulerStuck
 from chaos.deterministic.scheduler import Scheduler
 from chaos.deterministic.shim import EPOCH_NS
+from chaos.driver import Progress
 from chaos.history_store import HistoryWriter
 from workloads.generator import NEMESIS
 
@@ -266,3 +268,28 @@ def _both(inside: dict | None, point: dict | None) -> dict:
 def _served_by(evidence: dict, proc) -> bool:
     """The fault's point was in ``proc`` or in one of its children (``w0.1/f2``: its git, its program)."""
     return evidence["process"].split("/", 1)[0] == proc.name
+
+
+class VirtualProgress(Progress):
+    """The timed mode's progress line (``chaos.driver.Progress``: redrawn on a terminal, else a line every
+    few seconds) on the schedule's clock: virtual seconds, ops, and how many of the run's exact fault
+    points have come; past the time limit, what the run waits for. It only reads: the schedule, and so
+    the history, is the same with it or without it."""
+
+    def __init__(self, driver: DeterministicDriver, rules: list, time_limit: float):
+        self.rules = rules      # the run's requested faults (the scheduler's own list is emptied at the end)
+        self.phase: str | None = None
+        super().__init__(driver, None, time_limit, threading.Event())
+
+    def line(self) -> str:
+        t = self.driver.now() / SEC_NS
+        came = sum(1 for r in self.rules if r.evidence is not None)
+        if self.phase is not None:
+            where = f"{t:6.1f} virtual s  {self.phase}"
+        elif t <= self.time_limit:
+            where = f"{t:6.1f} virtual s / {self.time_limit:g} s"
+        elif came < len(self.rules):
+            where = f"{t:6.1f} virtual s  past the time limit: a requested fault's point is still to come"
+        else:
+            where = f"{t:6.1f} virtual s  past the time limit: finishing the ops under way"
+        return f"chaos: {where}  ops {self.driver.ops}  faults {came} of {len(self.rules)}"

@@ -36,7 +36,7 @@ from dataclasses import asdict
 
 from checkers.history import final_state_records
 from chaos.deterministic import trace as schedule
-from chaos.deterministic.driver import DeterministicDriver
+from chaos.deterministic.driver import DeterministicDriver, VirtualProgress
 from chaos.deterministic.plan import SEC_NS, expected_points, fault_rules, power_journal, took_effect
 from chaos.deterministic.processes import SchedulerStuck
 from chaos.deterministic.scheduler import Scheduler
@@ -69,8 +69,10 @@ def history_sha256(path: str) -> str:
         return hashlib.sha256(f.read()).hexdigest()
 
 
-def run(cfg, report: bool = True, config_path: str | None = None, exact_rules=None) -> int:
+def run(cfg, report: bool = True, config_path: str | None = None, exact_rules=None, progress: bool = True) -> int:
     """One deterministic run; the exit code is the verdict (0 valid, 1 invalid, 2 unknown).
+    ``progress``: a progress line on stderr while it runs (``VirtualProgress``; not in ``chaos explore``'s
+    runs, many at once).
     ``config_path``: the test.yaml it re-runs (its run's history digest is compared). ``exact_rules``
     (fault name -> its ``FaultRule`` list, or a function of the run's power-loss journal, None
     unless ``power-loss`` is asked for, giving it) replaces the seed's draw (``fault_rules``): the
@@ -101,7 +103,7 @@ def run(cfg, report: bool = True, config_path: str | None = None, exact_rules=No
                       horizon_ns=horizon, step_ns=STEP_NS, send_ns=CALL_NS, log_dir=run_dir.file("logs"),
                       sock_dir=run_dir.tmp)
     children_before = descendants()   # (the watchdog's; the scheduler made this process the subreaper)
-    clock_took, stuck, final_incomplete, driver, interrupted = None, None, [], None, False
+    clock_took, stuck, final_incomplete, driver, interrupted, shown = None, None, [], None, False, None
     wall0 = time.monotonic()
     # SIGTERM ends the run like Ctrl-C: everything reaped. Only the main thread may set a handler: a run in
     # another thread (a cluster worker's task thread: chaos explore's explore_one) leaves its process's alone
@@ -120,16 +122,21 @@ def run(cfg, report: bool = True, config_path: str | None = None, exact_rules=No
         sched.faults = [r for rs in rules.values() for r in rs]
         driver = DeterministicDriver(sched, history, target.spec, run_dir.file("logs"),
                                      power.env() if power is not None else None, cfg.op_timeout, guard.note_pid)
+        shown = VirtualProgress(driver, sched.faults, cfg.time_limit) if progress else None
         threads = list(range(cfg.workers))
         process_of = _workload_phase(cfg, sched, driver, client_gen, threads, notes)
         driver.record_clock_faults()   # a step at the workload's last point is recorded before its heal
         clock_took = driver.heal_clocks()   # healed at the end, as the timed nemesis's final reset
+        if shown is not None:
+            shown.phase = "final phase: fresh workers read every item back"
         final_incomplete = _final_phase(cfg, kind, world, sched, driver, history, target, threads, process_of)
     except SchedulerStuck as e:
         stuck = str(e)   # the run ends where the scheduler could not go on: an unknown verdict, its schedule kept
     except KeyboardInterrupt:   # Ctrl-C or SIGTERM: what ran is kept and said, unchecked, as the timed mode does
         interrupted = True
     finally:
+        if shown is not None:
+            shown.close()
         sched.faults = [r for rs in rules.values() for r in rs]
         summary = sched.summary()
         if driver is not None:   # the racers' faults inside calls: asked for and landed, per kind

@@ -170,7 +170,7 @@ def explore_crash_point(task: dict) -> dict:
     from chaos.explore.seeds import explore_one
 
     rules, recorder = rules_for(task)
-    out = explore_one(task, run_fn=lambda cfg: det_run.run(cfg, report=False, exact_rules=rules))
+    out = explore_one(task, run_fn=lambda cfg: det_run.run(cfg, report=False, exact_rules=rules, progress=False))
     if recorder is not None:
         out["calls"] = list(recorder.log.values())
     if task.get("crash"):

@@ -89,7 +89,7 @@ def explore_one(task: dict, run_fn=None) -> dict:
     crashed = None
     with contextlib.redirect_stdout(console), contextlib.redirect_stderr(console):
         try:
-            (run_fn or (lambda c: det_run.run(c, report=False)))(cfg)
+            (run_fn or (lambda c: det_run.run(c, report=False, progress=False)))(cfg)
         except Exception as e:   # one seed's crash is that seed's result (printed and stored), not the campaign's end
             crashed = f"{type(e).__name__}: {e}"
     made = sorted(_runs(cfg) - before)
