@@ -153,7 +153,3 @@ def simulate(gen, seed: int = 0, workers: int = 2, complete: Callable[[dict], di
     interpret(gen, threads, driver, seed)
     return driver.history
 
-
-def perfect(op: dict) -> dict:
-    """A completion function under which every op succeeds, echoing its value."""
-    return {"type": "ok", "value": op.get("value")}

@@ -47,7 +47,7 @@ from contextlib import contextmanager
 from typing import Iterator
 
 from backends.api import CommitOutcomeUnknown, StoreUnavailable
-from backends.sqlite import projection, schema
+from backends.sqlite import projection
 from backends.sqlite.txn import SqliteTxn
 
 BUSY_TIMEOUT_S = 30.0
@@ -266,9 +266,3 @@ class SqliteStore:
         finally:
             self._give_back(conn, True)
 
-    def provisioning(self) -> dict:
-        conn = self._take()
-        try:
-            return schema.read_provisioning(conn)
-        finally:
-            self._give_back(conn, True)

@@ -242,9 +242,6 @@ class HostClient:
     def export(self) -> dict:
         return self._control("export")["durable"]
 
-    def ping(self) -> int:
-        return self._control("ping")["pid"]
-
     @property
     def alive(self) -> bool:
         return self.proc.poll() is None

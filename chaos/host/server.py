@@ -168,7 +168,6 @@ class _Host:
             "exit-after-commit": lambda m: self._ok(m, self.hooks.exit_after_commit(self._cls(m))),
             "restart": self._threaded(self._restart),
             "export": self._threaded(self._export),
-            "ping": lambda m: self.emit({"id": mid, "ok": True, "pid": os.getpid()}),
             "now": lambda m: self.emit({"id": mid, "wall_ms": time.time_ns() // 1_000_000,
                                         "monotonic_ns": time.monotonic_ns()}),
         }.get(cmd)

@@ -8,8 +8,7 @@ the issue-lock rules need:
   token (from the seeded identities, the server's own table), its reply's
   code, decision time (``decided_at`` in ms) and lock;
 * ``writes``: every op that may have written a lock (a writer that did not
-  refuse: ok, info or still open), and ``ok_writes`` the certain ones, whose
-  reply carries the lock they wrote;
+  refuse: ok, info or still open);
 * ``known``: per key, generation -> (lock, op) for every lock some reply showed
   in full (writers, inspect, recovery evidence) plus the seeded locks;
 * ``final``: the store's final export (``final-state``), by key.
@@ -111,13 +110,6 @@ class Model:
             (b.get("remote"), b.get("org"), b.get("repo"), b.get("name")): b.get("head")
             for b in prep.final_durable.get("branches") or []}
         self.final_index = prep.final_index
-
-    def ok_writes(self, key: str | None = None) -> list[LockOp]:
-        ops = self.by_key.get(key, []) if key else self.ops
-        return [lo for lo in ops if lo.wrote is not None]
-
-    def write_attempts(self, key: str) -> list[LockOp]:
-        return [lo for lo in self.by_key.get(key, []) if lo.is_write_attempt]
 
     def seeded_generation(self, key: str) -> int:
         return R.lock_generation(self.seeded.get(key))

@@ -204,8 +204,3 @@ def register_operations(history):
         if part:
             yield key, _count_references(part)
 
-
-def history_to_operations(history) -> tuple[list[Operation], list[int]]:
-    """Every register operation of the history -> (operations, history index of each op's invoke)."""
-    ops = [o for _key, part in register_operations(history) for o in part]
-    return ops, [o.metadata[0] for o in ops]

@@ -77,10 +77,6 @@ def _default_equal(a: Any, b: Any) -> bool:
     return a == b
 
 
-def _default_describe(*args: Any) -> str:
-    return " ".join(repr(a) for a in args)
-
-
 @dataclass
 class Model:
     """Porcupine's ``Model``: a record of functions.

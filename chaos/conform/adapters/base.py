@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from backends.contract.records import Reply
-from backends.contract.jsonstrict import loads_reply_line
 
 
 @dataclass
@@ -52,10 +51,6 @@ class Parked:
 
 class AdapterError(Exception):
     """A mechanism the adapter needs failed (setup, a fault, an export)."""
-
-
-class MalformedReply(AdapterError):
-    """A backend's stdout was not exactly one JSON object followed by LF."""
 
 
 class Adapter(Protocol):
@@ -113,11 +108,3 @@ class Adapter(Protocol):
 
     def close(self) -> None: ...
 
-
-def parse_stdout(raw: bytes) -> dict:
-    """A reply's stdout must be exactly one JSON object followed by one LF
-    (vectors.md §11.12). Adapters that see raw stdout use this."""
-    try:
-        return loads_reply_line(raw)
-    except ValueError as e:
-        raise MalformedReply(str(e)) from None
