@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import re
-import selectors
 import signal
 import socket
 import sqlite3
@@ -516,7 +515,7 @@ def test_a_pid_the_kernel_reused_is_a_new_process_not_the_dead_one(tmp_path):
         with Scheduler(1, prefixes=[str(tmp_path)]) as s:
             dead = Proc("w0.0/f1", sleeper.pid, None, -1, gone=True)
             s.procs[sleeper.pid] = s.by_name[dead.name] = dead
-            s._sel.register(ours, selectors.EVENT_READ, ("hello", ours))
+            s._sel.register(ours, ("hello", ours))
             s._hello(ours, f"H w3.1/f7/t0 {sleeper.pid} {sleeper.pid}")
             proc = s.procs[sleeper.pid]
             assert proc is not dead and proc.name == "w3.1/f7" and not proc.gone and proc.pidfd >= 0

@@ -28,7 +28,6 @@ it would see the store as it is when it gets there), and one that dies of a sign
 
 from __future__ import annotations
 
-import selectors
 import time
 from dataclasses import dataclass, field
 
@@ -212,9 +211,9 @@ class Flights:
                 continue
             t.since, t.probe_epoch = -1, -1   # counted in the flight's slices: it may look again at once
             self.threads.append(t)
-            self._sel.register(t.conn, selectors.EVENT_READ, ("thread", t))
+            self._sel.register(t.conn, ("thread", t))
         if proc.pidfd >= 0:
-            self._sel.register(proc.pidfd, selectors.EVENT_READ, ("exit", proc))
+            self._sel.register(proc.pidfd, ("exit", proc))
         self._moved = True
         for t in f.closed:
             self._thread_closed(t)
@@ -239,5 +238,5 @@ class Flights:
     def _replay_hellos(self, f: Flight) -> None:
         """The hellos kept while ``f`` flew (its children's, a new image's), taken now that it no longer does."""
         for conn, line in f.hellos:
-            self._sel.register(conn, selectors.EVENT_READ, ("hello", conn))
+            self._sel.register(conn, ("hello", conn))
             self._hello(conn, line)

@@ -64,5 +64,8 @@ class HandOffs:
     def _may_hand(self, proc) -> bool:
         """Whether ``proc``'s threads may hand each other the turn: not while a fault that may aim at any
         of its points is armed (a hand-off is a point no rule sees)."""
-        return not any(r.calls is None and r.evidence is None and (r.process is None or proc.name.startswith(r.process))
-                       for rules in (self.faults, self.call_faults) for r in rules)
+        for rules in (self.faults, self.call_faults):
+            for r in rules:
+                if r.calls is None and r.evidence is None and (r.process is None or proc.name.startswith(r.process)):
+                    return False
+        return True

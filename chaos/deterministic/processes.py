@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import select
-import selectors
 import signal
 import socket
 import subprocess
@@ -147,7 +146,7 @@ class Processes:
         proc.control = control
         if control:
             os.set_blocking(popen.stdout.fileno(), False)
-            self._sel.register(popen.stdout, selectors.EVENT_READ, ("control", proc))
+            self._sel.register(popen.stdout, ("control", proc))
         self.running = (proc.pid, proc.pid)
         self._settle()
         return proc
@@ -162,7 +161,7 @@ class Processes:
         self.by_name[name] = proc
         self.pid_names[pid] = name
         if pidfd >= 0:
-            self._sel.register(pidfd, selectors.EVENT_READ, ("exit", proc))
+            self._sel.register(pidfd, ("exit", proc))
         return proc
 
     def send(self, proc: Proc, line: bytes) -> None:

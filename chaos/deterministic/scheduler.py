@@ -78,7 +78,6 @@ import os
 import random
 import re
 import select
-import selectors
 import shutil
 import socket
 import subprocess
@@ -87,6 +86,7 @@ import time
 
 from chaos.deterministic.flights import Flights
 from chaos.deterministic.handoffs import HandOffs
+from chaos.deterministic.poller import ReadPoller
 from chaos.deterministic.processes import Proc, Processes, SchedulerStuck, Thread, _kernel_state
 from chaos.deterministic.rules import FaultRule
 from chaos.faults.procs import pidfd_getfd, set_child_subreaper
@@ -193,8 +193,8 @@ class Scheduler(Processes, Flights, HandOffs):
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._listener.bind(self.sock_path)
         self._listener.listen(256)
-        self._sel = selectors.DefaultSelector()
-        self._sel.register(self._listener, selectors.EVENT_READ, ("accept", None))
+        self._sel = ReadPoller()
+        self._sel.register(self._listener, ("accept", None))
 
     # ------------------------------------------------------------------ the loop
 
@@ -223,8 +223,8 @@ class Scheduler(Processes, Flights, HandOffs):
         """Handle what arrived within ``timeout``: an event of this batch may be for a file an earlier one
         closed (a process that a kill point's wait took as gone had its connections closed): only
         still-registered ones."""
-        for key, _ in self._sel.select(timeout=timeout):
-            if self._sel.get_map().get(key.fd) is key:
+        for key in self._sel.select(timeout):
+            if self._sel.current(key):
                 self._event(*key.data, key.fileobj)
 
     def _end_slice(self, subject: Thread | None, lane=None) -> None:
@@ -262,6 +262,8 @@ class Scheduler(Processes, Flights, HandOffs):
 
     def _unannounced(self) -> str | None:
         """A live process whose children have not all said hello yet (its name)."""
+        if not self._awaiting:
+            return None
         for name in self._awaiting:
             proc = self.by_name.get(name)
             if proc is not None and not proc.gone and (proc.spawned > len(proc.children)
@@ -285,7 +287,7 @@ class Scheduler(Processes, Flights, HandOffs):
     def _event(self, kind: str, obj, fileobj) -> None:
         if kind == "accept":
             conn, _ = self._listener.accept()
-            self._sel.register(conn, selectors.EVENT_READ, ("hello", conn))
+            self._sel.register(conn, ("hello", conn))
         elif kind == "hello":
             line = self._line_of(fileobj, None)
             if line is not None:
@@ -387,7 +389,7 @@ class Scheduler(Processes, Flights, HandOffs):
         rank = self.rng.random() if first else random.Random(f"{self.seed}:{name}").random()
         t = Thread(name, pid, tid, conn, proc, self.depth + rank, local_vt=proc.flight.vt if proc.flight else self.vt)
         proc.threads.append(t)
-        self._sel.modify(conn, selectors.EVENT_READ, ("thread", t))
+        self._sel.modify(conn, ("thread", t))
         if proc.flight is not None:            # a thread its flight made
             self._flight_hello(proc.flight, t)
             return
@@ -574,7 +576,8 @@ class Scheduler(Processes, Flights, HandOffs):
     def step(self, idle: bool = False) -> bool:
         """Grant one enabled thread (PCT) and wait until it stops. False when none is enabled."""
         assert self.running is None
-        self._sync_flights()
+        if self.flights:
+            self._sync_flights()
         ready = self.enabled(idle)
         if not ready:
             return False
@@ -611,8 +614,7 @@ class Scheduler(Processes, Flights, HandOffs):
         due = t.wake_at if t.state == "sleeping" or (t.state == "waiting" and 0 <= t.wake_at <= self.vt) else 0
         self.vt = max(self.vt, t.local_vt, due) + self.step_ns
         err = 0
-        rule = None if t.held else next((r for rules in (self.faults, self.call_faults) for r in rules
-                                         if r.matches(t, t.call, t.seq, self.vt)), None)
+        rule = None if t.held else self._rule_at(t)
         t.held = False
         self._trace_grant(t)
         if rule is not None:
@@ -654,6 +656,15 @@ class Scheduler(Processes, Flights, HandOffs):
         if call in RELEASES:
             self._release_blocked()
 
+    def _rule_at(self, t: Thread) -> FaultRule | None:
+        """The first armed rule whose point this grant is (every rule asked in order until one is: each
+        counts its matches)."""
+        for rules in (self.faults, self.call_faults):
+            for r in rules:
+                if r.matches(t, t.call, t.seq, self.vt):
+                    return r
+        return None
+
     def _trace_grant(self, t: Thread) -> None:
         """The trace's line of a grant to ``t`` at the schedule's clock (``_grant``'s, and a hand-off's)."""
         arg = "-" if t.call in UNTRACED_ARG else t.arg
@@ -691,6 +702,8 @@ class Scheduler(Processes, Flights, HandOffs):
 
     def clock_offset(self, name: str) -> int:
         """The wall-clock offset (ns) of process ``name``: the longest matching prefix's."""
+        if not self.clock_offsets:
+            return 0
         best = ""
         for prefix in self.clock_offsets:
             if name.startswith(prefix) and len(prefix) > len(best):
