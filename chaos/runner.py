@@ -360,35 +360,7 @@ class Run:
             self._add_slots(run, target, routes, env_for, driver)
             env = FaultEnv(self.slots, clock_faults, fsync, coverage, history, t0, target)
             env.power, env.routes = power, routes
-            nem_gen, table, pkgs = nemesis_plan(cfg)
-            driver.nemesis = NemesisExecutor(table, env, driver.completions)
-            limit = int(cfg.time_limit * SEC)
-            waiting = [p for p in pkgs if p.waiting is not None]
-
-            def unproven() -> list[str]:  # faults armed whose evidence is still to come
-                missing = coverage.missing()
-                return [p.name for p in waiting if p.name in missing and p.waiting(env)]
-            until = UntilProven(client_gen, limit, grace_ns(cfg), unproven, rotation_ns(cfg))
-            gen = clients(until)
-            if nem_gen is not None:
-                gen = any_of(gen, nem_gen)
-            threads = list(range(cfg.workers)) + [NEMESIS]
-            progress = Progress(driver, coverage, cfg.time_limit, self.stop)
-            try:
-                process_of = interpret(gen, threads, driver, cfg.seed)
-                if self.interrupted:
-                    self.stopped_at_s = driver.now() / SEC
-                workload_ops = history.snapshot()
-                last = max((o["time"] for o in workload_ops if o["type"] == "invoke" and o["process"] != NEMESIS),
-                           default=0)
-                if last > limit and not self.interrupted:
-                    notes.append(f"the workload started ops until {(last - limit) / SEC:.1f} s past its time limit "
-                                 + extended_for(until.why, cfg))
-                if not self.interrupted:
-                    notes.extend(kind.notes(workload_ops, cfg))
-                    self._final_phase(driver, env, pkgs, history, world, kind, threads, process_of)
-            finally:
-                progress.close()
+            self._workload(kind, world, client_gen, driver, env, coverage, history, notes)
             final_state = None
             if not self.interrupted:
                 try:
@@ -422,6 +394,42 @@ class Run:
         if self.interrupted:
             return 130
         return results["exit_code"]
+
+    def _workload(self, kind, world, client_gen, driver: RealDriver, env: FaultEnv, coverage: Coverage,
+                  history: HistoryWriter, notes: list) -> None:
+        """The workload and its nemesis until the time limit, and past it while an armed fault's evidence
+        is still to come (``UntilProven``); then, unless interrupted, the kind's final phase. The progress
+        line runs meanwhile."""
+        cfg = self.cfg
+        nem_gen, table, pkgs = nemesis_plan(cfg)
+        driver.nemesis = NemesisExecutor(table, env, driver.completions)
+        limit = int(cfg.time_limit * SEC)
+        waiting = [p for p in pkgs if p.waiting is not None]
+
+        def unproven() -> list[str]:  # faults armed whose evidence is still to come
+            missing = coverage.missing()
+            return [p.name for p in waiting if p.name in missing and p.waiting(env)]
+        until = UntilProven(client_gen, limit, grace_ns(cfg), unproven, rotation_ns(cfg))
+        gen = clients(until)
+        if nem_gen is not None:
+            gen = any_of(gen, nem_gen)
+        threads = list(range(cfg.workers)) + [NEMESIS]
+        progress = Progress(driver, coverage, cfg.time_limit, self.stop)
+        try:
+            process_of = interpret(gen, threads, driver, cfg.seed)
+            if self.interrupted:
+                self.stopped_at_s = driver.now() / SEC
+            workload_ops = history.snapshot()
+            last = max((o["time"] for o in workload_ops if o["type"] == "invoke" and o["process"] != NEMESIS),
+                       default=0)
+            if last > limit and not self.interrupted:
+                notes.append(f"the workload started ops until {(last - limit) / SEC:.1f} s past its time limit "
+                             + extended_for(until.why, cfg))
+            if not self.interrupted:
+                notes.extend(kind.notes(workload_ops, cfg))
+                self._final_phase(driver, env, pkgs, history, world, kind, threads, process_of)
+        finally:
+            progress.close()
 
     def _set_up(self, kind, run: RunDir, notes: list):
         """``(target, client generator, world)``: the workload fitted to the backend,
