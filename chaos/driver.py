@@ -158,8 +158,8 @@ class RealDriver:
 class Progress:
     """A progress line on stderr: ``\\r`` updates on a TTY, else a line every few seconds."""
 
-    def __init__(self, driver: RealDriver, coverage: Coverage, time_limit: float, stop: threading.Event):
-        self.driver, self.coverage, self.time_limit, self.stop = driver, coverage, time_limit, stop
+    def __init__(self, driver: RealDriver, coverage: Coverage | None, time_limit: float):
+        self.driver, self.coverage, self.time_limit = driver, coverage, time_limit
         self.tty = sys.stderr.isatty()
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True, name="progress")

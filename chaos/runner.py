@@ -414,7 +414,7 @@ class Run:
         if nem_gen is not None:
             gen = any_of(gen, nem_gen)
         threads = list(range(cfg.workers)) + [NEMESIS]
-        progress = Progress(driver, coverage, cfg.time_limit, self.stop)
+        progress = Progress(driver, coverage, cfg.time_limit)
         try:
             process_of = interpret(gen, threads, driver, cfg.seed)
             if self.interrupted:

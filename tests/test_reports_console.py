@@ -107,8 +107,6 @@ def test_evidence_flags_unavailable_replies_stalls_and_unexercised_paths():
 
 def test_past_its_time_limit_the_progress_line_names_the_phase():
     """Not "50.0s / 20s" counting on: what the run is doing once its limit has passed."""
-    import threading
-
     from chaos.driver import Progress
     from chaos.nemesis import Coverage
 
@@ -119,7 +117,7 @@ def test_past_its_time_limit_the_progress_line_names_the_phase():
             return int(self.t * 1e9)
 
     d = Driver()
-    p = Progress(d, Coverage([]), 20, threading.Event())
+    p = Progress(d, Coverage([]), 20)
     try:
         assert p.line() == "chaos:    5.0s / 20s  ops 12  faults 0"
         d.t = 50.0

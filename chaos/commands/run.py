@@ -176,7 +176,10 @@ def _build_config(args: argparse.Namespace, deterministic: bool):
         name = check_name(sc.get("name") or f"{args.workload}-{args.backend}",
                           "scenario name" if sc.get("name") else "test name")
     pct_depth, pct_points = getattr(args, "pct_depth", 3), getattr(args, "pct_points", None)
-    argv = _reproduce_argv(args, names, workers, time_limit, seed, op_timeout, name, deterministic)
+    if not deterministic and (pct_depth != 3 or pct_points is not None):
+        raise UsageError("--pct-depth and --pct-points are for the deterministic mode, not --timed")
+    pct = (pct_depth, pct_points) if deterministic else None
+    argv = _reproduce_argv(args, opts, names, workers, time_limit, seed, op_timeout, name, pct)
     return RunConfig(name=name, backend=args.backend, workload=args.workload, nemesis=names, workers=workers,
                      time_limit=float(time_limit), seed=seed, store=args.store, op_timeout=float(op_timeout),
                      scale=args.scale, auto_workers=args.workers is None and "workers" not in sc,
@@ -220,39 +223,32 @@ def _nemeses(args, sc: dict, opts: dict, deterministic: bool, from_scenario: str
     return names
 
 
-def _reproduce_argv(args, names: list[str], workers: int, time_limit: float, seed: int, op_timeout: float,
-                    name: str, deterministic: bool) -> list[str]:
+def _reproduce_argv(args, opts: dict, names: list[str], workers: int, time_limit: float, seed: int,
+                    op_timeout: float, name: str, pct: tuple[int, int | None] | None) -> list[str]:
     """The ``chaos run`` line that reproduces this run (test.yaml's ``command``): every choice made
-    explicit, its mode too whatever the default, and no password."""
-    dsn, command = getattr(args, "dsn", None), getattr(args, "backend_command", None)
-    factory, profile = getattr(args, "factory", None), getattr(args, "profile", None)
-    nodes = getattr(args, "nodes", "local") or "local"
+    explicit, its mode too whatever the default (``pct``: the deterministic mode's PCT depth and points,
+    None for the timed mode), and no password. ``opts``: the backend's options as ``_build_config`` read
+    them."""
     argv = ["chaos", "run", "--backend", args.backend, "--workload", args.workload,
             "--nemesis", ",".join(names) or "none", "--workers", str(workers), "--time-limit", str(time_limit),
             "--seed", str(seed), "--op-timeout", f"{op_timeout:g}", "--name", name, "--store", args.store]
     if args.scenario:
         argv += ["--scenario", args.scenario]
-    if dsn:
+    if opts["dsn"]:
         from chaos.sut.base import redact_dsn
 
-        argv += ["--dsn", redact_dsn(dsn)]  # never record a password; supply it again to reproduce
-    if command:
-        argv += ["--command", command]
-    if factory:
-        argv += ["--factory", factory]
-    if profile:
-        argv += ["--profile", profile]
-    pct_depth, pct_points = getattr(args, "pct_depth", 3), getattr(args, "pct_points", None)
-    if deterministic:
-        argv += ["--deterministic", "--pct-depth", str(pct_depth)]
-        if pct_points is not None:
-            argv += ["--pct-points", str(pct_points)]
-    elif pct_depth != 3 or pct_points is not None:
-        raise UsageError("--pct-depth and --pct-points are for the deterministic mode, not --timed")
+        argv += ["--dsn", redact_dsn(opts["dsn"])]  # never record a password; supply it again to reproduce
+    for flag, key in (("--command", "command"), ("--factory", "factory"), ("--profile", "profile")):
+        if opts[key]:
+            argv += [flag, opts[key]]
+    if pct is not None:
+        argv += ["--deterministic", "--pct-depth", str(pct[0])]
+        if pct[1] is not None:
+            argv += ["--pct-points", str(pct[1])]
     else:
         argv += ["--timed"]   # the reproduce line keeps its mode whatever the default
-    if nodes != "local":
-        argv += ["--nodes", nodes]
+    if opts["nodes"]:
+        argv += ["--nodes", opts["nodes"]]
         for flag, value in (("--docker-host", getattr(args, "docker_host", None)),
                             ("--node-memory", getattr(args, "node_memory", None)),
                             ("--node-cpus", getattr(args, "node_cpus", None))):

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import sys
-import threading
 
 from checkers.history import classify
 from chaos.deterministic.callfaults import CallFaults
@@ -279,7 +278,7 @@ class VirtualProgress(Progress):
     def __init__(self, driver: DeterministicDriver, rules: list, time_limit: float):
         self.rules = rules      # the run's requested faults (the scheduler's own list is emptied at the end)
         self.phase: str | None = None
-        super().__init__(driver, None, time_limit, threading.Event())
+        super().__init__(driver, None, time_limit)
 
     def line(self) -> str:
         t = self.driver.now() / SEC_NS

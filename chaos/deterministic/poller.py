@@ -48,10 +48,10 @@ class ReadPoller:
             pass
 
     def select(self, timeout: float) -> list[Key]:
-        """The keys whose files are readable (or closed) within ``timeout`` seconds."""
-        ms = 0 if timeout <= 0 else -(-int(timeout * 1e6) // 1000)   # rounded up to a millisecond, as selectors
+        """The keys whose files are readable (or closed) within ``timeout`` seconds (rounded up to a
+        millisecond by epoll's own conversion; 0 or less: no wait)."""
         keys = self._keys
-        return [keys[fd] for fd, _ in self._epoll.poll(ms / 1000, max(len(keys), 1)) if fd in keys]
+        return [keys[fd] for fd, _ in self._epoll.poll(max(timeout, 0.0), max(len(keys), 1)) if fd in keys]
 
     def current(self, key: Key) -> bool:
         """Whether ``key`` is still its file's registration (an earlier event of the batch may have

@@ -100,8 +100,9 @@ UNTRACED_ARG = frozenset({"write", "read", "ftruncate", "kill"})
 VPID_BASE = 4_194_304
 #: a number in a path that may be a pid (a program's temp and lock files carry theirs)
 PID_IN_PATH = re.compile(r"(?<![0-9A-Za-z])[1-9][0-9]{1,6}(?![0-9A-Za-z])")
-#: a UUID's groups are hyphen-delimited and may be all digits ("...-48a3-8026-..."): never a pid, whatever pids run
+#: a path without one has no pid to name (most store paths)
 DIGIT = re.compile(r"[0-9]")
+#: a UUID's groups are hyphen-delimited and may be all digits ("...-48a3-8026-..."): never a pid, whatever pids run
 UUID_IN_PATH = re.compile(r"([0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12})")
 #: of the processes that read a file outside the shim's control (``uncontrolled_files``), how many the
 #: summary names
